@@ -1,0 +1,52 @@
+"""Every test gets a flushed, dedicated Redis database (15 by default) and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.support import WorkerProcess
+
+
+def _test_client() -> redis.Redis:
+    from django.conf import settings
+
+    url = settings.WURK_TEST_REDIS_URL
+    client = redis.Redis.from_url(url)
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    if int(db) == 0:
+        raise RuntimeError(f"refusing to run tests against Redis database 0 ({url}); use a dedicated one")
+    return client
+
+
+@pytest.fixture(autouse=True)
+def redis_db():
+    """The raw test database, flushed before and after each test (only this one)."""
+    from wurk_django import connection
+    from wurk_django.conf import reset_config
+
+    client = _test_client()
+    client.flushdb()
+    reset_config()
+    connection.reset()
+    yield client
+    client.flushdb()
+    connection.reset()
+    client.close()
+
+
+@pytest.fixture
+def worker_factory():
+    """Start real ``manage.py wurk`` processes; every one is stopped at teardown by pid."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **kwargs) -> WorkerProcess:
+        proc = WorkerProcess(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop(timeout=15)
+        if proc.alive():
+            proc.kill()

@@ -1,0 +1,68 @@
+"""Jobs used by the test suite. They record what they did in the test Redis."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from wurk_django import Job, job
+from wurk_django.connection import get_redis
+
+
+def record(key: str, value: str) -> None:
+    get_redis().rpush(key, value)
+
+
+class RecordJob(Job):
+    """Appends its first argument to the ``test:ran`` list."""
+
+    def perform(self, value):
+        record("test:ran", str(value))
+
+
+class FailingJob(Job):
+    retry = 3
+
+    def perform(self, message="boom"):
+        raise RuntimeError(message)
+
+
+class NoRetryJob(Job):
+    retry = False
+
+    def perform(self):
+        raise ValueError("no retry")
+
+
+class ZeroRetryJob(Job):
+    retry = 0
+    backtrace = True
+
+    def perform(self):
+        raise KeyError("straight to the morgue")
+
+
+class SlowJob(Job):
+    """Sleeps ``seconds``, noting start and finish."""
+
+    def perform(self, seconds, marker="slow"):
+        record("test:started", marker)
+        time.sleep(seconds)
+        record("test:finished", marker)
+
+
+class PidJob(Job):
+    def perform(self, marker):
+        record("test:pids", f"{marker}:{os.getpid()}")
+
+
+class RubyNamedJob(Job):
+    name = "HardJob"
+
+    def perform(self, *args):
+        record("test:ruby", repr(list(args)))
+
+
+@job(queue="functions", retry=2)
+def add_numbers(a, b):
+    record("test:sums", str(a + b))

@@ -1,0 +1,65 @@
+"""Settings for the test suite. Redis: a dedicated logical database, 15 unless
+WURK_TEST_REDIS_URL says otherwise; the suite flushes only that database."""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = "tests-only"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "wurk_django",
+    "tests.jobsapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("WURK_TEST_SQLITE", str(BASE_DIR / ".test-db.sqlite3")),
+    }
+}
+STATIC_URL = "/static/"
+
+WURK_TEST_REDIS_URL = os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+WURK = {
+    "REDIS_URL": WURK_TEST_REDIS_URL,
+    "CONCURRENCY": 5,
+    "TIMEOUT": 8,
+}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+}

@@ -1,0 +1,71 @@
+"""Helpers for tests that run real worker processes against the test Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 15.0, interval: float = 0.05,
+             message: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+class WorkerProcess:
+    """``python manage.py wurk`` as a child process, stopped by pid at teardown."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, settings: str = "tests.settings") -> None:
+        self.args = args
+        self.log = tempfile.NamedTemporaryFile(prefix="wurk-worker-", suffix=".log", delete=False)
+        full_env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "wurk", *args],
+            cwd=str(ROOT), env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.pid = self.proc.pid
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """TERM, then KILL if it outlives ``timeout``; always reaps the pid."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+            except ProcessLookupError:
+                pass
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)

@@ -1,0 +1,6 @@
+"""wurk_django: Sidekiq-compatible background jobs for Django, on Redis."""
+
+from .job import Job, Setter, job
+
+__version__ = "0.1.0"
+__all__ = ["Job", "Setter", "job", "__version__"]

@@ -1,0 +1,71 @@
+"""Strict job arguments: only JSON-native values may travel (CORE-046..048).
+
+A value that would not survive a JSON round trip unchanged (a tuple, a datetime,
+a model instance, a dict with integer keys...) is refused at the call site, with
+its position in the arguments, rather than discovered later inside a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+logger = logging.getLogger("wurk_django.client")
+
+_SCALARS = (str, bool, int, type(None))
+
+
+def find_complex(value: Any, path: str = "args") -> tuple[str, Any] | None:
+    """Return ``(path, value)`` of the first non JSON-native value, or ``None``."""
+    if isinstance(value, _SCALARS):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if type(value) is list:
+        for i, item in enumerate(value):
+            found = find_complex(item, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if type(value) is dict:
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return (f"{path} key {key!r}", key)
+            found = find_complex(item, f"{path}[{key!r}]")
+            if found:
+                return found
+        return None
+    return (path, value)
+
+
+def _coerce(value: Any) -> Any:
+    if isinstance(value, _SCALARS) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_coerce(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _coerce(v) for k, v in value.items()}
+    return str(value)
+
+
+def check_arguments(job_class: str, args: list, mode: Any = "raise") -> list:
+    """Apply ``ON_COMPLEX_ARGUMENTS`` to ``args`` and return the list to push.
+
+    ``"raise"`` (default) raises :class:`ValueError` naming the value, its type
+    and its position; ``"warn"`` logs and coerces; ``False`` coerces silently.
+    """
+    found = find_complex(args)
+    if found is None:
+        return args
+    path, value = found
+    message = (
+        f"Job arguments to {job_class} must be native JSON types, but {value!r} "
+        f"(a {type(value).__name__}) is at {path}. Pass ids, strings and numbers; "
+        "for example a model's pk or a datetime's isoformat()."
+    )
+    if mode == "raise":
+        raise ValueError(message)
+    if mode == "warn":
+        logger.warning("%s Coerced it.", message)
+    return _coerce(args)

@@ -1,0 +1,236 @@
+"""Pushing jobs into Redis (CORE-080..089).
+
+``Client.push`` validates and normalizes a job dict, runs the client
+middleware, checks the arguments, then writes it in one pipeline: ``LPUSH``
+onto ``queue:<name>`` for immediate jobs, ``ZADD schedule`` when the job
+carries an ``at``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import defaultdict
+from typing import Any
+
+import redis as redis_lib
+
+from . import payload
+from .arguments import check_arguments
+from .conf import Config, get_config
+from .connection import get_redis
+from .middleware import Chain
+
+logger = logging.getLogger("wurk_django.client")
+
+# Accepted from callers but never written to Redis (CORE-038).
+TRANSIENT_KEYS = ("pool", "client_class", "wait", "wait_until", "sync", "on_commit")
+RETRY_FOR_MAX = 1_000_000_000
+_FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
+
+
+def _job_class_of(klass: Any):
+    from .job import Job
+
+    if isinstance(klass, type) and issubclass(klass, Job):
+        return klass
+    job_class = getattr(klass, "job_class", None)  # a @job-decorated function
+    if isinstance(job_class, type) and issubclass(job_class, Job):
+        return job_class
+    return None
+
+
+def validate(item: Any) -> None:
+    """Raise ``ValueError`` naming what is wrong with a job dict (CORE-080)."""
+    if not isinstance(item, dict):
+        raise ValueError(f"a job must be a dict, not {type(item).__name__}: {item!r}")
+    for key in item:
+        if not isinstance(key, str):
+            raise ValueError(f"job keys must be strings; {key!r} is a {type(key).__name__}")
+    if "class" not in item or "args" not in item:
+        raise ValueError(f"a job needs 'class' and 'args': {item!r}")
+    if not isinstance(item["args"], list):
+        raise ValueError(f"job args must be a list, not {type(item['args']).__name__}: {item['args']!r}")
+    klass = item["class"]
+    if not isinstance(klass, str) and _job_class_of(klass) is None:
+        raise ValueError(f"job 'class' must be a Job subclass or a string, not {klass!r}")
+    if isinstance(klass, str) and (not klass or "|" in klass):
+        raise ValueError(f"job class name {klass!r} must be non-empty and free of '|'")
+    if "at" in item and (isinstance(item["at"], bool) or not isinstance(item["at"], (int, float))):
+        raise ValueError(f"job 'at' must be a number of epoch seconds, not {item['at']!r}")
+    if "tags" in item and not isinstance(item["tags"], list):
+        raise ValueError(f"job 'tags' must be a list, not {item['tags']!r}")
+    retry_for = item.get("retry_for")
+    if retry_for is not None and (
+        isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or retry_for > RETRY_FOR_MAX
+    ):
+        raise ValueError(f"job 'retry_for' must be seconds <= {RETRY_FOR_MAX}, not {retry_for!r}")
+
+
+def normalize(item: dict, config: Config) -> dict:
+    """Overlay class options with the item and fill jid/created_at (CORE-081)."""
+    klass = item["class"]
+    job_class = _job_class_of(klass)
+    if job_class is None:
+        from . import registry
+
+        job_class = registry.registered().get(klass)
+    options = job_class.get_options() if job_class is not None else {}
+    job = {**config.default_job_options, **options, **item}
+    job["class"] = job_class.job_name if job_class is not None and not isinstance(klass, str) else str(klass)
+    for key in TRANSIENT_KEYS:
+        job.pop(key, None)
+    queue = job.get("queue")
+    if queue is None or str(queue) == "":
+        raise ValueError(f"job {job['class']} has an empty queue name")
+    job["queue"] = str(queue)
+    if not job.get("jid"):
+        job["jid"] = payload.new_jid()
+    if job.get("retry_for") is not None:
+        job["retry_for"] = int(job["retry_for"])
+    if "created_at" not in job:
+        job["created_at"] = payload.now_ms()
+    return job
+
+
+class Client:
+    """Pushes jobs. Cheap to build; uses the process-wide Redis pool unless given one."""
+
+    def __init__(self, redis: redis_lib.Redis | None = None, config: Config | None = None,
+                 middleware: Chain | None = None) -> None:
+        self.config = config or get_config()
+        self._redis = redis
+        self.middleware = middleware if middleware is not None else Chain(self.config.client_middleware)
+
+    @property
+    def redis(self) -> redis_lib.Redis:
+        return self._redis or get_redis()
+
+    def push(self, item: dict) -> str | None:
+        """Push one job; returns its jid, or ``None`` if a middleware stopped it."""
+        validate(item)
+        job = normalize(item, self.config)
+        job = self._through_middleware(job)
+        if not job:
+            return None
+        job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
+        self.raw_push([job])
+        return job["jid"]
+
+    def push_bulk(self, item: dict) -> list[str | None]:
+        """Push many jobs of one class: ``item["args"]`` is a list of argument lists (CORE-089).
+
+        ``at`` may be one number or a list as long as ``args`` (absolute epoch
+        seconds); ``spread_interval`` spreads them randomly over that many
+        seconds; ``batch_size`` (default 1000) jobs go per round trip.
+        """
+        item = dict(item)
+        args_list = item.get("args")
+        if not isinstance(args_list, list) or not all(isinstance(a, list) for a in args_list):
+            raise ValueError(f"bulk 'args' must be a list of lists, not {args_list!r}")
+        at = item.pop("at", None)
+        spread = item.pop("spread_interval", None)
+        if at is not None and spread:
+            raise ValueError("'at' and 'spread_interval' cannot be combined")
+        if isinstance(at, list) and len(at) != len(args_list):
+            raise ValueError(f"'at' has {len(at)} entries for {len(args_list)} jobs")
+        if at is not None and not isinstance(at, list) and (isinstance(at, bool) or not isinstance(at, (int, float))):
+            raise ValueError(f"'at' must be epoch seconds or a list of them, not {at!r}")
+        if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread <= 0):
+            raise ValueError(f"'spread_interval' must be seconds > 0, not {spread!r}")
+        if len(args_list) > 1 and item.get("jid"):
+            raise ValueError("an explicit jid is only allowed when pushing a single job")
+        batch_size = int(item.pop("batch_size", 100 if (at is not None or spread) else 1000))
+        if batch_size < 1:
+            raise ValueError("'batch_size' must be >= 1")
+        now = time.time()
+        jids: list[str | None] = []
+        for start in range(0, len(args_list), batch_size):
+            batch = []
+            for i in range(start, min(start + batch_size, len(args_list))):
+                one = {**item, "args": args_list[i]}
+                if spread:
+                    one["at"] = now + random.random() * max(spread, 5)
+                elif isinstance(at, list):
+                    one["at"] = at[i]
+                elif at is not None:
+                    one["at"] = at
+                validate(one)
+                job = normalize(one, self.config)
+                job = self._through_middleware(job)
+                if not job:
+                    jids.append(None)
+                    continue
+                job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
+                batch.append(job)
+                jids.append(job["jid"])
+            if batch:
+                self._raw_push_mixed(batch)
+        return jids
+
+    def _through_middleware(self, job: dict) -> dict | None:
+        if not len(self.middleware):
+            return job
+        result = self.middleware.invoke((job["class"], job, job["queue"], self.redis), lambda: job)
+        return result if result else None
+
+    def _raw_push_mixed(self, jobs: list[dict]) -> None:
+        scheduled = [j for j in jobs if "at" in j]
+        immediate = [j for j in jobs if "at" not in j]
+        if scheduled:
+            self.raw_push(scheduled)
+        if immediate:
+            self.raw_push(immediate)
+
+    def raw_push(self, jobs: list[dict]) -> None:
+        """Write normalized jobs in one pipeline (CORE-083/084)."""
+        if "at" in jobs[0]:
+            members: dict[bytes, float] = {}
+            for job in jobs:
+                body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
+                members[payload.dumps(body)] = float(job["at"])
+
+            def write(pipe: Any) -> None:
+                pipe.zadd("schedule", members)
+        else:
+            now = payload.now_ms()
+            by_queue: dict[str, list[bytes]] = defaultdict(list)
+            for job in jobs:
+                job["enqueued_at"] = now
+                by_queue[job["queue"]].append(payload.dumps(job))
+
+            def write(pipe: Any) -> None:
+                pipe.sadd("queues", *by_queue)
+                for queue, bodies in by_queue.items():
+                    pipe.lpush(f"queue:{queue}", *bodies)
+
+        self._send(write)
+
+    def _send(self, write: Any) -> None:
+        for attempt in (1, 2):
+            pipe = self.redis.pipeline(transaction=False)
+            write(pipe)
+            try:
+                pipe.execute()
+                return
+            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
+                # After a failover the old primary answers READONLY: redial and send once more (CORE-085).
+                if attempt == 2 or not any(tag in str(exc) for tag in _FAILOVER_ERRORS):
+                    raise
+                self.redis.connection_pool.disconnect()
+
+
+def push(item: dict) -> str | None:
+    """Push one job dict with the default client."""
+    return Client().push(item)
+
+
+def push_bulk(item: dict) -> list[str | None]:
+    return Client().push_bulk(item)
+
+
+def enqueue_to(queue: str, klass: Any, *args: Any) -> str | None:
+    """Push ``klass`` (a Job or any class name, e.g. a Ruby job) onto ``queue``."""
+    return Client().push({"class": klass, "queue": queue, "args": list(args)})
+

@@ -1,0 +1,275 @@
+"""``settings.WURK``: defaults, validation, and the frozen config a worker runs with.
+
+The setting is one dict, read lazily so ``override_settings(WURK=...)`` takes
+effect at once (DJ-001). Keys are upper case, as Django settings are. Unknown
+keys and wrong types are reported by :func:`problems` (used by the ``wurk``
+command at boot and by Django's system checks) instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.utils.module_loading import import_string
+
+from .errors import ConfigurationError
+
+QUEUE_NAME = re.compile(r"^[a-z_:.\-0-9]+$", re.IGNORECASE)
+MODES = ("off", "standalone", "embedded", "swarm")
+
+# Every key the WURK dict may hold, with its default. Features add theirs here.
+DEFAULTS: dict[str, Any] = {
+    "REDIS_URL": None,  # None: env REDIS_URL, else redis://localhost:6379/0
+    "REDIS": None,  # {"URL": ..., "CACHE": alias, "POOL_SIZE": n, "OPTIONS": {...}}
+    "CONCURRENCY": 5,
+    "QUEUES": ["default"],
+    "TIMEOUT": 25,
+    "POLL_INTERVAL_AVERAGE": None,
+    "AVERAGE_SCHEDULED_POLL_INTERVAL": 5,
+    "MAX_RETRIES": 25,
+    "DEAD_MAX_JOBS": 10_000,
+    "DEAD_TIMEOUT_IN_SECONDS": 180 * 24 * 3600,
+    "ON_COMPLEX_ARGUMENTS": "raise",
+    "DEFAULT_JOB_OPTIONS": {"retry": True, "queue": "default"},
+    "TAG": None,  # None: the project directory's name
+    "LABELS": [],
+    "ERROR_HANDLERS": [],
+    "DEATH_HANDLERS": [],
+    "CLIENT_MIDDLEWARE": [],
+    "SERVER_MIDDLEWARE": [],
+    "LOGGED_JOB_ATTRIBUTES": ["bid", "tags"],
+    "SKIP_DEFAULT_JOB_LOGGING": False,
+    "BACKTRACE_CLEANER": None,
+    "LOG_FORMAT": "plain",
+    "VERBOSE": False,
+    "ENVIRONMENT": None,
+    "FETCH_CLASS": None,  # dotted path; None: the built-in fetcher
+    "AUTODISCOVER": ["jobs", "tasks"],
+    "IMPORT_ON_MISS": None,  # module prefixes a payload's class may be imported from
+    "MODE": "off",
+    "ENQUEUE_ON_COMMIT": False,
+}
+
+
+def _is_int(v: Any, minimum: int | None = None) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _callables(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(callable(x) or isinstance(x, str) for x in v)
+
+
+def _middleware(v: Any) -> bool:
+    if not isinstance(v, (list, tuple)):
+        return False
+    for entry in v:
+        if isinstance(entry, (list, tuple)):
+            entry = entry[0] if entry else None
+        if not (isinstance(entry, str) or callable(entry)):
+            return False
+    return True
+
+
+# key -> (predicate, what the value must be)
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "REDIS_URL": (lambda v: v is None or (isinstance(v, str) and "://" in v), "a redis:// URL"),
+    "REDIS": (lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict"),
+    "CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "QUEUES": (lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs"),
+    "TIMEOUT": (lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
+    "POLL_INTERVAL_AVERAGE": (lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0"),
+    "AVERAGE_SCHEDULED_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
+    "MAX_RETRIES": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "DEAD_MAX_JOBS": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "DEAD_TIMEOUT_IN_SECONDS": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "ON_COMPLEX_ARGUMENTS": (lambda v: v in ("raise", "warn", False), '"raise", "warn" or False'),
+    "DEFAULT_JOB_OPTIONS": (lambda v: isinstance(v, dict), "a dict"),
+    "TAG": (lambda v: v is None or isinstance(v, str), "a string"),
+    "LABELS": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "ERROR_HANDLERS": (_callables, "a list of callables or dotted paths"),
+    "DEATH_HANDLERS": (_callables, "a list of callables or dotted paths"),
+    "CLIENT_MIDDLEWARE": (_middleware, "a list of middleware classes or dotted paths"),
+    "SERVER_MIDDLEWARE": (_middleware, "a list of middleware classes or dotted paths"),
+    "LOGGED_JOB_ATTRIBUTES": (lambda v: isinstance(v, (list, tuple)), "a list of payload keys"),
+    "SKIP_DEFAULT_JOB_LOGGING": (lambda v: isinstance(v, bool), "True or False"),
+    "BACKTRACE_CLEANER": (lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path"),
+    "LOG_FORMAT": (lambda v: v in ("plain", "json"), '"plain" or "json"'),
+    "VERBOSE": (lambda v: isinstance(v, bool), "True or False"),
+    "ENVIRONMENT": (lambda v: v is None or isinstance(v, str), "a string"),
+    "FETCH_CLASS": (lambda v: v is None or isinstance(v, str) or callable(v), "a dotted path"),
+    "AUTODISCOVER": (lambda v: isinstance(v, (list, tuple)), "a list of module names"),
+    "IMPORT_ON_MISS": (lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes"),
+    "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
+    "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        return f"WURK[{self.key!r}]: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+def raw_settings() -> dict[str, Any]:
+    from django.conf import settings
+
+    value = getattr(settings, "WURK", None) or {}
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"settings.WURK must be a dict, not {type(value).__name__}")
+    return value
+
+
+def parse_queue(spec: Any) -> tuple[str, int]:
+    """``"name"``, ``"name,weight"`` or ``[name, weight]`` -> ``(name, weight)`` (CORE-101)."""
+    if isinstance(spec, (list, tuple)) and len(spec) in (1, 2):
+        name, weight = spec[0], spec[1] if len(spec) == 2 else 0
+    elif isinstance(spec, str):
+        name, _, weight = spec.partition(",")
+        weight = weight.strip() or 0
+    else:
+        raise ConfigurationError(f"queue spec {spec!r} must be 'name' or 'name,weight'")
+    name = str(name).strip()
+    if not QUEUE_NAME.match(name):
+        raise ConfigurationError(f"queue name {name!r} must match {QUEUE_NAME.pattern}")
+    try:
+        weight = int(weight)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"queue weight {weight!r} in {spec!r} must be an integer") from None
+    if weight < 0:
+        raise ConfigurationError(f"queue weight in {spec!r} must be >= 0")
+    return name, weight
+
+
+def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
+    """Everything wrong with ``settings.WURK``, without touching the network."""
+    raw = raw_settings() if raw is None else raw
+    found: list[Problem] = []
+    for key, value in raw.items():
+        if key not in DEFAULTS:
+            close = [k for k in DEFAULTS if k.replace("_", "") == str(key).upper().replace("_", "")]
+            hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md for the keys"
+            found.append(Problem(key, "unknown setting", hint))
+            continue
+        check, want = _CHECKS.get(key, (lambda v: True, ""))
+        if not check(value):
+            found.append(Problem(key, f"{value!r} is not {want}"))
+    if "QUEUES" in raw and isinstance(raw["QUEUES"], (list, tuple)):
+        for spec in raw["QUEUES"]:
+            try:
+                parse_queue(spec)
+            except ConfigurationError as exc:
+                found.append(Problem("QUEUES", str(exc)))
+    return found
+
+
+def redis_url(raw: dict[str, Any] | None = None) -> str:
+    raw = raw_settings() if raw is None else raw
+    redis = raw.get("REDIS")
+    if isinstance(redis, str):
+        return redis
+    if isinstance(redis, dict) and redis.get("URL"):
+        return redis["URL"]
+    return raw.get("REDIS_URL") or os.environ.get("REDIS_URL") or "redis://localhost:6379/0"
+
+
+def _load(entry: Any) -> Any:
+    return import_string(entry) if isinstance(entry, str) else entry
+
+
+class Config:
+    """The settings a process runs with: WURK over the defaults, resolved once.
+
+    The worker builds one at boot and never re-reads settings afterwards;
+    the client reads :func:`get_config`, which follows ``override_settings``.
+    """
+
+    def __init__(self, raw: dict[str, Any] | None = None, **overrides: Any) -> None:
+        raw = dict(raw_settings() if raw is None else raw)
+        bad = problems(raw)
+        if bad:
+            raise ConfigurationError("; ".join(str(p) for p in bad))
+        values = {**DEFAULTS, **raw, **{k.upper(): v for k, v in overrides.items() if v is not None}}
+        self.raw = values
+        self.redis_url = redis_url(values)
+        self.redis_options: dict[str, Any] = dict((values["REDIS"] or {}).get("OPTIONS", {})) if isinstance(values["REDIS"], dict) else {}
+        self.redis_cache_alias: str | None = values["REDIS"].get("CACHE") if isinstance(values["REDIS"], dict) else None
+        self.concurrency: int = values["CONCURRENCY"]
+        self.queues: list[tuple[str, int]] = [parse_queue(q) for q in values["QUEUES"]]
+        self.timeout: float = float(values["TIMEOUT"])
+        self.poll_interval_average: float | None = values["POLL_INTERVAL_AVERAGE"]
+        self.average_scheduled_poll_interval: float = values["AVERAGE_SCHEDULED_POLL_INTERVAL"]
+        self.max_retries: int = values["MAX_RETRIES"]
+        self.dead_max_jobs: int = values["DEAD_MAX_JOBS"]
+        self.dead_timeout: int = values["DEAD_TIMEOUT_IN_SECONDS"]
+        self.on_complex_arguments = values["ON_COMPLEX_ARGUMENTS"]
+        self.default_job_options: dict[str, Any] = {"retry": True, "queue": "default", **values["DEFAULT_JOB_OPTIONS"]}
+        self.tag: str = values["TAG"] if values["TAG"] is not None else _default_tag()
+        self.labels: list[str] = list(values["LABELS"])
+        self.error_handlers: list[Callable] = [_load(h) for h in values["ERROR_HANDLERS"]]
+        self.death_handlers: list[Callable] = [_load(h) for h in values["DEATH_HANDLERS"]]
+        self.client_middleware = list(values["CLIENT_MIDDLEWARE"])
+        self.server_middleware = list(values["SERVER_MIDDLEWARE"])
+        self.logged_job_attributes: list[str] = list(values["LOGGED_JOB_ATTRIBUTES"])
+        self.skip_default_job_logging: bool = values["SKIP_DEFAULT_JOB_LOGGING"]
+        cleaner = values["BACKTRACE_CLEANER"]
+        self.backtrace_cleaner: Callable[[list[str]], list[str]] | None = _load(cleaner) if cleaner else None
+        self.log_format: str = values["LOG_FORMAT"]
+        self.verbose: bool = values["VERBOSE"]
+        self.environment: str | None = values["ENVIRONMENT"]
+        self.fetch_class = _load(values["FETCH_CLASS"]) if values["FETCH_CLASS"] else None
+        self.autodiscover: list[str] = list(values["AUTODISCOVER"])
+        self.import_on_miss = values["IMPORT_ON_MISS"]
+        self.mode: str = values["MODE"]
+        self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
+
+    @property
+    def queue_mode(self) -> str:
+        """``strict`` (no weights), ``random`` (all weight 1) or ``weighted`` (CORE-101)."""
+        weights = {w for _, w in self.queues}
+        if weights == {0}:
+            return "strict"
+        if weights == {1}:
+            return "random"
+        return "weighted"
+
+    @property
+    def queue_names(self) -> list[str]:
+        return list(dict.fromkeys(name for name, _ in self.queues))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+
+def _default_tag() -> str:
+    from django.conf import settings
+
+    base = getattr(settings, "BASE_DIR", None)
+    return os.path.basename(str(base).rstrip("/")) if base else os.path.basename(os.getcwd())
+
+
+_cached: tuple[int, Config] | None = None
+
+
+def get_config() -> Config:
+    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes."""
+    global _cached
+    raw = raw_settings()
+    if _cached is None or _cached[0] != id(raw):
+        _cached = (id(raw), Config(raw))
+    return _cached[1]
+
+
+def reset_config(**kwargs: Any) -> None:
+    global _cached
+    _cached = None

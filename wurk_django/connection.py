@@ -1,0 +1,106 @@
+"""Redis connections: one process-wide pool per purpose, rebuilt after a fork.
+
+Payloads are read as bytes (``decode_responses=False``) so a job can later be
+removed by its exact stored bytes (CORE-004). redis-py's own command retries
+are switched off: replaying a command whose reply was lost can duplicate a
+push (RUN-831), so callers decide what may be retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .conf import get_config
+from .errors import RedisVersionError
+
+logger = logging.getLogger("wurk_django.redis")
+
+MIN_VERSION = (7, 0)
+CONNECT_TIMEOUT = 1.0
+READ_TIMEOUT = 2.5
+CHECKOUT_TIMEOUT = 1.0
+
+_lock = threading.Lock()
+_clients: dict[tuple[int, str, str], redis.Redis] = {}
+
+
+def _build(url: str, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
+    kwargs: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": socket_timeout,
+        "socket_keepalive": True,
+        "retry": Retry(NoBackoff(), 0),
+        "max_connections": pool_size,
+        "timeout": CHECKOUT_TIMEOUT,
+    }
+    kwargs.update(options)
+    kwargs["decode_responses"] = False
+    pool = redis.BlockingConnectionPool.from_url(url, **kwargs)
+    return redis.Redis(connection_pool=pool)
+
+
+def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0) -> redis.Redis:
+    """The process-wide client for ``purpose``.
+
+    ``purpose="fetch"`` is for blocking reads: its socket timeout covers the
+    block time plus the normal read timeout (RUN-832).
+    """
+    config = get_config()
+    url = config.redis_url
+    key = (os.getpid(), purpose, url)
+    client = _clients.get(key)
+    if client is not None:
+        return client
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            size = pool_size or max(config.concurrency + 5, 10)
+            client = _build(url, pool_size=size, socket_timeout=READ_TIMEOUT + block_seconds,
+                            options=config.redis_options)
+            _clients[key] = client
+        return client
+
+
+def reset() -> None:
+    """Forget every pool (after a fork, or when a worker stops in-process)."""
+    with _lock:
+        pid = os.getpid()
+        for key, client in list(_clients.items()):
+            if key[0] == pid:
+                try:
+                    client.connection_pool.disconnect()
+                except Exception:  # noqa: BLE001 - closing a dead socket may fail; it is gone either way
+                    pass
+        _clients.clear()
+
+
+os.register_at_fork(after_in_child=lambda: _clients.clear())
+
+
+def server_version(client: redis.Redis) -> tuple[int, ...]:
+    info = client.info("server")
+    return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
+
+
+def check_server(client: redis.Redis) -> str:
+    """Refuse Redis < 7.0 (CORE-002); warn when keys may be evicted. Returns the version."""
+    version = server_version(client)
+    shown = ".".join(map(str, version))
+    if version < MIN_VERSION:
+        raise RedisVersionError(
+            f"wurk_django needs Redis 7.0 or newer; the server at {get_config().redis_url} is {shown}."
+        )
+    try:
+        policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")
+        if policy not in (b"noeviction", "noeviction"):
+            logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
+    except redis.ResponseError:
+        pass  # CONFIG may be disabled on managed Redis; the version check is what matters
+    return shown

@@ -1,0 +1,51 @@
+"""Exceptions raised by wurk_django, and the control-flow signals of the worker."""
+
+from __future__ import annotations
+
+
+class WurkError(Exception):
+    """Base class of wurk_django's own errors."""
+
+
+class ConfigurationError(WurkError):
+    """``settings.WURK`` holds a value the worker cannot use."""
+
+
+class UnknownJobClass(WurkError):
+    """A payload names a job class that no registered job answers to (CORE-045).
+
+    Raised inside the global retry scope, so the job retries and eventually
+    reaches the dead set; it is never silently dropped.
+    """
+
+
+class InvalidJob(WurkError, ValueError):
+    """A payload is missing ``class`` or ``args``, or holds values of the wrong type."""
+
+
+class RedisVersionError(WurkError):
+    """The Redis server is older than 7.0 (CORE-002)."""
+
+
+# Control flow inside the processor. They are BaseException subclasses so a job's
+# own ``except Exception`` cannot swallow them.
+
+
+class RetryHandled(BaseException):  # noqa: N818 - Sidekiq's name
+    """The retry layer booked the failure; the job is acknowledged."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class RetrySkip(BaseException):  # noqa: N818 - Sidekiq's name
+    """The job was re-pushed (an interrupted iterable job); acknowledge quietly."""
+
+
+class Shutdown(BaseException):  # noqa: N818 - Sidekiq's name
+    """Injected into a job thread at the hard-shutdown deadline; the job was requeued."""
+
+
+class JobInterrupted(Exception):  # noqa: N818
+    """Raised by a job that wants to be re-pushed and resume later (CORE-117)."""

@@ -1,0 +1,287 @@
+"""Defining jobs: the :class:`Job` base class and the :func:`job` decorator.
+
+::
+
+    class SendEmail(Job):
+        queue = "mail"
+        retry = 5
+
+        def perform(self, user_id, template):
+            ...
+
+    SendEmail.perform_async(42, "welcome")
+    SendEmail.set(queue="critical").perform_in(60, 42, "welcome")
+
+Options are class attributes (``queue``, ``retry``, ``retry_for``,
+``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``name``), plus any extra
+payload keys in ``job_options``. Unset options fall back to
+``WURK["DEFAULT_JOB_OPTIONS"]``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import time
+from typing import Any, Callable, ClassVar
+
+from . import payload, registry
+
+#: Class attributes copied into the payload when set.
+OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level", "display_class")
+_ABSOLUTE_THRESHOLD = 1_000_000_000  # CORE-086: below this an interval is relative
+
+
+def _run_at(when: Any) -> float:
+    """Epoch seconds for ``perform_in``/``perform_at`` input (CORE-086)."""
+    if isinstance(when, dt.timedelta):
+        return time.time() + when.total_seconds()
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None:
+            from django.utils import timezone
+
+            when = timezone.make_aware(when, timezone.get_default_timezone())
+        return when.timestamp()
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        raise ValueError(f"a run time must be seconds, a timedelta or a datetime, not {when!r}")
+    seconds = float(when)
+    return time.time() + seconds if seconds < _ABSOLUTE_THRESHOLD else seconds
+
+
+class Setter:
+    """Options for one push: ``SendEmail.set(queue="low").perform_async(...)`` (CORE-087)."""
+
+    def __init__(self, job_class: type[Job], options: dict[str, Any]) -> None:
+        self.job_class = job_class
+        self.options = dict(options)
+        wait = self.options.pop("wait", None)
+        wait_until = self.options.pop("wait_until", None)
+        if wait is not None or wait_until is not None:
+            self.options["at"] = _run_at(wait if wait is not None else wait_until)
+
+    def set(self, **options: Any) -> Setter:
+        return Setter(self.job_class, {**self.options, **options})
+
+    def _client(self):
+        from .client import Client
+
+        return Client()
+
+    def _item(self, args: tuple) -> dict:
+        return {**self.options, "class": self.job_class, "args": list(args)}
+
+    def perform_async(self, *args: Any) -> str | None:
+        """Push the job to run as soon as a worker is free; returns its jid."""
+        if self.options.get("sync") is True:
+            self.perform_inline(*args)
+            return self.options.get("jid")
+        item = self._item(args)
+        at = item.get("at")
+        if at is not None and float(at) <= time.time():
+            item.pop("at")
+        return self._push(item)
+
+    def _push(self, item: dict) -> str | None:
+        from .conf import get_config
+
+        on_commit = item.pop("on_commit", None)
+        if on_commit is None:
+            on_commit = get_config().enqueue_on_commit
+        if on_commit:
+            from .transaction import push_on_commit
+
+            return push_on_commit(self._client(), item, using=on_commit if isinstance(on_commit, str) else None)
+        return self._client().push(item)
+
+    def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:
+        """Run after ``interval`` seconds (or a timedelta); a past time runs now."""
+        at = _run_at(interval)
+        item = self._item(args)
+        if at > time.time():
+            item["at"] = at
+        else:
+            item.pop("at", None)
+        return self._push(item)
+
+    perform_at = perform_in
+
+    def perform_bulk(self, args_list: list[list[Any]], *, batch_size: int = 1000,
+                     at: Any = None, spread_interval: float | None = None) -> list[str | None]:
+        """Push one job per argument list, ``batch_size`` per round trip (CORE-089).
+
+        ``at`` follows ``perform_at``'s rules (relative seconds, epoch, datetime);
+        a list gives each job its own time.
+        """
+        item: dict[str, Any] = {**self.options, "class": self.job_class, "args": args_list,
+                                "batch_size": batch_size}
+        item.pop("at", None)
+        if at is not None:
+            item["at"] = [_run_at(a) for a in at] if isinstance(at, list) else _run_at(at)
+        if spread_interval is not None:
+            item["spread_interval"] = spread_interval
+        return self._client().push_bulk(item)
+
+    def perform_inline(self, *args: Any) -> bool | None:
+        """Run the job now, in this thread, through both middleware chains, without Redis."""
+        from .client import normalize, validate
+        from .conf import get_config
+        from .arguments import check_arguments
+        from .middleware import Chain
+
+        config = get_config()
+        item = self._item(args)
+        item.pop("at", None)
+        validate(item)
+        job = normalize(item, config)
+        client_chain = Chain(config.client_middleware)
+        if len(client_chain):
+            job = client_chain.invoke((job["class"], job, job["queue"], None), lambda: job)
+            if not job:
+                return None
+        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
+        job = payload.loads(payload.dumps(job))
+        instance = self.job_class()
+        instance.jid = job["jid"]
+        instance.bid = job.get("bid")
+        instance.payload = job
+        server_chain = Chain(config.server_middleware)
+        server_chain.invoke((instance, job, job["queue"]), lambda: instance.run(job["args"]))
+        return True
+
+
+class Job:
+    """Base class of a job: subclass it and define ``perform(self, *args)``."""
+
+    #: Registry name pushed as the payload's ``class``; default: ``module.QualName``.
+    name: ClassVar[str | None] = None
+    queue: ClassVar[str | None] = None
+    retry: ClassVar[bool | int | None] = None
+    retry_for: ClassVar[int | None] = None
+    backtrace: ClassVar[bool | int | None] = None
+    dead: ClassVar[bool | None] = None
+    tags: ClassVar[list[str] | None] = None
+    retry_queue: ClassVar[str | None] = None
+    log_level: ClassVar[str | None] = None
+    display_class: ClassVar[str | None] = None
+    #: Extra payload keys to push with every job of this class (a dict; see get_options).
+    job_options: ClassVar[dict[str, Any] | None] = None
+
+    #: ``retry_in(count, exc, job)`` -> seconds, "discard", "kill" or None (CORE-123).
+    retry_in: ClassVar[Callable[..., Any] | None] = None
+    #: ``retries_exhausted(job, exc)`` -> None or "discard" (CORE-126).
+    retries_exhausted: ClassVar[Callable[..., Any] | None] = None
+
+    job_name: ClassVar[str]
+
+    jid: str | None = None
+    bid: str | None = None
+    payload: dict | None = None
+    _stop_flag: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dotted = f"{cls.__module__}.{cls.__qualname__}"
+        own_name = cls.__dict__.get("name")
+        cls.job_name = own_name or dotted
+        if "<locals>" in dotted and not own_name:
+            return  # a class made inside a function can only be pushed by its explicit name
+        extra = cls.__dict__.get("job_options")
+        if extra is not None and not isinstance(extra, dict):
+            raise TypeError(f"{dotted}.job_options must be a dict, not {extra!r}")
+        registry.register(cls, dotted, own_name or "")
+
+    @classmethod
+    def get_options(cls) -> dict[str, Any]:
+        """The payload options this class pushes with."""
+        options: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            extra = klass.__dict__.get("job_options")
+            if isinstance(extra, dict):
+                options.update(extra)
+        for name in OPTION_NAMES:
+            value = getattr(cls, name)
+            if value is not None:
+                options[name] = value
+        return options
+
+    def perform(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define perform(self, *args)")
+
+    def run(self, args: list) -> Any:
+        """Call ``perform``; coroutine results run on this thread's event loop."""
+        result = self.perform(*args)
+        if hasattr(result, "__await__"):
+            from .asyncrun import run_coroutine
+
+            result = run_coroutine(result)
+        return result
+
+    def interrupted(self) -> bool:
+        """True once this job's worker is stopping; long jobs should save and return."""
+        flag = self._stop_flag
+        return bool(flag is not None and flag.is_set())
+
+    # Class-level push API, delegating to a Setter with no extra options.
+    @classmethod
+    def set(cls, **options: Any) -> Setter:
+        return Setter(cls, options)
+
+    @classmethod
+    def perform_async(cls, *args: Any) -> str | None:
+        return Setter(cls, {}).perform_async(*args)
+
+    @classmethod
+    def perform_in(cls, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:
+        return Setter(cls, {}).perform_in(interval, *args)
+
+    @classmethod
+    def perform_at(cls, when: float | dt.datetime, *args: Any) -> str | None:
+        return Setter(cls, {}).perform_at(when, *args)
+
+    @classmethod
+    def perform_bulk(cls, args_list: list[list[Any]], **kwargs: Any) -> list[str | None]:
+        return Setter(cls, {}).perform_bulk(args_list, **kwargs)
+
+    @classmethod
+    def perform_inline(cls, *args: Any) -> bool | None:
+        return Setter(cls, {}).perform_inline(*args)
+
+
+class JobFunction:
+    """What ``@job`` returns: the function itself, plus the push methods."""
+
+    def __init__(self, fn: Callable[..., Any], job_class: type[Job]) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.job_class = job_class
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("perform_") or name in ("set", "job_name", "get_options"):
+            return getattr(self.job_class, name)
+        raise AttributeError(name)
+
+
+def job(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Make a plain function a job: ``@job`` or ``@job(queue="mail", retry=3)``."""
+
+    def wrap(fn: Callable[..., Any]) -> JobFunction:
+        unknown = set(options) - set(OPTION_NAMES) - {"name", "job_options", "retry_in", "retries_exhausted"}
+        if unknown:
+            raise TypeError(f"@job got unknown options {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+        attrs: dict[str, Any] = {
+            "__module__": fn.__module__,
+            "__qualname__": fn.__qualname__,
+            "__doc__": fn.__doc__,
+            "perform": lambda self, *args: fn(*args),
+        }
+        for hook in ("retry_in", "retries_exhausted"):
+            if hook in options:
+                attrs[hook] = staticmethod(options.pop(hook))
+        attrs.update(options)
+        job_class = type(fn.__name__, (Job,), attrs)
+        return JobFunction(fn, job_class)
+
+    return wrap(fn) if fn is not None else wrap

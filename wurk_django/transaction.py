@@ -1,0 +1,28 @@
+"""Pushing after the database transaction commits (CORE-091, DJ-030).
+
+The jid is assigned before the transaction ends, so the caller gets it at once;
+the push itself runs in ``transaction.on_commit`` and never happens if the
+transaction rolls back. Outside a transaction the push is immediate.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from . import payload
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+def push_on_commit(client: Client, item: dict, using: str | None = None) -> str:
+    item = dict(item)
+    item.setdefault("jid", payload.new_jid())
+    # Validate now, so bad arguments raise at the call site, not at commit time.
+    from .client import validate
+
+    validate(item)
+    transaction.on_commit(lambda: client.push(item), using=using)
+    return item["jid"]
