@@ -1,0 +1,33 @@
+"""Read and manage what is in Redis: queues, scheduled/retry/dead jobs, processes,
+running work and counters (spec section 5, CORE-161..169).
+
+Every object takes an optional ``redis`` client and otherwise uses the
+process-wide one from :func:`wurk_django.connection.get_redis`. Names follow
+Sidekiq's Ruby API so the two stay easy to compare.
+"""
+
+from .process import EmbeddedProcessError, Process, ProcessSet, Work, Workers, WorkSet
+from .queue import Queue
+from .record import JobRecord
+from .sorted import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, SortedSet
+from .stats import QueueSummary, Stats, StatsHistory
+
+__all__ = [
+    "DeadSet",
+    "EmbeddedProcessError",
+    "JobRecord",
+    "JobSet",
+    "Process",
+    "ProcessSet",
+    "Queue",
+    "QueueSummary",
+    "RetrySet",
+    "ScheduledSet",
+    "SortedEntry",
+    "SortedSet",
+    "Stats",
+    "StatsHistory",
+    "Work",
+    "WorkSet",
+    "Workers",
+]

@@ -1,0 +1,371 @@
+"""The three job sorted sets ``schedule``, ``retry`` and ``dead`` and their entries
+(CORE-165, CORE-166, CORE-141)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+from .. import payload
+from ..client import Client
+from ..conf import get_config
+from ..dead import bury, parse_or_raw, run_death_handlers
+from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
+from .record import JobRecord
+
+__all__ = ["SortedEntry", "SortedSet", "JobSet", "ScheduledSet", "RetrySet", "DeadSet"]
+
+Score = float | int | datetime
+
+
+def _job_dict(raw: bytes | str) -> dict | None:
+    try:
+        job = payload.loads(raw)
+    except Exception:  # a raw string in the morgue is legal (CORE-054)
+        return None
+    return job if isinstance(job, dict) else None
+
+
+def _prepare_repush(job: dict, *, manual_retry: bool) -> dict:
+    """The payload to hand back to the client for an immediate push."""
+    job = dict(job)
+    # A stray ``at`` from old data would send the job back to ``schedule``; the
+    # person asked for it to run now (CORE-018).
+    job.pop("at", None)
+    count = job.get("retry_count")
+    if manual_retry and isinstance(count, int) and not isinstance(count, bool):
+        # A manual retry must not use up one of the job's automatic retries (CORE-128).
+        job["retry_count"] = count - 1
+    return job
+
+
+class SortedEntry(JobRecord):
+    """A job in one of the sorted sets, with its score (epoch seconds)."""
+
+    def __init__(self, parent: JobSet, score: float, value: bytes | str | dict,
+                 redis: RedisClient | None = None) -> None:
+        super().__init__(value, redis=redis if redis is not None else parent._redis)
+        self.parent = parent
+        self.score = float(score)
+        # Built from a dict, ``value`` is our serialization, not necessarily the stored bytes.
+        self._exact = not isinstance(value, dict)
+
+    @property
+    def queue(self) -> str | None:
+        return self.item.get("queue")
+
+    @property
+    def at(self) -> datetime:
+        """The score as an aware UTC datetime (run time, next retry or death time)."""
+        return utc(self.score)  # type: ignore[return-value]
+
+    @property
+    def id(self) -> str:
+        """``"<score>|<jid>"`` as Sidekiq builds it."""
+        return f"{payload.score(self.score)}|{self.jid}"
+
+    @property
+    def key(self) -> str:
+        """``"<score>-<jid>"``, the form used in Web UI URLs (CORE-182)."""
+        return f"{payload.score(self.score)}-{self.jid}"
+
+    @property
+    def error(self) -> bool:
+        """Whether the job carries a recorded failure."""
+        return "error_class" in self.item
+
+    def __repr__(self) -> str:
+        return f"<SortedEntry {self.parent.name} {self.id} {self.display_class}>"
+
+    # -- actions -------------------------------------------------------------------
+
+    def delete(self) -> bool:
+        """Remove the entry: ``ZREM`` of the stored bytes (CORE-004); an entry built
+        from a dict is looked up by score and jid instead."""
+        if self._exact:
+            return bool(self.redis.zrem(self.parent.name, self.value))
+        return self.parent.delete_by_jid(self.score, self.jid)
+
+    def reschedule(self, at: Score) -> bool:
+        """Move the entry to a new time by adding ``at - score`` to its score.
+
+        ``XX`` makes this a no-op when the entry is already gone, where a bare
+        ``ZINCRBY`` would re-create it with a meaningless score.
+        """
+        delta = epoch(at) - self.score
+        new_score = self.redis.zadd(self.parent.name, {self.value: delta}, xx=True, incr=True)
+        if new_score is None:
+            return False
+        self.score = float(new_score)
+        return True
+
+    def add_to_queue(self) -> bool:
+        """Push the job to its queue now, unchanged. False if someone else got it first."""
+        return self._move(manual_retry=False)
+
+    def retry(self) -> bool:
+        """Push the job to its queue now with ``retry_count`` one lower (CORE-128).
+        False if the entry was already gone."""
+        return self._move(manual_retry=True)
+
+    def kill(self) -> bool:
+        """Move the entry to the dead set (death handlers run, the set is trimmed)."""
+        raw = self._take()
+        if raw is None:
+            return False
+        DeadSet(redis=self._redis).kill(raw)
+        return True
+
+    def _move(self, *, manual_retry: bool) -> bool:
+        if self.parse_error:
+            raise ValueError(f"cannot push an unparseable job from {self.parent.name}: {self.value[:200]!r}")
+        raw = self._take()
+        if raw is None:
+            return False
+        job = _job_dict(raw)
+        if job is None:  # the same score now holds something unreadable: keep it where it was
+            self.redis.zadd(self.parent.name, {raw: self.score})
+            raise ValueError(f"cannot push an unparseable job from {self.parent.name}: {raw[:200]!r}")
+        try:
+            # Through the normal client: middleware runs, ``enqueued_at`` is renewed,
+            # jid and created_at stay (CORE-130).
+            Client(redis=self._redis).push(_prepare_repush(job, manual_retry=manual_retry))
+        except BaseException:
+            self.redis.zadd(self.parent.name, {raw: self.score})
+            raise
+        return True
+
+    def _take(self) -> bytes | None:
+        """Atomically remove this entry and return its stored bytes, or ``None`` if
+        another caller already took it (CORE-165).
+
+        Every member at this exact score is removed in one MULTI; those that are not
+        ours are put back at the same score. Two concurrent clicks therefore cannot
+        both get the job.
+        """
+        name = self.parent.name
+        redis = self.redis
+        pipe = redis.pipeline(transaction=True)
+        pipe.zrange(name, self.score, self.score, byscore=True)
+        pipe.zremrangebyscore(name, self.score, self.score)
+        members, _removed = pipe.execute()
+        if not members:
+            return None
+        index: int | None = None
+        if self._exact and self.value in members:
+            index = members.index(self.value)
+        elif self.jid:
+            needle = self.jid.encode()
+            for i, member in enumerate(members):
+                if needle in member and (_job_dict(member) or {}).get("jid") == self.jid:
+                    index = i
+                    break
+        others = [m for i, m in enumerate(members) if i != index]
+        if others:
+            back = redis.pipeline(transaction=True)
+            back.zadd(name, dict.fromkeys(others, self.score))
+            back.execute()
+        return members[index] if index is not None else None
+
+
+class SortedSet:
+    """Read access shared by the job sorted sets."""
+
+    name: str = ""
+
+    def __init__(self, name: str | None = None, redis: RedisClient | None = None) -> None:
+        if name is not None:
+            self.name = name
+        self._redis = redis
+
+    @property
+    def redis(self) -> RedisClient:
+        return conn(self._redis)
+
+    @property
+    def size(self) -> int:
+        return int(self.redis.zcard(self.name))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def clear(self) -> bool:
+        """Remove every entry (``UNLINK``)."""
+        self.redis.unlink(self.name)
+        return True
+
+    def _entry(self, score: float, value: bytes) -> SortedEntry:
+        return SortedEntry(self, score, value)  # type: ignore[arg-type]
+
+    def scan(self, match: str, count: int = 100) -> Iterator[SortedEntry]:
+        """Entries whose JSON contains ``match`` (``ZSCAN``; ``*`` in ``match`` = your own glob)."""
+        pattern = match if "*" in match else f"*{match}*"
+        for value, score in self.redis.zscan_iter(self.name, match=pattern, count=count):
+            yield self._entry(score, value)
+
+
+class JobSet(SortedSet):
+    """A sorted set of jobs: iteration, lookups, and moving jobs out of it."""
+
+    def __iter__(self) -> Iterator[SortedEntry]:
+        """Every entry, highest score first, ``PAGE_SIZE`` per round trip.
+
+        Pages are counted from the high end; when entries disappear meanwhile the
+        window moves back by that many so none is skipped.
+        """
+        redis = self.redis
+        initial = self.size
+        page = 1
+        shift = 0
+        while True:
+            end = min(-(page - 1) * PAGE_SIZE - 1 + shift, -1)
+            start = min(-page * PAGE_SIZE + shift, end)
+            elements = redis.zrange(self.name, start, end, withscores=True)
+            if not elements:
+                return
+            page += 1
+            for value, score in reversed(elements):
+                yield self._entry(score, value)
+            shift = initial - self.size
+
+    def schedule(self, at: Score, job: dict | bytes | str) -> None:
+        """Add a job at time ``at`` (epoch seconds or datetime)."""
+        raw = payload.dumps(job) if isinstance(job, dict) else job
+        self.redis.zadd(self.name, {raw: epoch(at)})
+
+    def fetch(self, score: Score | tuple[Score, Score], jid: str | None = None) -> list[SortedEntry]:
+        """Entries at one score, or within an inclusive ``(low, high)`` range;
+        only those with ``jid`` if given (CORE-182 lookups)."""
+        if isinstance(score, (tuple, list)):
+            low, high = epoch(score[0]), epoch(score[1])
+        else:
+            low = high = epoch(score)
+        elements = self.redis.zrange(self.name, low, high, byscore=True, withscores=True)
+        entries = [self._entry(s, v) for v, s in elements]
+        if jid is not None:
+            entries = [e for e in entries if e.jid == jid]
+        return entries
+
+    def find_job(self, jid: str) -> SortedEntry | None:
+        """The entry with this jid (``ZSCAN MATCH *jid*``, then an exact jid check)."""
+        for entry in self.scan(jid):
+            if entry.jid == jid:
+                return entry
+        return None
+
+    def delete_by_value(self, value: bytes | str) -> bool:
+        """``ZREM`` of exact stored bytes (CORE-004)."""
+        return bool(self.redis.zrem(self.name, value))
+
+    def delete_by_jid(self, score: Score, jid: str | None) -> bool:
+        """Remove the member at ``score`` whose jid matches."""
+        for entry in self.fetch(score, jid):
+            if self.redis.zrem(self.name, entry.value):
+                return True
+        return False
+
+    def _pop_each(self) -> Iterator[tuple[bytes, float]]:
+        # Bounded by the starting size so jobs added meanwhile (e.g. a retry that
+        # fails again at once) cannot keep the loop going forever.
+        redis = self.redis
+        for _ in range(self.size):
+            popped = redis.zpopmin(self.name, 1)
+            if not popped:
+                return
+            value, score = popped[0]
+            yield value, float(score)
+
+    def retry_all(self) -> int:
+        """Push every job to its queue now, lowering ``retry_count`` (CORE-128).
+
+        Not transactional: jobs are popped one by one (``ZPOPMIN``) and pushed
+        through the client. Unparseable members are left in the set. Returns
+        how many jobs were pushed.
+        """
+        client = Client(redis=self._redis)
+        unreadable: dict[bytes, float] = {}
+        pushed = 0
+        try:
+            for raw, score in self._pop_each():
+                job = _job_dict(raw)
+                if job is None:
+                    unreadable[raw] = score
+                    continue
+                try:
+                    client.push(_prepare_repush(job, manual_retry=True))
+                except BaseException:
+                    unreadable[raw] = score  # not lost: it goes back below
+                    raise
+                pushed += 1
+        finally:
+            if unreadable:
+                self.redis.zadd(self.name, unreadable)
+        return pushed
+
+    def kill_all(self, notify_failure: bool = False, ex: BaseException | None = None) -> int:
+        """Move every job to the dead set, trimming it once at the end. Returns the count."""
+        dead = DeadSet(redis=self._redis)
+        moved = 0
+        try:
+            for raw, _score in self._pop_each():
+                dead.kill(raw, notify_failure=notify_failure, trim=False, ex=ex)
+                moved += 1
+        finally:
+            dead.trim()
+        return moved
+
+
+class ScheduledSet(JobSet):
+    """``schedule``: jobs waiting for their time (score = run at)."""
+
+    name = "schedule"
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        super().__init__(redis=redis)
+
+
+class RetrySet(JobSet):
+    """``retry``: failed jobs waiting for their next attempt (score = next retry)."""
+
+    name = "retry"
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        super().__init__(redis=redis)
+
+
+class DeadSet(JobSet):
+    """``dead`` (the morgue): jobs that will not be retried (score = death time)."""
+
+    name = "dead"
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        super().__init__(redis=redis)
+
+    def kill(self, message: bytes | str | dict, notify_failure: bool = True, trim: bool = True,
+             ex: BaseException | None = None) -> bool:
+        """Add a job to the morgue now (CORE-141): ``ZADD`` plus both trims in one
+        MULTI unless ``trim`` is false; then the death handlers get the parsed job
+        and ``ex`` (default ``RuntimeError("Job killed by API")``) unless
+        ``notify_failure`` is false."""
+        raw = payload.dumps(message) if isinstance(message, dict) else message
+        config = get_config()
+        bury(self.redis, raw, max_jobs=config.dead_max_jobs, timeout=config.dead_timeout, trim=trim)
+        if notify_failure:
+            error = ex if ex is not None else RuntimeError("Job killed by API")
+            run_death_handlers(config.death_handlers, parse_or_raw(raw), error)
+        return True
+
+    def trim(self) -> None:
+        """Drop entries older than ``dead_timeout_in_seconds`` and keep the newest
+        ``dead_max_jobs - 1`` (the rank trim exactly as Sidekiq issues it, CORE-140)."""
+        config = get_config()
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zremrangebyscore(self.name, "-inf", now - config.dead_timeout)
+        pipe.zremrangebyrank(self.name, 0, -config.dead_max_jobs)
+        pipe.execute()
+

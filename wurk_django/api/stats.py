@@ -1,0 +1,149 @@
+"""Counters for dashboards: ``Stats`` (now) and ``StatsHistory`` (per UTC day) (CORE-161, CORE-162)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from ._base import RedisClient, conn, latency_of_raw, text, to_int
+
+__all__ = ["Stats", "StatsHistory", "QueueSummary"]
+
+MAX_HISTORY_DAYS = 1825  # five years, the lifetime of the per-day keys (CORE-056)
+_RESETTABLE = ("processed", "failed")
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One row of the queues page."""
+
+    name: str
+    size: int
+    latency: float
+    paused: bool
+
+
+class Stats:
+    """A snapshot of the global counters, read in one round trip when built.
+
+    ``workers_size`` and ``enqueued`` need one read per process / queue and are
+    computed on first use.
+    """
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        self._redis = redis
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get("stat:processed")
+        pipe.get("stat:failed")
+        pipe.zcard("schedule")
+        pipe.zcard("retry")
+        pipe.zcard("dead")
+        pipe.scard("processes")
+        pipe.lindex("queue:default", -1)
+        processed, failed, scheduled, retries, dead, processes, oldest_default = pipe.execute()
+        self.processed: int = to_int(processed)
+        self.failed: int = to_int(failed)
+        self.scheduled_size: int = int(scheduled)
+        self.retry_size: int = int(retries)
+        self.dead_size: int = int(dead)
+        self.processes_size: int = int(processes)
+        self.default_queue_latency: float = latency_of_raw(oldest_default)
+        self._workers_size: int | None = None
+        self._enqueued: int | None = None
+
+    @property
+    def redis(self) -> RedisClient:
+        return conn(self._redis)
+
+    def _load_slow(self) -> None:
+        redis = self.redis
+        identities = list(redis.sscan_iter("processes"))
+        queues = list(redis.sscan_iter("queues"))
+        pipe = redis.pipeline(transaction=False)
+        for identity in identities:
+            pipe.hget(identity, "busy")
+        for queue in queues:
+            pipe.llen(b"queue:" + queue)
+        replies = pipe.execute() if identities or queues else []
+        self._workers_size = sum(to_int(v) for v in replies[:len(identities)])
+        self._enqueued = sum(int(v) for v in replies[len(identities):])
+
+    @property
+    def workers_size(self) -> int:
+        """Jobs running now: Σ ``busy`` over the live processes."""
+        if self._workers_size is None:
+            self._load_slow()
+        return self._workers_size  # type: ignore[return-value]
+
+    @property
+    def enqueued(self) -> int:
+        """Jobs waiting in all queues: Σ ``LLEN`` over the ``queues`` set."""
+        if self._enqueued is None:
+            self._load_slow()
+        return self._enqueued  # type: ignore[return-value]
+
+    def queues(self) -> dict[str, int]:
+        """``{queue name: size}``, biggest first."""
+        return {s.name: s.size for s in self.queue_summaries()}
+
+    def queue_summaries(self) -> list[QueueSummary]:
+        """Name, size, latency and paused flag of every queue, biggest first (ties by name)."""
+        redis = self.redis
+        names = sorted(text(q) for q in redis.sscan_iter("queues"))
+        if not names:
+            return []
+        pipe = redis.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(f"queue:{name}")
+            pipe.lindex(f"queue:{name}", -1)
+            pipe.sismember("paused", name)
+        replies = pipe.execute()
+        summaries = [
+            QueueSummary(name=name, size=int(replies[3 * i]), latency=latency_of_raw(replies[3 * i + 1]),
+                         paused=bool(replies[3 * i + 2]))
+            for i, name in enumerate(names)
+        ]
+        summaries.sort(key=lambda s: -s.size)
+        return summaries
+
+    def reset(self, *names: str) -> None:
+        """Set the lifetime counters to 0 (``processed`` and ``failed`` by default;
+        other names are ignored). Per-day history is left alone."""
+        chosen = [n for n in _RESETTABLE if not names or n in names]
+        if chosen:
+            self.redis.mset({f"stat:{n}": 0 for n in chosen})
+
+
+class StatsHistory:
+    """Processed/failed counts per UTC day, going back ``days`` days from ``start``."""
+
+    def __init__(self, days: int, start: date | datetime | None = None, redis: RedisClient | None = None) -> None:
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_HISTORY_DAYS:
+            raise ValueError(f"days must be an integer from 1 to {MAX_HISTORY_DAYS}, not {days!r}")
+        if start is None:
+            start = datetime.now(UTC).date()
+        elif isinstance(start, datetime):
+            start = (start.astimezone(UTC) if start.tzinfo else start).date()
+        self.days = days
+        self.start = start
+        self._redis = redis
+
+    @property
+    def redis(self) -> RedisClient:
+        return conn(self._redis)
+
+    def dates(self) -> list[str]:
+        """``YYYY-MM-DD`` from ``start`` backwards."""
+        return [(self.start - timedelta(days=i)).isoformat() for i in range(self.days)]
+
+    def processed(self) -> dict[str, int]:
+        return self._series("processed")
+
+    def failed(self) -> dict[str, int]:
+        return self._series("failed")
+
+    def _series(self, kind: str) -> dict[str, int]:
+        dates = self.dates()
+        values = self.redis.mget([f"stat:{kind}:{d}" for d in dates])
+        # A day nobody worked has no key at all: that is a 0, not a gap.
+        return {d: to_int(v) for d, v in zip(dates, values, strict=True)}
