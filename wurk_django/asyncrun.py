@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 _local = threading.local()
 

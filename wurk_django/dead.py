@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import redis as redis_lib
 
@@ -42,7 +43,7 @@ def run_death_handlers(handlers: Iterable[Callable[[dict, BaseException], Any]],
 def parse_or_raw(raw: bytes | str) -> dict:
     try:
         job = payload.loads(raw)
-    except Exception:  # noqa: BLE001 - unparseable data is shown as it is
+    except Exception:  # unparseable data is shown as it is
         job = None
     if not isinstance(job, dict):
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw

@@ -23,7 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from . import payload, registry
 
@@ -123,9 +124,9 @@ class Setter:
 
     def perform_inline(self, *args: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
+        from .arguments import check_arguments
         from .client import normalize, validate
         from .conf import get_config
-        from .arguments import check_arguments
         from .middleware import Chain
 
         config = get_config()

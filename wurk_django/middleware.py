@@ -13,7 +13,8 @@ so middleware can keep per-job state on ``self`` safely across threads.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.utils.module_loading import import_string
 

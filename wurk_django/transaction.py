@@ -21,8 +21,12 @@ def push_on_commit(client: Client, item: dict, using: str | None = None) -> str:
     item = dict(item)
     item.setdefault("jid", payload.new_jid())
     # Validate now, so bad arguments raise at the call site, not at commit time.
-    from .client import validate
+    from .arguments import check_arguments
+    from .client import _job_class_of, validate
 
     validate(item)
+    job_class = _job_class_of(item["class"])
+    name = job_class.job_name if job_class is not None else str(item["class"])
+    item["args"] = check_arguments(name, item["args"], client.config.on_complex_arguments)
     transaction.on_commit(lambda: client.push(item), using=using)
     return item["jid"]

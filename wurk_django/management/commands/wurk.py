@@ -1,0 +1,174 @@
+"""``python manage.py wurk``: run a worker process (CORE-241, DJ-040)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+import redis as redis_lib
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils.module_loading import autodiscover_modules
+
+from ...conf import Config, problems
+from ...connection import check_server, get_redis
+from ...errors import ConfigurationError, RedisVersionError
+from ...server.joblog import JSONFormatter, PlainFormatter
+from ...server.launcher import Launcher, dump_threads
+from ...server.os_signals import SignalPipe
+
+logger = logging.getLogger("wurk_django.worker")
+
+BANNER = "wurk_django {version}: {identity} pid {pid}, concurrency {concurrency}, queues {queues}, Redis {redis}"
+
+
+class _Parser(CommandParser):
+    """Bad flags exit 1 with a one-line message (the brief: a clear message and exit 1)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"wurk: {message}\n(run `manage.py wurk --help` for the options)\n")
+        sys.exit(1)
+
+
+class Command(BaseCommand):
+    help = "Run a wurk_django worker: fetch jobs from Redis and run them."
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs):  # type: ignore[override]
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # Django offers no hook for the parser class; _Parser only changes error().
+        parser.__class__ = _Parser
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("-c", "--concurrency", type=_positive_int, help="processor threads (default 5)")
+        parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="NAME[,WEIGHT]",
+                            help="queue to process, repeatable; weights make the order random")
+        parser.add_argument("-t", "--timeout", type=_positive_float, help="shutdown grace in seconds (default 25)")
+        parser.add_argument("-g", "--tag", help="tag shown in the dashboard")
+        parser.add_argument("-e", "--environment", help="environment name, e.g. development")
+        parser.add_argument("--log-format", choices=("plain", "json"), help="job log format")
+        # -v is Django's --verbosity; level 2+ turns on DEBUG logs.
+
+    def handle(self, *args, **options) -> None:
+        bad = problems()
+        if bad:
+            for problem in bad:
+                self.stderr.write(f"wurk: {problem}")
+            sys.exit(1)
+        try:
+            config = Config(
+                CONCURRENCY=options.get("concurrency"),
+                QUEUES=options.get("queues"),
+                TIMEOUT=options.get("timeout"),
+                TAG=options.get("tag"),
+                ENVIRONMENT=options.get("environment"),
+                LOG_FORMAT=options.get("log_format"),
+                VERBOSE=True if options.get("verbosity", 1) >= 2 else None,
+            )
+        except ConfigurationError as exc:
+            self.stderr.write(f"wurk: {exc}")
+            sys.exit(1)
+        _configure_logging(config)
+        for module in config.autodiscover:
+            autodiscover_modules(module)
+
+        pipe = SignalPipe()
+        pipe.install()
+        version = self._connect(config, pipe)
+        if version is None:
+            return
+
+        launcher = Launcher(config, on_signal=pipe.send_self)
+        logger.info(BANNER.format(version=_version(), identity=launcher.state.identity, pid=os.getpid(),
+                                  concurrency=config.concurrency, queues=",".join(config.queue_names),
+                                  redis=version))
+        launcher.run()
+        self._supervise(launcher, pipe)
+
+    def _connect(self, config: Config, pipe: SignalPipe) -> str | None:
+        """Wait for a Redis >= 7.0, with backoff; TERM/INT while waiting exits cleanly."""
+        delay = 1.0
+        while True:
+            try:
+                return check_server(get_redis())
+            except RedisVersionError as exc:
+                self.stderr.write(f"wurk: {exc}")
+                sys.exit(1)
+            except redis_lib.RedisError as exc:
+                logger.warning("Redis at %s is unreachable (%s); retrying in %.0fs", config.redis_url, exc, delay)
+            if any(name in ("TERM", "INT") for name in pipe.wait(delay)):
+                logger.info("stopped while waiting for Redis")
+                return None
+            delay = min(delay * 2, 30.0)
+
+    def _supervise(self, launcher: Launcher, pipe: SignalPipe) -> None:
+        from ...server.threads import spawn
+
+        stopping_since: float | None = None
+        while not launcher.stopped.is_set():
+            for name in pipe.wait(0.5):
+                if name in ("TERM", "INT"):
+                    if stopping_since is None:
+                        logger.info("%s received: stopping within %ss", name, launcher.config.timeout)
+                        stopping_since = time.monotonic()
+                        spawn("stopper", launcher.stop)
+                    else:
+                        logger.warning("%s received again: requeueing running jobs and exiting now", name)
+                        busy = [p for p in launcher.manager._alive() if p.unit is not None]
+                        launcher.manager.hard_shutdown(busy)
+                        os._exit(1)
+                elif name == "TSTP":
+                    launcher.quiet()
+                elif name == "TTIN":
+                    dump_threads()
+                elif name == "USR1":
+                    logger.info("USR1 ignored by a standalone worker")
+        pipe.restore()
+        logging.shutdown()
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise _arg_error(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise _arg_error(f"{value!r} must be at least 1")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise _arg_error(f"{value!r} is not a number of seconds") from None
+    if number <= 0:
+        raise _arg_error(f"{value!r} must be more than 0")
+    return number
+
+
+def _arg_error(message: str):
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
+def _version() -> str:
+    from ... import __version__
+
+    return __version__
+
+
+def _configure_logging(config: Config) -> None:
+    """Give wurk's loggers a handler unless the project's LOGGING already did."""
+    root = logging.getLogger("wurk_django")
+    level = logging.DEBUG if config.verbose else logging.INFO
+    root.setLevel(level)
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JSONFormatter() if config.log_format == "json" else PlainFormatter())
+    root.addHandler(handler)
+    root.propagate = False

@@ -1,0 +1,184 @@
+"""Retries: booking a failed job into the ``retry`` set, or burying it (CORE-120..131).
+
+Two scopes wrap a job, as in Sidekiq:
+
+* the *local* scope knows the job class, so it can read its options and hooks;
+* the *global* scope catches what escapes before a class exists (an unknown
+  class name, a bad payload) and books it from the payload alone.
+
+Both book from a fresh parse of the bytes that were fetched, so whatever a
+middleware changed in memory never leaks into the stored retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any, NoReturn
+
+from . import backtrace, payload, signals
+from .conf import Config
+from .connection import get_redis
+from .dead import bury, run_death_handlers
+from .errors import RetryHandled, Shutdown
+from .reporting import report
+
+logger = logging.getLogger("wurk_django.worker")
+
+MESSAGE_LIMIT = 10_000
+_UNREADABLE = "!!! ERROR MESSAGE THREW AN ERROR !!!"
+
+
+def error_class_name(exc: BaseException) -> str:
+    """``module.QualName``, or the bare name for builtins (CORE-025)."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not stop the booking
+        return _UNREADABLE
+    return text.encode("utf-8", "replace").decode("utf-8")[:MESSAGE_LIMIT]
+
+
+def caused_by_shutdown(exc: BaseException) -> bool:
+    """True when ``Shutdown`` is anywhere in the cause chain (CORE-121), cycle-safe."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Shutdown):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def default_delay(count: int) -> int:
+    return count**4 + 15
+
+
+class Retrier:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._rng = random.Random()
+
+    # -- the two scopes ---------------------------------------------------
+
+    def local(self, job_class: Any, raw: bytes, queue: str, exc: BaseException) -> NoReturn:
+        """Book ``exc`` for a job whose class is known, then raise ``RetryHandled``.
+
+        With retries off for the job, the original exception goes on outward
+        so the global scope runs the death handlers (CORE-120, CORE-125).
+        """
+        if caused_by_shutdown(exc):
+            raise Shutdown() from exc
+        msg = payload.loads(raw)
+        if "retry" not in msg:
+            msg["retry"] = job_class.get_options().get("retry", self.config.default_job_options.get("retry"))
+        if not payload.truthy(msg["retry"]):
+            raise exc
+        self._attempt(job_class, msg, queue, exc)
+        raise RetryHandled(exc) from exc
+
+    def global_(self, raw: bytes, queue: str, exc: BaseException) -> NoReturn:
+        if caused_by_shutdown(exc):
+            raise Shutdown() from exc
+        msg = payload.loads(raw)
+        if payload.truthy(msg.get("retry")):
+            self._attempt(None, msg, queue, exc)
+        else:
+            self._died(None, msg, exc)
+        raise RetryHandled(exc) from exc
+
+    # -- booking ----------------------------------------------------------
+
+    def _attempt(self, job_class: Any, msg: dict, queue: str, exc: BaseException) -> None:
+        retry = msg.get("retry")
+        max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else self.config.max_retries
+        msg["queue"] = msg.get("retry_queue") or queue
+        msg["error_message"] = error_message(exc)
+        msg["error_class"] = error_class_name(exc)
+        now = time.time()
+        if "retry_count" in msg:
+            msg["retried_at"] = int(now * 1000)
+            msg["retry_count"] = int(msg["retry_count"] or 0) + 1
+        else:
+            msg["failed_at"] = int(now * 1000)
+            msg["retry_count"] = 0
+        count = msg["retry_count"]
+        self._add_backtrace(msg, exc)
+
+        retry_for = msg.get("retry_for")
+        if retry_for is not None:
+            first_failed = payload.epoch_seconds(msg.get("failed_at")) or now
+            exhausted = first_failed + float(retry_for) < now
+        else:
+            exhausted = count >= max_retries
+        if exhausted:
+            self._exhausted(job_class, msg, exc)
+            return
+
+        delay = self._delay(job_class, count, exc, msg)
+        if delay == "discard":
+            msg["discarded_at"] = payload.now_ms()
+            self._died(job_class, msg, exc)
+            return
+        if delay == "kill":
+            self._exhausted(job_class, msg, exc)
+            return
+        retry_at = now + delay + self._rng.randrange(10 * (count + 1))
+        get_redis().zadd("retry", {payload.dumps(msg): retry_at})
+        logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
+        signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
+
+    def _add_backtrace(self, msg: dict, exc: BaseException) -> None:
+        option = msg.get("backtrace")
+        if not payload.truthy(option):
+            return
+        lines = backtrace.lines_of(exc)
+        if self.config.backtrace_cleaner is not None:
+            lines = self.config.backtrace_cleaner(lines)
+        if option is not True and isinstance(option, int):
+            lines = lines[:option]
+        msg["error_backtrace"] = backtrace.compress(lines)
+
+    def _delay(self, job_class: Any, count: int, exc: BaseException, msg: dict) -> int | str:
+        """Seconds until the next try, or ``"discard"``/``"kill"`` from the job's hook (CORE-123)."""
+        hook = getattr(job_class, "retry_in", None) if job_class is not None else None
+        if hook is None:
+            return default_delay(count)
+        try:
+            result = hook(count, exc, msg)
+        except Exception as hook_exc:
+            report(hook_exc, {"context": "Failure scheduling retry using the defined `retry_in`", "job": msg},
+                   self.config)
+            return default_delay(count)
+        if result in ("discard", "kill"):
+            return result
+        if isinstance(result, (int, float)) and not isinstance(result, bool) and result > 0:
+            return int(result)
+        return default_delay(count)
+
+    def _exhausted(self, job_class: Any, msg: dict, exc: BaseException) -> None:
+        """Retries are over: hook, then the morgue unless discarded, then death handlers (CORE-126)."""
+        hook = getattr(job_class, "retries_exhausted", None) if job_class is not None else None
+        outcome = None
+        if hook is not None:
+            try:
+                outcome = hook(msg, exc)
+            except Exception as hook_exc:
+                report(hook_exc, {"context": "Error calling retries_exhausted", "job": msg}, self.config)
+        if msg.get("dead") is False or outcome == "discard":
+            msg["discarded_at"] = payload.now_ms()
+        else:
+            logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
+            bury(get_redis(), payload.dumps(msg), max_jobs=self.config.dead_max_jobs,
+                 timeout=self.config.dead_timeout)
+        self._died(job_class, msg, exc)
+
+    def _died(self, job_class: Any, msg: dict, exc: BaseException) -> None:
+        run_death_handlers(self.config.death_handlers, msg, exc)
+        signals.send(signals.job_died, job_class or msg.get("class"), job=msg, exception=exc)

@@ -1,0 +1,115 @@
+"""BasicFetch: Sidekiq's ``BRPOP`` fetcher, the wire-compatibility reference (CORE-104..109).
+
+A fetched job exists only in this process's memory until it finishes: a hard
+kill loses it. The reliable fetcher (``reliable_fetch.py``) keeps a copy in
+Redis instead; both share this interface:
+
+* ``retrieve_work() -> UnitOfWork | None`` — None when stopping or idle;
+* ``unit.acknowledge()`` — the job is done (or its failure was booked);
+* ``unit.requeue()`` — put it back, unrun, where it will be fetched next;
+* ``bulk_requeue(units)`` — the hard-shutdown path, one pipeline;
+* ``terminate()`` — stop handing out work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+
+import redis as redis_lib
+
+from ..connection import get_redis
+from .queues import QueueOrder
+
+logger = logging.getLogger("wurk_django.worker")
+
+BLOCK_SECONDS = 2
+ERROR_BACKOFF = 1.0
+
+
+class UnitOfWork:
+    __slots__ = ("queue", "job", "fetcher", "jid")
+
+    def __init__(self, queue: str, job: bytes, fetcher: BasicFetch) -> None:
+        self.queue = queue  # the name without the "queue:" prefix
+        self.job = job  # exact bytes as stored, for byte-exact removal
+        self.fetcher = fetcher
+        self.jid: str | None = None
+
+    @property
+    def queue_key(self) -> str:
+        return f"queue:{self.queue}"
+
+    def acknowledge(self) -> None:
+        """Nothing to do: BRPOP already removed the job from Redis."""
+
+    def requeue(self) -> None:
+        get_redis().rpush(self.queue_key, self.job)
+
+
+class BasicFetch:
+    def __init__(self, queues: list[tuple[str, int]], concurrency: int) -> None:
+        self.order = QueueOrder(queues)
+        self._keys = {name: f"queue:{name}" for name in self.order.names}
+        self._done = threading.Event()
+        self._concurrency = concurrency
+        self._outage_since: float | None = None
+        self._lock = threading.Lock()
+
+    def _redis(self) -> redis_lib.Redis:
+        return get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=BLOCK_SECONDS)
+
+    def retrieve_work(self) -> UnitOfWork | None:
+        if self._done.is_set():
+            time.sleep(0.05)
+            return None
+        keys = [self._keys[name] for name in self.order()]
+        try:
+            reply = self._redis().brpop(keys, timeout=BLOCK_SECONDS)
+        except redis_lib.RedisError as exc:
+            self._report_outage(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        self._report_recovery()
+        if reply is None:
+            return None
+        key, job = reply
+        return UnitOfWork(key.decode()[6:], job, self)
+
+    def _report_outage(self, exc: Exception) -> None:
+        # Report once per outage, not once per thread per second (CORE-108).
+        with self._lock:
+            first = self._outage_since is None
+            if first:
+                self._outage_since = time.monotonic()
+        if first:
+            logger.error("fetch failed, retrying every %ss: %s", ERROR_BACKOFF, exc)
+
+    def _report_recovery(self) -> None:
+        if self._outage_since is None:
+            return
+        with self._lock:
+            since, self._outage_since = self._outage_since, None
+        if since is not None:
+            logger.warning("fetch recovered after %.1fs", time.monotonic() - since)
+
+    def bulk_requeue(self, units: list[UnitOfWork]) -> None:
+        """Push in-flight jobs back to the fetch end of their queues (CORE-157)."""
+        if not units:
+            return
+        by_queue: dict[str, list[bytes]] = defaultdict(list)
+        for unit in units:
+            by_queue[unit.queue_key].append(unit.job)
+        try:
+            pipe = get_redis().pipeline(transaction=False)
+            for key, jobs in by_queue.items():
+                pipe.rpush(key, *jobs)
+            pipe.execute()
+            logger.info("pushed %d in-flight job(s) back to their queues", len(units))
+        except redis_lib.RedisError:
+            logger.exception("could not push %d in-flight job(s) back to Redis", len(units))
+
+    def terminate(self) -> None:
+        self._done.set()

@@ -1,0 +1,139 @@
+"""Heartbeat: this process's entry in Redis, refreshed every 10 s (CORE-150..154, RUN-141).
+
+Each beat flushes the stat counters, then in one MULTI rewrites the
+``<identity>:work`` hash, refreshes the ``<identity>`` hash and the
+``processes`` set, and pops pending dashboard signals from ``<identity>-signals``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..connection import get_redis
+from .state import WorkerState, hostname
+
+logger = logging.getLogger("wurk_django.worker")
+
+BEAT_INTERVAL = 10
+TTL = 60
+DAY_STATS_TTL = 5 * 365 * 24 * 3600
+RTT_WARNING_US = 50_000
+SIGNALS = ("TSTP", "TERM", "TTIN")
+
+
+def rss_kb() -> int:
+    try:
+        with open(f"/proc/{os.getpid()}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def flush_stats(state: WorkerState) -> None:
+    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152)."""
+    processed, failed = state.take_counts()
+    if not processed and not failed:
+        return
+    day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    pipe = get_redis().pipeline(transaction=False)
+    for kind, count in (("processed", processed), ("failed", failed)):
+        pipe.incrby(f"stat:{kind}", count)
+        pipe.incrby(f"stat:{kind}:{day}", count)
+        pipe.expire(f"stat:{kind}:{day}", DAY_STATS_TTL)
+    pipe.execute()
+
+
+class Heartbeat:
+    def __init__(self, launcher: Any, on_signal: Callable[[str], None]) -> None:
+        self.launcher = launcher
+        self.state: WorkerState = launcher.state
+        self.on_signal = on_signal
+        self._info: bytes | None = None
+        self._rtts: list[int] = []
+        self._first = True
+
+    def info(self) -> bytes:
+        if self._info is None:
+            config = self.launcher.config
+            order = self.launcher.manager.fetcher.order
+            weights = order.weights()
+            self._info = orjson.dumps({
+                "hostname": hostname(),
+                "started_at": self.launcher.started_at,
+                "pid": os.getpid(),
+                "tag": config.tag or "",
+                "concurrency": config.concurrency,
+                "capsules": {"default": {"concurrency": config.concurrency, "mode": order.mode, "weights": weights}},
+                "queues": order.names,
+                "weights": [weights],
+                "labels": config.labels,
+                "identity": self.state.identity,
+                "version": __version__,
+                "embedded": self.launcher.embedded,
+            })
+        return self._info
+
+    def beat(self) -> None:
+        try:
+            flush_stats(self.state)
+        except Exception:
+            logger.exception("could not flush stat counters")
+        key = self.state.identity
+        redis = get_redis()
+        started = time.monotonic_ns()
+        redis.ping()
+        rtt_us = (time.monotonic_ns() - started) // 1000
+        self._check_rtt(rtt_us)
+        work = self.state.work_snapshot()
+        pipe = redis.pipeline(transaction=True)
+        pipe.unlink(f"{key}:work")
+        if work:
+            pipe.hset(f"{key}:work", mapping=work)
+            pipe.expire(f"{key}:work", TTL)
+        pipe.sadd("processes", key)
+        pipe.exists(key)
+        pipe.hset(key, mapping={
+            "info": self.info(),
+            "concurrency": self.launcher.config.concurrency,
+            "busy": len(work),
+            "beat": repr(time.time()),
+            "quiet": "true" if self.launcher.quieting else "false",
+            "rss": rss_kb(),
+            "rtt_us": rtt_us,
+        })
+        pipe.expire(key, TTL)
+        pipe.rpop(f"{key}-signals", 10)
+        replies = pipe.execute()
+        popped = replies[-1] or []
+        for raw in popped:
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if name in SIGNALS:
+                self.on_signal(name)
+            else:
+                logger.warning("ignoring unknown signal %r from the dashboard", name)
+
+    def _check_rtt(self, rtt_us: int) -> None:
+        self._rtts.append(rtt_us)
+        if len(self._rtts) >= 5:
+            if all(r > RTT_WARNING_US for r in self._rtts):
+                logger.warning("Redis round trips are slow: last five %s µs", self._rtts)
+            self._rtts.clear()
+
+    def clear(self) -> None:
+        """Remove this process from Redis after a clean stop (CORE-157)."""
+        key = self.state.identity
+        pipe = get_redis().pipeline(transaction=True)
+        pipe.srem("processes", key)
+        pipe.unlink(key, f"{key}:work")
+        pipe.execute()

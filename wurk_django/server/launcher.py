@@ -1,0 +1,116 @@
+"""Launcher: starts and stops every component of a worker process (RUN-110, RUN-111).
+
+Start order: managers (the only step on the way to the first job), heartbeat
+(beats at once), scheduled poller (first tick after a wait). Stop: quiet,
+drain every manager against one deadline, then tear down in reverse, each
+step guarded on its own so one failure cannot strand the rest.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from .. import signals
+from ..conf import Config
+from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
+from .manager import Manager
+from .scheduler import Scheduler
+from .state import WorkerState
+from .threads import spawn
+from .timer import TimerLoop
+
+logger = logging.getLogger("wurk_django.worker")
+
+
+class Launcher:
+    def __init__(self, config: Config, *, embedded: bool = False,
+                 request_shutdown: Callable[[], None] | None = None,
+                 on_signal: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.embedded = embedded
+        self.state = WorkerState()
+        self.started_at = time.time()
+        self.manager = Manager(config, self.state, request_shutdown=request_shutdown)
+        self.scheduler = Scheduler(config)
+        self.heartbeat = Heartbeat(self, on_signal or self._dashboard_signal)
+        self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
+        self.quieting = False
+        self.stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stop_started = False
+
+    def run(self) -> None:
+        self.manager.start()
+        self.heartbeat_loop.start()
+        self.scheduler.start()
+        signals.send(signals.worker_startup, Launcher, launcher=self)
+        logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
+                    self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
+
+    def quiet(self) -> None:
+        """Stop taking new jobs; running ones finish. One-way (CORE-156)."""
+        if self.quieting:
+            return
+        self.quieting = True
+        logger.info("quieting: no new jobs will be fetched")
+        self.manager.quiet()
+        self.scheduler.terminate()
+        signals.send(signals.worker_quiet, Launcher, launcher=self)
+
+    def stop(self) -> None:
+        """Drain within the timeout, requeue what is left, deregister (CORE-157)."""
+        with self._stop_lock:
+            if self._stop_started:
+                return
+            self._stop_started = True
+        deadline = time.monotonic() + self.config.timeout
+        try:
+            self.quiet()
+            signals.send(signals.worker_shutdown, Launcher, launcher=self)
+            self.manager.stop(deadline)
+        finally:
+            self._teardown()
+
+    def _teardown(self) -> None:
+        for step in (self.scheduler.loop.join, self._stop_heartbeat, self._final_flush, self.heartbeat.clear):
+            try:
+                step()
+            except Exception:
+                logger.exception("shutdown step %s failed", getattr(step, "__name__", step))
+        self.stopped.set()
+        logger.info("worker %s stopped", self.state.identity)
+
+    def _stop_heartbeat(self) -> None:
+        # Unbounded on purpose: a beat landing after deregistration would bring the
+        # entry back for 60 s. The beat's own calls are bounded by socket timeouts.
+        self.heartbeat_loop.terminate()
+        self.heartbeat_loop.join(timeout=None)
+
+    def _final_flush(self) -> None:
+        flush_stats(self.state)
+
+    def _dashboard_signal(self, name: str) -> None:
+        """Embedded mode applies dashboard signals itself, off the heartbeat thread (RUN-304)."""
+        if name == "TSTP":
+            spawn("dashboard-quiet", self.quiet)
+        elif name == "TERM":
+            spawn("dashboard-stop", self.stop)
+        elif name == "TTIN":
+            dump_threads()
+
+
+def dump_threads() -> None:
+    """Log every thread's stack (CORE-159); faulthandler works even with wedged locks."""
+    logger.warning("thread dump follows (TTIN)")
+    for handler in logging.getLogger("wurk_django").handlers or logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is not None:
+            stream.flush()
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    names = ", ".join(f"{t.name}({t.ident})" for t in threading.enumerate())
+    logger.warning("threads: %s", names)

@@ -1,0 +1,123 @@
+"""Manager: keeps ``concurrency`` processors alive and drains them on stop (RUN-120, RUN-121)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis as redis_lib
+
+from ..conf import Config
+from ..connection import get_redis
+from ..errors import Shutdown
+from ..middleware import Chain
+from ..retry import Retrier
+from .fetch import BasicFetch
+from .joblog import JobLogger
+from .processor import Processor
+from .state import WorkerState
+from .threads import raise_in_thread
+
+logger = logging.getLogger("wurk_django.worker")
+
+PAUSE_TIME = 0.1 if sys.stdout.isatty() else 0.5
+HARD_SHUTDOWN_WAIT = 3.0
+
+
+def _default_shutdown_request() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Manager:
+    def __init__(self, config: Config, state: WorkerState, name: str = "default",
+                 request_shutdown: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.state = state
+        fetch_class = config.fetch_class or BasicFetch
+        self.fetcher = fetch_class(config.queues, config.concurrency)
+        self.retrier = Retrier(config)
+        self.joblog = JobLogger(config.logged_job_attributes, config.skip_default_job_logging)
+        self.server_chain = Chain(config.server_middleware)
+        self.stop_flag = threading.Event()  # what Job.interrupted() reads
+        self._request_shutdown = request_shutdown or _default_shutdown_request
+        self._lock = threading.Lock()
+        self._processors: set[Processor] = set()
+        self._stopping = False
+
+    def redis(self) -> redis_lib.Redis:
+        return get_redis()
+
+    def start(self) -> None:
+        with self._lock:
+            new = [Processor(self) for _ in range(self.config.concurrency)]
+            self._processors.update(new)
+        for processor in new:
+            processor.start()
+
+    def processor_exited(self, processor: Processor) -> None:
+        """A processor thread ended: replace it unless we are stopping (RUN-120)."""
+        with self._lock:
+            self._processors.discard(processor)
+            if self._stopping:
+                return
+            try:
+                replacement = Processor(self)
+                self._processors.add(replacement)
+            except Exception:
+                logger.exception("could not replace a processor; shutting down")
+                replacement = None
+        if replacement is None:
+            self._request_shutdown()
+        else:
+            replacement.start()
+
+    def quiet(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self.stop_flag.set()
+        self.fetcher.terminate()
+        with self._lock:
+            processors = list(self._processors)
+        for processor in processors:
+            processor.terminate()
+
+    def _alive(self) -> list[Processor]:
+        with self._lock:
+            return [p for p in self._processors if p.thread is not None and p.thread.is_alive()]
+
+    def stop(self, deadline: float) -> None:
+        """Quiet, wait for running jobs until ``deadline`` (monotonic), then hard-stop the rest."""
+        self.quiet()
+        time.sleep(PAUSE_TIME)
+        while self._alive() and deadline - time.monotonic() > PAUSE_TIME:
+            time.sleep(PAUSE_TIME)
+        busy = [p for p in self._alive() if p.unit is not None]
+        if not self._alive():
+            return
+        self.hard_shutdown(busy)
+
+    def hard_shutdown(self, busy: list[Processor]) -> None:
+        """Requeue every in-flight job, then interrupt its thread (CORE-157, RUN-203)."""
+        units: list[Any] = []
+        for processor in busy:
+            processor.killed = True  # set first: a job finishing now must not ACK (RUN-803)
+            if processor.unit is not None:
+                units.append(processor.unit)
+        if units:
+            logger.warning("terminating %d busy job(s): %s", len(units),
+                           ", ".join(str(u.jid) for u in units))
+            self.fetcher.bulk_requeue(units)
+        for processor in busy:
+            if processor.thread is not None:
+                raise_in_thread(processor.thread, Shutdown)
+        deadline = time.monotonic() + HARD_SHUTDOWN_WAIT
+        while self._alive() and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -1,0 +1,87 @@
+"""What this worker process is doing right now: its identity, busy threads and counters."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+
+from .. import payload
+
+# Minted once per process image; a forked child keeps it so identities stay
+# computable by a parent (CORE-075).
+NONCE = secrets.token_hex(6)
+
+
+def hostname() -> str:
+    return os.environ.get("DYNO") or socket.gethostname()
+
+
+def identity() -> str:
+    return f"{hostname()}:{os.getpid()}:{NONCE}"
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if not n:
+            return out
+
+
+def thread_id() -> str:
+    """Short per-thread id, unique inside the process (CORE-075)."""
+    return _base36(threading.get_ident() ^ os.getpid())
+
+
+class WorkerState:
+    """Busy map and stat counters, shared by processors and read by the heartbeat."""
+
+    def __init__(self) -> None:
+        self.identity = identity()
+        self._lock = threading.Lock()
+        self._busy: dict[str, tuple[str, bytes, int]] = {}
+        self.processed = 0
+        self.failed = 0
+
+    # Busy map (CORE-077): tid -> (queue, raw payload, run_at).
+    def begin(self, tid: str, queue: str, raw: bytes) -> None:
+        with self._lock:
+            self._busy[tid] = (queue, raw, int(time.time()))
+
+    def end(self, tid: str, failed: bool) -> None:
+        with self._lock:
+            self._busy.pop(tid, None)
+            self.processed += 1
+            if failed:
+                self.failed += 1
+
+    def busy_count(self) -> int:
+        return len(self._busy)
+
+    def work_snapshot(self) -> dict[str, bytes]:
+        """The ``<identity>:work`` hash fields, one JSON value per busy thread."""
+        with self._lock:
+            items = list(self._busy.items())
+        return {
+            tid: payload.dumps({"queue": queue, "payload": raw.decode("utf-8", "replace"), "run_at": run_at})
+            for tid, (queue, raw, run_at) in items
+        }
+
+    def take_counts(self) -> tuple[int, int]:
+        """Read and zero both counters (CORE-152: reset before writing, not restored)."""
+        with self._lock:
+            counts = (self.processed, self.failed)
+            self.processed = self.failed = 0
+            return counts
+
+    def reset(self) -> None:
+        with self._lock:
+            self._busy.clear()
+            self.processed = self.failed = 0
+        self.identity = identity()
+

@@ -1,0 +1,44 @@
+"""Starting named daemon threads, and injecting the shutdown exception (RUN-101, RUN-803)."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("wurk_django.worker")
+
+
+def spawn(name: str, target: Callable[[], Any]) -> threading.Thread:
+    """Run ``target`` on a named daemon thread; an escaping exception is logged with the name.
+
+    Daemon threads, because CPython joins non-daemon threads before ``atexit``
+    runs, so a stuck job could otherwise block the drain from ever starting.
+    """
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException:  # the thread is ending; report whatever ended it
+            logger.exception("thread %s died", name)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
+    """Ask ``thread`` to raise ``exc_type`` at its next bytecode (best effort).
+
+    It cannot interrupt a blocking C call; the caller bounds its wait afterwards.
+    """
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return False
+    changed = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
+    if changed > 1:  # more than one thread state touched: undo, never hit the wrong thread
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+        return False
+    return changed == 1
