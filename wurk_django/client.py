@@ -216,7 +216,9 @@ class Client:
                 return
             except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
                 # After a failover the old primary answers READONLY: redial and send once more (CORE-085).
-                if attempt == 2 or not any(tag in str(exc) for tag in _FAILOVER_ERRORS):
+                # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
+                failover = isinstance(exc, redis_lib.ReadOnlyError) or any(tag in str(exc) for tag in _FAILOVER_ERRORS)
+                if attempt == 2 or not failover:
                     raise
                 self.redis.connection_pool.disconnect()
 

@@ -106,15 +106,17 @@ class Setter:
 
     perform_at = perform_in
 
-    def perform_bulk(self, args_list: list[list[Any]], *, batch_size: int = 1000,
+    def perform_bulk(self, args_list: list[list[Any]], *, batch_size: int | None = None,
                      at: Any = None, spread_interval: float | None = None) -> list[str | None]:
         """Push one job per argument list, ``batch_size`` per round trip (CORE-089).
 
+        ``batch_size`` defaults to 1000, or 100 when the jobs are scheduled.
         ``at`` follows ``perform_at``'s rules (relative seconds, epoch, datetime);
         a list gives each job its own time.
         """
-        item: dict[str, Any] = {**self.options, "class": self.job_class, "args": args_list,
-                                "batch_size": batch_size}
+        item: dict[str, Any] = {**self.options, "class": self.job_class, "args": args_list}
+        if batch_size is not None:
+            item["batch_size"] = batch_size
         item.pop("at", None)
         if at is not None:
             item["at"] = [_run_at(a) for a in at] if isinstance(at, list) else _run_at(at)
