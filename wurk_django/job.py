@@ -148,7 +148,13 @@ class Setter:
         instance.bid = job.get("bid")
         instance.payload = job
         server_chain = Chain(config.server_middleware)
-        server_chain.invoke((instance, job, job["queue"]), lambda: instance.run(job["args"]))
+        def perform() -> bool:
+            instance.run(job["args"])
+            return True
+
+        # A server middleware that does not call through halts the job: report it like the client side does.
+        if not server_chain.invoke((instance, job, job["queue"]), perform):
+            return None
         return True
 
 

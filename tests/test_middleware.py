@@ -1,0 +1,226 @@
+"""Middleware chains: order, halting, per-job instances, client and inline use (CORE-082, CORE-088, CORE-114)."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from tests.jobsapp.jobs import RecordJob
+from wurk_django import Job, payload
+from wurk_django.client import Client
+from wurk_django.middleware import Chain
+
+TRACE: list = []
+
+
+@pytest.fixture(autouse=True)
+def clear_trace():
+    TRACE.clear()
+    yield
+    TRACE.clear()
+
+
+def _wurk(**extra):
+    return override_settings(WURK={**settings.WURK, **extra})
+
+
+class Outer:
+    def __call__(self, *args):
+        call_next = args[-1]
+        TRACE.append("outer>")
+        result = call_next()
+        TRACE.append("<outer")
+        return result
+
+
+class Inner:
+    def __call__(self, *args):
+        call_next = args[-1]
+        TRACE.append("inner>")
+        result = call_next()
+        TRACE.append("<inner")
+        return result
+
+
+class Third(Inner):
+    def __call__(self, *args):
+        TRACE.append("third")
+        return args[-1]()
+
+
+class Halt:
+    def __call__(self, *args):
+        TRACE.append("halt")
+        return None
+
+
+class Tagged:
+    """Built with arguments; stamps the job (client side)."""
+
+    instances = 0
+
+    def __init__(self, label="plain"):
+        Tagged.instances += 1
+        self.label = label
+        self.seen = 0
+
+    def __call__(self, job_class, job, queue, redis, call_next):
+        self.seen += 1
+        TRACE.append((self.label, self.seen, job_class, queue, redis is not None))
+        job.setdefault("tags", []).append(self.label)
+        return call_next()
+
+
+def _run(chain):
+    return chain.invoke(("a",), lambda: TRACE.append("core") or "result")
+
+
+def test_first_entry_is_outermost():
+    chain = Chain([Outer, Inner])
+    assert _run(chain) == "result"
+    assert TRACE == ["outer>", "inner>", "core", "<inner", "<outer"]
+
+
+def test_empty_chain_calls_the_core():
+    assert _run(Chain()) == "result"
+    assert TRACE == ["core"]
+
+
+def test_halting_skips_the_rest_and_the_core():
+    chain = Chain([Outer, Halt, Inner])
+    assert _run(chain) is None
+    assert TRACE == ["outer>", "halt", "<outer"]
+
+
+def test_add_moves_an_existing_entry_to_the_end():
+    chain = Chain([Outer, Inner])
+    chain.add(Outer)
+    assert chain.entries == [Inner, Outer]
+    assert len(chain) == 2
+
+
+def test_prepend_insert_before_after():
+    chain = Chain([Outer])
+    chain.prepend(Inner)
+    assert chain.entries == [Inner, Outer]
+    chain.insert_after(Inner, Third)
+    assert chain.entries == [Inner, Third, Outer]
+    chain.insert_before(Inner, Halt)
+    assert chain.entries == [Halt, Inner, Third, Outer]
+    chain.insert_before(Outer, Inner)  # moves, never duplicates
+    assert chain.entries == [Halt, Third, Inner, Outer]
+
+
+def test_insert_relative_to_a_missing_anchor():
+    chain = Chain([Outer])
+    chain.insert_after(Halt, Inner)
+    assert chain.entries == [Outer, Inner]
+    chain.insert_before(Halt, Third)
+    assert chain.entries == [Third, Outer, Inner]
+
+
+def test_remove_exists_clear_copy():
+    chain = Chain([Outer, Inner])
+    copy = chain.copy()
+    chain.remove(Outer)
+    assert not chain.exists(Outer) and chain.exists(Inner)
+    assert copy.entries == [Outer, Inner]
+    chain.clear()
+    assert len(chain) == 0
+
+
+def test_dotted_paths_and_constructor_arguments():
+    chain = Chain([("tests.test_middleware.Tagged", {"label": "from-settings"})])
+    chain.add("tests.test_middleware.Outer")
+    assert chain.entries == [Tagged, Outer]
+    job = {"class": "X", "args": []}
+    chain.invoke(("X", job, "default", object()), lambda: job)
+    assert job["tags"] == ["from-settings"]
+
+
+def test_a_fresh_instance_per_job():
+    Tagged.instances = 0
+    chain = Chain()
+    chain.add(Tagged, label="t")
+    for _ in range(3):
+        chain.invoke(("X", {}, "q", None), lambda: True)
+    assert Tagged.instances == 3
+    assert [entry[1] for entry in TRACE] == [1, 1, 1]  # no state leaks between jobs
+
+
+def test_client_middleware_from_settings_mutates_what_is_stored(redis_db):  # CORE-082
+    with _wurk(CLIENT_MIDDLEWARE=[("tests.test_middleware.Tagged", {"label": "audit"}), Outer]):
+        jid = RecordJob.perform_async(1)
+    [raw] = redis_db.lrange("queue:default", 0, -1)
+    stored = payload.loads(raw)
+    assert stored["jid"] == jid
+    assert stored["tags"] == ["audit"]
+    label, _, job_class, queue, has_redis = TRACE[0]
+    assert (label, job_class, queue, has_redis) == ("audit", "tests.jobsapp.jobs.RecordJob", "default", True)
+    assert TRACE[1:] == ["outer>", "<outer"]
+
+
+def test_halting_client_middleware_stops_the_push(redis_db):  # CORE-082
+    with _wurk(CLIENT_MIDDLEWARE=[Halt]):
+        assert RecordJob.perform_async(1) is None
+        assert RecordJob.perform_in(60, 1) is None
+    assert redis_db.keys("*") == []
+
+
+class HaltOdd:
+    def __call__(self, job_class, job, queue, redis, call_next):
+        return None if job["args"][0] % 2 else call_next()
+
+
+def test_halted_bulk_slots_are_none(redis_db):  # CORE-082, CORE-089
+    client = Client()
+    client.middleware.add(HaltOdd)
+    jids = client.push_bulk({"class": RecordJob, "args": [[0], [1], [2], [3]]})
+    assert jids[1] is None and jids[3] is None
+    assert jids[0] and jids[2]
+    assert sorted(payload.loads(r)["args"][0] for r in redis_db.lrange("queue:default", 0, -1)) == [0, 2]
+
+
+class ServerRecorder:
+    def __call__(self, instance, job, queue, call_next):
+        TRACE.append(("server", type(instance).__name__, job["jid"], queue))
+        return call_next()
+
+
+class ServerSkip:
+    def __call__(self, instance, job, queue, call_next):
+        TRACE.append("skip")
+
+
+def test_perform_inline_runs_client_then_server_middleware(redis_db):  # CORE-088
+    class Inline(Job):
+        def perform(self, x):
+            TRACE.append(("perform", x))
+
+    with _wurk(CLIENT_MIDDLEWARE=[Outer], SERVER_MIDDLEWARE=[ServerRecorder]):
+        assert Inline.perform_inline(5) is True
+    assert TRACE[0] == "outer>" and TRACE[1] == "<outer"
+    assert TRACE[2][0:2] == ("server", "Inline") and TRACE[2][3] == "default"
+    assert TRACE[3] == ("perform", 5)
+    assert redis_db.keys("*") == []
+
+
+def test_perform_inline_halted_by_client_middleware_returns_none():
+    class Never(Job):
+        def perform(self):
+            TRACE.append("performed")
+
+    with _wurk(CLIENT_MIDDLEWARE=[Halt]):
+        assert Never.perform_inline() is None
+    assert "performed" not in TRACE
+
+
+def test_server_middleware_not_calling_next_skips_perform():  # CORE-114
+    class Skipped(Job):
+        def perform(self):
+            TRACE.append("performed")
+
+    with _wurk(SERVER_MIDDLEWARE=[ServerSkip]):
+        assert Skipped.perform_inline() is None  # CORE-088: None when halted
+    assert TRACE == ["skip"]
