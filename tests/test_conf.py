@@ -1,0 +1,208 @@
+"""settings.WURK: defaults, validation, queue specs (CORE-101, CORE-240, DJ-001)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from wurk_django import conf
+from wurk_django.conf import DEFAULTS, Config, get_config, parse_queue, problems, redis_url
+from wurk_django.errors import ConfigurationError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_valid_and_empty_settings_have_no_problems():
+    assert problems({}) == []
+    assert problems(dict(DEFAULTS)) == []
+
+
+def test_every_key_has_a_type_check():
+    assert set(conf._CHECKS) == set(DEFAULTS)
+
+
+def test_every_key_is_documented():
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [key for key in DEFAULTS if f"`{key}`" not in text]
+    assert missing == []
+
+
+def test_unknown_key_is_reported_with_a_suggestion():
+    [problem] = problems({"redis_url": "redis://x:6379/1"})
+    assert problem.key == "redis_url"
+    assert problem.message == "unknown setting"
+    assert "REDIS_URL" in problem.hint
+    assert "did you mean" in str(problem)
+
+
+def test_unknown_key_without_close_match_points_at_the_docs():
+    [problem] = problems({"CONCURENCY_LIMIT": 3})
+    assert "docs/configuration.md" in problem.hint
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("CONCURRENCY", 0),
+        ("CONCURRENCY", "5"),
+        ("CONCURRENCY", True),  # bool is an int subclass; must not pass as 1
+        ("QUEUES", []),
+        ("QUEUES", "default"),
+        ("TIMEOUT", 0),
+        ("TIMEOUT", False),
+        ("MAX_RETRIES", -1),
+        ("DEAD_MAX_JOBS", 0),
+        ("ON_COMPLEX_ARGUMENTS", True),
+        ("ON_COMPLEX_ARGUMENTS", "ignore"),
+        ("DEFAULT_JOB_OPTIONS", [("retry", 3)]),
+        ("LABELS", ["ok", 3]),
+        ("REDIS_URL", "localhost:6379"),
+        ("REDIS", 6379),
+        ("LOG_FORMAT", "xml"),
+        ("MODE", "threads"),
+        ("ENQUEUE_ON_COMMIT", "yes"),
+        ("ERROR_HANDLERS", [42]),
+        ("CLIENT_MIDDLEWARE", [3]),
+        ("IMPORT_ON_MISS", "myapp"),
+    ],
+)
+def test_wrong_types_are_reported(key, value):
+    found = problems({key: value})
+    assert [p.key for p in found] == [key]
+    assert repr(value) in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("CONCURRENCY", 1),
+        ("TIMEOUT", 2.5),
+        ("ON_COMPLEX_ARGUMENTS", False),
+        ("ON_COMPLEX_ARGUMENTS", "warn"),
+        ("REDIS", {"URL": "redis://h:6379/2", "POOL_SIZE": 3}),
+        ("REDIS", "redis://h:6379/2"),
+        ("CLIENT_MIDDLEWARE", ["a.b.C", ("a.b.D", {"x": 1})]),
+        ("MODE", "embedded"),
+        ("IMPORT_ON_MISS", ["myapp"]),
+    ],
+)
+def test_good_values_pass(key, value):
+    assert problems({key: value}) == []
+
+
+def test_bad_queue_spec_is_a_problem():
+    found = problems({"QUEUES": ["default", "bad name,2", "low,x"]})
+    assert [p.key for p in found] == ["QUEUES", "QUEUES"]
+    assert "bad name" in str(found[0])
+    assert "'x'" in str(found[1])
+
+
+def test_config_refuses_problems_with_every_message():
+    with pytest.raises(ConfigurationError) as info:
+        Config({"CONCURRENCY": 0, "BOGUS": 1})
+    assert "CONCURRENCY" in str(info.value) and "BOGUS" in str(info.value)
+
+
+def test_settings_wurk_must_be_a_dict():
+    with override_settings(WURK=["REDIS_URL"]), pytest.raises(ConfigurationError, match="must be a dict"):
+        conf.raw_settings()
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("default", ("default", 0)),
+        ("critical,5", ("critical", 5)),
+        (" low , 2 ", ("low", 2)),
+        (["mail", 3], ("mail", 3)),
+        (("mail",), ("mail", 0)),
+        ("a:b.c-d_9", ("a:b.c-d_9", 0)),
+        ("Upper", ("Upper", 0)),
+    ],
+)
+def test_parse_queue(spec, expected):  # CORE-101
+    assert parse_queue(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("with space", "must match"),
+        ("", "must match"),
+        ("q,-1", ">= 0"),
+        ("q,1.5", "integer"),
+        (["q", "x"], "integer"),
+        (5, "must be 'name'"),
+        (["a", 1, 2], "must be 'name'"),
+        ("queue:x|y", "must match"),
+    ],
+)
+def test_parse_queue_errors(spec, match):
+    with pytest.raises(ConfigurationError, match=match):
+        parse_queue(spec)
+
+
+@pytest.mark.parametrize(
+    ("queues", "mode"),
+    [(["a", "b"], "strict"), (["a,1", "b,1"], "random"), (["a,3", "b,1"], "weighted"), (["a,2", "b,2"], "weighted")],
+)
+def test_queue_mode(queues, mode):  # CORE-101
+    assert Config({"QUEUES": queues}).queue_mode == mode
+
+
+def test_queue_names_are_unique_in_order():
+    assert Config({"QUEUES": ["b,2", "a,1", "b,2"]}).queue_names == ["b", "a"]
+
+
+def test_redis_url_precedence(monkeypatch):
+    monkeypatch.setenv("REDIS_URL", "redis://env:6379/3")
+    assert redis_url({}) == "redis://env:6379/3"
+    assert redis_url({"REDIS_URL": "redis://key:6379/4"}) == "redis://key:6379/4"
+    assert redis_url({"REDIS_URL": "redis://key:6379/4", "REDIS": {"URL": "redis://dict:6379/5"}}) == "redis://dict:6379/5"
+    assert redis_url({"REDIS_URL": "redis://key:6379/4", "REDIS": "redis://str:6379/6"}) == "redis://str:6379/6"
+    monkeypatch.delenv("REDIS_URL")
+    assert redis_url({}) == "redis://localhost:6379/0"
+
+
+def test_config_resolves_defaults_and_overrides():
+    cfg = Config({"CONCURRENCY": 3, "DEFAULT_JOB_OPTIONS": {"retry": 4, "backtrace": True},
+                  "REDIS": {"URL": "redis://h:1/2", "OPTIONS": {"ssl": False}}}, concurrency=9)
+    assert cfg.concurrency == 9  # explicit override (the command's flags) beats settings
+    assert cfg.default_job_options == {"retry": 4, "queue": "default", "backtrace": True}
+    assert cfg.redis_url == "redis://h:1/2"
+    assert cfg.redis_options == {"ssl": False}
+    assert cfg.redis_cache_alias is None
+    assert cfg.max_retries == 25
+    assert cfg.dead_max_jobs == 10_000
+    assert cfg.dead_timeout == 15_552_000  # CORE-140: 180 days
+    assert cfg.queues == [("default", 0)]
+    assert cfg["TIMEOUT"] == 25
+
+
+def test_default_tag_is_the_project_directory():
+    assert Config({}).tag == Path(settings.BASE_DIR).name
+    assert Config({"TAG": "shop"}).tag == "shop"
+
+
+def test_dotted_handlers_are_imported():
+    cfg = Config({"ERROR_HANDLERS": ["os.path.basename"], "BACKTRACE_CLEANER": "os.path.normpath"})
+    import os.path
+
+    assert cfg.error_handlers == [os.path.basename]
+    assert cfg.backtrace_cleaner is os.path.normpath
+
+
+def test_get_config_follows_override_settings():  # DJ-001
+    first = get_config()
+    assert get_config() is first  # cached while settings.WURK is unchanged
+    with override_settings(WURK={**settings.WURK, "CONCURRENCY": 11}):
+        assert get_config().concurrency == 11
+    assert get_config().concurrency == settings.WURK["CONCURRENCY"]
+
+
+def test_get_config_raises_on_bad_settings():
+    with override_settings(WURK={**settings.WURK, "QUEUES": []}), pytest.raises(ConfigurationError, match="QUEUES"):
+        get_config()
