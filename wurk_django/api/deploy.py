@@ -1,0 +1,68 @@
+"""``Deploy``: deploy marks shown on the metrics charts (CORE-172, CORE-068, CORE-069)."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, date, datetime
+
+from ._base import RedisClient, conn, text
+
+__all__ = ["Deploy"]
+
+MARKS_TTL = 90 * 24 * 3600  # 7 776 000 s (CORE-068)
+LOCK_TTL = 60  # one mark per label per minute across all hosts (CORE-069)
+
+
+def default_label() -> str:
+    """``git log -1 --format="%h %s"`` of the current directory, or ``""`` outside git."""
+    try:
+        done = subprocess.run(["git", "log", "-1", "--format=%h %s"], capture_output=True, text=True,
+                              timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _marks_key(day: date) -> str:
+    return f"{day:%Y%m%d}-marks"
+
+
+class Deploy:
+    """Record and read deploy marks."""
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        self._redis = redis
+
+    @property
+    def redis(self) -> RedisClient:
+        return conn(self._redis)
+
+    def mark(self, label: str | None = None, at: datetime | None = None) -> bool:
+        """Mark a deploy at ``at`` (default now), floored to the UTC minute.
+
+        Many hosts deploying the same release call this at once: the
+        ``deploylock-<label>`` lock lets one of them write. Returns whether this
+        call wrote the mark.
+        """
+        label = default_label() if label is None else label
+        at = at or datetime.now(UTC)
+        at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).replace(second=0, microsecond=0)
+        iso = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        redis = self.redis
+        if not redis.set(f"deploylock-{label}", iso, nx=True, ex=LOCK_TTL):
+            return False
+        key = _marks_key(at.date())
+        pipe = redis.pipeline(transaction=True)
+        pipe.hsetnx(key, iso, label)
+        pipe.expire(key, MARKS_TTL)
+        pipe.execute()
+        return True
+
+    def fetch(self, day: date | datetime | None = None) -> dict[str, str]:
+        """``{ISO minute: label}`` for one UTC day (default today)."""
+        if day is None:
+            day = datetime.now(UTC).date()
+        elif isinstance(day, datetime):
+            day = (day if day.tzinfo else day.replace(tzinfo=UTC)).astimezone(UTC).date()
+        marks = self.redis.hgetall(_marks_key(day))
+        return {text(k): text(v) for k, v in sorted(marks.items())}

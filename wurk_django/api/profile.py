@@ -1,0 +1,79 @@
+"""``ProfileSet``: job profiles written by Sidekiq 8 (or us) for the profiles page (CORE-171, CORE-070, CORE-071)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+from ._base import RedisClient, conn, text, to_float, to_int, utc
+
+__all__ = ["ProfileSet", "ProfileRecord"]
+
+_FIELDS = ("started_at", "jid", "type", "token", "size", "elapsed")
+
+
+class ProfileRecord:
+    """One stored profile, addressed by ``<token>-<jid>``."""
+
+    def __init__(self, key: str, values: list, redis: RedisClient | None = None) -> None:
+        self.key = key
+        started_at, jid, kind, token, size, elapsed = values
+        self.started_at: datetime | None = utc(to_float(started_at)) if started_at is not None else None
+        self.jid: str | None = text(jid)
+        self.type: str | None = text(kind)
+        self.token: str | None = text(token)
+        self.size: int = to_int(size)
+        self.elapsed: float = to_float(elapsed)
+        self._redis = redis
+
+    def __repr__(self) -> str:
+        return f"<ProfileRecord {self.key} {self.type}>"
+
+    @property
+    def data(self) -> bytes | None:
+        """The gzip'd Firefox Profiler JSON, fetched on demand (it can be large)."""
+        return conn(self._redis).hget(self.key, "data")
+
+
+class ProfileSet:
+    """Profiles newest-expiry first; expired members are pruned on each read."""
+
+    def __init__(self, redis: RedisClient | None = None) -> None:
+        self._redis = redis
+
+    @property
+    def redis(self) -> RedisClient:
+        return conn(self._redis)
+
+    def _prune(self) -> None:
+        # A member's score is its expiry; the hash has already expired by then.
+        self.redis.zremrangebyscore("profiles", "-inf", time.time())
+
+    @property
+    def size(self) -> int:
+        self._prune()
+        return int(self.redis.zcard("profiles"))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[ProfileRecord]:
+        self._prune()
+        redis = self.redis
+        keys = [text(k) for k in redis.zrange("profiles", "+inf", 0, byscore=True, desc=True)]
+        if not keys:
+            return
+        pipe = redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, *_FIELDS)
+        for key, values in zip(keys, pipe.execute(), strict=True):
+            if any(v is not None for v in values):
+                yield ProfileRecord(key, values, redis=self._redis)
+
+    def find(self, key: str) -> ProfileRecord | None:
+        """The profile stored under ``<token>-<jid>``, or ``None``."""
+        values = self.redis.hmget(key, *_FIELDS)
+        if all(v is None for v in values):
+            return None
+        return ProfileRecord(key, values, redis=self._redis)
