@@ -207,12 +207,27 @@ def test_take_picks_the_right_member_among_equal_scores(redis_db):
     assert sorted(redis_db.zrange("schedule", 0, -1, withscores=True)) == sorted([(a, 5.5), (c, 5.5)])
 
 
+def test_mover_holding_stale_bytes_does_nothing(redis_db):
+    # CORE-165: the entry we read is gone (here: replaced by another copy of the same jid at the
+    # same score); an entry read from Redis only ever moves its own bytes.
+    stale = raw(job("same", note=1))
+    fresh = zadd(redis_db, "retry", job("same", note=2), 4.0)
+    entry = SortedEntry(RetrySet(), 4.0, stale)
+    assert entry.retry() is False
+    assert redis_db.zrange("retry", 0, -1, withscores=True) == [(fresh, 4.0)]
+    assert redis_db.llen("queue:default") == 0
+
+
 def test_entry_built_from_a_dict_is_found_by_jid(redis_db):
     # CORE-165: delete() falls back to score + jid when we do not hold the stored bytes.
     stored = b'{"class": "HardJob", "args": [], "jid": "loose", "queue": "default"}'
     redis_db.zadd("retry", {stored: 9.0})
     entry = SortedEntry(RetrySet(), 9.0, {"class": "HardJob", "args": [], "jid": "loose", "queue": "default"})
     assert entry.delete() is True
+    assert redis_db.zcard("retry") == 0
+    redis_db.zadd("retry", {stored: 9.0})
+    assert entry.retry() is True
+    assert [j["jid"] for j in queued(redis_db)] == ["loose"]
     assert redis_db.zcard("retry") == 0
 
 
@@ -282,13 +297,14 @@ def test_retry_all_decrements_and_pushes_every_job(redis_db):
     for i in range(60):
         zadd(redis_db, "retry", job(f"r{i:02}", retry_count=i), 100 + i)
     redis_db.zadd("retry", {b"unreadable": 1.0})
+    invalid = zadd(redis_db, "retry", {"class": "HardJob", "jid": "noargs"}, 2.0)  # rejected by the client
     assert RetrySet().retry_all() == 60
     pushed = queued(redis_db)
     assert len(pushed) == 60
     assert {j["jid"]: j["retry_count"] for j in pushed} == {f"r{i:02}": i - 1 for i in range(60)}
     # Oldest score first, LPUSHed: the first popped is the next to be fetched.
     assert pushed[-1]["jid"] == "r00"
-    assert redis_db.zrange("retry", 0, -1) == [b"unreadable"]
+    assert redis_db.zrange("retry", 0, -1) == [b"unreadable", invalid]
 
 
 def test_dead_retry_all_and_scheduled_retry_all(redis_db):

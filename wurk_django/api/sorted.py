@@ -155,7 +155,8 @@ class SortedEntry(JobRecord):
         index: int | None = None
         if self._exact and self.value in members:
             index = members.index(self.value)
-        elif self.jid:
+        elif not self._exact and self.jid:
+            # We never held the stored bytes (built from a dict): identify by jid.
             needle = self.jid.encode()
             for i, member in enumerate(members):
                 if needle in member and (_job_dict(member) or {}).get("jid") == self.jid:
@@ -283,8 +284,9 @@ class JobSet(SortedSet):
         """Push every job to its queue now, lowering ``retry_count`` (CORE-128).
 
         Not transactional: jobs are popped one by one (``ZPOPMIN``) and pushed
-        through the client. Unparseable members are left in the set. Returns
-        how many jobs were pushed.
+        through the client. Members that are unparseable or that the client
+        rejects as invalid are put back, so one bad entry does not block the
+        rest. Returns how many jobs were pushed.
         """
         client = Client(redis=self._redis)
         unreadable: dict[bytes, float] = {}
@@ -297,6 +299,9 @@ class JobSet(SortedSet):
                     continue
                 try:
                     client.push(_prepare_repush(job, manual_retry=True))
+                except ValueError:
+                    unreadable[raw] = score
+                    continue
                 except BaseException:
                     unreadable[raw] = score  # not lost: it goes back below
                     raise
