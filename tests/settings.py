@@ -1,6 +1,7 @@
 """Settings for the test suite. Redis: a dedicated logical database, 15 unless
 WURK_TEST_REDIS_URL says otherwise; the suite flushes only that database."""
 
+import json
 import os
 from pathlib import Path
 
@@ -57,6 +58,9 @@ WURK = {
     "CONCURRENCY": 5,
     "TIMEOUT": 8,
 }
+# Tests that start real workers pass extra WURK keys as JSON (e.g. a short poll interval).
+WURK.update(json.loads(os.environ.get("WURK_TEST_EXTRA", "{}")))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -184,6 +184,7 @@ class Processor:
         reason = str(exc) if isinstance(exc, InvalidJob) else f"Invalid JSON for job: {exc}"
         if isinstance(parsed, dict):
             entry = {**parsed, "queue": parsed.get("queue") or unit.queue}
+            entry.setdefault("jid", payload.new_jid())  # so the dashboard can address the entry
         else:
             # Keep the original text as the only argument so nothing is lost.
             entry = {"class": "<unparseable>", "args": [raw.decode("utf-8", "replace")],

@@ -1,0 +1,211 @@
+"""End-to-end: a real ``manage.py wurk`` process against the test Redis.
+
+Each test starts its worker through ``worker_factory`` (stopped by pid at
+teardown) and checks the outcome in Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.fixtures import raw as fixture_raw
+from tests.jobsapp.jobs import FailingJob, RecordJob, SlowJob, ZeroRetryJob, add_numbers
+from tests.support import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _ran(redis_db) -> list[str]:
+    return [v.decode() for v in redis_db.lrange("test:ran", 0, -1)]
+
+
+def _identity(redis_db) -> str:
+    members = wait_for(lambda: redis_db.smembers("processes"), message="a heartbeat")
+    return next(iter(members)).decode()
+
+
+def test_runs_jobs_from_several_queues(redis_db, worker_factory):
+    for i in range(30):
+        RecordJob.perform_async(i)
+    add_numbers.perform_async(2, 3)  # queue "functions"
+    worker = worker_factory("-q", "default", "-q", "functions", "-c", "4")
+    wait_for(lambda: len(_ran(redis_db)) == 30, message="30 jobs")
+    assert sorted(map(int, _ran(redis_db))) == list(range(30))
+    wait_for(lambda: redis_db.lrange("test:sums", 0, -1) == [b"5"], message="the function job")
+    assert redis_db.llen("queue:default") == 0
+    assert worker.stop() == 0
+    # CORE-152: counters are flushed at the latest on shutdown.
+    assert int(redis_db.get("stat:processed")) == 31
+    assert int(redis_db.get("stat:failed") or 0) == 0
+
+
+def test_failing_job_is_booked_in_retry_with_sidekiq_fields(redis_db, worker_factory):
+    jid = FailingJob.perform_async("kaboom")
+    before = time.time()
+    worker_factory("-c", "2")
+    entries = wait_for(lambda: redis_db.zrange("retry", 0, -1, withscores=True), message="a retry entry")
+    member, score = entries[0]
+    job = json.loads(member)
+    assert job["jid"] == jid
+    assert job["retry_count"] == 0  # CORE-021
+    assert job["error_class"] == "RuntimeError"  # CORE-025
+    assert job["error_message"] == "kaboom"
+    assert isinstance(job["failed_at"], int) and job["failed_at"] >= int(before * 1000) - 1000  # CORE-022
+    assert "retried_at" not in job
+    failed_at = job["failed_at"] / 1000
+    # CORE-124: count**4 + 15 plus an integer jitter in [0, 10*(count+1)).
+    assert failed_at + 15 - 1 <= score < failed_at + 15 + 10 + 1
+
+
+def test_exhausted_retries_land_in_dead(redis_db, worker_factory):
+    ZeroRetryJob.perform_async()  # retry: 0 -> straight to the morgue (CORE-125)
+    # A job already at its last retry: retry_count 2 with retry 3 becomes 3 >= 3.
+    redis_db.lpush("queue:default", json.dumps({
+        "retry": 3, "queue": "default", "class": "tests.jobsapp.jobs.FailingJob", "args": ["last"],
+        "jid": "a" * 24, "created_at": 1, "enqueued_at": 1, "retry_count": 2, "failed_at": 1,
+        "error_message": "earlier", "error_class": "RuntimeError",
+    }, separators=(",", ":")))
+    worker_factory("-c", "2")
+    dead = wait_for(lambda: len(redis_db.zrange("dead", 0, -1)) == 2 and redis_db.zrange("dead", 0, -1),
+                    message="two dead jobs")
+    jobs = {j["class"]: j for j in map(json.loads, dead)}
+    zero = jobs["tests.jobsapp.jobs.ZeroRetryJob"]
+    assert zero["error_class"] == "KeyError" and zero["retry_count"] == 0
+    assert zero["error_backtrace"]  # backtrace = True on the class (CORE-027)
+    last = jobs["tests.jobsapp.jobs.FailingJob"]
+    assert last["retry_count"] == 3 and last["error_message"] == "last" and "retried_at" in last
+    assert redis_db.zcard("retry") == 0
+
+
+def test_term_during_a_long_job_puts_it_back_on_its_queue(redis_db, worker_factory):
+    jid = SlowJob.perform_async(60, "long")
+    worker = worker_factory("-c", "1", "-t", "2")
+    wait_for(lambda: redis_db.lrange("test:started", 0, -1) == [b"long"], message="the slow job to start")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=15) == 0
+    queued = [json.loads(j) for j in redis_db.lrange("queue:default", 0, -1)]
+    assert [j["jid"] for j in queued] == [jid]  # CORE-157: requeued, unrun, unchanged
+    assert "retry_count" not in queued[0]  # CORE-131: not a retry
+    assert redis_db.llen("test:finished") == 0
+    # A clean stop leaves nothing of the process behind.
+    assert redis_db.scard("processes") == 0
+    assert not redis_db.keys("*:work")
+
+
+def test_clean_stop_leaves_nothing_in_redis(redis_db, worker_factory):
+    worker = worker_factory("-c", "2")
+    identity = _identity(redis_db)
+    fields = redis_db.hgetall(identity)
+    assert {b"info", b"concurrency", b"busy", b"beat", b"quiet", b"rss", b"rtt_us"} <= set(fields)  # CORE-076
+    info = json.loads(fields[b"info"])
+    assert info["identity"] == identity and info["concurrency"] == 2 and info["queues"] == ["default"]
+    assert 0 < redis_db.ttl(identity) <= 60
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=15) == 0
+    assert redis_db.scard("processes") == 0
+    assert not redis_db.exists(identity, f"{identity}:work")
+
+
+def test_tstp_stops_new_fetches(redis_db, worker_factory):
+    worker = worker_factory("-c", "2")
+    identity = _identity(redis_db)
+    worker.signal(signal.SIGTSTP)
+    time.sleep(3)  # longer than one BRPOP block, so no fetch is still pending
+    RecordJob.perform_async("after-quiet")
+    time.sleep(3)
+    assert redis_db.llen("queue:default") == 1
+    assert _ran(redis_db) == []
+    assert worker.alive()
+    assert redis_db.sismember("processes", identity)  # quiet processes keep beating
+
+
+def test_scheduled_job_runs_within_the_poll_interval(redis_db, worker_factory):
+    RecordJob.perform_in(1, "scheduled")
+    assert redis_db.zcard("schedule") == 1
+    worker_factory("-c", "2", env={"WURK_TEST_EXTRA": json.dumps({"POLL_INTERVAL_AVERAGE": 1})})
+    # First poll within random()*5 s of boot (CORE-147), then about every second.
+    wait_for(lambda: _ran(redis_db) == ["scheduled"], timeout=12, message="the scheduled job")
+    assert redis_db.zcard("schedule") == 0
+
+
+def test_bad_payloads_go_to_dead_and_the_worker_keeps_running(redis_db, worker_factory):
+    redis_db.lpush("queue:default", b"{not json", b'{"class":"tests.jobsapp.jobs.RecordJob"}', b"[1,2]")
+    RecordJob.perform_async("fine")
+    worker = worker_factory("-c", "1")
+    wait_for(lambda: _ran(redis_db) == ["fine"], message="the good job")
+    dead = wait_for(lambda: redis_db.zcard("dead") == 3 and redis_db.zrange("dead", 0, -1), message="3 dead")
+    reasons = sorted(json.loads(d)["error_message"] for d in dead)
+    assert any(r.startswith("Invalid JSON for job") for r in reasons)
+    assert any("lacks" in r for r in reasons)
+    assert any("not an object" in r for r in reasons)
+    unparseable = [json.loads(d) for d in dead if b"<unparseable>" in d][0]
+    assert unparseable["args"] == ["{not json"]  # the original text is kept
+    assert worker.alive()
+
+
+def test_unknown_class_retries_with_a_clear_error(redis_db, worker_factory):
+    redis_db.lpush("queue:default", b'{"retry":true,"queue":"default","class":"Nowhere::Job","args":[],"jid":"'
+                   + b"b" * 24 + b'","created_at":1,"enqueued_at":1}')
+    worker_factory("-c", "1")
+    entries = wait_for(lambda: redis_db.zrange("retry", 0, -1), message="the retry entry")
+    job = json.loads(entries[0])
+    assert job["error_class"] == "wurk_django.errors.UnknownJobClass"  # CORE-045
+    assert "Nowhere::Job" in job["error_message"]
+
+
+def test_ruby_sidekiq_7_and_8_payloads_are_processed(redis_db, worker_factory):
+    # HardJob is the Ruby-style name of tests.jobsapp.jobs.RubyNamedJob (CORE-042).
+    redis_db.lpush("queue:default", fixture_raw("sidekiq7_perform_async"), fixture_raw("sidekiq8_unknown_keys"))
+    worker_factory("-c", "1")
+    ran = wait_for(lambda: redis_db.llen("test:ruby") == 2 and redis_db.lrange("test:ruby", 0, -1), message="2 jobs")
+    assert ran == [b"['bob', 5]", b"['bob', 5]"]
+
+
+def test_unknown_keys_survive_a_retry(redis_db, worker_factory):
+    job = json.loads(fixture_raw("sidekiq8_unknown_keys"))
+    job["class"] = "tests.jobsapp.jobs.FailingJob"
+    redis_db.lpush("queue:default", json.dumps(job, separators=(",", ":")))
+    worker_factory("-c", "1")
+    entries = wait_for(lambda: redis_db.zrange("retry", 0, -1), message="the retry entry")
+    booked = json.loads(entries[0])
+    for key in ("bid", "tags", "locale", "cattr", "custom"):  # CORE-010
+        assert booked[key] == job[key]
+
+
+def test_dashboard_term_signal_stops_the_process(redis_db, worker_factory):
+    worker = worker_factory("-c", "1")
+    identity = _identity(redis_db)
+    redis_db.lpush(f"{identity}-signals", "TERM")  # what the API's Process.stop() writes (CORE-168)
+    assert worker.wait(timeout=25) == 0  # acted on at the next beat (<= 10 s), then drained
+    assert redis_db.scard("processes") == 0
+
+
+def test_ttin_logs_thread_stacks(redis_db, worker_factory):
+    worker = worker_factory("-c", "2")
+    _identity(redis_db)
+    worker.signal(signal.SIGTTIN)
+    wait_for(lambda: "default/processor" in worker.output() and "Thread" in worker.output(),
+             message="a thread dump")
+    assert worker.alive()
+
+
+def test_bad_flag_and_unknown_setting_exit_1(redis_db, worker_factory):
+    bad_flag = worker_factory("-c", "zero")
+    assert bad_flag.wait(timeout=30) == 1
+    assert "'zero' is not a whole number" in bad_flag.output()
+    bad_setting = worker_factory(env={"WURK_TEST_EXTRA": json.dumps({"CONCURENCY": 3})})
+    assert bad_setting.wait(timeout=30) == 1
+    assert "CONCURENCY" in bad_setting.output() and "CONCURRENCY" in bad_setting.output()
+
+
+def test_unreachable_redis_is_retried_not_a_traceback(redis_db, worker_factory):
+    worker = worker_factory(env={"WURK_TEST_EXTRA": json.dumps({"REDIS_URL": "redis://127.0.0.1:1/15"})})
+    wait_for(lambda: "unreachable" in worker.output(), message="the retry message")
+    assert worker.alive()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=10) == 0
+    assert "Traceback" not in worker.output()

@@ -1,0 +1,167 @@
+"""The retry layer in-process (CORE-120..131), against the test Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from wurk_django import Job, payload
+from wurk_django.backtrace import decompress
+from wurk_django.conf import Config
+from wurk_django.errors import RetryHandled, Shutdown
+from wurk_django.retry import Retrier, caused_by_shutdown, error_class_name
+
+
+def _raw(**fields) -> bytes:
+    job = {"retry": True, "queue": "default", "class": "tests.X", "args": [1], "jid": "c" * 24,
+           "created_at": 1, "enqueued_at": 1, **fields}
+    return payload.dumps(job)
+
+
+def _fail(exc_type=RuntimeError, message="boom"):
+    try:
+        raise exc_type(message)
+    except exc_type as exc:
+        return exc
+
+
+class Plain(Job):
+    def perform(self):
+        pass
+
+
+def book(retrier, raw, exc, job_class=Plain):
+    with pytest.raises(RetryHandled):
+        retrier.local(job_class, raw, "default", exc)
+
+
+@pytest.fixture
+def retrier():
+    return Retrier(Config())
+
+
+def test_second_failure_sets_retried_at_and_counts_up(redis_db, retrier):
+    book(retrier, _raw(retry_count=0, failed_at=5), _fail())
+    job = json.loads(redis_db.zrange("retry", 0, -1)[0])
+    assert job["retry_count"] == 1 and job["failed_at"] == 5 and isinstance(job["retried_at"], int)  # CORE-122
+
+
+def test_retry_queue_replaces_the_queue(redis_db, retrier):
+    book(retrier, _raw(retry_queue="slow"), _fail())
+    assert json.loads(redis_db.zrange("retry", 0, -1)[0])["queue"] == "slow"  # CORE-019
+
+
+def test_retry_false_runs_death_handlers_without_the_morgue(redis_db):
+    died = []
+    retrier = Retrier(Config(DEATH_HANDLERS=[lambda job, exc: died.append((job["jid"], str(exc)))]))
+    exc = _fail()
+    with pytest.raises(RuntimeError):  # re-raised outward by the local scope (CORE-120)
+        retrier.local(Plain, _raw(retry=False), "default", exc)
+    with pytest.raises(RetryHandled):
+        retrier.global_(_raw(retry=False), "default", exc)
+    assert died == [("c" * 24, "boom")]
+    assert redis_db.zcard("dead") == 0 and redis_db.zcard("retry") == 0  # CORE-125
+
+
+def test_dead_false_discards_after_exhaustion(redis_db):
+    died = []
+    retrier = Retrier(Config(DEATH_HANDLERS=[lambda job, exc: died.append(job)]))
+    book(retrier, _raw(retry=0, dead=False), _fail())
+    assert redis_db.zcard("dead") == 0
+    assert "discarded_at" in died[0]  # CORE-028, CORE-126
+
+
+class Hooked(Job):
+    retry = 5
+    outcome = None
+
+    @classmethod
+    def retry_in(cls, count, exc, job):
+        return cls.outcome
+
+    @classmethod
+    def retries_exhausted(cls, job, exc):
+        job["exhausted_hook"] = True
+
+
+@pytest.mark.parametrize("outcome,where", [(120, "retry"), ("kill", "dead"), ("discard", None), ("nonsense", "retry")])
+def test_retry_in_hook(redis_db, retrier, outcome, where):
+    Hooked.outcome = outcome
+    now = time.time()
+    book(retrier, _raw(retry=5), _fail(), Hooked)
+    if where is None:
+        assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0
+        return
+    (member, score), = redis_db.zrange(where, 0, -1, withscores=True)
+    if outcome == 120:
+        assert now + 120 - 1 <= score < now + 120 + 10 + 1  # CORE-123 + jitter
+    if outcome == "nonsense":
+        assert now + 15 - 1 <= score < now + 15 + 10 + 1  # anything else: the default delay
+    if where == "dead":
+        assert json.loads(member).get("exhausted_hook") is True  # the kill path runs the hook
+
+
+def test_failing_retry_in_hook_falls_back_to_default(redis_db, retrier):
+    class Broken(Job):
+        @classmethod
+        def retry_in(cls, count, exc, job):
+            raise ZeroDivisionError
+
+    now = time.time()
+    book(retrier, _raw(), _fail(), Broken)
+    (_, score), = redis_db.zrange("retry", 0, -1, withscores=True)
+    assert now + 14 <= score < now + 26
+
+
+def test_retry_for_ignores_the_count(redis_db, retrier):
+    # failed two hours ago with retry_for one hour: exhausted whatever the count (CORE-122 step 6).
+    book(retrier, _raw(retry_for=3600, retry_count=0, failed_at=int((time.time() - 7200) * 1000)), _fail())
+    assert redis_db.zcard("dead") == 1 and redis_db.zcard("retry") == 0
+    book(retrier, _raw(retry_for=3600, retry_count=40, failed_at=int(time.time() * 1000)), _fail())
+    assert redis_db.zcard("retry") == 1
+
+
+def test_backtrace_option_limits_frames_and_round_trips(redis_db, retrier):
+    def deep(n):
+        if n == 0:
+            raise ValueError("deep")
+        deep(n - 1)
+
+    try:
+        deep(5)
+    except ValueError as exc:
+        error = exc
+    book(retrier, _raw(backtrace=2), error)
+    lines = decompress(json.loads(redis_db.zrange("retry", 0, -1)[0])["error_backtrace"])
+    assert len(lines) == 2
+    assert lines[0].endswith(":in 'deep'") and "test_retry.py" in lines[0]  # innermost first
+
+
+def test_dead_set_trims_by_size_and_age(redis_db):
+    retrier = Retrier(Config(DEAD_MAX_JOBS=3, DEAD_TIMEOUT_IN_SECONDS=100))
+    redis_db.zadd("dead", {b"ancient": time.time() - 1000})
+    for i in range(4):
+        book(retrier, _raw(retry=0, jid=f"{i:024d}"), _fail())
+    # CORE-140: the rank trim keeps at most DEAD_MAX_JOBS - 1 entries; the old one is gone.
+    members = redis_db.zrange("dead", 0, -1)
+    assert len(members) == 2 and b"ancient" not in members
+
+
+def test_error_class_names():
+    assert error_class_name(KeyError()) == "KeyError"  # CORE-025
+    assert error_class_name(Shutdown()) == "wurk_django.errors.Shutdown"
+
+
+def test_shutdown_in_the_cause_chain_is_shutdown(retrier):
+    try:
+        try:
+            raise Shutdown()
+        except Shutdown:
+            raise RuntimeError("wrapped")  # noqa: B904 - the implicit context is the point
+    except RuntimeError as exc:
+        wrapped = exc
+    assert caused_by_shutdown(wrapped)  # CORE-121
+    with pytest.raises(Shutdown):
+        retrier.local(Plain, _raw(), "default", wrapped)
