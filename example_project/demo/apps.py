@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class DemoConfig(AppConfig):
+    name = "example_project.demo"
+    label = "demo"
+    verbose_name = "Wurk demo"
+    default_auto_field = "django.db.models.BigAutoField"
