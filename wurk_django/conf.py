@@ -8,10 +8,12 @@ command at boot and by Django's system checks) instead of being ignored.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from django.utils.module_loading import import_string
 
@@ -51,7 +53,12 @@ DEFAULTS: dict[str, Any] = {
     "IMPORT_ON_MISS": None,  # module prefixes a payload's class may be imported from
     "MODE": "off",
     "ENQUEUE_ON_COMMIT": False,
+    "TESTING": None,  # None/"disable": real pushes; "fake" records them; "inline" runs them (DJ-031)
 }
+
+#: Sub-keys of a ``WURK["REDIS"]`` dict.
+REDIS_KEYS = ("URL", "CACHE", "POOL_SIZE", "OPTIONS")
+TESTING_MODES = (None, "disable", "fake", "inline")
 
 
 def _is_int(v: Any, minimum: int | None = None) -> bool:
@@ -108,6 +115,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "IMPORT_ON_MISS": (lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes"),
     "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
     "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
+    "TESTING": (lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"'),
 }
 
 
@@ -116,6 +124,8 @@ class Problem:
     key: str
     message: str
     hint: str = ""
+    #: "unknown" (no such key), "value" (wrong type or value), "queue" or "redis"; the system checks map it to an id.
+    kind: str = "value"
 
     def __str__(self) -> str:
         return f"WURK[{self.key!r}]: {self.message}" + (f" ({self.hint})" if self.hint else "")
@@ -157,9 +167,9 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     found: list[Problem] = []
     for key, value in raw.items():
         if key not in DEFAULTS:
-            close = [k for k in DEFAULTS if k.replace("_", "") == str(key).upper().replace("_", "")]
+            close = difflib.get_close_matches(str(key).upper(), DEFAULTS, n=1, cutoff=0.75)
             hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md for the keys"
-            found.append(Problem(key, "unknown setting", hint))
+            found.append(Problem(key, "unknown setting", hint, kind="unknown"))
             continue
         check, want = _CHECKS.get(key, (lambda v: True, ""))
         if not check(value):
@@ -169,8 +179,75 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
             try:
                 parse_queue(spec)
             except ConfigurationError as exc:
-                found.append(Problem("QUEUES", str(exc)))
+                found.append(Problem("QUEUES", str(exc), kind="queue"))
+    redis = raw.get("REDIS")
+    if isinstance(redis, dict):
+        found.extend(_redis_dict_problems(redis))
     return found
+
+
+def _redis_dict_problems(redis: dict[str, Any]) -> list[Problem]:
+    found = []
+    for sub in redis:
+        if sub not in REDIS_KEYS:
+            found.append(Problem("REDIS", f"unknown key {sub!r}", "known keys: " + ", ".join(REDIS_KEYS), kind="redis"))
+    if redis.get("URL") and redis.get("CACHE"):
+        found.append(Problem("REDIS", "give either URL or CACHE, not both", kind="redis"))
+    if "URL" in redis and not (isinstance(redis["URL"], str) and "://" in redis["URL"]):
+        found.append(Problem("REDIS", f"URL {redis['URL']!r} is not a redis:// URL", kind="redis"))
+    if "CACHE" in redis and not (isinstance(redis["CACHE"], str) and redis["CACHE"]):
+        found.append(Problem("REDIS", f"CACHE {redis['CACHE']!r} is not a cache alias", kind="redis"))
+    if "POOL_SIZE" in redis and not _is_int(redis["POOL_SIZE"], 1):
+        found.append(Problem("REDIS", f"POOL_SIZE {redis['POOL_SIZE']!r} is not an integer >= 1", kind="redis"))
+    if "OPTIONS" in redis and not isinstance(redis["OPTIONS"], dict):
+        found.append(Problem("REDIS", "OPTIONS must be a dict of redis-py connection arguments", kind="redis"))
+    return found
+
+
+# Cache OPTIONS that are about the cache itself, not the connection (django-redis and Django's RedisCache).
+_CACHE_ONLY_OPTIONS = {
+    "CLIENT_CLASS", "SERIALIZER", "COMPRESSOR", "PARSER_CLASS", "CONNECTION_POOL_CLASS", "IGNORE_EXCEPTIONS",
+    "LOG_IGNORED_EXCEPTIONS", "CLOSE_CONNECTION", "REPLICA_READ_ONLY", "SENTINELS", "SENTINEL_KWARGS",
+    "pool_class", "parser_class", "serializer",
+}
+_DJANGO_REDIS_RENAMES = {"PASSWORD": "password", "SOCKET_TIMEOUT": "socket_timeout",
+                         "SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout"}
+
+
+def cache_redis_params(alias: str) -> tuple[str, dict[str, Any]]:
+    """``(url, redis-py kwargs)`` copied from the Redis cache ``alias`` (DJ-002).
+
+    Only the server address and connection arguments are reused: wurk opens its
+    own pool, and the cache's ``KEY_PREFIX``/``VERSION`` never apply to wurk keys.
+    """
+    from django.conf import settings
+
+    caches = getattr(settings, "CACHES", {}) or {}
+    if alias not in caches:
+        raise ConfigurationError(f"WURK['REDIS']['CACHE'] names cache {alias!r}, which is not in settings.CACHES")
+    params = caches[alias]
+    backend = str(params.get("BACKEND", ""))
+    if "redis" not in backend.lower():
+        raise ConfigurationError(f"cache {alias!r} uses {backend!r}, not a Redis cache backend")
+    location = params.get("LOCATION")
+    if isinstance(location, str):
+        # Django's RedisCache takes "primary,replica,..."; wurk writes, so it needs the primary.
+        location = location.split(",")[0].strip()
+    elif isinstance(location, (list, tuple)) and location:
+        location = str(location[0])
+    if not isinstance(location, str) or "://" not in location:
+        raise ConfigurationError(f"cache {alias!r} has no redis:// LOCATION (got {params.get('LOCATION')!r})")
+    options: dict[str, Any] = {}
+    for name, value in (params.get("OPTIONS") or {}).items():
+        if name in _CACHE_ONLY_OPTIONS:
+            continue
+        if name == "CONNECTION_POOL_KWARGS" and isinstance(value, dict):
+            options.update(value)
+        else:
+            options[_DJANGO_REDIS_RENAMES.get(name, name)] = value
+    # wurk sizes its own pool from CONCURRENCY; the cache's cap is for request threads.
+    options.pop("max_connections", None)
+    return location, options
 
 
 def redis_url(raw: dict[str, Any] | None = None) -> str:
@@ -204,6 +281,9 @@ class Config:
         self.redis_url = redis_url(values)
         self.redis_options: dict[str, Any] = dict((values["REDIS"] or {}).get("OPTIONS", {})) if isinstance(values["REDIS"], dict) else {}
         self.redis_cache_alias: str | None = values["REDIS"].get("CACHE") if isinstance(values["REDIS"], dict) else None
+        if self.redis_cache_alias:
+            self.redis_url, cache_options = cache_redis_params(self.redis_cache_alias)
+            self.redis_options = {**cache_options, **self.redis_options}
         self.concurrency: int = values["CONCURRENCY"]
         self.queues: list[tuple[str, int]] = [parse_queue(q) for q in values["QUEUES"]]
         self.timeout: float = float(values["TIMEOUT"])
@@ -232,6 +312,7 @@ class Config:
         self.import_on_miss = values["IMPORT_ON_MISS"]
         self.mode: str = values["MODE"]
         self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
+        self.testing: str | None = values["TESTING"]
 
     @property
     def queue_mode(self) -> str:

@@ -62,8 +62,12 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
         client = _clients.get(key)
         if client is None:
             size = pool_size or max(config.concurrency + 5, 10)
-            client = _build(url, pool_size=size, socket_timeout=READ_TIMEOUT + block_seconds,
-                            options=config.redis_options)
+            options = dict(config.redis_options)
+            wanted = READ_TIMEOUT + block_seconds
+            if block_seconds and (options.get("socket_timeout") or wanted) < wanted:
+                # A cache's short socket_timeout would cut every blocking fetch short (DJ-003).
+                options["socket_timeout"] = wanted
+            client = _build(url, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
         return client
 
@@ -76,7 +80,7 @@ def reset() -> None:
             if key[0] == pid:
                 try:
                     client.connection_pool.disconnect()
-                except Exception:  # noqa: BLE001 - closing a dead socket may fail; it is gone either way
+                except Exception:  # closing a dead socket may fail; it is gone either way
                     pass
         _clients.clear()
 
