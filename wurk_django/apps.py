@@ -17,3 +17,6 @@ class WurkConfig(AppConfig):
     def ready(self) -> None:
         # Only record and connect here: no Redis, no threads, no queries (RUN-840).
         setting_changed.connect(_settings_changed, dispatch_uid="wurk_django.settings_changed")
+        from . import checks
+
+        checks.register()

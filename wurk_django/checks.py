@@ -1,0 +1,107 @@
+"""System checks for ``settings.WURK`` (DJ-004), run by ``manage.py check``.
+
+The ordinary checks only read settings. Talking to Redis (version,
+eviction policy) happens only under ``check --deploy``.
+
+Ids:
+
+* ``wurk.E001`` unknown key; ``wurk.E002`` wrong type or impossible value;
+  ``wurk.E003`` bad queue spec; ``wurk.E004`` bad ``REDIS`` dict;
+  ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
+  not a dict;
+* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
+  policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+
+from .errors import ConfigurationError
+
+_IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004"}
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Validate ``settings.WURK`` without network I/O."""
+    from . import conf
+
+    try:
+        raw = conf.raw_settings()
+    except ConfigurationError as exc:
+        return [checks.Error(str(exc), hint="settings.WURK = {...}", id="wurk.E006")]
+    messages: list[checks.CheckMessage] = []
+    found = conf.problems(raw)
+    for problem in found:
+        messages.append(checks.Error(
+            f"WURK[{problem.key!r}]: {problem.message}",
+            hint=problem.hint or _hint_for(problem.key),
+            obj="settings.WURK",
+            id=_IDS.get(problem.kind, "wurk.E002"),
+        ))
+    redis = raw.get("REDIS")
+    redis_ok = not any(p.kind == "redis" for p in found)
+    if redis_ok and isinstance(redis, dict) and isinstance(redis.get("CACHE"), str) and redis["CACHE"]:
+        try:
+            conf.cache_redis_params(redis["CACHE"])
+        except ConfigurationError as exc:
+            messages.append(checks.Error(
+                str(exc),
+                hint="point CACHE at a django-redis or django.core.cache.backends.redis cache, or give URL",
+                obj="settings.WURK",
+                id="wurk.E005",
+            ))
+    return messages
+
+
+def _hint_for(key: str) -> str:
+    from . import conf
+
+    if key in conf.DEFAULTS:
+        return f"the default is {conf.DEFAULTS[key]!r}"
+    return ""
+
+
+def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Deploy-only: the configured Redis is reachable, >= 7.0 and does not evict keys."""
+    import redis as redis_lib
+
+    from . import conf
+    from .connection import MIN_VERSION, server_version
+
+    if check_settings():
+        return []  # the settings themselves are wrong; the errors above say how
+    try:
+        config = conf.get_config()
+        client = redis_lib.Redis.from_url(
+            config.redis_url, **{**config.redis_options, "socket_connect_timeout": 2, "decode_responses": True})
+        try:
+            version = server_version(client)
+            try:
+                policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
+            except redis_lib.ResponseError:
+                policy = None  # CONFIG is often disabled on managed Redis
+        finally:
+            client.close()
+    except (redis_lib.RedisError, OSError, ConfigurationError) as exc:
+        return [checks.Warning(f"cannot reach Redis to check it: {exc}", obj="settings.WURK", id="wurk.W011")]
+    messages: list[checks.CheckMessage] = []
+    if version < MIN_VERSION:
+        messages.append(checks.Error(
+            f"Redis {'.'.join(map(str, version))} is too old; wurk_django needs 7.0 or newer",
+            obj="settings.WURK", id="wurk.E010",
+        ))
+    if policy is not None and policy != "noeviction":
+        messages.append(checks.Warning(
+            f"Redis maxmemory-policy is {policy!r}: jobs can be evicted",
+            hint="set maxmemory-policy noeviction on the Redis that holds jobs",
+            obj="settings.WURK", id="wurk.W010",
+        ))
+    return messages
+
+
+def register() -> None:
+    checks.register(check_settings, "wurk")
+    checks.register(check_redis_server, "wurk", deploy=True)
