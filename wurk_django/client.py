@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload
+from . import payload, signals, testing
 from .arguments import check_arguments
 from .conf import Config, get_config
 from .connection import get_redis
@@ -116,6 +116,7 @@ class Client:
             return None
         job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
         self.raw_push([job])
+        _enqueued([job])
         return job["jid"]
 
     def push_bulk(self, item: dict) -> list[str | None]:
@@ -167,6 +168,7 @@ class Client:
                 jids.append(job["jid"])
             if batch:
                 self._raw_push_mixed(batch)
+                _enqueued(batch)
         return jids
 
     def _through_middleware(self, job: dict) -> dict | None:
@@ -185,6 +187,8 @@ class Client:
 
     def raw_push(self, jobs: list[dict]) -> None:
         """Write normalized jobs in one pipeline (CORE-083/084)."""
+        if testing.intercept(jobs, self.config):
+            return
         if "at" in jobs[0]:
             members: dict[bytes, float] = {}
             for job in jobs:
@@ -221,6 +225,17 @@ class Client:
                 if attempt == 2 or not failover:
                     raise
                 self.redis.connection_pool.disconnect()
+
+
+def _enqueued(jobs: list[dict]) -> None:
+    """Send ``job_enqueued`` for pushed jobs; free when nobody listens (DJ-047)."""
+    if not signals.job_enqueued.receivers:
+        return
+    from . import registry
+
+    known = registry.registered()
+    for job in jobs:
+        signals.send(signals.job_enqueued, known.get(job["class"], job["class"]), job=job)
 
 
 def push(item: dict) -> str | None:

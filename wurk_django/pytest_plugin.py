@@ -1,0 +1,72 @@
+"""pytest fixtures for projects using wurk_django (DJ-032).
+
+Enable them in the project's root ``conftest.py``::
+
+    pytest_plugins = ["wurk_django.pytest_plugin"]
+
+* ``wurk_fake``: fake mode for the test; yields :mod:`wurk_django.testing`
+  (``wurk_fake.jobs(SendEmail)``, ``wurk_fake.drain_all()``...); records are
+  cleared afterwards.
+* ``wurk_inline``: jobs run as they are pushed.
+* ``wurk_redis``: the Redis client of ``settings.WURK``, with that one logical
+  database flushed before and after the test. It refuses database 0, so a
+  test run cannot wipe a default database by mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+import redis as redis_lib
+
+
+@pytest.fixture
+def wurk_fake() -> Iterator[ModuleType]:
+    from . import testing
+
+    testing.clear_all()
+    with testing.fake():
+        yield testing
+    testing.clear_all()
+
+
+@pytest.fixture
+def wurk_inline() -> Iterator[ModuleType]:
+    from . import testing
+
+    with testing.inline():
+        yield testing
+
+
+def flushable_client() -> redis_lib.Redis:
+    """A new client on ``settings.WURK``'s Redis; ``pytest.UsageError`` if that is database 0."""
+    from .conf import get_config, reset_config
+
+    reset_config()
+    config = get_config()
+    client = redis_lib.Redis.from_url(config.redis_url, **config.redis_options)
+    db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+    if db == 0:
+        client.close()
+        raise pytest.UsageError(
+            "wurk_redis flushes the configured Redis database; point WURK['REDIS_URL'] at a "
+            "dedicated test database (not 0) in the test settings"
+        )
+    return client
+
+
+@pytest.fixture
+def wurk_redis() -> Iterator[redis_lib.Redis]:
+    from . import connection
+
+    client = flushable_client()
+    connection.reset()
+    client.flushdb()
+    try:
+        yield client
+    finally:
+        client.flushdb()
+        connection.reset()
+        client.close()
