@@ -1,0 +1,277 @@
+"""WurkBackend, producer side: enqueue, defer, priority, results, checks (DJ-011..DJ-019, DJ-023)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("django.tasks")
+
+from django.db import transaction  # noqa: E402
+from django.tasks import TaskResultStatus, task_backends  # noqa: E402
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch  # noqa: E402
+from django.tasks.signals import task_enqueued  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from tests.tasks import sample  # noqa: E402
+from wurk_django import payload  # noqa: E402
+from wurk_django.tasks import TaskJob, WurkBackend  # noqa: E402
+from wurk_django.tasks import backend as backend_module  # noqa: E402
+
+
+def test_backend_flags_and_task_class(backend):
+    # DJ-011
+    assert isinstance(backend, WurkBackend)
+    assert backend.supports_defer and backend.supports_async_task
+    assert backend.supports_get_result and backend.supports_priority
+    assert backend.result_ttl == 86_400
+
+
+def test_construction_does_no_redis_io(monkeypatch):
+    # DJ-012: Django builds a backend per thread; none may open a connection.
+    def refuse(*args, **kwargs):
+        raise AssertionError("a backend opened a Redis connection while being constructed")
+
+    monkeypatch.setattr("wurk_django.connection._build", refuse)
+    made: list[WurkBackend] = []
+
+    def build():
+        for _ in range(20):
+            made.append(WurkBackend("default", {"OPTIONS": {"RESULT_TTL": 60}}))
+
+    threads = [threading.Thread(target=build) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 100
+    assert all(b.result_ttl == 60 for b in made)
+
+
+def test_enqueue_pushes_a_sidekiq_job_whose_jid_is_the_result_id(backend, queued, redis_db):
+    # DJ-013, DJ-024
+    result = sample.add.enqueue(1, 2)
+    assert result.status == TaskResultStatus.READY
+    assert result.enqueued_at is not None and result.started_at is None
+    assert len(result.id) == 24 and int(result.id, 16) >= 0
+    assert redis_db.smembers("queues") == {b"default"}
+    job = queued()
+    assert job["jid"] == result.id
+    assert job["class"] == "wurk_django.tasks.TaskJob" == TaskJob.job_name
+    assert job["wrapped"] == job["display_class"] == "tests.tasks.sample.add"
+    assert job["args"] == [[1, 2], {}]
+    assert job["queue"] == "default" and job["retry"] is True
+    assert isinstance(job["created_at"], int) and isinstance(job["enqueued_at"], int)
+    assert job["task"]["priority"] == 0 and job["task"]["backend"] == "default"
+
+
+def test_enqueue_sends_task_enqueued(backend):
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((sender, task_result.id, task_result.enqueued_at))
+
+    task_enqueued.connect(receiver)
+    try:
+        result = sample.echo.enqueue("x", k=1)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [(WurkBackend, result.id, result.enqueued_at)]
+
+
+def test_get_result_round_trips_the_task_and_arguments(backend):
+    # DJ-018
+    result = sample.echo.enqueue(1, (2, 3), b"four", k={"nested": [1]})
+    again = sample.echo.get_result(result.id)
+    assert again.task.func is sample.echo.func
+    assert again.status == TaskResultStatus.READY
+    assert again.args == [1, [2, 3], "four"]
+    assert again.kwargs == {"k": {"nested": [1]}}
+    assert again.enqueued_at == result.enqueued_at
+    assert again.errors == [] and again.worker_ids == []
+    with pytest.raises(ValueError, match="not finished"):
+        again.return_value  # noqa: B018
+    assert backend.get_result(result.id).id == result.id
+
+
+def test_unknown_malformed_and_mismatched_ids(backend):
+    result = sample.add.enqueue(1, 1)
+    for bad in ("0" * 24, "123", 123, "ZZZ" + result.id[3:], result.id.upper()):
+        with pytest.raises(TaskResultDoesNotExist):
+            backend.get_result(bad)
+    with pytest.raises(TaskResultMismatch):
+        sample.echo.get_result(result.id)
+
+
+def test_run_after_goes_to_the_schedule_set(backend, redis_db):
+    # DJ-014
+    when = timezone.now() + dt.timedelta(hours=1)
+    result = sample.add.using(run_after=when).enqueue(2, 2)
+    assert redis_db.llen("queue:default") == 0
+    [(raw, score)] = redis_db.zrange("schedule", 0, -1, withscores=True)
+    assert score == pytest.approx(when.timestamp(), abs=0.001)
+    job = payload.loads(raw)
+    assert job["jid"] == result.id and "at" not in job
+    fetched = backend.get_result(result.id)
+    assert fetched.status == TaskResultStatus.READY
+    assert fetched.task.run_after == when
+
+
+@override_settings(USE_TZ=False, TIME_ZONE="Europe/Paris")
+def test_naive_run_after_is_read_in_time_zone(backend, redis_db):
+    # DJ-014: naive only without USE_TZ, in TIME_ZONE.
+    when = dt.datetime(2040, 6, 1, 12, 0, 0)
+    sample.add.using(run_after=when).enqueue(1, 1)
+    [(_, score)] = redis_db.zrange("schedule", 0, -1, withscores=True)
+    assert score == dt.datetime(2040, 6, 1, 10, 0, 0, tzinfo=dt.UTC).timestamp()
+
+
+def test_positive_priority_goes_to_the_fetch_end(backend, redis_db):
+    # DJ-015: workers take from the right; priority > 0 is RPUSHed there, others LPUSHed.
+    low = sample.add.enqueue(1, 1)
+    zero = sample.add.using(priority=-5).enqueue(2, 2)
+    high = sample.add.using(priority=10).enqueue(3, 3)
+    order = [payload.loads(raw)["jid"] for raw in redis_db.lrange("queue:default", 0, -1)]
+    assert order == [zero.id, low.id, high.id]
+    assert backend.get_result(high.id).task.priority == 10
+    assert payload.loads(redis_db.lindex("queue:default", -1))["task"]["priority"] == 10
+
+
+def test_invalid_queue_raises_before_any_redis_write(settings, redis_db):
+    # DJ-016
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "QUEUES": []}}
+    other = sample.add.using(queue_name="other")
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "QUEUES": ["default"]}}
+    with pytest.raises(InvalidTask, match="other"):
+        other.enqueue(1, 2)
+    assert redis_db.dbsize() == 0
+
+
+def test_queue_names_follow_queues_setting(settings, queued):
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "QUEUES": ["default", "mail"]}}
+    result = sample.add.using(queue_name="mail").enqueue(1, 2)
+    assert queued("mail")["jid"] == result.id
+
+
+def test_non_json_arguments_fail_before_any_write(backend, redis_db):
+    with pytest.raises(TypeError):
+        sample.echo.enqueue(object())
+    with pytest.raises(ValueError, match="native JSON"):
+        sample.echo.enqueue({1: "int key"})
+    assert redis_db.dbsize() == 0
+
+
+def test_aenqueue_and_aget_result_use_redis_asyncio(backend, monkeypatch, queued):
+    # DJ-017: the native path never falls back to a thread.
+    def forbidden(*args, **kwargs):
+        raise AssertionError("sync_to_async was used")
+
+    monkeypatch.setattr(backend_module, "sync_to_async", forbidden)
+
+    async def go():
+        result = await sample.add.aenqueue(20, 22)
+        fetched = await sample.add.aget_result(result.id)
+        high = await sample.add.using(priority=1).aenqueue(0, 0)
+        return result, fetched, high
+
+    result, fetched, high = asyncio.run(go())
+    assert fetched.id == result.id and fetched.args == [20, 22]
+    assert fetched.status == TaskResultStatus.READY and fetched.enqueued_at == result.enqueued_at
+    assert queued()["jid"] == high.id  # RPUSHed, so popped first
+    assert queued()["jid"] == result.id
+
+
+def test_aget_result_unknown_id(backend):
+    async def go():
+        with pytest.raises(TaskResultDoesNotExist):
+            await backend.aget_result("f" * 24)
+        with pytest.raises(TaskResultDoesNotExist):
+            await backend.aget_result(123)
+
+    asyncio.run(go())
+
+
+def test_results_expire_after_result_ttl(settings, redis_db):
+    # DJ-019
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"RESULT_TTL": 1}}}
+    result = sample.add.enqueue(1, 2)
+    assert 0 < redis_db.pttl(f"status:{result.id}") <= 1000
+    assert sample.add.get_result(result.id).status == TaskResultStatus.READY
+    time.sleep(1.2)
+    with pytest.raises(TaskResultDoesNotExist):
+        sample.add.get_result(result.id)
+
+
+def test_default_result_ttl_is_a_day(backend, redis_db):
+    result = sample.add.enqueue(1, 2)
+    assert 86_000 < redis_db.ttl(f"status:{result.id}") <= 86_400
+
+
+def test_retry_option_and_per_task_retry(settings, queued):
+    # DJ-022
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"RETRY": 5}}}
+    sample.add.enqueue(1, 1)
+    assert queued()["retry"] == 5
+    sample.fail_once_only.enqueue()
+    assert queued()["retry"] is False
+
+
+def test_invalid_per_task_retry_is_refused(backend):
+    with pytest.raises(InvalidTask, match="retry"):
+        sample.fail_once_only.__class__(func=sample.plain_function, retry=-1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_pushes_at_commit_with_the_final_id(settings, redis_db, queued):
+    # DJ-023
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
+                                  "OPTIONS": {"ENQUEUE_ON_COMMIT": True}}}
+    with transaction.atomic():
+        result = sample.add.enqueue(1, 2)
+        assert redis_db.dbsize() == 0
+        assert result.enqueued_at is None
+        with pytest.raises(TaskResultDoesNotExist):
+            sample.add.get_result(result.id)
+    assert result.enqueued_at is not None
+    assert queued()["jid"] == result.id
+    assert sample.add.get_result(result.id).status == TaskResultStatus.READY
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_rollback_pushes_nothing(settings, redis_db):
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
+                                  "OPTIONS": {"ENQUEUE_ON_COMMIT": True}}}
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            sample.add.enqueue(1, 2)
+            raise RuntimeError("roll back")
+    assert redis_db.dbsize() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_follows_wurk_setting_and_checks_args_now(settings, redis_db):
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+    settings.WURK = {**settings.WURK, "ENQUEUE_ON_COMMIT": True}
+    with transaction.atomic():
+        with pytest.raises(ValueError, match="native JSON"):
+            sample.echo.enqueue({1: "x"})
+        sample.add.enqueue(1, 2)
+        assert redis_db.llen("queue:default") == 0
+    assert redis_db.llen("queue:default") == 1
+
+
+def test_backend_check_reports_bad_options(settings):
+    settings.TASKS = {"default": {
+        "BACKEND": "wurk_django.tasks.WurkBackend",
+        "QUEUES": ["default", "bad queue"],
+        "OPTIONS": {"RESULT_TTL": 0, "RETRY": -1, "RESLUT_TTL": 5, "ENQUEUE_ON_COMMIT": "yes"},
+    }}
+    ids = sorted(m.id for m in task_backends["default"].check())
+    assert ids == ["wurk.E020", "wurk.E021", "wurk.E021", "wurk.E021", "wurk.E022"]
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"RESULT_TTL": 60}}}
+    assert list(task_backends["default"].check()) == []

@@ -1,0 +1,23 @@
+"""A ``django.tasks`` backend on wurk (Django >= 6.0).
+
+::
+
+    TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
+                         "OPTIONS": {"RESULT_TTL": 86400, "RETRY": True}}}
+
+Tasks are pushed as ordinary Sidekiq jobs of class ``wurk_django.tasks.TaskJob``
+(the task's path is in the payload's ``wrapped``), run by ``manage.py wurk``,
+and report their results through Redis. See docs/django.md.
+
+On Django 5.2 this package imports cleanly and exports nothing else.
+"""
+
+from .compat import AVAILABLE
+
+__all__ = ["AVAILABLE"]
+
+if AVAILABLE:
+    from .backend import WurkBackend, WurkTask, task
+    from .job import TaskJob
+
+    __all__ += ["TaskJob", "WurkBackend", "WurkTask", "task"]

@@ -1,0 +1,311 @@
+"""``WurkBackend``: Django's Tasks framework on wurk queues (DJ-010..DJ-024).
+
+Each enqueue pushes one Sidekiq-format job::
+
+    {"class": "wurk_django.tasks.TaskJob", "wrapped": "shop.tasks.send_receipt",
+     "display_class": "shop.tasks.send_receipt", "queue": "default",
+     "args": [[42], {"copy": true}], "jid": "<TaskResult.id>", "retry": true,
+     "task": {"priority": 0, "queue_name": "default", "backend": "default", ...}}
+
+and writes the result record (:mod:`.results`) in the same round trip.
+
+Priority is two-level (DJ-015): a task with ``priority > 0`` goes to the end
+of its queue that workers take from next; every other priority is pushed
+behind the waiting jobs, as Sidekiq pushes. The value itself is kept in the
+payload and on ``TaskResult.task``. A deferred task (``run_after``) waits in
+the ``schedule`` set and is queued normally when due, whatever its priority.
+
+OPTIONS:
+
+``RESULT_TTL``        seconds a result is kept after its last change (86400)
+``RETRY``             Sidekiq ``retry`` for tasks without their own: True
+                      (``WURK["MAX_RETRIES"]``), an attempt count, or False
+``ENQUEUE_ON_COMMIT`` push when the surrounding transaction commits
+                      (default: ``WURK["ENQUEUE_ON_COMMIT"]``)
+``DATABASE``          the database alias whose transaction that is ("default")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core import checks
+from django.db import transaction
+
+from .. import payload, testing
+from ..arguments import check_arguments
+from ..client import Client, _enqueued, normalize, validate
+from ..conf import QUEUE_NAME, get_config
+from . import results
+from .compat import (
+    DEFAULT_TASK_BACKEND_ALIAS,
+    DEFAULT_TASK_PRIORITY,
+    DEFAULT_TASK_QUEUE_NAME,
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+)
+
+OPTION_NAMES = ("RESULT_TTL", "RETRY", "ENQUEUE_ON_COMMIT", "DATABASE")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class WurkTask(Task):
+    """A ``Task`` with a per-task Sidekiq ``retry`` (DJ-022).
+
+    ``None`` uses the backend's ``OPTIONS["RETRY"]``. On Django 6.1,
+    ``@task(retry=3)`` builds one when the backend is ``WurkBackend``; on any
+    version :func:`task` does.
+    """
+
+    retry: bool | int | None = None
+
+
+def task(function: Callable[..., Any] | None = None, *, priority: int = DEFAULT_TASK_PRIORITY,
+         queue_name: str = DEFAULT_TASK_QUEUE_NAME, backend: str = DEFAULT_TASK_BACKEND_ALIAS,
+         takes_context: bool = False, retry: bool | int | None = None) -> Any:
+    """``@task`` that accepts ``retry=`` whatever the Django version."""
+
+    def wrapper(func: Callable[..., Any]) -> WurkTask:
+        return WurkTask(func=func, priority=priority, queue_name=queue_name, backend=backend,
+                        takes_context=takes_context, retry=retry)
+
+    return wrapper(function) if function is not None else wrapper
+
+
+def _valid_retry(value: Any) -> bool:
+    return value is None or isinstance(value, bool) or (isinstance(value, int) and value >= 0)
+
+
+class _TaskClient(Client):
+    """The normal client, plus the result record in the push pipeline and RPUSH for high priority."""
+
+    def __init__(self, records: dict[str, dict[str, Any]], ttl: int) -> None:
+        super().__init__()
+        self.records = records
+        self.ttl = ttl
+
+    def raw_push(self, jobs: list[dict]) -> None:
+        if testing.intercept(jobs, self.config):
+            return
+        now = payload.now_ms()
+        scheduled: dict[bytes, float] = {}
+        by_queue: dict[tuple[str, bool], list[bytes]] = defaultdict(list)
+        for job in jobs:
+            if "at" in job:
+                body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
+                scheduled[payload.dumps(body)] = float(job["at"])
+            else:
+                job["enqueued_at"] = now
+                front = (job.get("task") or {}).get("priority", 0) > 0
+                by_queue[(job["queue"], front)].append(payload.dumps(job))
+
+        def write(pipe: Any) -> None:
+            for job in jobs:
+                record = self.records.get(job["jid"])
+                if record is not None:
+                    pipe.hset(results.key(job["jid"]), mapping=results.encode(record))
+                    pipe.expire(results.key(job["jid"]), self.ttl)
+            if scheduled:
+                pipe.zadd("schedule", scheduled)
+            if by_queue:
+                pipe.sadd("queues", *{q for q, _ in by_queue})
+            for (queue, front), bodies in by_queue.items():
+                # Workers take from the right end: RPUSH makes these next (DJ-015).
+                (pipe.rpush if front else pipe.lpush)(f"queue:{queue}", *bodies)
+
+        self._send(write)
+
+
+_async_lock = threading.Lock()
+_async_clients: dict[int, tuple[asyncio.AbstractEventLoop, str, Any]] = {}
+
+
+def _async_redis() -> Any:
+    """A ``redis.asyncio`` client for the running loop (clients cannot cross loops)."""
+    import redis.asyncio as aredis
+
+    loop = asyncio.get_running_loop()
+    config = get_config()
+    with _async_lock:
+        for ident, (other, _, _) in list(_async_clients.items()):
+            if other.is_closed():
+                del _async_clients[ident]
+        entry = _async_clients.get(id(loop))
+        if entry is None or entry[0] is not loop or entry[1] != config.redis_url:
+            client = aredis.Redis.from_url(config.redis_url, **{**config.redis_options, "decode_responses": False})
+            entry = _async_clients[id(loop)] = (loop, config.redis_url, client)
+        return entry[2]
+
+
+class WurkBackend(BaseTaskBackend):
+    """Runs Django tasks on wurk workers; results are readable from any process."""
+
+    task_class = WurkTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        # Django builds one per thread and per settings change: no I/O, no pools here (DJ-012).
+        super().__init__(alias, params)
+        self.result_ttl = self.options.get("RESULT_TTL", results.DEFAULT_TTL)
+        self.retry = self.options.get("RETRY", True)
+        self.database = self.options.get("DATABASE")
+
+    @property
+    def enqueue_on_commit(self) -> bool:
+        value = self.options.get("ENQUEUE_ON_COMMIT")
+        return get_config().enqueue_on_commit if value is None else bool(value)
+
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        if not _valid_retry(getattr(task, "retry", None)):
+            raise InvalidTask(f"retry must be True, False or a number of attempts >= 0, not {task.retry!r}")
+
+    # -- enqueue -----------------------------------------------------------
+
+    def _prepare(self, task: Task, args: Any, kwargs: Any) -> tuple[TaskResult, dict[str, Any], dict[str, Any]]:
+        """Validate and build ``(result, job item, result record)``; no I/O."""
+        self.validate_task(task)
+        jid = payload.new_jid()
+        result = TaskResult(
+            task=task, id=jid, status=TaskResultStatus.READY, enqueued_at=None, started_at=None,
+            finished_at=None, last_attempted_at=None, args=args, kwargs=kwargs, backend=self.alias,
+            errors=[], worker_ids=[],
+        )
+        meta = results.task_meta(task)
+        meta["backend"] = self.alias
+        meta["result_ttl"] = self.result_ttl
+        retry = getattr(task, "retry", None)
+        from .job import TaskJob
+
+        item: dict[str, Any] = {
+            "class": TaskJob,
+            "queue": task.queue_name,
+            "args": [result.args, result.kwargs],
+            "jid": jid,
+            "wrapped": task.module_path,
+            "display_class": task.module_path,
+            "retry": self.retry if retry is None else retry,
+            "task": meta,
+        }
+        if task.run_after is not None:
+            item["at"] = results.run_after_epoch(task.run_after)
+        record = {
+            "state": "scheduled" if task.run_after is not None else "enqueued",
+            "class": task.module_path,
+            "task": meta,
+            "args": result.args,
+            "kwargs": result.kwargs,
+            "errors": [],
+            "worker_ids": [],
+            "ttl": self.result_ttl,
+        }
+        return result, item, record
+
+    def _after_push(self, result: TaskResult, record: dict[str, Any]) -> None:
+        object.__setattr__(result, "enqueued_at", results.to_datetime(record.get("enqueued_at")))
+        task_enqueued.send(type(self), task_result=result)
+
+    def _push(self, result: TaskResult, item: dict[str, Any], record: dict[str, Any]) -> None:
+        record["enqueued_at"] = payload.now_ms()
+        client = _TaskClient({result.id: record}, self.result_ttl)
+        if client.push(item) is not None:
+            self._after_push(result, record)
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Push the task; inside ``atomic()`` with ENQUEUE_ON_COMMIT, at commit (DJ-013, DJ-023)."""
+        result, item, record = self._prepare(task, args, kwargs)
+        if self.enqueue_on_commit:
+            # Check the arguments now, so a bad one raises here and not at commit.
+            check_arguments(task.module_path, item["args"], get_config().on_complex_arguments)
+            transaction.on_commit(partial(self._push, result, item, record), using=self.database)
+        else:
+            self._push(result, item, record)
+        return result
+
+    async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Native ``redis.asyncio`` push (DJ-017), unless a sync-only feature is in play."""
+        config = get_config()
+        if self.enqueue_on_commit or config.client_middleware or testing.mode(config) is not None:
+            return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
+        result, item, record = self._prepare(task, args, kwargs)
+        validate(item)
+        job = normalize(item, config)
+        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
+        record["enqueued_at"] = now = payload.now_ms()
+        pipe = _async_redis().pipeline(transaction=False)
+        pipe.hset(results.key(result.id), mapping=results.encode(record))
+        pipe.expire(results.key(result.id), self.result_ttl)
+        if "at" in job:
+            body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
+            pipe.zadd("schedule", {payload.dumps(body): float(job["at"])})
+        else:
+            job["enqueued_at"] = now
+            pipe.sadd("queues", job["queue"])
+            push = pipe.rpush if task.priority > 0 else pipe.lpush
+            push(f"queue:{job['queue']}", payload.dumps(job))
+        await pipe.execute()
+        _enqueued([job])
+        self._after_push(result, record)
+        return result
+
+    # -- results -----------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        """The result from Redis, from any process (DJ-018)."""
+        from ..connection import get_redis
+
+        if not results.valid_id(result_id):
+            raise TaskResultDoesNotExist(result_id)
+        fields = results.read(get_redis(), result_id)
+        if fields is None:
+            raise TaskResultDoesNotExist(result_id)
+        return results.build_result(fields, result_id)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        if not results.valid_id(result_id):
+            raise TaskResultDoesNotExist(result_id)
+        raw = await _async_redis().hgetall(results.key(result_id))
+        if not raw:
+            raise TaskResultDoesNotExist(result_id)
+        return results.build_result(results.decode(raw), result_id)
+
+    # -- checks --------------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Configuration errors of this alias, reported by ``manage.py check`` (DJ-004)."""
+        obj = f"TASKS[{self.alias!r}]"
+        found: list[checks.CheckMessage] = []
+        for name in self.options:
+            if name not in OPTION_NAMES:
+                found.append(checks.Error(f"unknown OPTIONS key {name!r}", hint="known: " + ", ".join(OPTION_NAMES),
+                                          obj=obj, id="wurk.E020"))
+        ttl = self.options.get("RESULT_TTL", results.DEFAULT_TTL)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+            found.append(checks.Error(f"OPTIONS['RESULT_TTL'] = {ttl!r} is not a whole number of seconds >= 1",
+                                      obj=obj, id="wurk.E021"))
+        if "RETRY" in self.options and (self.options["RETRY"] is None or not _valid_retry(self.options["RETRY"])):
+            found.append(checks.Error(f"OPTIONS['RETRY'] = {self.options['RETRY']!r} is not True, False or "
+                                      "a number of attempts >= 0", obj=obj, id="wurk.E021"))
+        if "ENQUEUE_ON_COMMIT" in self.options and not isinstance(self.options["ENQUEUE_ON_COMMIT"], bool):
+            found.append(checks.Error("OPTIONS['ENQUEUE_ON_COMMIT'] must be True or False", obj=obj, id="wurk.E021"))
+        for queue in sorted(self.queues):
+            if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+                found.append(checks.Error(f"queue name {queue!r} is not usable by wurk",
+                                          hint=f"queue names must match {QUEUE_NAME.pattern}", obj=obj,
+                                          id="wurk.E022"))
+        return found

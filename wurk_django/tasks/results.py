@@ -1,0 +1,212 @@
+"""Task results in Redis: one hash per task at ``status:<jid>`` (DJ-018, DJ-019).
+
+The producer writes it in the same pipeline as the push; the worker updates
+it around every attempt; every write renews its expiry (``RESULT_TTL``).
+Fields (strings; timestamps are epoch milliseconds, structures are JSON):
+
+``state``        wurk's job state, see :data:`STATUS_OF`
+``class``        the task's ``module_path``
+``task``         ``{"priority", "queue_name", "backend", "run_after" (ISO 8601), "takes_context", "retry"}``
+``args``/``kwargs``  what the task is called with
+``enqueued_at``, ``started_at``, ``last_attempted_at``, ``finished_at``
+``errors``       ``[{"exception_class_path", "traceback"}, ...]``, one per failed attempt
+``worker_ids``   one entry per started attempt
+``return_value`` only once ``state`` is ``complete``
+``ttl``          seconds each write keeps the record for
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import traceback as tb
+from typing import Any
+
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .. import payload
+from .compat import (
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+)
+
+DEFAULT_TTL = 86_400
+JID = re.compile(r"^[0-9a-f]{24}$")
+
+#: wurk job states as Django sees them.
+STATUS_OF = {
+    "enqueued": TaskResultStatus.READY,
+    "scheduled": TaskResultStatus.READY,
+    "retrying": TaskResultStatus.READY,
+    "interrupted": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "complete": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "dead": TaskResultStatus.FAILED,
+}
+_JSON_FIELDS = ("task", "args", "kwargs", "errors", "worker_ids", "return_value")
+
+
+def key(jid: str) -> str:
+    return f"status:{jid}"
+
+
+def valid_id(result_id: Any) -> bool:
+    return isinstance(result_id, str) and bool(JID.match(result_id))
+
+
+def encode(fields: dict[str, Any]) -> dict[str, bytes | str | int]:
+    """Fields as written to the hash: JSON for structures, ints for timestamps."""
+    out: dict[str, bytes | str | int] = {}
+    for name, value in fields.items():
+        if name in _JSON_FIELDS:
+            out[name] = payload.dumps(value)
+        elif value is None:
+            continue
+        else:
+            out[name] = value
+    return out
+
+
+def decode(raw: dict[bytes | str, bytes | str]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name, value in raw.items():
+        name = name.decode() if isinstance(name, bytes) else name
+        if name in _JSON_FIELDS:
+            fields[name] = payload.loads(value)
+        elif name in ("enqueued_at", "started_at", "last_attempted_at", "finished_at", "ttl"):
+            fields[name] = int(value)
+        else:
+            fields[name] = value.decode() if isinstance(value, bytes) else value
+    return fields
+
+
+def write(redis: Any, jid: str, fields: dict[str, Any], ttl: int, *, drop: tuple[str, ...] = ()) -> None:
+    """HSET the fields (and HDEL ``drop``), renewing the expiry, in one round trip."""
+    pipe = redis.pipeline(transaction=True)
+    if drop:
+        pipe.hdel(key(jid), *drop)
+    pipe.hset(key(jid), mapping=encode(fields))
+    pipe.expire(key(jid), ttl)
+    pipe.execute()
+
+
+def read(redis: Any, jid: str) -> dict[str, Any] | None:
+    raw = redis.hgetall(key(jid))
+    return decode(raw) if raw else None
+
+
+def task_meta(task: Task) -> dict[str, Any]:
+    run_after = task.run_after
+    return {
+        "priority": task.priority,
+        "queue_name": task.queue_name,
+        "backend": task.backend,
+        "run_after": run_after.isoformat() if run_after is not None else None,
+        "takes_context": task.takes_context,
+        "retry": getattr(task, "retry", None),
+    }
+
+
+def run_after_epoch(when: dt.datetime) -> float:
+    if timezone.is_naive(when):
+        # Only possible with USE_TZ=False; Django reads naive times in TIME_ZONE.
+        when = timezone.make_aware(when, timezone.get_default_timezone())
+    return when.timestamp()
+
+
+def to_datetime(ms: int | None) -> dt.datetime | None:
+    """Epoch ms as Django's own timestamps look: aware UTC, or naive local without USE_TZ."""
+    if ms is None:
+        return None
+    from django.conf import settings
+
+    value = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return value if settings.USE_TZ else timezone.make_naive(value, timezone.get_default_timezone())
+
+
+class RefusedTask(Exception):  # noqa: N818 - describes the outcome, like Django's TaskResultMismatch
+    """A payload names something that is not a ``django.tasks.Task``; nothing was run."""
+
+
+def load_task(module_path: Any) -> Task:
+    """The ``Task`` object the ``@task`` decorator left at ``module_path``.
+
+    Anything else (a plain function, a class, a missing name) is refused, so
+    a payload can never make the worker call an arbitrary callable.
+    """
+    if not isinstance(module_path, str) or "." not in module_path:
+        raise RefusedTask(f"{module_path!r} is not the dotted path of a task")
+    try:
+        target = import_string(module_path)
+    except ImportError as exc:
+        raise RefusedTask(f"cannot import task {module_path!r}: {exc}") from exc
+    if not isinstance(target, Task):
+        raise RefusedTask(f"{module_path!r} is a {type(target).__name__}, not a django.tasks Task; refusing to run it")
+    return target
+
+
+def rebuild_task(target: Task, meta: dict[str, Any]) -> Task:
+    """``target`` with the priority/queue/backend/run_after it was enqueued with."""
+    changes: dict[str, Any] = {}
+    for name in ("priority", "queue_name", "backend"):
+        if name in meta and meta[name] != getattr(target, name):
+            changes[name] = meta[name]
+    if meta.get("run_after") is not None:
+        changes["run_after"] = dt.datetime.fromisoformat(meta["run_after"])
+    if not changes:
+        return target
+    import dataclasses
+
+    try:
+        return dataclasses.replace(target, **changes)
+    except (InvalidTask, InvalidTaskBackend):
+        # This process's TASKS may not accept the stored values (e.g. no such alias);
+        # the function is what matters, the rest is informational.
+        return target
+
+
+def error_of(exc: BaseException) -> dict[str, str]:
+    kind = type(exc)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": "".join(tb.format_exception(exc)),
+    }
+
+
+def build_errors(stored: list[dict[str, str]] | None) -> list[TaskError]:
+    return [TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"]) for e in stored or []]
+
+
+def build_result(fields: dict[str, Any], jid: str, task: Task | None = None) -> TaskResult:
+    """A ``TaskResult`` from a decoded record; raises ``TaskResultDoesNotExist`` if unusable."""
+    meta = fields.get("task") or {}
+    if task is None:
+        try:
+            task = rebuild_task(load_task(fields.get("class")), meta)
+        except RefusedTask as exc:
+            raise TaskResultDoesNotExist(f"result {jid} belongs to a task that cannot be loaded: {exc}") from exc
+    status = STATUS_OF.get(fields.get("state", ""), TaskResultStatus.READY)
+    result = TaskResult(
+        task=task,
+        id=jid,
+        status=status,
+        enqueued_at=to_datetime(fields.get("enqueued_at")),
+        started_at=to_datetime(fields.get("started_at")),
+        finished_at=to_datetime(fields.get("finished_at")),
+        last_attempted_at=to_datetime(fields.get("last_attempted_at")),
+        args=fields.get("args") or [],
+        kwargs=fields.get("kwargs") or {},
+        backend=meta.get("backend", task.backend),
+        errors=build_errors(fields.get("errors")),
+        worker_ids=list(fields.get("worker_ids") or []),
+    )
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", fields.get("return_value"))
+    return result
