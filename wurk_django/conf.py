@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "MODE": "off",
     "ENQUEUE_ON_COMMIT": False,
     "TESTING": None,  # None/"disable": real pushes; "fake" records them; "inline" runs them (DJ-031)
+    "ADMIN_READ_ONLY": False,  # admin dashboard refuses every POST and hides its buttons (DJ-051)
+    "ADMIN_AUTHORIZE": None,  # callable/dotted path (request, method, path) -> bool, asked last (DJ-051)
+    "API_TOKEN": None,  # bearer token for the stats JSON and Prometheus endpoints (DJ-056)
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -116,6 +119,9 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
     "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
     "TESTING": (lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"'),
+    "ADMIN_READ_ONLY": (lambda v: isinstance(v, bool), "True or False"),
+    "ADMIN_AUTHORIZE": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
+    "API_TOKEN": (lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters"),
 }
 
 
