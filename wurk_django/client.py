@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload, signals, testing
+from . import payload, reliable_push, signals, testing
 from .arguments import check_arguments
 from .conf import Config, get_config
 from .connection import get_redis
@@ -91,6 +91,14 @@ def normalize(item: dict, config: Config) -> dict:
         job["retry_for"] = int(job["retry_for"])
     if "created_at" not in job:
         job["created_at"] = payload.now_ms()
+    expires_in = job.get("expires_in")
+    if expires_in is not None and "expiry" not in job:
+        # PRO-310: the clock starts at creation, so a scheduled job's delay counts too.
+        seconds = expires_in.total_seconds() if hasattr(expires_in, "total_seconds") else expires_in
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise ValueError(f"'expires_in' must be seconds > 0 or a timedelta, not {expires_in!r}")
+        job["expires_in"] = seconds
+        job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
     return job
 
 
@@ -189,6 +197,12 @@ class Client:
         """Write normalized jobs in one pipeline (CORE-083/084)."""
         if testing.intercept(jobs, self.config):
             return
+        if self.config.reliable_push:
+            reliable_push.deliver(self, jobs)
+        else:
+            self._write(jobs)
+
+    def _write(self, jobs: list[dict]) -> None:
         if "at" in jobs[0]:
             members: dict[bytes, float] = {}
             for job in jobs:

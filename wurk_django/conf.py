@@ -53,6 +53,11 @@ DEFAULTS: dict[str, Any] = {
     "IMPORT_ON_MISS": None,  # module prefixes a payload's class may be imported from
     "MODE": "off",
     "ENQUEUE_ON_COMMIT": False,
+    "RELIABLE_PUSH": True,
+    "RELIABLE_PUSH_BUFFER": 1000,
+    "FETCH_POLL_INTERVAL": 2,
+    "SUPER_FETCH_REAPER_INTERVAL": 60,
+    "REAPER_ORPHAN_GRACE": 30,
     "TESTING": None,  # None/"disable": real pushes; "fake" records them; "inline" runs them (DJ-031)
     "ADMIN_READ_ONLY": False,  # admin dashboard refuses every POST and hides its buttons (DJ-051)
     "ADMIN_AUTHORIZE": None,  # callable/dotted path (request, method, path) -> bool, asked last (DJ-051)
@@ -118,6 +123,11 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "IMPORT_ON_MISS": (lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes"),
     "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
     "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
+    "RELIABLE_PUSH": (lambda v: isinstance(v, bool), "True or False"),
+    "RELIABLE_PUSH_BUFFER": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "FETCH_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
+    "SUPER_FETCH_REAPER_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
+    "REAPER_ORPHAN_GRACE": (lambda v: _is_number(v) and v >= 0, "seconds >= 0 (0 disables)"),
     "TESTING": (lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"'),
     "ADMIN_READ_ONLY": (lambda v: isinstance(v, bool), "True or False"),
     "ADMIN_AUTHORIZE": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
@@ -318,6 +328,11 @@ class Config:
         self.import_on_miss = values["IMPORT_ON_MISS"]
         self.mode: str = values["MODE"]
         self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
+        self.reliable_push: bool = values["RELIABLE_PUSH"]
+        self.reliable_push_buffer: int = values["RELIABLE_PUSH_BUFFER"]
+        self.fetch_poll_interval: float = values["FETCH_POLL_INTERVAL"]
+        self.reaper_interval: float = values["SUPER_FETCH_REAPER_INTERVAL"]
+        self.reaper_orphan_grace: float = values["REAPER_ORPHAN_GRACE"]
         self.testing: str | None = values["TESTING"]
 
     @property

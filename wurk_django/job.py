@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 from . import payload, registry
 
 #: Class attributes copied into the payload when set.
-OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level", "display_class")
+OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
+                "display_class", "expires_in")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # CORE-086: below this an interval is relative
 
 
@@ -172,6 +173,8 @@ class Job:
     retry_queue: ClassVar[str | None] = None
     log_level: ClassVar[str | None] = None
     display_class: ClassVar[str | None] = None
+    #: Seconds (or a timedelta) after creation past which the job is skipped, not run (PRO-310).
+    expires_in: ClassVar[float | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
 

@@ -1,12 +1,14 @@
 """BasicFetch: Sidekiq's ``BRPOP`` fetcher, the wire-compatibility reference (CORE-104..109).
 
-A fetched job exists only in this process's memory until it finishes: a hard
-kill loses it. The reliable fetcher (``reliable_fetch.py``) keeps a copy in
+Opt-in (``WURK["FETCH_CLASS"] = "wurk_django.server.fetch.BasicFetch"``): a
+fetched job exists only in this process's memory until it finishes, so a hard
+kill loses it. The default, ``reliable_fetch.ReliableFetch``, keeps a copy in
 Redis instead; both share this interface:
 
 * ``retrieve_work() -> UnitOfWork | None`` — None when stopping or idle;
 * ``unit.acknowledge()`` — the job is done (or its failure was booked);
 * ``unit.requeue()`` — put it back, unrun, where it will be fetched next;
+* ``flush_acks()`` — send acknowledgements still held back;
 * ``bulk_requeue(units)`` — the hard-shutdown path, one pipeline;
 * ``terminate()`` — stop handing out work.
 """
@@ -20,6 +22,7 @@ from collections import defaultdict
 
 import redis as redis_lib
 
+from ..conf import Config
 from ..connection import get_redis
 from .queues import QueueOrder
 
@@ -50,11 +53,11 @@ class UnitOfWork:
 
 
 class BasicFetch:
-    def __init__(self, queues: list[tuple[str, int]], concurrency: int) -> None:
-        self.order = QueueOrder(queues)
+    def __init__(self, config: Config) -> None:
+        self.order = QueueOrder(config.queues)
         self._keys = {name: f"queue:{name}" for name in self.order.names}
         self._done = threading.Event()
-        self._concurrency = concurrency
+        self._concurrency = config.concurrency
         self._outage_since: float | None = None
         self._lock = threading.Lock()
 
@@ -94,6 +97,9 @@ class BasicFetch:
             since, self._outage_since = self._outage_since, None
         if since is not None:
             logger.warning("fetch recovered after %.1fs", time.monotonic() - since)
+
+    def flush_acks(self) -> None:
+        """Nothing is ever parked: BRPOP needs no ACK."""
 
     def bulk_requeue(self, units: list[UnitOfWork]) -> None:
         """Push in-flight jobs back to the fetch end of their queues (CORE-157)."""

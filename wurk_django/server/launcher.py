@@ -19,6 +19,7 @@ from .. import signals
 from ..conf import Config
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import Manager
+from .reaper import Reaper
 from .scheduler import Scheduler
 from .state import WorkerState
 from .threads import spawn
@@ -39,6 +40,9 @@ class Launcher:
         self.scheduler = Scheduler(config)
         self.heartbeat = Heartbeat(self, on_signal or self._dashboard_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
+        # Only a fetcher with private lists leaves anything to reap.
+        self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace)
+                       if hasattr(self.manager.fetcher, "private_lists") else None)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -47,6 +51,8 @@ class Launcher:
     def run(self) -> None:
         self.manager.start()
         self.heartbeat_loop.start()
+        if self.reaper is not None:
+            self.reaper.start()
         self.scheduler.start()
         signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
@@ -77,13 +83,19 @@ class Launcher:
             self._teardown()
 
     def _teardown(self) -> None:
-        for step in (self.scheduler.loop.join, self._stop_heartbeat, self._final_flush, self.heartbeat.clear):
+        steps = [self.scheduler.loop.join, self._stop_reaper, self._stop_heartbeat, self._final_flush,
+                 self.heartbeat.clear]
+        for step in steps:
             try:
                 step()
             except Exception:
                 logger.exception("shutdown step %s failed", getattr(step, "__name__", step))
         self.stopped.set()
         logger.info("worker %s stopped", self.state.identity)
+
+    def _stop_reaper(self) -> None:
+        if self.reaper is not None:
+            self.reaper.stop()
 
     def _stop_heartbeat(self) -> None:
         # Unbounded on purpose: a beat landing after deregistration would bring the

@@ -18,9 +18,9 @@ from ..connection import get_redis
 from ..errors import Shutdown
 from ..middleware import Chain
 from ..retry import Retrier
-from .fetch import BasicFetch
 from .joblog import JobLogger
 from .processor import Processor
+from .reliable_fetch import ReliableFetch
 from .state import WorkerState
 from .threads import raise_in_thread
 
@@ -40,8 +40,8 @@ class Manager:
         self.name = name
         self.config = config
         self.state = state
-        fetch_class = config.fetch_class or BasicFetch
-        self.fetcher = fetch_class(config.queues, config.concurrency)
+        fetch_class = config.fetch_class or ReliableFetch
+        self.fetcher = fetch_class(config)
         self.retrier = Retrier(config)
         self.joblog = JobLogger(config.logged_job_attributes, config.skip_default_job_logging)
         self.server_chain = Chain(config.server_middleware)

@@ -60,6 +60,10 @@ class Processor:
             pass
         finally:
             try:
+                self.fetcher.flush_acks()  # before the manager may close the pool (RUN-122)
+            except Exception as exc:
+                report(exc, {"context": "flushing ACKs at processor exit"}, self.config)
+            try:
                 database.close_thread_connections()
                 asyncrun.close()
             finally:
@@ -97,6 +101,13 @@ class Processor:
             return
         unit.jid = job.get("jid")
         queue = unit.queue
+        expiry = job.get("expiry")
+        if expiry is not None and _expired(expiry):
+            # PRO-311: skipped, not failed and not retried; the ACK retires it.
+            logger.info("skipping expired job %s jid=%s (expired at %s)", job.get("class"), unit.jid, expiry)
+            self.state.end(self.tid, False)
+            unit.acknowledge()
+            return
         ctx = self.joblog.context(job)
         started = time.monotonic_ns()
         ack = failed = False
@@ -198,3 +209,10 @@ class Processor:
         except Exception as bury_exc:
             report(bury_exc, {"context": "could not move an invalid payload to the dead set"}, self.config)
             raise
+
+
+def _expired(expiry: Any) -> bool:
+    try:
+        return time.time() > float(expiry)
+    except (TypeError, ValueError):
+        return False  # an unreadable expiry never stops a job from running

@@ -1,0 +1,232 @@
+"""Reliable fetch, the default fetcher: no job is lost to a crash (PRO-100..135, RUN-130..132).
+
+A job moves atomically from ``queue:<q>`` into this process's private list
+``queue:<q>|<host>|<pid>|<nonce>|0`` (``LMOVE``), and leaves it only when it is
+acknowledged (``LREM`` of the exact bytes). If the process dies, the reaper
+finds the private list and moves its jobs back.
+
+The ACK costs no round trip of its own: it is parked per thread and sent in
+the same pipeline as that thread's next ``LMOVE`` (3 commands, 1 round trip per
+job on a busy queue). Parked ACKs are flushed before blocking, when quieting,
+when a processor exits and first thing in ``bulk_requeue``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import redis as redis_lib
+
+from ..conf import Config
+from ..connection import get_redis
+from ..pause import PausedCache
+from ..scripts import script
+from .queues import QueueOrder
+from .state import NONCE, hostname
+
+logger = logging.getLogger("wurk_django.worker")
+
+ERROR_BACKOFF = 1.0
+RECOVERED_PREFIX = "super_fetch:recovered:"
+
+
+def private_list(queue: str, pid: int | None = None) -> str:
+    """``queue:<q>|<host>|<pid>|<nonce>|0`` (PRO-110)."""
+    return f"queue:{queue}|{hostname()}|{pid or os.getpid()}|{NONCE}|0"
+
+
+class ReliableUnit:
+    __slots__ = ("queue", "queue_key", "private", "job", "fetcher", "jid")
+
+    def __init__(self, queue: str, queue_key: str, private: str, job: bytes, fetcher: ReliableFetch) -> None:
+        self.queue = queue
+        self.queue_key = queue_key
+        self.private = private
+        self.job = job  # the exact bytes LMOVE returned (PRO-002)
+        self.fetcher = fetcher
+        self.jid: str | None = None
+
+    def acknowledge(self) -> None:
+        """Park the ACK; it rides this thread's next fetch (PRO-131)."""
+        self.fetcher.park(self)
+
+    def requeue(self) -> None:
+        """Back to the fetch end of its queue, only if still ours (PRO-135)."""
+        script(get_redis(), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
+
+
+def _queue_ack(pipe: Any, unit: ReliableUnit) -> None:
+    pipe.lrem(unit.private, 1, unit.job)
+    if unit.jid:  # never DEL the bare prefix (PRO-155)
+        pipe.delete(RECOVERED_PREFIX + unit.jid)
+
+
+class ReliableFetch:
+    def __init__(self, config: Config) -> None:
+        self.order = QueueOrder(config.queues)
+        self._concurrency = config.concurrency
+        self.poll_interval = float(config.fetch_poll_interval)
+        self._keys: dict[str, tuple[str, str]] = {}
+        self._keys_pid = 0
+        self._held: dict[int, list[ReliableUnit]] = {}
+        self._held_lock = threading.Lock()
+        self._paused = PausedCache()
+        self._done = threading.Event()
+        self._outage_since: float | None = None
+        self._outage_lock = threading.Lock()
+
+    # -- keys -------------------------------------------------------------
+
+    def keys(self, name: str) -> tuple[str, str]:
+        """(public, private) for a queue; rebuilt when the pid changes (PRO-111)."""
+        pid = os.getpid()
+        if pid != self._keys_pid:
+            self._keys = {}
+            self._keys_pid = pid
+        found = self._keys.get(name)
+        if found is None:
+            found = self._keys[name] = (f"queue:{name}", private_list(name, pid))
+        return found
+
+    def private_lists(self) -> list[str]:
+        return [self.keys(name)[1] for name in self.order.names]
+
+    # -- ACKs -------------------------------------------------------------
+
+    def park(self, unit: ReliableUnit) -> None:
+        ident = threading.get_ident()
+        with self._held_lock:
+            self._held.setdefault(ident, []).append(unit)
+
+    def _take_mine(self) -> list[ReliableUnit]:
+        with self._held_lock:
+            return self._held.pop(threading.get_ident(), [])
+
+    def _put_back(self, ident: int, units: list[ReliableUnit]) -> None:
+        with self._held_lock:
+            self._held[ident] = units + self._held.get(ident, [])
+
+    def flush_acks(self) -> None:
+        """Send every parked ACK in one pipeline; on failure put them back and raise (PRO-132)."""
+        with self._held_lock:
+            taken, self._held = self._held, {}
+        if not any(taken.values()):
+            return
+        pipe = get_redis().pipeline(transaction=False)
+        for units in taken.values():
+            for unit in units:
+                _queue_ack(pipe, unit)
+        try:
+            pipe.execute()
+        except Exception:
+            for ident, units in taken.items():
+                self._put_back(ident, units)
+            raise
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush_acks()
+        except redis_lib.RedisError as exc:
+            self._report_outage(exc)
+
+    # -- fetching ---------------------------------------------------------
+
+    def _names(self) -> list[str]:
+        names = self.order()
+        paused = self._paused.get()
+        return [n for n in names if n not in paused] if paused else names
+
+    def retrieve_work(self) -> ReliableUnit | None:
+        if self._done.is_set():
+            self._flush_quietly()
+            time.sleep(0.05)
+            return None
+        try:
+            unit = self._walk()
+        except redis_lib.RedisError as exc:
+            self._report_outage(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        self._report_recovery()
+        return unit
+
+    def _walk(self) -> ReliableUnit | None:
+        names = self._names()
+        if not names:
+            self.flush_acks()
+            self._done.wait(self.poll_interval)
+            return None
+        redis = get_redis()
+        mine = self._take_mine()
+        for i, name in enumerate(names):
+            public, private = self.keys(name)
+            if i == 0 and mine:
+                pipe = redis.pipeline(transaction=False)
+                for unit in mine:
+                    _queue_ack(pipe, unit)
+                pipe.lmove(public, private, "RIGHT", "LEFT")
+                try:
+                    job = pipe.execute()[-1]
+                except Exception:
+                    self._put_back(threading.get_ident(), mine)
+                    raise
+            else:
+                job = redis.lmove(public, private, "RIGHT", "LEFT")
+            if job is not None:
+                return ReliableUnit(name, public, private, job, self)
+        if self._done.is_set():
+            return None
+        public, private = self.keys(names[0])
+        blocking = get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=self.poll_interval)
+        job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+        if job is None:
+            return None
+        return ReliableUnit(names[0], public, private, job, self)
+
+    def _report_outage(self, exc: Exception) -> None:
+        with self._outage_lock:
+            first = self._outage_since is None
+            if first:
+                self._outage_since = time.monotonic()
+        if first:
+            logger.error("fetch failed, retrying every %ss (parked ACKs are kept): %s", ERROR_BACKOFF, exc)
+
+    def _report_recovery(self) -> None:
+        if self._outage_since is None:
+            return
+        with self._outage_lock:
+            since, self._outage_since = self._outage_since, None
+        if since is not None:
+            logger.warning("fetch recovered after %.1fs", time.monotonic() - since)
+
+    # -- stopping ---------------------------------------------------------
+
+    def terminate(self) -> None:
+        """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
+        self._done.set()
+        self._flush_quietly()
+
+    def bulk_requeue(self, units: list[ReliableUnit]) -> None:
+        """Hard shutdown: ACKs first, then each in-flight job back atomically (PRO-135, RUN-203)."""
+        try:
+            self.flush_acks()
+        except redis_lib.RedisError:
+            # A finished job would be requeued and re-run; leave everything to the reaper instead.
+            logger.exception("could not flush ACKs; in-flight jobs stay in private lists for the reaper")
+            return
+        if not units:
+            return
+        redis = get_redis()
+        requeue = script(redis, "reliable_requeue")
+        pipe = redis.pipeline(transaction=False)
+        for unit in units:
+            requeue(keys=[unit.private, unit.queue_key], args=[unit.job], client=pipe)
+        try:
+            moved = sum(int(r or 0) for r in pipe.execute())
+            logger.info("pushed %d in-flight job(s) back to their queues", moved)
+        except redis_lib.RedisError:
+            logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
