@@ -66,3 +66,28 @@ class RubyNamedJob(Job):
 @job(queue="functions", retry=2)
 def add_numbers(a, b):
     record("test:sums", str(a + b))
+
+
+class TraceJob(Job):
+    """Records its jid in ``test:runs`` each time it runs, after a short sleep."""
+
+    def perform(self, seconds=0.02):
+        time.sleep(seconds)
+        record("test:runs", self.jid)
+
+
+class KillerJob(Job):
+    """Kills its own worker process, as a segfaulting C extension would."""
+
+    def perform(self):
+        import signal
+
+        record("test:killer", str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class ExpiringJob(Job):
+    expires_in = 1
+
+    def perform(self, marker):
+        record("test:ran", marker)

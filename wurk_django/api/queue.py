@@ -47,8 +47,19 @@ class Queue:
 
     @property
     def paused(self) -> bool:
-        """Whether the queue is in the ``paused`` set (written by Pro/wurk; core only reads, CORE-062)."""
+        """Whether the queue is in the ``paused`` set, read live from Redis (PRO-300)."""
         return bool(self.redis.sismember("paused", self.name))
+
+    def pause(self) -> None:
+        """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300)."""
+        from ..pause import pause
+
+        pause(self.name, self.redis)
+
+    def unpause(self) -> None:
+        from ..pause import unpause
+
+        unpause(self.name, self.redis)
 
     @property
     def latency(self) -> float:

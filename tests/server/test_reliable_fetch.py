@@ -1,0 +1,197 @@
+"""Reliable fetch, the reaper and poison pills, in-process against the test Redis (PRO-110..155)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from wurk_django import payload, poison
+from wurk_django.api import Queue
+from wurk_django.conf import Config
+from wurk_django.pause import PausedCache, pause, unpause
+from wurk_django.server.reaper import Reaper, parse_private
+from wurk_django.server.reliable_fetch import ReliableFetch, private_list
+from wurk_django.server.state import NONCE, hostname
+
+
+def _job(jid: str, queue: str = "default", **extra) -> bytes:
+    return payload.dumps({"retry": True, "queue": queue, "class": "tests.jobsapp.jobs.RecordJob",
+                          "args": [jid], "jid": jid, "created_at": 1, "enqueued_at": 1, **extra})
+
+
+@pytest.fixture
+def fetcher():
+    fetch = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1))
+    yield fetch
+    fetch.terminate()
+
+
+def test_fetch_moves_the_job_into_the_private_list(redis_db, fetcher):
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    private = private_list("default")
+    assert private == f"queue:default|{hostname()}|{os.getpid()}|{NONCE}|0"  # PRO-110
+    assert unit.job == _job("a" * 24) and unit.private == private
+    assert redis_db.lrange(private, 0, -1) == [unit.job]
+    assert redis_db.llen("queue:default") == 0
+
+
+def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetcher):
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    first = fetcher.retrieve_work()
+    first.jid = "a" * 24
+    redis_db.set("super_fetch:recovered:" + "a" * 24, 2)
+    first.acknowledge()
+    # Parked, not sent yet (PRO-131).
+    assert redis_db.lrange(first.private, 0, -1) == [first.job]
+    second = fetcher.retrieve_work()
+    assert redis_db.lrange(first.private, 0, -1) == [second.job]
+    assert not redis_db.exists("super_fetch:recovered:" + "a" * 24)  # PRO-155
+
+
+def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher):
+    """RUN-701 as a behaviour check: per job one LREM, one DEL, one LMOVE on a busy queue."""
+    for i in range(50):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    before = redis_db.info("commandstats")
+    for _ in range(50):
+        unit = fetcher.retrieve_work()
+        unit.jid = json.loads(unit.job)["jid"]
+        unit.acknowledge()
+    fetcher.flush_acks()
+    after = redis_db.info("commandstats")
+
+    def calls(name):
+        return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    assert (calls("lmove"), calls("lrem"), calls("del")) == (50, 50, 50)
+    assert calls("blmove") == 0
+
+
+def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, fetcher):
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()
+    started = time.monotonic()
+    assert fetcher.retrieve_work() is None
+    assert time.monotonic() - started >= 0.9  # BLMOVE waited FETCH_POLL_INTERVAL
+    assert redis_db.llen(unit.private) == 0  # the parked ACK went out first (RUN-204)
+
+
+def test_bulk_requeue_skips_jobs_acked_in_the_race(redis_db, fetcher):
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    done = fetcher.retrieve_work()
+    running = fetcher.retrieve_work()
+    done.acknowledge()
+    fetcher.bulk_requeue([done, running])  # PRO-135
+    assert redis_db.lrange("queue:default", 0, -1) == [running.job]
+    assert redis_db.llen(running.private) == 0
+
+
+def test_paused_queue_is_skipped_and_the_local_pause_is_seen_at_once(redis_db, fetcher):
+    redis_db.lpush("queue:default", _job("a" * 24))
+    redis_db.lpush("queue:low", _job("b" * 24))
+    Queue("default").pause()
+    assert Queue("default").paused
+    unit = fetcher.retrieve_work()
+    assert unit.queue == "low"  # PRO-300
+    unpause("default")  # bumps the generation: no 2 s wait in this process (PRO-301)
+    assert fetcher.retrieve_work().queue == "default"
+
+
+def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
+    cache = PausedCache()
+    assert cache.get() == frozenset()
+    redis_db.sadd("paused", "default")  # as another process would
+    assert cache.get() == frozenset()
+    cache._read_at -= 2.1
+    assert cache.get() == {"default"}
+    pause("low")
+    assert cache.get() == {"default", "low"}
+
+
+@pytest.mark.parametrize("key,expected", [
+    ("queue:default|web.1|123|abcdef012345|0", ("queue:default", "web.1", 123, "abcdef012345")),
+    ("queue:a|b|web|77|0", ("queue:a|b", "web", 77, None)),  # legacy shape, '|' in the name
+    ("queue:default|web|x|0", None),
+    ("queue:|web|1|0", None),
+])
+def test_parse_private_list_names(key, expected):
+    assert parse_private(key) == expected  # PRO-112
+
+
+def _dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_reaper_recovers_a_dead_siblings_jobs_to_the_fetch_end(redis_db):
+    dead = private_list("default", _dead_pid())
+    redis_db.lpush(dead, _job("a" * 24), _job("b" * 24))
+    redis_db.lpush("queue:default", _job("c" * 24))
+    moved = Reaper(["default"], grace=0).boot_sweep()
+    assert moved == 2
+    assert not redis_db.exists(dead)
+    # Tail-to-tail: recovered jobs are fetched next (PRO-141).
+    assert redis_db.lrange("queue:default", -2, -1) == [_job("a" * 24), _job("b" * 24)]
+    assert redis_db.get("super_fetch:recovered:" + "a" * 24) == b"1"
+
+
+def test_reaper_leaves_live_owners_alone(redis_db):
+    mine = private_list("default")
+    redis_db.lpush(mine, _job("a" * 24))
+    other = "queue:default|elsewhere|42|0123456789ab|0"
+    redis_db.lpush(other, _job("b" * 24))
+    redis_db.sadd("processes", "elsewhere:42:0123456789ab")
+    redis_db.hset("elsewhere:42:0123456789ab", mapping={"info": "{}", "beat": time.time()})
+    assert Reaper(["default"], grace=0).boot_sweep() == 0
+    # Once its heartbeat hash is gone (TTL), an idle list is reclaimed.
+    redis_db.delete("elsewhere:42:0123456789ab")
+    assert Reaper(["default"], grace=0).sweep(full=True) == 1
+    assert redis_db.lrange(mine, 0, -1) == [_job("a" * 24)]
+
+
+def test_boot_grace_protects_a_fresh_list(redis_db):
+    redis_db.lpush("queue:default|elsewhere|42|0123456789ab|0", _job("a" * 24))
+    assert Reaper(["default"], grace=30).boot_sweep() == 0  # PRO-140
+
+
+def test_third_recovery_is_a_poison_pill(redis_db):
+    from django.conf import settings
+    from django.test import override_settings
+
+    died, poisoned = [], []
+    registration = poison.on_poison(poisoned.append)
+    handler = [lambda job, exc: died.append((job["jid"], exc))]
+    try:
+        with override_settings(WURK={**settings.WURK, "DEATH_HANDLERS": handler}):
+            for attempt in range(3):
+                redis_db.delete("queue:default")
+                redis_db.lpush(private_list("default", _dead_pid()), _job("p" * 24))
+                Reaper(["default"], grace=0).boot_sweep()
+                if attempt < 2:
+                    assert redis_db.llen("queue:default") == 1
+    finally:
+        registration.remove()
+    assert redis_db.llen("queue:default") == 0  # PRO-152: the 3rd recovery kills it
+    (entry,) = redis_db.zrange("dead", 0, -1)
+    job = json.loads(entry)
+    assert job["error_class"] == "wurk_django.poison.Poisoned"
+    assert "recovered 3 times" in job["error_message"]
+    assert died and died[0][0] == "p" * 24 and isinstance(died[0][1], poison.Poisoned)  # PRO-153
+    assert poisoned == [{"jid": "p" * 24, "klass": "tests.jobsapp.jobs.RecordJob", "count": 3, "queue": "default"}]
+
+
+def test_expiring_job_gets_an_expiry_from_its_creation(redis_db):
+    from tests.jobsapp.jobs import ExpiringJob
+
+    ExpiringJob.perform_async("x")
+    job = json.loads(redis_db.lindex("queue:default", 0))
+    assert job["expires_in"] == 1
+    assert job["expiry"] == pytest.approx(job["created_at"] / 1000 + 1)  # PRO-310
