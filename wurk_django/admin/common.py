@@ -1,0 +1,187 @@
+"""What every Wurk page shares: context, paging, display helpers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from .. import payload
+from ..api import Stats
+from ..connection import get_redis
+
+DEFAULT_COUNT = 25  # rows per page (CORE-242)
+MAX_COUNT = 200  # DJ-055
+ARGS_LIMIT = 120  # characters of arguments shown in a list row
+
+NAV = (
+    ("dashboard", "Dashboard", "wurk_django_dashboard_changelist", {}),
+    ("busy", "Busy", "wurk_busy", {}),
+    ("queues", "Queues", "wurk_queues", {}),
+    ("scheduled", "Scheduled", "wurk_set", {"kind": "scheduled"}),
+    ("retries", "Retries", "wurk_set", {"kind": "retries"}),
+    ("dead", "Dead", "wurk_set", {"kind": "dead"}),
+    ("metrics", "Metrics", "wurk_metrics", {}),
+)
+
+
+def url(request: HttpRequest, name: str, **kwargs: Any) -> str:
+    """Reverse a Wurk page in the admin site serving this request."""
+    return reverse(f"admin:{name}", kwargs=kwargs or None, current_app=request.current_app)
+
+
+def summary(stats: Stats | None = None) -> dict[str, int]:
+    """The counts in the bar on top of every page (CORE-180)."""
+    stats = stats or Stats()
+    return {
+        "processed": stats.processed,
+        "failed": stats.failed,
+        "busy": stats.workers_size,
+        "enqueued": stats.enqueued,
+        "retries": stats.retry_size,
+        "scheduled": stats.scheduled_size,
+        "dead": stats.dead_size,
+    }
+
+
+def render(request: HttpRequest, model_admin: Any, template: str, context: dict[str, Any],
+           *, section: str, title: str, status: int = 200) -> HttpResponse:
+    """A page in the admin chrome, with the tabs and summary bar."""
+    from .options import can_manage
+
+    stats = context.pop("stats", None)
+    nav = [
+        {"key": key, "label": label, "url": url(request, name, **kwargs), "active": key == section}
+        for key, label, name, kwargs in NAV
+    ]
+    full = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": model_admin.opts,
+        "wurk_nav": nav,
+        "wurk_section": section,
+        "wurk_summary": summary(stats),
+        "wurk_can_manage": can_manage(request),
+        "wurk_stats_url": url(request, "wurk_stats"),
+        **context,
+    }
+    return TemplateResponse(request, f"wurk_django/admin/{template}", full, status=status)
+
+
+def redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+    """Back to the page the form was on (``next``), if it is on this site."""
+    target = request.POST.get("next") or request.GET.get("next")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                 require_https=request.is_secure()):
+        return HttpResponseRedirect(target)
+    return HttpResponseRedirect(fallback)
+
+
+def notify(request: HttpRequest, done: int, what: str, *, failed: int = 0) -> None:
+    if done:
+        messages.success(request, f"{what}: {done} job{'s' if done != 1 else ''}.")
+    if failed:
+        messages.warning(request, f"{failed} job{'s' if failed != 1 else ''} could not be changed "
+                                  "(already gone, or unreadable).")
+    if not done and not failed:
+        messages.info(request, "Nothing to do: no matching job.")
+
+
+# -- paging ------------------------------------------------------------------------
+
+
+def _int_param(request: HttpRequest, name: str, default: int, low: int, high: int | None = None) -> int:
+    try:
+        value = int(request.GET.get(name, default))
+    except (TypeError, ValueError):
+        value = default
+    value = max(value, low)
+    return min(value, high) if high is not None else value
+
+
+@dataclass
+class Page:
+    """One window of a long list; ``items`` were read with a ranged command."""
+
+    number: int
+    count: int
+    total: int
+    items: list = field(default_factory=list)
+    base_query: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def start(self) -> int:
+        """Index (0-based) of the first row of this page."""
+        return (self.number - 1) * self.count
+
+    @property
+    def pages(self) -> int:
+        return max(math.ceil(self.total / self.count), 1)
+
+    def link(self, number: int) -> str:
+        return "?" + urlencode({**self.base_query, "page": number, "count": self.count})
+
+    def links(self) -> list[dict[str, Any]]:
+        """First, last and two either side of the current page; ``None`` marks a gap."""
+        wanted = sorted({1, self.pages, *range(self.number - 2, self.number + 3)} & set(range(1, self.pages + 1)))
+        out: list[dict[str, Any]] = []
+        previous = 0
+        for n in wanted:
+            if n - previous > 1:
+                out.append({"gap": True})
+            out.append({"number": n, "url": self.link(n), "current": n == self.number})
+            previous = n
+        return out
+
+
+def page_params(request: HttpRequest) -> tuple[int, int]:
+    """``(page, count)`` from the query string: count 25 by default, at most 200 (DJ-055)."""
+    return _int_param(request, "page", 1, 1), _int_param(request, "count", DEFAULT_COUNT, 1, MAX_COUNT)
+
+
+def keep_query(request: HttpRequest, *names: str) -> dict[str, str]:
+    return {n: request.GET[n] for n in names if request.GET.get(n)}
+
+
+# -- display -----------------------------------------------------------------------
+
+
+def short_args(args: list, limit: int = ARGS_LIMIT) -> str:
+    """Arguments as compact JSON, cut at ``limit`` characters. Escaping is the
+    template's job: this returns plain text."""
+    parts = []
+    for arg in args:
+        try:
+            parts.append(payload.dumps(arg).decode("utf-8"))
+        except TypeError:
+            parts.append(repr(arg))
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty(value: Any) -> str:
+    """A payload value for the detail page (indented JSON for lists and dicts)."""
+    import json
+
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def when(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+
+
+def redis():
+    return get_redis()

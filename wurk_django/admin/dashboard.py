@@ -1,0 +1,151 @@
+"""Dashboard page and the JSON/Prometheus endpoints (CORE-190, CORE-191, DJ-054, DJ-056)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from ..api import Stats, StatsHistory
+from ..conf import get_config
+from .common import redis, render, summary
+
+HISTORY_CHOICES = (7, 30, 90)
+MAX_HISTORY_DAYS = 180  # UI limit (CORE-242)
+
+
+def bearer_ok(request: HttpRequest) -> bool:
+    """``Authorization: Bearer <WURK["API_TOKEN"]>``, compared in constant time."""
+    token = get_config()["API_TOKEN"]
+    header = request.headers.get("Authorization", "")
+    if not token or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), str(token).encode())
+
+
+def today_counts() -> dict[str, int]:
+    """Processed and failed so far in the current UTC day (CORE-056)."""
+    day = datetime.now(UTC).date().isoformat()
+    processed, failed = redis().mget([f"stat:processed:{day}", f"stat:failed:{day}"])
+    return {"processed": int(processed or 0), "failed": int(failed or 0)}
+
+
+def redis_info() -> dict[str, Any]:
+    """Server name, version, uptime, clients and memory for the store cards (CORE-190)."""
+    info = redis().info()
+    if "dragonfly_version" in info:
+        name, version = "Dragonfly", info["dragonfly_version"]
+    elif "valkey_version" in info:
+        name, version = "Valkey", info["valkey_version"]
+    else:
+        name, version = "Redis", info.get("redis_version", "?")
+    return {
+        "redis_version": str(info.get("redis_version", version)),
+        "uptime_in_days": int(info.get("uptime_in_days", 0)),
+        "connected_clients": int(info.get("connected_clients", 0)),
+        "used_memory_human": str(info.get("used_memory_human", "")),
+        "used_memory_peak_human": str(info.get("used_memory_peak_human", "")),
+        "store_name": name,
+        "store_version": str(version),
+    }
+
+
+def _days(request: HttpRequest) -> int:
+    try:
+        days = int(request.GET.get("days", 30))
+    except ValueError:
+        days = 30
+    return min(max(days, 1), MAX_HISTORY_DAYS)
+
+
+def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    stats = Stats()
+    days = _days(request)
+    history = StatsHistory(days)
+    processed, failed = history.processed(), history.failed()
+    # Oldest first, which is how a chart reads left to right.
+    dates = list(reversed(list(processed)))
+    chart = {
+        "labels": dates,
+        "series": [
+            {"name": "Processed", "cls": "ok", "values": [processed[d] for d in dates]},
+            {"name": "Failed", "cls": "bad", "values": [failed[d] for d in dates]},
+        ],
+    }
+    context = {
+        "stats": stats,
+        "today": today_counts(),
+        "processes": stats.processes_size,
+        "default_latency": stats.default_queue_latency,
+        "redis": redis_info(),
+        "days": days,
+        "day_choices": [{"days": d, "current": d == days} for d in HISTORY_CHOICES],
+        "history_chart": chart,
+        "history_totals": {"processed": sum(processed.values()), "failed": sum(failed.values())},
+    }
+    return render(request, model_admin, "dashboard.html", context, section="dashboard", title="Wurk dashboard")
+
+
+def stats_payload() -> dict[str, Any]:
+    """The ``/stats`` document, Sidekiq's shape plus ``today`` (CORE-191)."""
+    stats = Stats()
+    counts = summary(stats)
+    return {
+        "sidekiq": {
+            "processed": counts["processed"],
+            "failed": counts["failed"],
+            "busy": counts["busy"],
+            "processes": stats.processes_size,
+            "enqueued": counts["enqueued"],
+            "scheduled": counts["scheduled"],
+            "retries": counts["retries"],
+            "dead": counts["dead"],
+            "default_latency": round(stats.default_queue_latency, 3),
+        },
+        "today": today_counts(),
+        "redis": redis_info(),
+        "server_utc_time": datetime.now(UTC).strftime("%H:%M:%S UTC"),
+    }
+
+
+def stats_json(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    return JsonResponse(stats_payload())
+
+
+def stats_queues(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    return JsonResponse(Stats().queues())
+
+
+def _label(value: str) -> str:
+    return json.dumps(value)  # a quoted, escaped label value is valid Prometheus text
+
+
+def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    """Counters and gauges in the Prometheus text format (DJ-056)."""
+    stats = Stats()
+    counts = summary(stats)
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, rows: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in rows:
+            lines.append(f"{name}{labels} {value}")
+
+    metric("wurk_processed_total", "counter", "Jobs processed (failures included).", [("", counts["processed"])])
+    metric("wurk_failed_total", "counter", "Jobs that raised.", [("", counts["failed"])])
+    metric("wurk_busy", "gauge", "Jobs running now.", [("", counts["busy"])])
+    metric("wurk_processes", "gauge", "Live worker processes.", [("", stats.processes_size)])
+    metric("wurk_enqueued", "gauge", "Jobs waiting in all queues.", [("", counts["enqueued"])])
+    metric("wurk_scheduled", "gauge", "Jobs in the scheduled set.", [("", counts["scheduled"])])
+    metric("wurk_retries", "gauge", "Jobs waiting for a retry.", [("", counts["retries"])])
+    metric("wurk_dead", "gauge", "Jobs in the dead set.", [("", counts["dead"])])
+    summaries = stats.queue_summaries()
+    metric("wurk_queue_size", "gauge", "Jobs waiting per queue.",
+           [(f"{{queue={_label(q.name)}}}", q.size) for q in summaries])
+    metric("wurk_queue_latency_seconds", "gauge", "Age of the oldest job per queue.",
+           [(f"{{queue={_label(q.name)}}}", round(q.latency, 3)) for q in summaries])
+    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")

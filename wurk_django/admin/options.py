@@ -1,0 +1,149 @@
+"""``WurkAdmin``: the ModelAdmin that mounts every Wurk page under its admin site."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.urls import URLPattern, path, re_path
+from django.utils.module_loading import import_string
+from django.views.decorators.cache import never_cache
+
+from ..conf import get_config
+from . import busy, dashboard, metrics, queues, sets
+
+VIEW_PERMISSION = "wurk_django.view_dashboard"
+MANAGE_PERMISSION = "wurk_django.manage_jobs"
+
+View = Callable[..., HttpResponse]
+
+
+def can_view(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
+
+
+def read_only() -> bool:
+    return bool(get_config()["ADMIN_READ_ONLY"])
+
+
+def can_manage(request: HttpRequest) -> bool:
+    """Whether this request may change anything (buttons are hidden otherwise)."""
+    user = request.user
+    return bool(can_view(request) and user.has_perm(MANAGE_PERMISSION) and not read_only())
+
+
+def authorize_hook(request: HttpRequest) -> bool:
+    """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051)."""
+    hook = get_config()["ADMIN_AUTHORIZE"]
+    if not hook:
+        return True
+    if isinstance(hook, str):
+        hook = import_string(hook)
+    return bool(hook(request, request.method, request.path))
+
+
+def secure_headers(response: HttpResponse) -> HttpResponse:
+    """No caching of job data anywhere, and no content sniffing (CORE-184)."""
+    response["Cache-Control"] = "private, no-store"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+class WurkAdmin(admin.ModelAdmin):
+    """Puts the dashboard, busy, queues, scheduled/retries/dead and metrics pages
+    under ``<admin>/wurk_django/dashboard/``.
+
+    GET needs ``wurk_django.view_dashboard``; POST also needs
+    ``wurk_django.manage_jobs`` and ``WURK["ADMIN_READ_ONLY"]`` off. Every page
+    goes through ``admin_site.admin_view`` (staff login, CSRF, never cached).
+    """
+
+    # -- what the admin index shows ------------------------------------------------
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_view(request)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return can_view(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        return {"add": False, "change": False, "delete": False, "view": can_view(request)}
+
+    # -- pages ---------------------------------------------------------------------
+
+    def wrap(self, view: View, *, methods: tuple[str, ...] = ("GET", "HEAD")) -> View:
+        """Permission checks, then ``admin_site.admin_view`` around them."""
+        site = self.admin_site
+
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.current_app = site.name
+            if request.method not in methods:
+                return HttpResponseNotAllowed(methods)
+            if not can_view(request):
+                raise PermissionDenied("wurk_django.view_dashboard is needed to see the Wurk pages")
+            if request.method not in ("GET", "HEAD"):
+                if read_only():
+                    raise PermissionDenied("the Wurk dashboard is read-only (WURK['ADMIN_READ_ONLY'])")
+                if not request.user.has_perm(MANAGE_PERMISSION):
+                    raise PermissionDenied("wurk_django.manage_jobs is needed to change jobs")
+            if not authorize_hook(request):
+                raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
+            return secure_headers(view(request, self, *args, **kwargs))
+
+        return site.admin_view(checked)
+
+    def api(self, view: View) -> View:
+        """JSON/Prometheus endpoints: a staff session with the view permission or
+        ``Authorization: Bearer <WURK["API_TOKEN"]>``; anything else gets 401 (DJ-056)."""
+        site = self.admin_site
+
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.current_app = site.name
+            if request.method not in ("GET", "HEAD"):
+                return HttpResponseNotAllowed(("GET", "HEAD"))
+            if not (dashboard.bearer_ok(request) or (can_view(request) and authorize_hook(request))):
+                response = HttpResponse('{"error":"unauthorized"}', status=401, content_type="application/json")
+                response["WWW-Authenticate"] = 'Bearer realm="wurk"'
+                return secure_headers(response)
+            return secure_headers(view(request, self, *args, **kwargs))
+
+        return never_cache(checked)
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        post = ("GET", "HEAD", "POST")
+        w = self.wrap
+        kinds = "|".join(sets.KINDS)
+        return [
+            path("", w(dashboard.index), name=f"{info[0]}_{info[1]}_changelist"),
+            path("stats.json", self.api(dashboard.stats_json), name="wurk_stats"),
+            path("stats/queues.json", self.api(dashboard.stats_queues), name="wurk_stats_queues"),
+            path("prometheus", self.api(dashboard.prometheus), name="wurk_prometheus"),
+            path("busy/", w(busy.index, methods=post), name="wurk_busy"),
+            path("queues/", w(queues.index), name="wurk_queues"),
+            path("queues/<str:name>/", w(queues.detail), name="wurk_queue"),
+            path("queues/<str:name>/action/", w(queues.action, methods=("POST",)), name="wurk_queue_action"),
+            path("queues/<str:name>/delete/", w(queues.delete_job, methods=("POST",)), name="wurk_queue_delete"),
+            re_path(rf"^(?P<kind>{kinds})/$", w(sets.index, methods=post), name="wurk_set"),
+            re_path(rf"^(?P<kind>{kinds})/all/(?P<action>[a-z_]+)/$", w(sets.all_action, methods=post),
+                    name="wurk_set_all"),
+            re_path(rf"^(?P<kind>{kinds})/job/(?P<key>[^/]+)/$", w(sets.detail, methods=post), name="wurk_set_job"),
+            path("metrics/", w(metrics.index), name="wurk_metrics"),
+            path("metrics/<path:klass>/", w(metrics.detail), name="wurk_metrics_job"),
+        ]

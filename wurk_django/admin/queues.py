@@ -1,0 +1,106 @@
+"""Queues list and one queue's jobs, page by page (CORE-163, CORE-193, CORE-194)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+
+from .. import pause
+from ..api import JobRecord, Queue, Stats
+from ..conf import QUEUE_NAME
+from .common import Page, keep_query, page_params, redirect_back, redis, render, short_args, url
+
+
+def set_paused(name: str, paused: bool) -> None:
+    """Pause or unpause ``name``: ``SADD``/``SREM paused <name>`` (CORE-062, CORE-256).
+
+    Through :mod:`wurk_django.pause` so fetchers in this process drop their cache at once.
+    """
+    if paused:
+        pause.pause(name)
+    else:
+        pause.unpause(name)
+
+
+def _queue(name: str) -> Queue:
+    if not QUEUE_NAME.match(name):
+        raise Http404("no such queue")  # CORE-183
+    return Queue(name)
+
+
+def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    stats = Stats()
+    rows = stats.queue_summaries()
+    return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows},
+                  section="queues", title="Queues")
+
+
+def read_page(queue: Queue, number: int, count: int, *, oldest_first: bool) -> tuple[int, list[JobRecord]]:
+    """``(size, jobs)`` for one page: one ``LLEN`` and one ``LRANGE`` window, however long the queue."""
+    r = redis()
+    pipe = r.pipeline(transaction=False)
+    pipe.llen(queue.rname)
+    start = (number - 1) * count
+    if oldest_first:
+        # The oldest job is at the right end: count windows from there.
+        pipe.lrange(queue.rname, -(start + count), -(start + 1))
+    else:
+        pipe.lrange(queue.rname, start, start + count - 1)
+    size, values = pipe.execute()
+    if oldest_first:
+        values = list(reversed(values))
+    return int(size), [JobRecord(v, queue.name) for v in values]
+
+
+def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
+    queue = _queue(name)
+    number, count = page_params(request)
+    oldest_first = request.GET.get("direction") == "asc"
+    size, records = read_page(queue, number, count, oldest_first=oldest_first)
+    jobs = [{
+        "klass": r.display_class,
+        "args": short_args(r.display_args),
+        "jid": r.jid,
+        "enqueued_at": r.enqueued_at,
+        "raw": r.value.decode("utf-8", "replace"),
+        "unreadable": r.parse_error,
+    } for r in records]
+    page = Page(number=number, count=count, total=size, items=jobs, base_query=keep_query(request, "direction"))
+    context = {
+        "queue": queue,
+        "paused": queue.paused,
+        "latency": queue.latency,
+        "page": page,
+        "oldest_first": oldest_first,
+    }
+    return render(request, model_admin, "queue.html", context, section="queues", title=f"Queue {queue.name}")
+
+
+def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
+    """``clear``, ``pause`` or ``unpause`` one queue."""
+    queue = _queue(name)
+    what = request.POST.get("action")
+    if what == "clear":
+        queue.clear()
+        messages.success(request, f"Queue {queue.name} cleared.")
+        return redirect_back(request, url(request, "wurk_queues"))
+    if what in ("pause", "unpause"):
+        set_paused(queue.name, what == "pause")
+        messages.success(request, f"Queue {queue.name} {what}d: workers "
+                                  f"{'stop' if what == 'pause' else 'resume'} fetching within a few seconds.")
+    else:
+        messages.error(request, "Unknown action.")
+    return redirect_back(request, url(request, "wurk_queues"))
+
+
+def delete_job(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
+    """Remove one job given its exact stored text (``LREM … 1``, CORE-004, CORE-194)."""
+    queue = _queue(name)
+    raw = request.POST.get("key_val", "")
+    if raw and queue.delete_job(raw.encode("utf-8")):
+        messages.success(request, "Job deleted.")
+    else:
+        messages.warning(request, "That job is no longer in the queue.")
+    return redirect_back(request, url(request, "wurk_queue", name=queue.name))

@@ -1,0 +1,290 @@
+"""Scheduled, Retries and Dead: the three job sorted sets (CORE-182, CORE-185, CORE-195..197).
+
+Lists read one ``ZRANGE`` window by rank per page, so a page costs the same
+with 100 entries or 100 000. A ``substr`` filter walks the set with ``ZSCAN``
+and keeps only the best ``page × count`` matches in memory. "All" actions pop
+entries one by one on the server (``ZPOPMIN``) or ``UNLINK`` the set, never
+loading it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+
+from .. import payload
+from ..api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from ..client import Client
+from .common import (
+    Page,
+    keep_query,
+    notify,
+    page_params,
+    pretty,
+    redirect_back,
+    redis,
+    render,
+    short_args,
+    url,
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    title: str
+    set_class: type[JobSet]
+    newest_first: bool  # Dead lists the latest deaths first; the others the next due first
+    when_label: str
+    actions: tuple[str, ...]  # per job and bulk
+    all_actions: tuple[str, ...]
+
+
+KINDS: dict[str, Kind] = {
+    "scheduled": Kind("Scheduled", ScheduledSet, False, "Runs at", ("add_to_queue", "delete"),
+                      ("add_to_queue", "delete")),
+    "retries": Kind("Retries", RetrySet, False, "Next retry", ("retry", "add_to_queue", "delete", "kill"),
+                    ("retry", "delete", "kill")),
+    "dead": Kind("Dead", DeadSet, True, "Died at", ("retry", "add_to_queue", "delete"), ("retry", "delete")),
+}
+LABELS = {"retry": "Retry now", "add_to_queue": "Add to queue", "delete": "Delete", "kill": "Kill"}
+ALL_LABELS = {"retry": "Retry all", "add_to_queue": "Enqueue all", "delete": "Delete all", "kill": "Kill all"}
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def _kind(kind: str) -> Kind:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise Http404("no such set") from None
+
+
+def read_page(job_set: JobSet, number: int, count: int, *, newest_first: bool) -> tuple[int, list[SortedEntry]]:
+    """``(size, entries)``: one ``ZCARD`` and one ``ZRANGE`` by rank."""
+    start = (number - 1) * count
+    pipe = redis().pipeline(transaction=False)
+    pipe.zcard(job_set.name)
+    pipe.zrange(job_set.name, start, start + count - 1, desc=newest_first, withscores=True)
+    size, elements = pipe.execute()
+    return int(size), [SortedEntry(job_set, score, value) for value, score in elements]
+
+
+def search_page(job_set: JobSet, substr: str, number: int, count: int, *,
+                newest_first: bool) -> tuple[int, list[SortedEntry]]:
+    """``(matches, entries)`` for entries whose JSON contains ``substr`` (``ZSCAN MATCH``).
+
+    Every match is counted but only the first ``number × count`` (in display
+    order) are kept, so memory stays bounded by the page asked for.
+    """
+    pattern = "*" + _GLOB_SPECIAL.sub(r"\\\1", substr) + "*"
+    matches = 0
+    keep = number * count
+
+    def scanned():
+        nonlocal matches
+        for value, score in redis().zscan_iter(job_set.name, match=pattern, count=500):
+            matches += 1
+            yield float(score), value
+
+    pick = heapq.nlargest if newest_first else heapq.nsmallest
+    best = pick(keep, scanned(), key=lambda pair: pair[0])
+    window = best[(number - 1) * count:]
+    return matches, [SortedEntry(job_set, score, value) for score, value in window]
+
+
+def entry_key(entry: SortedEntry) -> str:
+    """``"<score>-<jid>"``; an unreadable member has no jid and ends in ``-``."""
+    return f"{payload.score(entry.score)}-{entry.jid or ''}"
+
+
+def row(entry: SortedEntry) -> dict[str, Any]:
+    return {
+        "key": entry_key(entry),
+        "at": entry.at,
+        "queue": entry.queue,
+        "klass": entry.display_class,
+        "jid": entry.jid,
+        "args": short_args(entry.display_args),
+        "retry_count": entry.get("retry_count"),
+        "error": f"{entry.error_class}: {entry.error_message}" if entry.error_class else "",
+        "unreadable": entry.parse_error,
+    }
+
+
+def parse_key(key: str) -> tuple[float, str | None]:
+    """``"<score>-<jid>"`` split at the first ``-`` (CORE-182); 404 when malformed."""
+    score, sep, jid = key.partition("-")
+    try:
+        value = float(score)
+    except ValueError:
+        raise Http404("bad job key") from None
+    if not sep:
+        raise Http404("bad job key")
+    return value, (jid or None)
+
+
+def find(job_set: JobSet, key: str) -> SortedEntry | None:
+    score, jid = parse_key(key)
+    for entry in job_set.fetch(score):
+        if entry.jid == jid:
+            return entry
+    return None
+
+
+def apply(entry: SortedEntry, action: str) -> bool:
+    """Run one action on one entry; False if it was gone or cannot be moved."""
+    try:
+        if action == "retry":
+            return entry.retry()
+        if action == "add_to_queue":
+            return entry.add_to_queue()
+        if action == "delete":
+            return entry.delete()
+        if action == "kill":
+            return entry.kill()
+    except ValueError:  # an unreadable payload cannot be pushed anywhere
+        return False
+    return False
+
+
+def index(request: HttpRequest, model_admin: Any, kind: str) -> HttpResponse:
+    spec = _kind(kind)
+    job_set = spec.set_class()
+    if request.method == "POST":
+        return _bulk(request, spec, job_set, kind)
+    number, count = page_params(request)
+    substr = request.GET.get("substr", "").strip()
+    if substr:
+        total, entries = search_page(job_set, substr, number, count, newest_first=spec.newest_first)
+    else:
+        total, entries = read_page(job_set, number, count, newest_first=spec.newest_first)
+    page = Page(number=number, count=count, total=total, items=[row(e) for e in entries],
+                base_query=keep_query(request, "substr"))
+    context = {
+        "kind": kind,
+        "spec": spec,
+        "page": page,
+        "substr": substr,
+        "actions": [(a, LABELS[a]) for a in spec.actions],
+        "all_actions": [(a, ALL_LABELS[a]) for a in spec.all_actions],
+    }
+    return render(request, model_admin, "set.html", context, section=kind, title=spec.title)
+
+
+def _bulk(request: HttpRequest, spec: Kind, job_set: JobSet, kind: str) -> HttpResponse:
+    action = request.POST.get("action")
+    back = url(request, "wurk_set", kind=kind)
+    if action not in spec.actions:
+        messages.error(request, "Unknown action.")
+        return redirect_back(request, back)
+    keys = request.POST.getlist("key")
+    done = failed = 0
+    for key in keys:
+        entry = find(job_set, key)
+        if entry is not None and apply(entry, action):
+            done += 1
+        else:
+            failed += 1
+    notify(request, done, LABELS[action], failed=failed)
+    return redirect_back(request, back)
+
+
+def enqueue_all(job_set: JobSet) -> int:
+    """Push every entry to its queue now, unchanged (scheduled "Enqueue all").
+
+    Pops one member at a time (``ZPOPMIN``), bounded by the starting size;
+    unreadable members and those the client rejects are put back.
+    """
+    r = redis()
+    client = Client()
+    pushed = 0
+    keep: dict[bytes, float] = {}
+    try:
+        for _ in range(int(r.zcard(job_set.name))):
+            popped = r.zpopmin(job_set.name, 1)
+            if not popped:
+                break
+            raw, score = popped[0]
+            try:
+                job = payload.loads(raw)
+                if not isinstance(job, dict):
+                    raise ValueError("not a job")
+                job.pop("at", None)  # run now, not at the old time
+                client.push(job)
+            except ValueError:
+                keep[raw] = score
+                continue
+            except BaseException:
+                keep[raw] = score  # put back below, then fail loudly
+                raise
+            pushed += 1
+    finally:
+        if keep:
+            r.zadd(job_set.name, keep)
+    return pushed
+
+
+def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -> HttpResponse:
+    """GET: a confirmation page (changes nothing). POST: do it to the whole set (DJ-053)."""
+    spec = _kind(kind)
+    if action not in spec.all_actions:
+        raise Http404("no such action")
+    job_set = spec.set_class()
+    back = url(request, "wurk_set", kind=kind)
+    if request.method != "POST":
+        context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
+                   "size": job_set.size, "back": back}
+        return render(request, model_admin, "confirm.html", context, section=kind, title=f"{spec.title}: confirm")
+    if action == "delete":
+        size = job_set.size
+        job_set.clear()
+        done = size
+    elif action == "retry":
+        done = job_set.retry_all()
+    elif action == "kill":
+        done = job_set.kill_all()
+    else:
+        done = enqueue_all(job_set)
+    notify(request, done, ALL_LABELS[action])
+    return redirect_back(request, back)
+
+
+def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpResponse:
+    spec = _kind(kind)
+    job_set = spec.set_class()
+    entry = find(job_set, key)
+    back = url(request, "wurk_set", kind=kind)
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action not in spec.actions:
+            messages.error(request, "Unknown action.")
+        elif entry is not None and apply(entry, action):
+            notify(request, 1, LABELS[action])
+        else:
+            messages.warning(request, "That job is no longer there (or could not be moved).")
+        return redirect_back(request, back)
+    if entry is None:
+        return render(request, model_admin, "job_gone.html", {"kind": kind, "spec": spec, "back": back},
+                      section=kind, title=f"{spec.title}: job not found", status=404)
+    fields = []
+    for name, value in entry.item.items():
+        if name == "error_backtrace":
+            continue  # shown decoded below
+        if name == "args":
+            value = entry.display_args  # masks encrypted arguments
+        fields.append((name, pretty(value)))
+    context = {
+        "kind": kind,
+        "spec": spec,
+        "entry": row(entry),
+        "fields": fields,
+        "raw": entry.value.decode("utf-8", "replace") if entry.parse_error else None,
+        "backtrace": entry.error_backtrace,
+        "actions": [(a, LABELS[a]) for a in spec.actions],
+        "back": back,
+    }
+    return render(request, model_admin, "job.html", context, section=kind, title=f"{spec.title}: {entry.display_class}")
