@@ -34,6 +34,13 @@ def manager(db):
 
 
 @pytest.fixture
+def admin_client(client, db):
+    """A logged-in superuser (pytest-django's own hashes a password: slow, and not needed)."""
+    client.force_login(make_user("admin", superuser=True))
+    return client
+
+
+@pytest.fixture
 def manager_client(client, manager):
     client.force_login(manager)
     return client
@@ -58,8 +65,8 @@ def add_to_set(redis, name: str, item: dict, at: float | None = None) -> float:
 
 
 def failed(klass: str = "HardJob", **extra) -> dict:
-    return job(klass, error_class="RuntimeError", error_message="it broke", failed_at=payload.now_ms(),
-               retry_count=extra.pop("retry_count", 2), **extra)
+    return job(klass, **{"error_class": "RuntimeError", "error_message": "it broke",
+                         "failed_at": payload.now_ms(), "retry_count": 2, **extra})
 
 
 def heartbeat(redis, identity: str = "web.1:4242:abc123", *, embedded: bool = False, busy: int = 0,

@@ -33,9 +33,9 @@ NAV = (
 )
 
 
-def url(request: HttpRequest, name: str, **kwargs: Any) -> str:
+def url(request: HttpRequest, view_name: str, /, **kwargs: Any) -> str:
     """Reverse a Wurk page in the admin site serving this request."""
-    return reverse(f"admin:{name}", kwargs=kwargs or None, current_app=request.current_app)
+    return reverse(f"admin:{view_name}", kwargs=kwargs or None, current_app=request.current_app)
 
 
 def summary(stats: Stats | None = None) -> dict[str, int]:
