@@ -52,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "AUTODISCOVER": ["jobs", "tasks"],
     "IMPORT_ON_MISS": None,  # module prefixes a payload's class may be imported from
     "MODE": "off",
+    "EMBEDDED_CONCURRENCY": 2,  # processor threads per web process when MODE is "embedded" (DJ-062)
     "ENQUEUE_ON_COMMIT": False,
     "RELIABLE_PUSH": True,
     "RELIABLE_PUSH_BUFFER": 1000,
@@ -122,6 +123,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "AUTODISCOVER": (lambda v: isinstance(v, (list, tuple)), "a list of module names"),
     "IMPORT_ON_MISS": (lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes"),
     "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
+    "EMBEDDED_CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
     "RELIABLE_PUSH": (lambda v: isinstance(v, bool), "True or False"),
     "RELIABLE_PUSH_BUFFER": (lambda v: _is_int(v, 1), "an integer >= 1"),
@@ -327,6 +329,7 @@ class Config:
         self.autodiscover: list[str] = list(values["AUTODISCOVER"])
         self.import_on_miss = values["IMPORT_ON_MISS"]
         self.mode: str = values["MODE"]
+        self.embedded_concurrency: int = values["EMBEDDED_CONCURRENCY"]
         self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
         self.reliable_push: bool = values["RELIABLE_PUSH"]
         self.reliable_push_buffer: int = values["RELIABLE_PUSH_BUFFER"]
