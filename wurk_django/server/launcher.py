@@ -68,13 +68,16 @@ class Launcher:
         self.scheduler.terminate()
         signals.send(signals.worker_quiet, Launcher, launcher=self)
 
-    def stop(self) -> None:
-        """Drain within the timeout, requeue what is left, deregister (CORE-157)."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Drain within ``timeout`` (default: the configured one), requeue what is left, deregister (CORE-157).
+
+        A host that embeds the worker passes its own, shorter budget (DJ-062).
+        """
         with self._stop_lock:
             if self._stop_started:
                 return
             self._stop_started = True
-        deadline = time.monotonic() + self.config.timeout
+        deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
         try:
             self.quiet()
             signals.send(signals.worker_shutdown, Launcher, launcher=self)
