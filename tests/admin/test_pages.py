@@ -177,6 +177,8 @@ def test_job_detail_shows_every_field_and_decoded_backtrace(admin_client, redis_
     assert "&lt;acme&gt;" in body
     assert "app/jobs.py:12:in &#x27;perform&#x27;" in body
     assert "RuntimeError: it broke" in body
+    failed_at = dict(response.context["fields"])["failed_at"]
+    assert failed_at.startswith(str(item["failed_at"])) and failed_at.endswith(" UTC)")
     assert admin_client.get(BASE + "retries/job/123.0-nothere/").status_code == 404
     assert admin_client.get(BASE + "retries/job/not-a-key/").status_code == 404
 

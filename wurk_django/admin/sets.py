@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib import messages
@@ -276,7 +277,11 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
             continue  # shown decoded below
         if name == "args":
             value = entry.display_args  # masks encrypted arguments
-        fields.append((name, pretty(value)))
+        shown = pretty(value)
+        seconds = payload.epoch_seconds(value) if name.endswith("_at") else None
+        if seconds is not None:
+            shown += f"  ({datetime.fromtimestamp(seconds, tz=UTC):%Y-%m-%d %H:%M:%S} UTC)"
+        fields.append((name, shown))
     context = {
         "kind": kind,
         "spec": spec,
