@@ -63,6 +63,9 @@ DEFAULTS: dict[str, Any] = {
     "ADMIN_READ_ONLY": False,  # admin dashboard refuses every POST and hides its buttons (DJ-051)
     "ADMIN_AUTHORIZE": None,  # callable/dotted path (request, method, path) -> bool, asked last (DJ-051)
     "API_TOKEN": None,  # bearer token for the stats JSON and Prometheus endpoints (DJ-056)
+    "SWARM": None,  # [{"count": n, "queues": [...], "concurrency": c}, ...]: the swarm topology (RUN-401)
+    "MEMORY_LIMIT_MB": None,  # RSS cap per swarm child; None: env WURK_MAXMEM_MB / SIDEKIQ_MAXMEM_MB; 0 off (RUN-407)
+    "SWARM_HEARTBEAT_TIMEOUT": 60,  # a swarm child whose beat stalls this long is replaced; 0/False off (RUN-408)
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -89,6 +92,25 @@ def _middleware(v: Any) -> bool:
         if isinstance(entry, (list, tuple)):
             entry = entry[0] if entry else None
         if not (isinstance(entry, str) or callable(entry)):
+            return False
+    return True
+
+
+def _swarm_topology(v: Any) -> bool:
+    if not isinstance(v, (list, tuple)) or not v:
+        return False
+    for slot in v:
+        if not isinstance(slot, dict) or set(slot) - {"count", "queues", "concurrency"}:
+            return False
+        if not _is_int(slot.get("count", 1), 1) or not _is_int(slot.get("concurrency", 1), 1):
+            return False
+        queues = slot.get("queues", ["default"])
+        if not isinstance(queues, (list, tuple)) or not queues:
+            return False
+        try:
+            for spec in queues:
+                parse_queue(spec)
+        except ConfigurationError:
             return False
     return True
 
@@ -134,6 +156,10 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ADMIN_READ_ONLY": (lambda v: isinstance(v, bool), "True or False"),
     "ADMIN_AUTHORIZE": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
     "API_TOKEN": (lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters"),
+    "SWARM": (lambda v: v is None or _swarm_topology(v), "None or a list of {count, queues, concurrency} dicts"),
+    "MEMORY_LIMIT_MB": (lambda v: v is None or (_is_number(v) and v >= 0), "None or megabytes >= 0 (0 disables)"),
+    "SWARM_HEARTBEAT_TIMEOUT": (lambda v: v is False or (_is_number(v) and (v == 0 or v >= 20)),
+                                "seconds >= 20, or 0/False to disable"),
 }
 
 
@@ -337,6 +363,9 @@ class Config:
         self.reaper_interval: float = values["SUPER_FETCH_REAPER_INTERVAL"]
         self.reaper_orphan_grace: float = values["REAPER_ORPHAN_GRACE"]
         self.testing: str | None = values["TESTING"]
+        self.swarm: list[dict[str, Any]] | None = values["SWARM"]
+        self.memory_limit_mb: float | None = values["MEMORY_LIMIT_MB"]
+        self.swarm_heartbeat_timeout: float = float(values["SWARM_HEARTBEAT_TIMEOUT"] or 0)
 
     @property
     def queue_mode(self) -> str:
