@@ -49,6 +49,9 @@ class Command(BaseCommand):
         parser.add_argument("-g", "--tag", help="tag shown in the dashboard")
         parser.add_argument("-e", "--environment", help="environment name, e.g. development")
         parser.add_argument("--log-format", choices=("plain", "json"), help="job log format")
+        parser.add_argument("--processes", metavar="N", help="fork N worker processes under one supervisor "
+                            "(a number, a CPU multiplier like 1.5, or auto); 0: one process even if WURK['SWARM'] "
+                            "is set (docs/swarm.md)")
         # -v is Django's --verbosity; level 2+ turns on DEBUG logs.
 
     def handle(self, *args, **options) -> None:
@@ -79,6 +82,11 @@ class Command(BaseCommand):
         version = self._connect(config, pipe)
         if version is None:
             return
+        processes = options.get("processes")
+        if processes != "0" and (processes is not None or config.swarm):
+            from ...server.swarm import run_swarm
+
+            sys.exit(run_swarm(config, pipe, processes))
 
         launcher = Launcher(config, on_signal=pipe.send_self)
         logger.info(BANNER.format(version=_version(), identity=launcher.state.identity, pid=os.getpid(),
