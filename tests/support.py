@@ -8,8 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,3 +69,51 @@ class WorkerProcess:
         if self.proc.poll() is None:
             os.kill(self.pid, signal.SIGKILL)
             self.proc.wait(timeout=5)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A private redis-server for outage tests: append-only with fsync always, so a
+    stop and start keeps every acknowledged write. Stopped by pid."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="wurk-redis-")
+        self.proc: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--logfile", "redis.log"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis(port=self.port)
+        wait_for(lambda: _pings(client), timeout=10, message="redis-server to start")
+        client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # redis-server shuts down cleanly on TERM
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+
+def _pings(client) -> bool:
+    try:
+        return bool(client.ping())
+    except Exception:
+        return False

@@ -142,3 +142,10 @@ def _base():
     from django.conf import settings
 
     return dict(settings.WURK)
+
+
+def test_integers_beyond_64_bits_are_refused_with_their_position():
+    # The encoder cannot write them and Ruby would read them back as something else.
+    with pytest.raises(ValueError, match=r"args\[1\]\[0\]"):
+        check_arguments("X", [1, [2**70]])
+    assert check_arguments("X", [2**63 - 1, -(2**63)]) == [2**63 - 1, -(2**63)]

@@ -16,8 +16,13 @@ logger = logging.getLogger("wurk_django.client")
 _SCALARS = (str, bool, int, type(None))
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the JSON encoder (and Ruby readers) handle exactly
+
+
 def find_complex(value: Any, path: str = "args") -> tuple[str, Any] | None:
     """Return ``(path, value)`` of the first non JSON-native value, or ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT_MIN <= value <= _INT_MAX:
+        return (path, value)
     if isinstance(value, _SCALARS):
         return None
     if isinstance(value, float):

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .. import signals
 from ..conf import Config
+from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import Manager
 from .reaper import Reaper
@@ -36,7 +37,10 @@ class Launcher:
         self.embedded = embedded
         self.state = WorkerState()
         self.started_at = time.time()
-        self.manager = Manager(config, self.state, request_shutdown=request_shutdown)
+        self.metrics = MetricsTracker()
+        self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,
+                                      first_wait=FLUSH_INTERVAL)
+        self.manager = Manager(config, self.state, self.metrics, request_shutdown=request_shutdown)
         self.scheduler = Scheduler(config)
         self.heartbeat = Heartbeat(self, on_signal or self._dashboard_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
@@ -54,6 +58,7 @@ class Launcher:
         if self.reaper is not None:
             self.reaper.start()
         self.scheduler.start()
+        self.metrics_loop.start()
         signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
                     self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
@@ -86,8 +91,8 @@ class Launcher:
             self._teardown()
 
     def _teardown(self) -> None:
-        steps = [self.scheduler.loop.join, self._stop_reaper, self._stop_heartbeat, self._final_flush,
-                 self.heartbeat.clear]
+        steps = [self.scheduler.loop.join, self.metrics_loop.stop, self.metrics.flush, self._stop_reaper,
+                 self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
         for step in steps:
             try:
                 step()

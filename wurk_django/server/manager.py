@@ -16,6 +16,7 @@ import redis as redis_lib
 from ..conf import Config
 from ..connection import get_redis
 from ..errors import Shutdown
+from ..metrics.tracker import MetricsTracker
 from ..middleware import Chain
 from ..retry import Retrier
 from .joblog import JobLogger
@@ -35,9 +36,10 @@ def _default_shutdown_request() -> None:
 
 
 class Manager:
-    def __init__(self, config: Config, state: WorkerState, name: str = "default",
+    def __init__(self, config: Config, state: WorkerState, metrics: MetricsTracker, name: str = "default",
                  request_shutdown: Callable[[], None] | None = None) -> None:
         self.name = name
+        self.metrics = metrics
         self.config = config
         self.state = state
         fetch_class = config.fetch_class or ReliableFetch

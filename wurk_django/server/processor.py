@@ -38,12 +38,14 @@ class Processor:
         self.retrier = manager.retrier
         self.joblog = manager.joblog
         self.chain = manager.server_chain
+        self.metrics = manager.metrics
         self.stop_flag: threading.Event = manager.stop_flag
         self.done = False
         self.killed = False  # set at hard shutdown: the job was requeued, never ACK it
         self.unit: Any = None
         self.thread: threading.Thread | None = None
         self.tid = ""
+        self._interrupted = False
 
     def start(self) -> None:
         self.thread = spawn(f"{self.manager.name}/processor", self.run)
@@ -110,7 +112,7 @@ class Processor:
             return
         ctx = self.joblog.context(job)
         started = time.monotonic_ns()
-        ack = failed = False
+        ack = failed = skipped = self._interrupted = False
         self.state.begin(self.tid, queue, raw)
         try:
             self.joblog.start(ctx)
@@ -124,10 +126,11 @@ class Processor:
                 self.joblog.fail(ctx, started)
                 self._failed(job, handled.cause)
             except RetrySkip:
-                ack = failed = True
+                ack = failed = skipped = True
                 self.joblog.fail(ctx, started)
             except Shutdown:
                 failed = True
+                self._interrupted = True
                 self.joblog.fail(ctx, started)
             except BaseException as exc:  # the global retry scope (CORE-120)
                 failed = True
@@ -135,8 +138,13 @@ class Processor:
                 ack = self._global_retry(job, raw, queue, exc)
         finally:
             self.state.end(self.tid, failed)
-            if ack and not self.killed:
-                unit.acknowledge()
+            # CORE-210: an interrupted iterable job (RetrySkip) counts its time like a success.
+            self.metrics.record(ctx["class"], (time.monotonic_ns() - started) / 1e6, failed and not skipped)
+            if not self.killed:
+                if ack:
+                    unit.acknowledge()
+                elif not self._interrupted:
+                    self._give_back(unit)
 
     def _run(self, job: dict, raw: bytes, queue: str) -> Any:
         database.before_job()
@@ -164,6 +172,23 @@ class Processor:
             return job_class
         finally:
             database.after_job()
+
+    def _give_back(self, unit: Any) -> None:
+        """The outcome could not be recorded (Redis down mid-job): put the job back on
+        its queue to run again, waiting for Redis as long as this worker is running.
+        If the worker stops first, the job stays in the private list for the reaper."""
+        delay = 0.5
+        while True:
+            try:
+                unit.requeue()
+                logger.warning("job %s went back to queue %s after an internal error", unit.jid, unit.queue)
+                return
+            except Exception as exc:
+                if self.stop_flag.is_set():
+                    logger.warning("could not requeue job %s (%s); the reaper will recover it", unit.jid, exc)
+                    return
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def _global_retry(self, job: dict, raw: bytes, queue: str, exc: BaseException) -> bool:
         """Book a failure that escaped the local scope; True when the job may be ACKed."""

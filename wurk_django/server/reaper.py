@@ -28,6 +28,7 @@ import redis as redis_lib
 
 from .. import poison
 from ..connection import get_redis
+from ..scripts import script
 from .heartbeat import BEAT_INTERVAL
 from .state import NONCE, hostname
 from .threads import spawn
@@ -153,26 +154,33 @@ class Reaper:
         return False
 
     def drain(self, private: str, public: str) -> int:
-        """Move every job back to the fetch end of its queue, then count the recovery (PRO-141)."""
+        """Give every job back to the fetch end of its queue, counting the recovery (PRO-141).
+
+        The poison verdict comes *before* the job is visible on its queue:
+        pushed first, a poison pill would be fetched by a waiting thread and
+        take that worker down before the check could stop it. The job is
+        peeked, counted, then moved (or buried, then removed) — at every step
+        it sits in at least one list, so a crash mid-drain loses nothing.
+        """
         redis = get_redis()
         queue = public[len("queue:"):]
+        requeue = script(redis, "reliable_requeue")
         moved = 0
         while True:
             try:
-                raw = redis.lmove(private, public, "RIGHT", "RIGHT")
-            except redis_lib.RedisError as exc:
-                logger.warning("reclaim of %s stopped after %d job(s): %s", private, moved, exc)
-                return moved
-            if raw is None:
-                break
-            moved += 1
-            try:
+                raw = redis.lindex(private, -1)
+                if raw is None:
+                    break
                 pill = poison.track(raw, queue, redis)
                 if pill is not None:
-                    redis.lrem(public, -1, raw)
                     poison.bury_pill(pill, raw)
+                    redis.lrem(private, 1, raw)
+                else:
+                    requeue(keys=[private, public], args=[raw])
+                moved += 1
             except Exception:
-                logger.exception("poison check failed for a job recovered from %s; it stays queued", private)
+                logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)
+                return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
         return moved

@@ -1,0 +1,50 @@
+"""The worker-side metrics tracker writes Sidekiq 8's keys (CORE-210..212)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from wurk_django.metrics.query import MetricsQuery, histogram_key, minute_key
+from wurk_django.metrics.tracker import MetricsTracker
+
+
+def test_flush_writes_minute_ten_minute_and_histogram_keys(redis_db):
+    tracker = MetricsTracker()
+    tracker.record("shop.jobs.Mail", 12.0, failed=False)  # bucket 0 (< 20 ms)
+    tracker.record("shop.jobs.Mail", 120.0, failed=False)  # bucket 5 (100..150)
+    tracker.record("shop.jobs.Mail", 5.0, failed=True)
+    now = datetime.fromtimestamp(time.time(), UTC)
+    tracker.flush(redis_db)
+    minute = minute_key(now)
+    assert redis_db.hgetall(minute) == {b"shop.jobs.Mail|p": b"3", b"shop.jobs.Mail|f": b"1",
+                                        b"shop.jobs.Mail|ms": b"132"}
+    assert redis_db.hgetall(minute[:-1]) == redis_db.hgetall(minute)
+    assert 0 < redis_db.ttl(minute) <= 8 * 3600 and 8 * 3600 < redis_db.ttl(minute[:-1]) <= 3 * 86400
+    counts = redis_db.execute_command("BITFIELD_RO", histogram_key("shop.jobs.Mail", now),
+                                      *sum((["GET", "u16", f"#{i}"] for i in range(26)), []))
+    assert counts[0] == 1 and counts[5] == 1 and sum(counts) == 2  # failures have no duration
+    # The dashboard's reader sees the same numbers.
+    job = MetricsQuery(redis=redis_db).top_jobs(minutes=5).job_results["shop.jobs.Mail"]
+    assert (job.processed, job.failed, job.total_ms) == (3, 1, 132)
+
+
+def test_flushes_add_up_and_nothing_is_written_when_idle(redis_db):
+    tracker = MetricsTracker()
+    tracker.flush(redis_db)
+    assert redis_db.dbsize() == 0
+    for _ in range(2):
+        tracker.record("A", 1.0, failed=False)
+        tracker.flush(redis_db)
+    assert redis_db.hget(minute_key(datetime.now(UTC)), "A|p") == b"2"
+
+
+def test_a_failed_flush_keeps_the_counts(redis_db):
+    import redis
+
+    tracker = MetricsTracker()
+    tracker.record("A", 1.0, failed=False)
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2)
+    tracker.flush(dead)
+    tracker.flush(redis_db)
+    assert redis_db.hget(minute_key(datetime.now(UTC)), "A|p") == b"1"
