@@ -19,5 +19,6 @@ worker_shutdown = Signal()
 
 
 def send(signal: Signal, sender, **kwargs) -> None:
-    if signal.has_listeners(sender):
+    # The plain list check first: has_listeners() takes a lock, and this runs per job.
+    if signal.receivers and signal.has_listeners(sender):
         signal.send(sender=sender, **kwargs)

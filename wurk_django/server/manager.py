@@ -91,7 +91,7 @@ class Manager:
         for processor in processors:
             processor.terminate()
 
-    def _alive(self) -> list[Processor]:
+    def alive_processors(self) -> list[Processor]:
         with self._lock:
             return [p for p in self._processors if p.thread is not None and p.thread.is_alive()]
 
@@ -99,10 +99,10 @@ class Manager:
         """Quiet, wait for running jobs until ``deadline`` (monotonic), then hard-stop the rest."""
         self.quiet()
         time.sleep(PAUSE_TIME)
-        while self._alive() and deadline - time.monotonic() > PAUSE_TIME:
+        while self.alive_processors() and deadline - time.monotonic() > PAUSE_TIME:
             time.sleep(PAUSE_TIME)
-        busy = [p for p in self._alive() if p.unit is not None]
-        if not self._alive():
+        busy = [p for p in self.alive_processors() if p.unit is not None]
+        if not self.alive_processors():
             return
         self.hard_shutdown(busy)
 
@@ -121,5 +121,5 @@ class Manager:
             if processor.thread is not None:
                 raise_in_thread(processor.thread, Shutdown)
         deadline = time.monotonic() + HARD_SHUTDOWN_WAIT
-        while self._alive() and time.monotonic() < deadline:
+        while self.alive_processors() and time.monotonic() < deadline:
             time.sleep(0.05)

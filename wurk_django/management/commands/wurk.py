@@ -124,7 +124,7 @@ class Command(BaseCommand):
                         spawn("stopper", launcher.stop)
                     else:
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
-                        busy = [p for p in launcher.manager._alive() if p.unit is not None]
+                        busy = [p for p in launcher.manager.alive_processors() if p.unit is not None]
                         launcher.manager.hard_shutdown(busy)
                         os._exit(1)
                 elif name == "TSTP":
