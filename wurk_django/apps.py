@@ -17,6 +17,8 @@ class WurkConfig(AppConfig):
     def ready(self) -> None:
         # Only record and connect here: no Redis, no threads, no queries (RUN-840).
         setting_changed.connect(_settings_changed, dispatch_uid="wurk_django.settings_changed")
-        from . import checks
+        from . import boot, checks
 
         checks.register()
+        # Decides whether this process may run embedded workers; starting is left to entry points (DJ-060).
+        boot.on_ready()
