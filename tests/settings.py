@@ -29,7 +29,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
-ROOT_URLCONF = "tests.urls"
+# Tests that serve real HTTP from a subprocess point this at their own URLs.
+ROOT_URLCONF = os.environ.get("WURK_TEST_URLCONF", "tests.urls")
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
