@@ -296,11 +296,17 @@ class Swarm:
                     self.config.timeout,
                     f", memory limit {self.memory_limit // 1024} MB" if self.memory_limit else "")
         for a in self.slots:
-            self._spawn_slot(a.index)
+            self._spawn_slot(a.index, strict=True)
+        # The first memory and liveness checks come one interval after boot.
+        self._clock.last_memory = self._clock.last_liveness = time.monotonic()
 
     def run(self) -> int:
         """Boot, then supervise on this thread until shut down. Returns the exit status."""
-        self.boot()
+        try:
+            self.boot()
+        except BaseException:
+            self.shutdown()  # drain whatever was forked before the failure
+            raise
         self.supervise()
         return 0
 
@@ -415,7 +421,7 @@ class Swarm:
         self.children[pid] = Child(pid, index, now, beat_moved_at=now + FIRST_BEAT_GRACE)
         return pid
 
-    def _spawn_slot(self, index: int) -> None:
+    def _spawn_slot(self, index: int, strict: bool = False) -> None:
         slot = self.state[index]
         try:
             pid = self._fork(index)
@@ -424,7 +430,7 @@ class Swarm:
             slot.streak += 1
             slot.due_at = time.monotonic() + delay
             logger.error("could not fork swarm child #%d (%s); retrying in %.0fs", index, exc, delay)
-            if isinstance(exc, SwarmError) and not self.booted:
+            if strict and isinstance(exc, SwarmError):
                 raise
             return
         slot.pid = pid
