@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "MODE": "off",
     "EMBEDDED_CONCURRENCY": 2,  # processor threads per web process when MODE is "embedded" (DJ-062)
     "ENQUEUE_ON_COMMIT": False,
+    "MAX_ITERATION_RUNTIME": None,  # seconds an iterable job runs before re-queueing itself
     "RELIABLE_PUSH": True,
     "RELIABLE_PUSH_BUFFER": 1000,
     "FETCH_POLL_INTERVAL": 2,
@@ -147,6 +148,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
     "EMBEDDED_CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
+    "MAX_ITERATION_RUNTIME": (lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0"),
     "RELIABLE_PUSH": (lambda v: isinstance(v, bool), "True or False"),
     "RELIABLE_PUSH_BUFFER": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "FETCH_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),

@@ -7,6 +7,7 @@ import time
 
 from wurk_django import Job, job
 from wurk_django.connection import get_redis
+from wurk_django.iterable import IterableJob
 
 
 def record(key: str, value: str) -> None:
@@ -91,3 +92,31 @@ class ExpiringJob(Job):
 
     def perform(self, marker):
         record("test:ran", marker)
+
+
+class CountJob(IterableJob):
+    """Iterates over range(n), recording each item; fails once at ``fail_at`` if given."""
+
+    def build_enumerator(self, n, pause=0.0, fail_at=None, cursor=None):
+        return self.iterate_list(list(range(n)), cursor)
+
+    def each_iteration(self, item, n, pause=0.0, fail_at=None):
+        if item == fail_at and get_redis().incr("test:failed-once") == 1:
+            raise RuntimeError(f"item {item} fails once")
+        time.sleep(pause)
+        record("test:items", str(item))
+
+    def on_start(self):
+        record("test:hooks", "start")
+
+    def on_resume(self):
+        record("test:hooks", "resume")
+
+    def on_stop(self):
+        record("test:hooks", "stop")
+
+    def on_cancel(self):
+        record("test:hooks", "cancel")
+
+    def on_complete(self):
+        record("test:hooks", "complete")
