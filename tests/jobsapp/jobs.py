@@ -120,3 +120,17 @@ class CountJob(IterableJob):
 
     def on_complete(self):
         record("test:hooks", "complete")
+
+
+class DatabaseJob(Job):
+    """Runs one query and records the server process that answered it."""
+
+    retry = False
+
+    def perform(self, marker):
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (pid,) = cursor.fetchone()
+        record("test:db", f"{marker}:{pid}")
