@@ -58,8 +58,12 @@ async def _lifespan(receive: Receive, send: Send, drain_timeout: float | None) -
         kind = message.get("type")
         if kind == "lifespan.startup":
             try:
-                # The boot talks to Redis with blocking calls; keep them off the event loop.
-                await asyncio.to_thread(boot.start, "ASGI lifespan", drain_timeout=drain_timeout)
+                if boot.current().action == boot.SWARM:
+                    # A co-hosted swarm forks, which is only safe from the main thread (RUN-820).
+                    boot.start("ASGI lifespan")
+                else:
+                    # The embedded boot talks to Redis with blocking calls; keep them off the event loop.
+                    await asyncio.to_thread(boot.start, "ASGI lifespan", drain_timeout=drain_timeout)
             except Exception:
                 # The site must come up even when wurk cannot (DJ-063).
                 logger.exception("wurk: embedded start failed during ASGI lifespan startup")
