@@ -5,7 +5,11 @@ costs one attribute check per job. ``sender`` is the job class (or the class
 name when it could not be resolved); ``job`` is the payload dict.
 """
 
+import logging
+
 from django.dispatch import Signal
+
+logger = logging.getLogger("wurk_django.worker")
 
 job_enqueued = Signal()  # sender, job
 job_started = Signal()  # sender, job
@@ -19,6 +23,10 @@ worker_shutdown = Signal()
 
 
 def send(signal: Signal, sender, **kwargs) -> None:
+    """Send ``signal`` if anyone listens. A receiver that raises is logged and never
+    changes the job's outcome (a failing ``job_succeeded`` receiver must not retry it)."""
     # The plain list check first: has_listeners() takes a lock, and this runs per job.
     if signal.receivers and signal.has_listeners(sender):
-        signal.send(sender=sender, **kwargs)
+        for receiver, result in signal.send_robust(sender=sender, **kwargs):
+            if isinstance(result, Exception):
+                logger.error("signal receiver %r failed", receiver, exc_info=result)
