@@ -8,6 +8,9 @@ Enable them in the project's root ``conftest.py``::
   (``wurk_fake.jobs(SendEmail)``, ``wurk_fake.drain_all()``...); records are
   cleared afterwards.
 * ``wurk_inline``: jobs run as they are pushed.
+* ``wurk_worker``: a callable that runs a real worker in the test's process
+  until the queues are empty (``wurk_worker(timeout=30)``); jobs run with
+  the full retry, middleware and database handling of ``manage.py wurk``.
 * ``wurk_redis``: the Redis client of ``settings.WURK``, with that one logical
   database flushed before and after the test. It refuses database 0, so a
   test run cannot wipe a default database by mistake.
@@ -70,3 +73,11 @@ def wurk_redis() -> Iterator[redis_lib.Redis]:
         client.flushdb()
         connection.reset()
         client.close()
+
+
+@pytest.fixture
+def wurk_worker():
+    """``wurk_worker(timeout=30.0)`` drains the queues with an in-process worker (DJ-032)."""
+    from .server.burst import run_burst
+
+    return lambda timeout=30.0: run_burst(timeout=timeout)

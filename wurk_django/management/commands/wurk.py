@@ -52,6 +52,8 @@ class Command(BaseCommand):
         parser.add_argument("--processes", metavar="N", help="fork N worker processes under one supervisor "
                             "(a number, a CPU multiplier like 1.5, or auto); 0: one process even if WURK['SWARM'] "
                             "is set (docs/swarm.md)")
+        parser.add_argument("--burst", action="store_true",
+                            help="stop once the queues are empty and no job is running")
         # -v is Django's --verbosity; level 2+ turns on DEBUG logs.
 
     def handle(self, *args, **options) -> None:
@@ -93,7 +95,7 @@ class Command(BaseCommand):
                                   concurrency=config.concurrency, queues=",".join(config.queue_names),
                                   redis=version))
         launcher.run()
-        self._supervise(launcher, pipe)
+        self._supervise(launcher, pipe, burst=options.get("burst", False))
 
     def _connect(self, config: Config, pipe: SignalPipe) -> str | None:
         """Wait for a Redis >= 7.0, with backoff; TERM/INT while waiting exits cleanly."""
@@ -111,12 +113,17 @@ class Command(BaseCommand):
                 return None
             delay = min(delay * 2, 30.0)
 
-    def _supervise(self, launcher: Launcher, pipe: SignalPipe) -> None:
+    def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
+        from ...server.burst import drained
         from ...server.threads import spawn
 
         stopping_since: float | None = None
         while not launcher.stopped.is_set():
-            for name in pipe.wait(0.5):
+            names = pipe.wait(0.5)
+            if burst and stopping_since is None and drained(launcher):
+                logger.info("queues are empty: stopping (--burst)")
+                names.append("TERM")
+            for name in names:
                 if name in ("TERM", "INT"):
                     if stopping_since is None:
                         logger.info("%s received: stopping within %ss", name, launcher.config.timeout)
