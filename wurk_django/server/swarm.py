@@ -64,6 +64,7 @@ TERM_RESEND_INTERVAL = 1.0
 COHOSTED_JOIN_SLACK = 1.0
 PROBE_TIMEOUT = 0.5
 
+GONE = -1000  # "exit code" of a pid waitpid no longer knows (ECHILD); no signal has this number
 _TRAPPED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1)
 
 
@@ -446,7 +447,7 @@ class Swarm:
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            return -1  # ECHILD: not ours any more; retire the entry
+            return GONE  # ECHILD: not ours any more; retire the entry
         if done == 0:
             return None
         return os.waitstatus_to_exitcode(status)
@@ -460,7 +461,15 @@ class Swarm:
             self._child_exited(child, code, now)
 
     def _child_exited(self, child: Child, code: int, now: float) -> None:
-        how = f"exit status {code}" if code >= 0 else f"signal {signal.Signals(-code).name}" if code != -1 else "gone"
+        if code == GONE:
+            how = "gone"
+        elif code >= 0:
+            how = f"exit status {code}"
+        else:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
         if code != 0:
             # A killed child never deregistered: drop its entry so the dashboard and the
             # reaper stop counting it (its private lists are the reaper's business).
