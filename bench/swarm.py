@@ -218,8 +218,11 @@ def main() -> None:
             ones.append(one)
             twos.append(two)
             ratios.append(two / one)
-            print(f"  {shape:5} run {run + 1}: 1 process {one:8,.0f} jobs/s (worker {cpu1:3.0f}% CPU, redis "
-                  f"{redis1:3.0f}%)   2 processes {two:8,.0f} jobs/s (workers {cpu2:3.0f}%, redis {redis2:3.0f}%)"
+            # jobs per worker CPU-second: equal on both sides means the swarm scales with the
+            # cores it is given, whatever else the machine is busy with.
+            print(f"  {shape:5} run {run + 1}: 1 process {one:8,.0f} jobs/s (worker {cpu1:3.0f}% CPU, "
+                  f"{100 * one / max(cpu1, 1):6,.0f}/CPU-s, redis {redis1:3.0f}%)   2 processes {two:8,.0f} jobs/s "
+                  f"(workers {cpu2:3.0f}%, {100 * two / max(cpu2, 1):6,.0f}/CPU-s, redis {redis2:3.0f}%)"
                   f"   ratio {two / one:.2f}x")
         print(f"{shape:5} median: 1 process {statistics.median(ones):8,.0f} jobs/s   "
               f"2 processes {statistics.median(twos):8,.0f} jobs/s   ratio {statistics.median(ratios):.2f}x "
