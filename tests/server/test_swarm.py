@@ -382,12 +382,13 @@ def test_tstp_quiets_every_child_and_later_forks_boot_quiet(redis_db, start_swar
         return redis_db.hget(identity, "quiet") == b"true"
 
     run.proc.signal(signal.SIGTSTP)
-    wait_for(lambda: all(quiet(i) for i in first.values()), message="both children quiet")
+    # Seen at the next beat (every 10 s).
+    wait_for(lambda: all(quiet(i) for i in first.values()), timeout=30, message="both children quiet")
     victim = next(iter(first))
     os.kill(victim, signal.SIGKILL)
     fresh = run.wait_identities(1, exclude=set(first))
     identity = next(iter(fresh.values()))
-    wait_for(lambda: quiet(identity), message="the respawned child to boot quiet")
+    wait_for(lambda: quiet(identity), timeout=30, message="the respawned child to boot quiet")
     RecordJob.perform_async("must-wait")
     time.sleep(2.5)
     assert redis_db.lrange("test:ran", 0, -1) == []
