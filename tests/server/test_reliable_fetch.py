@@ -195,3 +195,20 @@ def test_expiring_job_gets_an_expiry_from_its_creation(redis_db):
     job = json.loads(redis_db.lindex("queue:default", 0))
     assert job["expires_in"] == 1
     assert job["expiry"] == pytest.approx(job["created_at"] / 1000 + 1)  # PRO-310
+
+
+def test_a_job_moved_by_a_lost_reply_is_given_back(redis_db, fetcher):
+    """RUN-604: LMOVE ran but its reply was lost; no thread holds the job, yet its
+    owner is alive, so the reaper would never see it. The fetcher reconciles."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    running = fetcher.retrieve_work()  # held by this thread (active)
+    parked = fetcher.retrieve_work()
+    parked.acknowledge()  # parked, ACK not sent yet; 'running' is no longer active
+    orphan = _job("c" * 24)
+    redis_db.lpush(running.private, orphan)  # as if an LMOVE's reply never arrived
+    fetcher._active[1] = running  # another thread still working on this one
+    fetcher._needs_reconcile = True
+    assert fetcher.retrieve_work() is None  # queue empty: blocks, then reconciles
+    assert redis_db.lrange("queue:default", 0, -1) == [orphan]
+    assert set(redis_db.lrange(running.private, 0, -1)) == {running.job}  # the parked ACK went out
+    assert fetcher.retrieve_work().job == orphan

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import redis as redis_lib
@@ -76,6 +77,11 @@ class ReliableFetch:
         self._held_lock = threading.Lock()
         self._paused = PausedCache()
         self._done = threading.Event()
+        self._active: dict[int, ReliableUnit] = {}  # thread -> the job it is running
+        self._gate = threading.Condition()
+        self._in_fetch = 0
+        self._reconciling = False
+        self._needs_reconcile = False
         self._outage_since: float | None = None
         self._outage_lock = threading.Lock()
 
@@ -141,18 +147,79 @@ class ReliableFetch:
         return [n for n in names if n not in paused] if paused else names
 
     def retrieve_work(self) -> ReliableUnit | None:
+        ident = threading.get_ident()
+        self._active.pop(ident, None)  # this thread's previous job is parked or requeued by now
         if self._done.is_set():
             self._flush_quietly()
             time.sleep(0.05)
             return None
+        with self._gate:
+            while self._reconciling:
+                self._gate.wait(0.5)
+            self._in_fetch += 1
         try:
             unit = self._walk()
+            if unit is not None:
+                self._active[ident] = unit  # registered before leaving the fetch, for _reconcile
         except redis_lib.RedisError as exc:
+            # The reply may be lost after LMOVE ran: the job would then sit in our private
+            # list with no thread on it, and the reaper never looks at a live owner's lists.
+            self._needs_reconcile = True
             self._report_outage(exc)
             self._done.wait(ERROR_BACKOFF)
             return None
+        finally:
+            with self._gate:
+                self._in_fetch -= 1
+                self._gate.notify_all()
+        if self._needs_reconcile:
+            self._reconcile()
         self._report_recovery()
         return unit
+
+    def _reconcile(self) -> None:
+        """After a fetch error, give back jobs in our private lists that no thread holds.
+
+        Fetching stops while it runs (at most one blocking fetch long), so every job
+        moved in by a fetch is either registered as active or still parked for its ACK;
+        anything else was moved by a command whose reply never arrived.
+        """
+        with self._gate:
+            if self._reconciling or not self._needs_reconcile:
+                return
+            self._reconciling = True
+            deadline = time.monotonic() + self.poll_interval + 3
+            while self._in_fetch and time.monotonic() < deadline:
+                self._gate.wait(0.1)
+            quiet = not self._in_fetch
+        try:
+            if not quiet:
+                return  # a fetch is stuck; try again after the next one
+            # Active before parked: a thread parks its finished job before it drops it from
+            # _active, so reading in this order cannot miss a job moving between the two.
+            active = [unit.job for unit in list(self._active.values())]
+            with self._held_lock:
+                held = [unit.job for units in self._held.values() for unit in units]
+            known = Counter(active) + Counter(held)
+            redis = get_redis()
+            requeue = script(redis, "reliable_requeue")
+            given_back = 0
+            for name in self.order.names:
+                public, private = self.keys(name)
+                for raw in redis.lrange(private, 0, -1):
+                    if known[raw] > 0:
+                        known[raw] -= 1
+                        continue
+                    given_back += int(requeue(keys=[private, public], args=[raw]) or 0)
+            self._needs_reconcile = False
+            if given_back:
+                logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
+        except redis_lib.RedisError as exc:
+            self._report_outage(exc)
+        finally:
+            with self._gate:
+                self._reconciling = False
+                self._gate.notify_all()
 
     def _walk(self) -> ReliableUnit | None:
         names = self._names()
