@@ -77,3 +77,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }
+
+# Django 6's tasks framework, backed by wurk (docs/django.md). Django 5.2 has no
+# django.tasks, so the setting is only added where it means something.
+try:
+    import django.tasks  # noqa: F401
+
+    TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+except ImportError:
+    pass

@@ -20,5 +20,13 @@ class Command(BaseCommand):
         jids += crunch_numbers.perform_bulk([[list(range(n))] for n in range(1, 11)])
         jids += [FlakyUpstream.perform_async(0.6) for _ in range(3)]
         jids.append(HardJob.perform_async("bob", 5))
+        from example_project.demo.tasks import task
+
+        if task is not None:  # Django 6: a django.tasks task through WurkBackend
+            from example_project.demo.tasks import count_reports
+
+            result = count_reports.enqueue("report")
+            jids.append(result.id)
+            self.stdout.write(f"task count_reports enqueued: result id {result.id}")
         self.stdout.write(self.style.SUCCESS(f"pushed {len([j for j in jids if j])} jobs"))
         self.stdout.write("run `python manage.py wurk` to process them")
