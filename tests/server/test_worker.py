@@ -209,3 +209,18 @@ def test_unreachable_redis_is_retried_not_a_traceback(redis_db, worker_factory):
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=10) == 0
     assert "Traceback" not in worker.output()
+
+
+def test_expired_job_is_skipped_and_acknowledged(redis_db, worker_factory):
+    from tests.jobsapp.jobs import ExpiringJob
+
+    ExpiringJob.perform_async("late")  # expires_in = 1 s (PRO-310)
+    RecordJob.perform_async("fresh")
+    time.sleep(1.2)
+    worker = worker_factory("-c", "1")
+    wait_for(lambda: _ran(redis_db) == ["fresh"], message="the fresh job")
+    wait_for(lambda: "skipping expired job" in worker.output(), message="the skip log line")  # PRO-311
+    assert redis_db.llen("queue:default") == 0
+    assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0
+    assert worker.stop() == 0
+    assert not [k for k in redis_db.scan_iter(match="queue:*|*") if redis_db.llen(k)]  # acknowledged
