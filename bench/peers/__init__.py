@@ -1,0 +1,1 @@
+"""Job definitions for each benchmarked system; see bench/README.md."""

@@ -1,0 +1,74 @@
+# Ruby Sidekiq jobs for the benchmark: the same three shapes and the same
+# recorder as bench/peers/recorder.py (timestamps in-process, a thread writes
+# "count first last" to HSET bench:rec <pid> every 50 ms).
+require "sidekiq"
+require "redis"
+
+module BenchRecorder
+  LOCK = Mutex.new
+  STATE = [0, 0.0, 0.0]
+  CPU_ITERATIONS = Integer(ENV.fetch("BENCH_CPU_ITERATIONS", "20000"))
+
+  def self.start
+    return if @started
+    @started = true
+    url = ENV.fetch("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
+    Thread.new do
+      r = Redis.new(url: url)
+      written = -1
+      loop do
+        sleep 0.05
+        count, first, last = LOCK.synchronize { STATE.dup }
+        next if count == written
+        r.hset("bench:rec", Process.pid.to_s, "#{count} #{first} #{last}")
+        written = count
+      end
+    end
+  end
+
+  def self.done
+    LOCK.synchronize do
+      now = Time.now.to_f
+      STATE[1] = now if STATE[0].zero?
+      STATE[0] += 1
+      STATE[2] = now
+    end
+  end
+
+  def self.cpu_work
+    x = 0
+    i = 0
+    while i < CPU_ITERATIONS
+      x += i * i % 7
+      i += 1
+    end
+    x
+  end
+end
+
+Sidekiq.configure_server do |config|
+  config.on(:startup) { BenchRecorder.start }
+end
+
+class NoopJob
+  include Sidekiq::Worker
+  def perform
+    BenchRecorder.done
+  end
+end
+
+class CpuJob
+  include Sidekiq::Worker
+  def perform
+    BenchRecorder.cpu_work
+    BenchRecorder.done
+  end
+end
+
+class IoJob
+  include Sidekiq::Worker
+  def perform
+    sleep 0.005
+    BenchRecorder.done
+  end
+end

@@ -1,0 +1,31 @@
+"""Django settings for the wurk_django side of the benchmark (Redis DB 9 only).
+
+``BENCH_JOBLOG=0`` sets the ``wurk_django.job`` logger to WARNING (no per-job
+lines); by default the job log stays on, as in production. ``BENCH_COUNT=1``
+loads the client-side command counter (measurement runs only).
+"""
+
+import os
+
+SECRET_KEY = "bench-only"
+DEBUG = False
+USE_TZ = True
+INSTALLED_APPS = ["wurk_django", "wurkbench"]
+DATABASES = {}
+WURK = {
+    "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"),
+    "QUEUES": ["bench"],
+    "CONCURRENCY": 10,
+}
+
+if os.environ.get("BENCH_JOBLOG", "1") == "0":
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "loggers": {"wurk_django.job": {"level": "WARNING"}},
+    }
+
+if os.environ.get("BENCH_COUNT") == "1":
+    from peers import cmdcount
+
+    cmdcount.install()
