@@ -75,6 +75,11 @@ class Command(BaseCommand):
         except ConfigurationError as exc:
             self.stderr.write(f"wurk: {exc}")
             sys.exit(1)
+        processes = options.get("processes")
+        swarm = processes != "0" and (processes is not None or bool(config.swarm))
+        if swarm and options.get("burst"):
+            self.stderr.write("wurk: --burst runs a single process; use it without --processes or WURK['SWARM']")
+            sys.exit(1)
         _configure_logging(config)
         for module in config.autodiscover:
             autodiscover_modules(module)
@@ -84,8 +89,7 @@ class Command(BaseCommand):
         version = self._connect(config, pipe)
         if version is None:
             return
-        processes = options.get("processes")
-        if processes != "0" and (processes is not None or config.swarm):
+        if swarm:
             from ...server.swarm import run_swarm
 
             sys.exit(run_swarm(config, pipe, processes))
