@@ -72,6 +72,36 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
         return client
 
 
+def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` in one round trip and return their raw replies.
+
+    The same bytes on the wire as a non-transactional pipeline, without building a
+    ``Pipeline`` object per call: this runs once per job on the fetch path. Every
+    reply is read even after an error reply, so the connection stays in sync; the
+    first error is raised afterwards. A connection that failed mid-way is dropped.
+    """
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    replies: list[Any] = []
+    error: redis.ResponseError | None = None
+    try:
+        conn.send_packed_command(conn.pack_commands(commands), False)
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except redis.ResponseError as exc:
+                replies.append(exc)
+                error = error or exc
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    if error is not None:
+        raise error
+    return replies
+
+
 def reset() -> None:
     """Forget every pool (after a fork, or when a worker stops in-process)."""
     with _lock:

@@ -23,7 +23,7 @@ from typing import Any
 import redis as redis_lib
 
 from ..conf import Config
-from ..connection import get_redis
+from ..connection import get_redis, send_commands
 from ..pause import PausedCache
 from ..scripts import script
 from .queues import QueueOrder
@@ -60,10 +60,13 @@ class ReliableUnit:
         script(get_redis(), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
 
 
-def _queue_ack(pipe: Any, unit: ReliableUnit) -> None:
-    pipe.lrem(unit.private, 1, unit.job)
-    if unit.jid:  # never DEL the bare prefix (PRO-155)
-        pipe.delete(RECOVERED_PREFIX + unit.jid)
+def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
+    commands: list[tuple[Any, ...]] = []
+    for unit in units:
+        commands.append(("LREM", unit.private, 1, unit.job))
+        if unit.jid:  # never DEL the bare prefix (PRO-155)
+            commands.append(("DEL", RECOVERED_PREFIX + unit.jid))
+    return commands
 
 
 class ReliableFetch:
@@ -122,12 +125,8 @@ class ReliableFetch:
             taken, self._held = self._held, {}
         if not any(taken.values()):
             return
-        pipe = get_redis().pipeline(transaction=False)
-        for units in taken.values():
-            for unit in units:
-                _queue_ack(pipe, unit)
         try:
-            pipe.execute()
+            send_commands(get_redis(), _ack_commands([u for units in taken.values() for u in units]))
         except Exception:
             for ident, units in taken.items():
                 self._put_back(ident, units)
@@ -232,12 +231,9 @@ class ReliableFetch:
         for i, name in enumerate(names):
             public, private = self.keys(name)
             if i == 0 and mine:
-                pipe = redis.pipeline(transaction=False)
-                for unit in mine:
-                    _queue_ack(pipe, unit)
-                pipe.lmove(public, private, "RIGHT", "LEFT")
+                # The held ACK rides the first LMOVE: one round trip per job (RUN-701).
                 try:
-                    job = pipe.execute()[-1]
+                    job = send_commands(redis, [*_ack_commands(mine), ("LMOVE", public, private, "RIGHT", "LEFT")])[-1]
                 except Exception:
                     self._put_back(threading.get_ident(), mine)
                     raise

@@ -33,9 +33,20 @@ def _base36(n: int) -> str:
             return out
 
 
+_tids = threading.local()
+
+
 def thread_id() -> str:
-    """Short per-thread id, unique inside the process (CORE-075)."""
-    return _base36(threading.get_ident() ^ os.getpid())
+    """Short per-thread id, unique inside the process (CORE-075); computed once per thread."""
+    try:
+        pid, tid = _tids.value
+        if pid == os.getpid():
+            return tid
+    except AttributeError:
+        pass
+    tid = _base36(threading.get_ident() ^ os.getpid())
+    _tids.value = (os.getpid(), tid)
+    return tid
 
 
 class WorkerState:
