@@ -1,8 +1,10 @@
 """Client-side Redis command and round-trip counter for the wurk_django worker (measurement only).
 
 Loaded when ``BENCH_COUNT=1``. Wraps ``redis.Redis.execute_command`` (one
-command, one round trip) and ``Pipeline.execute`` (its stacked commands, one
-round trip; MULTI/EXEC added for transactions), counting per command name.
+command, one round trip), ``Pipeline.execute`` (its stacked commands, one
+round trip; MULTI/EXEC added for transactions) and
+``wurk_django.connection.send_commands`` (the fetch path's packed batch, one
+round trip), counting per command name.
 Calls made by the recorder thread are not counted. Totals are written to
 ``HSET bench:cmds:<pid>`` by the recorder's flusher.
 """
@@ -53,8 +55,23 @@ def install() -> None:
                 round_trips["pipeline:" + "+".join(sorted(set(names)))] += 1
         return execute(self, raise_on_error)
 
+    import wurk_django.connection as wurk_connection
+    import wurk_django.server.reliable_fetch as wurk_fetch
+
+    batch = wurk_connection.send_commands
+
+    def send_commands(client, cmds):
+        if not _skip() and cmds:
+            names = [str(c[0]).lower() for c in cmds]
+            with _lock:
+                commands.update(names)
+                round_trips["batch:" + "+".join(sorted(set(names)))] += 1
+        return batch(client, cmds)
+
     redis.Redis.execute_command = execute_command
     Pipeline.execute = pipeline_execute
+    wurk_connection.send_commands = send_commands
+    wurk_fetch.send_commands = send_commands  # imported by name there
 
 
 def flush(client: redis.Redis, pid: int) -> None:
