@@ -169,6 +169,7 @@ def test_a_forked_child_decides_again(fresh_record, monkeypatch):
     assert boot.current().action == SKIP  # this pytest process decides for itself
 
 
+@pytest.mark.django_db  # request_started also runs Django's close_old_connections receiver
 def test_first_request_starts_only_once(fresh_record, monkeypatch):
     starts = []
     monkeypatch.setattr(boot, "_decide_now", lambda: boot.Decision(EMBEDDED, "test"))
