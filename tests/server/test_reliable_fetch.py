@@ -136,11 +136,12 @@ def test_parse_private_list_names(key, expected):
 
 
 def _dead_pid() -> int:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return pid
+    """The pid of a process that has exited and been reaped (no fork from a threaded test)."""
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 def test_reaper_recovers_a_dead_siblings_jobs_to_the_fetch_end(redis_db):
