@@ -24,6 +24,7 @@ import redis as redis_lib
 
 from ..conf import Config
 from ..connection import get_redis
+from .outage import OutageLog
 from .queues import QueueOrder
 
 logger = logging.getLogger("wurk_django.worker")
@@ -58,8 +59,7 @@ class BasicFetch:
         self._keys = {name: f"queue:{name}" for name in self.order.names}
         self._done = threading.Event()
         self._concurrency = config.concurrency
-        self._outage_since: float | None = None
-        self._lock = threading.Lock()
+        self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
 
     def _redis(self) -> redis_lib.Redis:
         return get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=BLOCK_SECONDS)
@@ -72,31 +72,14 @@ class BasicFetch:
         try:
             reply = self._redis().brpop(keys, timeout=BLOCK_SECONDS)
         except redis_lib.RedisError as exc:
-            self._report_outage(exc)
+            self._outage.failed(exc)
             self._done.wait(ERROR_BACKOFF)
             return None
-        self._report_recovery()
+        self._outage.succeeded()
         if reply is None:
             return None
         key, job = reply
         return UnitOfWork(key.decode()[6:], job, self)
-
-    def _report_outage(self, exc: Exception) -> None:
-        # Report once per outage, not once per thread per second (CORE-108).
-        with self._lock:
-            first = self._outage_since is None
-            if first:
-                self._outage_since = time.monotonic()
-        if first:
-            logger.error("fetch failed, retrying every %ss: %s", ERROR_BACKOFF, exc)
-
-    def _report_recovery(self) -> None:
-        if self._outage_since is None:
-            return
-        with self._lock:
-            since, self._outage_since = self._outage_since, None
-        if since is not None:
-            logger.warning("fetch recovered after %.1fs", time.monotonic() - since)
 
     def flush_acks(self) -> None:
         """Nothing is ever parked: BRPOP needs no ACK."""

@@ -26,6 +26,7 @@ from ..conf import Config
 from ..connection import get_redis, send_commands
 from ..pause import PausedCache
 from ..scripts import script
+from .outage import OutageLog
 from .queues import QueueOrder
 from .state import NONCE, hostname
 
@@ -85,8 +86,7 @@ class ReliableFetch:
         self._in_fetch = 0
         self._reconciling = False
         self._needs_reconcile = False
-        self._outage_since: float | None = None
-        self._outage_lock = threading.Lock()
+        self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s (parked ACKs are kept)")
 
     # -- keys -------------------------------------------------------------
 
@@ -136,7 +136,7 @@ class ReliableFetch:
         try:
             self.flush_acks()
         except redis_lib.RedisError as exc:
-            self._report_outage(exc)
+            self._outage.failed(exc)
 
     # -- fetching ---------------------------------------------------------
 
@@ -164,7 +164,7 @@ class ReliableFetch:
             # The reply may be lost after LMOVE ran: the job would then sit in our private
             # list with no thread on it, and the reaper never looks at a live owner's lists.
             self._needs_reconcile = True
-            self._report_outage(exc)
+            self._outage.failed(exc)
             self._done.wait(ERROR_BACKOFF)
             return None
         finally:
@@ -173,7 +173,7 @@ class ReliableFetch:
                 self._gate.notify_all()
         if self._needs_reconcile:
             self._reconcile()
-        self._report_recovery()
+        self._outage.succeeded()
         return unit
 
     def _reconcile(self) -> None:
@@ -214,7 +214,7 @@ class ReliableFetch:
             if given_back:
                 logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
         except redis_lib.RedisError as exc:
-            self._report_outage(exc)
+            self._outage.failed(exc)
         finally:
             with self._gate:
                 self._reconciling = False
@@ -249,24 +249,6 @@ class ReliableFetch:
         if job is None:
             return None
         return ReliableUnit(names[0], public, private, job, self)
-
-    def _report_outage(self, exc: Exception) -> None:
-        with self._outage_lock:
-            first = self._outage_since is None
-            if first:
-                self._outage_since = time.monotonic()
-        if first:
-            logger.error("fetch failed, retrying every %ss (parked ACKs are kept): %s", ERROR_BACKOFF, exc)
-
-    def _report_recovery(self) -> None:
-        if self._outage_since is None:
-            return
-        with self._outage_lock:
-            since, self._outage_since = self._outage_since, None
-        if since is not None:
-            logger.warning("fetch recovered after %.1fs", time.monotonic() - since)
-
-    # -- stopping ---------------------------------------------------------
 
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
