@@ -73,15 +73,24 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
 
 
 def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one round trip and return their raw replies.
+    """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        return send_on(conn, commands)
+    finally:
+        pool.release(conn)
+
+
+def send_on(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` in one round trip on ``conn`` and return their raw replies.
 
     The same bytes on the wire as a non-transactional pipeline, without building a
     ``Pipeline`` object per call: this runs once per job on the fetch path. Every
     reply is read even after an error reply, so the connection stays in sync; the
-    first error is raised afterwards. A connection that failed mid-way is dropped.
+    first error is raised afterwards. A connection that failed mid-way is closed
+    (it reconnects on its next use).
     """
-    pool = client.connection_pool
-    conn = pool.get_connection()
     replies: list[Any] = []
     error: redis.ResponseError | None = None
     try:
@@ -95,8 +104,6 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[
     except BaseException:
         conn.disconnect()
         raise
-    finally:
-        pool.release(conn)
     if error is not None:
         raise error
     return replies

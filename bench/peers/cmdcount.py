@@ -3,7 +3,7 @@
 Loaded when ``BENCH_COUNT=1``. Wraps ``redis.Redis.execute_command`` (one
 command, one round trip), ``Pipeline.execute`` (its stacked commands, one
 round trip; MULTI/EXEC added for transactions) and
-``wurk_django.connection.send_commands`` (the fetch path's packed batch, one
+``wurk_django.connection.send_on`` (the fetch path's packed batch, one
 round trip), counting per command name.
 Calls made by the recorder thread are not counted. Totals are written to
 ``HSET bench:cmds:<pid>`` by the recorder's flusher.
@@ -58,20 +58,20 @@ def install() -> None:
     import wurk_django.connection as wurk_connection
     import wurk_django.server.reliable_fetch as wurk_fetch
 
-    batch = wurk_connection.send_commands
+    batch = wurk_connection.send_on
 
-    def send_commands(client, cmds):
+    def send_on(conn, cmds):
         if not _skip() and cmds:
             names = [str(c[0]).lower() for c in cmds]
             with _lock:
                 commands.update(names)
                 round_trips["batch:" + "+".join(sorted(set(names)))] += 1
-        return batch(client, cmds)
+        return batch(conn, cmds)
 
     redis.Redis.execute_command = execute_command
     Pipeline.execute = pipeline_execute
-    wurk_connection.send_commands = send_commands
-    wurk_fetch.send_commands = send_commands  # imported by name there
+    wurk_connection.send_on = send_on  # send_commands calls it through the module
+    wurk_fetch.send_on = send_on  # imported by name there
 
 
 def flush(client: redis.Redis, pid: int) -> None:

@@ -60,11 +60,11 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     server cannot disturb the figures."""
     from redis.connection import Connection
 
-    for i in range(51):
+    for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    warm = fetcher.retrieve_work()  # connects, reads the paused set (cached 2 s)
-    fetcher.flush_acks()
-    warm.requeue()
+    # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
+    fetcher.retrieve_work().acknowledge()
+    fetcher.retrieve_work().requeue()
     sent: list[list[str]] = []
     single, many = Connection.send_command, Connection.pack_commands
     monkeypatch.setattr(Connection, "send_command",

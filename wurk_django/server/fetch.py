@@ -9,6 +9,7 @@ Redis instead; both share this interface:
 * ``unit.acknowledge()`` — the job is done (or its failure was booked);
 * ``unit.requeue()`` — put it back, unrun, where it will be fetched next;
 * ``flush_acks()`` — send acknowledgements still held back;
+* ``release_thread_connection()`` — a processor thread is exiting;
 * ``bulk_requeue(units)`` — the hard-shutdown path, one pipeline;
 * ``terminate()`` — stop handing out work.
 """
@@ -83,6 +84,9 @@ class BasicFetch:
 
     def flush_acks(self) -> None:
         """Nothing is ever parked: BRPOP needs no ACK."""
+
+    def release_thread_connection(self) -> None:
+        """Nothing is held per thread: every BRPOP checks a connection out of the pool."""
 
     def bulk_requeue(self, units: list[UnitOfWork]) -> None:
         """Push in-flight jobs back to the fetch end of their queues (CORE-157)."""

@@ -65,6 +65,7 @@ class Processor:
                 self.fetcher.flush_acks()  # before the manager may close the pool (RUN-122)
             except Exception as exc:
                 report(exc, {"context": "flushing ACKs at processor exit"}, self.config)
+            self.fetcher.release_thread_connection()
             try:
                 database.close_thread_connections()
                 asyncrun.close()

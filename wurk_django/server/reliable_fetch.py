@@ -23,7 +23,7 @@ from typing import Any
 import redis as redis_lib
 
 from ..conf import Config
-from ..connection import get_redis, send_commands
+from ..connection import get_redis, send_commands, send_on
 from ..pause import PausedCache
 from ..scripts import script
 from .outage import OutageLog
@@ -82,6 +82,7 @@ class ReliableFetch:
         self._paused = PausedCache()
         self._done = threading.Event()
         self._active: dict[int, ReliableUnit] = {}  # thread -> the job it is running
+        self._local = threading.local()
         self._gate = threading.Condition()
         self._in_fetch = 0
         self._reconciling = False
@@ -137,6 +138,30 @@ class ReliableFetch:
             self.flush_acks()
         except redis_lib.RedisError as exc:
             self._outage.failed(exc)
+
+    # -- the per-thread connection for fetch + ACK ---------------------------
+
+    def _thread_connection(self) -> Any:
+        """A connection each processor thread keeps for its fetch batches.
+
+        Taken from a pool of its own (concurrency + 2), so jobs' own Redis calls never
+        wait for a connection a fetcher holds; rebuilt after a fork.
+        """
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
+            local.pool = get_redis("ack", pool_size=self._concurrency + 2).connection_pool
+            conn = local.conn = local.pool.get_connection()
+            local.pid = os.getpid()
+        return conn
+
+    def release_thread_connection(self) -> None:
+        """Give the calling thread's connection back (the processor is exiting)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.pid == os.getpid():
+            local.pool.release(conn)
+        local.conn = None
 
     # -- fetching ---------------------------------------------------------
 
@@ -231,9 +256,11 @@ class ReliableFetch:
         for i, name in enumerate(names):
             public, private = self.keys(name)
             if i == 0 and mine:
-                # The held ACK rides the first LMOVE: one round trip per job (RUN-701).
+                # The held ACK rides the first LMOVE: one round trip per job (RUN-701),
+                # on this thread's own connection (no pool checkout per job).
                 try:
-                    job = send_commands(redis, [*_ack_commands(mine), ("LMOVE", public, private, "RIGHT", "LEFT")])[-1]
+                    job = send_on(self._thread_connection(),
+                                  [*_ack_commands(mine), ("LMOVE", public, private, "RIGHT", "LEFT")])[-1]
                 except Exception:
                     self._put_back(threading.get_ident(), mine)
                     raise
