@@ -5,8 +5,23 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+import pytest
+
+from wurk_django.metrics import tracker as tracker_module
 from wurk_django.metrics.query import MetricsQuery, histogram_key, minute_key
 from wurk_django.metrics.tracker import MetricsTracker
+
+NOW = time.time()
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch):
+    """Record every execution at one instant, so no test straddles a minute boundary."""
+    monkeypatch.setattr(tracker_module.time, "time", lambda: NOW)
+
+
+def _now() -> datetime:
+    return datetime.fromtimestamp(NOW, UTC)
 
 
 def test_flush_writes_minute_ten_minute_and_histogram_keys(redis_db):
@@ -14,7 +29,7 @@ def test_flush_writes_minute_ten_minute_and_histogram_keys(redis_db):
     tracker.record("shop.jobs.Mail", 12.0, failed=False)  # bucket 0 (< 20 ms)
     tracker.record("shop.jobs.Mail", 120.0, failed=False)  # bucket 5 (100..150)
     tracker.record("shop.jobs.Mail", 5.0, failed=True)
-    now = datetime.fromtimestamp(time.time(), UTC)
+    now = _now()
     tracker.flush(redis_db)
     minute = minute_key(now)
     assert redis_db.hgetall(minute) == {b"shop.jobs.Mail|p": b"3", b"shop.jobs.Mail|f": b"1",
@@ -36,7 +51,7 @@ def test_flushes_add_up_and_nothing_is_written_when_idle(redis_db):
     for _ in range(2):
         tracker.record("A", 1.0, failed=False)
         tracker.flush(redis_db)
-    assert redis_db.hget(minute_key(datetime.now(UTC)), "A|p") == b"2"
+    assert redis_db.hget(minute_key(_now()), "A|p") == b"2"
 
 
 def test_a_failed_flush_keeps_the_counts(redis_db):
@@ -47,4 +62,4 @@ def test_a_failed_flush_keeps_the_counts(redis_db):
     dead = redis.Redis(port=1, socket_connect_timeout=0.2)
     tracker.flush(dead)
     tracker.flush(redis_db)
-    assert redis_db.hget(minute_key(datetime.now(UTC)), "A|p") == b"1"
+    assert redis_db.hget(minute_key(_now()), "A|p") == b"1"
