@@ -26,6 +26,20 @@ def wait_for(condition: Callable[[], object], timeout: float = 15.0, interval: f
         time.sleep(interval)
 
 
+def stop_process(proc: subprocess.Popen, sig: int, timeout: float) -> int | None:
+    """Send ``sig``, then KILL if the process outlives ``timeout``; always reaps the pid."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+    return proc.returncode
+
+
 class WorkerProcess:
     """``python manage.py wurk`` as a child process, stopped by pid at teardown."""
 
@@ -54,16 +68,7 @@ class WorkerProcess:
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """TERM, then KILL if it outlives ``timeout``; always reaps the pid."""
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-            except ProcessLookupError:
-                pass
-        return self.proc.returncode
+        return stop_process(self.proc, signal.SIGTERM, timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

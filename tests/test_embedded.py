@@ -23,7 +23,7 @@ import orjson
 import pytest
 import redis
 
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, stop_process, wait_for
 from wurk_django import embedded
 from wurk_django.gunicorn import drain_budget
 
@@ -88,16 +88,7 @@ class ServerProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
         """``sig``, then KILL if it outlives ``timeout``; always reaps the pid."""
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.pid, sig)
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-            except ProcessLookupError:
-                pass
-        return self.proc.returncode
+        return stop_process(self.proc, sig, timeout)
 
 
 class Gunicorn(ServerProcess):

@@ -131,7 +131,8 @@ class IterableJob(Job):
 
     # -- the loop -----------------------------------------------------------
 
-    def perform(self, *args: Any) -> None:  # noqa: D401 - the framework's loop, not for overriding
+    def perform(self, *args: Any) -> None:
+        """The iteration loop; subclasses define build_enumerator/each_iteration instead."""
         self.arguments = args
         key = f"it-{self.jid}"
         redis = get_redis()
