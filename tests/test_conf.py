@@ -62,6 +62,8 @@ def test_unknown_key_without_close_match_points_at_the_docs():
         ("REDIS_URL", "localhost:6379"),
         ("REDIS", 6379),
         ("LOG_FORMAT", "xml"),
+        ("LOG_FLUSH_INTERVAL", -0.1),
+        ("LOG_FLUSH_INTERVAL", "fast"),
         ("MODE", "threads"),
         ("ENQUEUE_ON_COMMIT", "yes"),
         ("ERROR_HANDLERS", [42]),

@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "SKIP_DEFAULT_JOB_LOGGING": False,
     "BACKTRACE_CLEANER": None,
     "LOG_FORMAT": "plain",
+    "LOG_FLUSH_INTERVAL": 0.1,  # seconds INFO lines wait to be written in one batch; 0 writes each at once (RUN-706)
     "VERBOSE": False,
     "ENVIRONMENT": None,
     "FETCH_CLASS": None,  # dotted path; None: the built-in fetcher
@@ -140,6 +141,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "SKIP_DEFAULT_JOB_LOGGING": (lambda v: isinstance(v, bool), "True or False"),
     "BACKTRACE_CLEANER": (lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path"),
     "LOG_FORMAT": (lambda v: v in ("plain", "json"), '"plain" or "json"'),
+    "LOG_FLUSH_INTERVAL": (lambda v: _is_number(v) and 0 <= v <= 10, "seconds from 0 to 10 (0: write each line at once)"),
     "VERBOSE": (lambda v: isinstance(v, bool), "True or False"),
     "ENVIRONMENT": (lambda v: v is None or isinstance(v, str), "a string"),
     "FETCH_CLASS": (lambda v: v is None or isinstance(v, str) or callable(v), "a dotted path"),
@@ -351,6 +353,7 @@ class Config:
         cleaner = values["BACKTRACE_CLEANER"]
         self.backtrace_cleaner: Callable[[list[str]], list[str]] | None = _load(cleaner) if cleaner else None
         self.log_format: str = values["LOG_FORMAT"]
+        self.log_flush_interval: float = float(values["LOG_FLUSH_INTERVAL"])
         self.verbose: bool = values["VERBOSE"]
         self.environment: str | None = values["ENVIRONMENT"]
         self.fetch_class = _load(values["FETCH_CLASS"]) if values["FETCH_CLASS"] else None

@@ -224,3 +224,41 @@ def test_expired_job_is_skipped_and_acknowledged(redis_db, worker_factory):
     assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0
     assert worker.stop() == 0
     assert not [k for k in redis_db.scan_iter(match="queue:*|*") if redis_db.llen(k)]  # acknowledged
+
+
+LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid=\d+ tid=[0-9a-z]+ "
+
+
+def test_job_log_has_a_start_and_a_done_line_per_job_in_order(redis_db, worker_factory):
+    """CORE-228 through the batching writer (RUN-706): lines appear while the worker runs,
+    one start before one done per jid, and nothing queued is lost at a TERM."""
+    import re
+
+    jids = [RecordJob.perform_async(i) for i in range(40)]
+    worker = worker_factory("-c", "4")
+    # Written by the background writer within its interval, long before the worker stops.
+    wait_for(lambda: worker.output().count("INFO: done") == 40, message="40 done lines while running")
+    assert worker.alive()
+    RecordJob.perform_async("last")
+    wait_for(lambda: "last" in _ran(redis_db), message="the last job")
+    assert worker.stop() == 0
+    lines = worker.output().splitlines()
+    for jid in jids:
+        mine = [line for line in lines if f"jid={jid}" in line]
+        assert len(mine) == 2, mine
+        assert re.fullmatch(LINE + rf"jid={jid} class=tests\.jobsapp\.jobs\.RecordJob INFO: start", mine[0])
+        assert re.fullmatch(LINE + rf"jid={jid} class=tests\.jobsapp\.jobs\.RecordJob elapsed=\d+\.\d+ INFO: done",
+                            mine[1])
+    assert sum("INFO: done" in line for line in lines) == 41
+
+
+def test_json_job_log_is_one_object_per_line(redis_db, worker_factory):
+    jid = FailingJob.perform_async("json please")
+    worker = worker_factory("-c", "2", "--log-format", "json")
+    wait_for(lambda: redis_db.zcard("retry") == 1, message="the retry entry")
+    assert worker.stop() == 0
+    records = [json.loads(line) for line in worker.output().splitlines() if line.startswith("{")]
+    mine = [r for r in records if r.get("ctx", {}).get("jid") == jid]
+    assert [r["msg"] for r in mine] == ["start", "fail"]
+    assert mine[1]["ctx"]["class"] == "tests.jobsapp.jobs.FailingJob" and mine[1]["ctx"]["elapsed"] >= 0
+    assert all({"ts", "pid", "tid", "lvl", "logger"} <= set(r) for r in records)

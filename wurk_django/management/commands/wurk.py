@@ -16,6 +16,7 @@ from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
+from ...server.logwriter import BatchingStreamHandler, flush_all
 from ...server.os_signals import SignalPipe
 
 logger = logging.getLogger("wurk_django.worker")
@@ -137,6 +138,7 @@ class Command(BaseCommand):
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
                         busy = [p for p in launcher.manager.alive_processors() if p.unit is not None]
                         launcher.manager.hard_shutdown(busy)
+                        flush_all()
                         os._exit(1)
                 elif name == "TSTP":
                     launcher.quiet()
@@ -187,7 +189,7 @@ def _configure_logging(config: Config) -> None:
     root.setLevel(level)
     if root.handlers:
         return
-    handler = logging.StreamHandler(sys.stdout)
+    handler = BatchingStreamHandler(sys.stdout, interval=config.log_flush_interval)
     handler.setFormatter(JSONFormatter() if config.log_format == "json" else PlainFormatter())
     root.addHandler(handler)
     root.propagate = False
