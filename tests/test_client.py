@@ -14,6 +14,7 @@ from django.test import override_settings
 from tests import fixtures
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
 from wurk_django import Job, payload, registry
+from wurk_django import client as client_module
 from wurk_django.client import Client, enqueue_to, normalize, push, push_bulk, validate
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
@@ -28,21 +29,16 @@ def pinned(monkeypatch):
 
 @pytest.fixture
 def pipelines(monkeypatch):
-    """Counts pipeline round trips and records every command queued on them."""
+    """Counts the client's round trips (one ``send_commands`` each) and records every command sent."""
     calls = {"executes": 0, "commands": []}
-    original_execute = redis_lib.client.Pipeline.execute
-    original_queue = redis_lib.client.Pipeline.pipeline_execute_command
+    original = client_module.send_commands
 
-    def execute(self, *args, **kwargs):
+    def send(redis, commands):
         calls["executes"] += 1
-        return original_execute(self, *args, **kwargs)
+        calls["commands"].extend(commands)
+        return original(redis, commands)
 
-    def queue(self, *args, **options):
-        calls["commands"].append(args)
-        return original_queue(self, *args, **options)
-
-    monkeypatch.setattr(redis_lib.client.Pipeline, "execute", execute)
-    monkeypatch.setattr(redis_lib.client.Pipeline, "pipeline_execute_command", queue)
+    monkeypatch.setattr(client_module, "send_commands", send)
     return calls
 
 
@@ -355,27 +351,20 @@ def test_bulk_mixes_nothing_between_schedule_and_queue(redis_db):
 # --- failover (CORE-085) -------------------------------------------------------------------------
 
 
-class _FlakyRedis:
-    """The real client, but the next pipelines fail with the given errors before anything is sent."""
+class _FlakySend:
+    """The real ``send_commands``, but the next calls fail with the given errors before anything is sent."""
 
-    def __init__(self, errors):
-        self.real = get_redis()
+    def __init__(self, monkeypatch, errors):
         self.errors = list(errors)
-        self.connection_pool = self.real.connection_pool
-        self.pipelines = 0
+        self.sends = 0
+        self.real = client_module.send_commands
+        monkeypatch.setattr(client_module, "send_commands", self)
 
-    def pipeline(self, transaction=False):
-        self.pipelines += 1
-        pipe = self.real.pipeline(transaction=transaction)
+    def __call__(self, redis, commands):
+        self.sends += 1
         if self.errors:
-            error = self.errors.pop(0)
-
-            def fail():
-                pipe.reset()
-                raise error
-
-            pipe.execute = fail
-        return pipe
+            raise self.errors.pop(0)
+        return self.real(redis, commands)
 
 
 def _reply_error(text):
@@ -385,34 +374,35 @@ def _reply_error(text):
     return BaseParser.parse_error(text)
 
 
-def test_readonly_error_is_retried_once(redis_db):
+def test_readonly_error_is_retried_once(redis_db, monkeypatch):
     # redis-py strips the READONLY code from the message, so the class is what identifies it.
-    flaky = _FlakyRedis([_reply_error("READONLY You can't write against a read only replica.")])
-    jid = Client(redis=flaky).push({"class": RecordJob, "args": [1]})
-    assert flaky.pipelines == 2
+    flaky = _FlakySend(monkeypatch, [_reply_error("READONLY You can't write against a read only replica.")])
+    jid = Client().push({"class": RecordJob, "args": [1]})
+    assert flaky.sends == 2
     assert [j["jid"] for j in _queue(redis_db)] == [jid]
 
 
 @pytest.mark.parametrize("tag", ["NOREPLICAS Not enough good replicas to write.", "UNBLOCKED force unblock"])
-def test_other_failover_errors_are_retried_once(redis_db, tag):
-    flaky = _FlakyRedis([_reply_error(tag)])
-    Client(redis=flaky).push({"class": RecordJob, "args": [1]})
+def test_other_failover_errors_are_retried_once(redis_db, monkeypatch, tag):
+    flaky = _FlakySend(monkeypatch, [_reply_error(tag)])
+    Client().push({"class": RecordJob, "args": [1]})
+    assert flaky.sends == 2
     assert redis_db.llen("queue:default") == 1
 
 
-def test_second_failover_error_propagates(redis_db):
-    flaky = _FlakyRedis([_reply_error("READONLY You can't write"), _reply_error("READONLY You can't write")])
+def test_second_failover_error_propagates(redis_db, monkeypatch):
+    flaky = _FlakySend(monkeypatch, [_reply_error("READONLY You can't write"), _reply_error("READONLY You can't write")])
     with pytest.raises(redis_lib.ReadOnlyError):
-        Client(redis=flaky).push({"class": RecordJob, "args": [1]})
-    assert flaky.pipelines == 2
+        Client().push({"class": RecordJob, "args": [1]})
+    assert flaky.sends == 2
     assert redis_db.llen("queue:default") == 0
 
 
-def test_ordinary_errors_are_not_retried(redis_db):
-    flaky = _FlakyRedis([_reply_error("WRONGTYPE Operation against a key holding the wrong kind of value")])
+def test_ordinary_errors_are_not_retried(redis_db, monkeypatch):
+    flaky = _FlakySend(monkeypatch, [_reply_error("WRONGTYPE Operation against a key holding the wrong kind of value")])
     with pytest.raises(redis_lib.ResponseError, match="WRONGTYPE"):
-        Client(redis=flaky).push({"class": RecordJob, "args": [1]})
-    assert flaky.pipelines == 1
+        Client().push({"class": RecordJob, "args": [1]})
+    assert flaky.sends == 1
 
 
 def test_client_uses_the_configured_database(redis_db):

@@ -1,7 +1,7 @@
 """Pushing jobs into Redis (CORE-080..089).
 
 ``Client.push`` validates and normalizes a job dict, runs the client
-middleware, checks the arguments, then writes it in one pipeline: ``LPUSH``
+middleware, checks the arguments, then writes it in one round trip: ``LPUSH``
 onto ``queue:<name>`` for immediate jobs, ``ZADD schedule`` when the job
 carries an ``at``.
 """
@@ -19,7 +19,7 @@ import redis as redis_lib
 from . import payload, reliable_push, signals, testing
 from .arguments import check_arguments
 from .conf import Config, get_config
-from .connection import get_redis
+from .connection import get_redis, send_commands
 from .middleware import Chain
 
 logger = logging.getLogger("wurk_django.client")
@@ -204,33 +204,26 @@ class Client:
 
     def _write(self, jobs: list[dict]) -> None:
         if "at" in jobs[0]:
-            members: dict[bytes, float] = {}
+            command: list[Any] = ["ZADD", "schedule"]
             for job in jobs:
                 body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
-                members[payload.dumps(body)] = float(job["at"])
+                command += (float(job["at"]), payload.dumps(body))
+            self._send([tuple(command)])
+            return
+        now = payload.now_ms()
+        by_queue: dict[str, list[bytes]] = defaultdict(list)
+        for job in jobs:
+            job["enqueued_at"] = now
+            by_queue[job["queue"]].append(payload.dumps(job))
+        commands: list[tuple[Any, ...]] = [("SADD", "queues", *by_queue)]
+        commands += [("LPUSH", f"queue:{queue}", *bodies) for queue, bodies in by_queue.items()]
+        self._send(commands)
 
-            def write(pipe: Any) -> None:
-                pipe.zadd("schedule", members)
-        else:
-            now = payload.now_ms()
-            by_queue: dict[str, list[bytes]] = defaultdict(list)
-            for job in jobs:
-                job["enqueued_at"] = now
-                by_queue[job["queue"]].append(payload.dumps(job))
-
-            def write(pipe: Any) -> None:
-                pipe.sadd("queues", *by_queue)
-                for queue, bodies in by_queue.items():
-                    pipe.lpush(f"queue:{queue}", *bodies)
-
-        self._send(write)
-
-    def _send(self, write: Any) -> None:
+    def _send(self, commands: list[tuple[Any, ...]]) -> None:
+        """Send ``commands`` in one round trip (packed, no ``Pipeline`` object: RUN-706)."""
         for attempt in (1, 2):
-            pipe = self.redis.pipeline(transaction=False)
-            write(pipe)
             try:
-                pipe.execute()
+                send_commands(self.redis, commands)
                 return
             except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
                 # After a failover the old primary answers READONLY: redial and send once more (CORE-085).

@@ -112,21 +112,22 @@ class _TaskClient(Client):
                 front = (job.get("task") or {}).get("priority", 0) > 0
                 by_queue[(job["queue"], front)].append(payload.dumps(job))
 
-        def write(pipe: Any) -> None:
-            for job in jobs:
-                record = self.records.get(job["jid"])
-                if record is not None:
-                    pipe.hset(results.key(job["jid"]), mapping=results.encode(record))
-                    pipe.expire(results.key(job["jid"]), self.ttl)
-            if scheduled:
-                pipe.zadd("schedule", scheduled)
-            if by_queue:
-                pipe.sadd("queues", *{q for q, _ in by_queue})
-            for (queue, front), bodies in by_queue.items():
-                # Workers take from the right end: RPUSH makes these next (DJ-015).
-                (pipe.rpush if front else pipe.lpush)(f"queue:{queue}", *bodies)
-
-        self._send(write)
+        commands: list[tuple[Any, ...]] = []
+        for job in jobs:
+            record = self.records.get(job["jid"])
+            fields = [part for pair in results.encode(record).items() for part in pair] if record else []
+            if fields:
+                key = results.key(job["jid"])
+                commands += [("HSET", key, *fields), ("EXPIRE", key, self.ttl)]
+        if scheduled:
+            commands.append(("ZADD", "schedule", *(part for member, score in scheduled.items()
+                                                    for part in (score, member))))
+        if by_queue:
+            commands.append(("SADD", "queues", *{q for q, _ in by_queue}))
+        for (queue, front), bodies in by_queue.items():
+            # Workers take from the right end: RPUSH makes these next (DJ-015).
+            commands.append(("RPUSH" if front else "LPUSH", f"queue:{queue}", *bodies))
+        self._send(commands)
 
 
 _async_lock = threading.Lock()
