@@ -55,14 +55,32 @@ class BatchingStreamHandler(logging.StreamHandler):
         self._closed = False
         _handlers.add(self)
 
+    def handle(self, record: logging.LogRecord) -> logging.LogRecord | bool:
+        # The stock handle() holds the handler lock around emit(); here the lock is taken
+        # only to write, so threads queueing lines never wait for the writer's system call.
+        rv = self.filter(record)
+        if isinstance(rv, logging.LogRecord):
+            record = rv
+        if rv:
+            self.emit(record)
+        return rv
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
         except Exception:
             self.handleError(record)
             return
-        self._pending.append(line)  # deque.append is atomic: no lock on the hot path
-        if record.levelno >= logging.WARNING or self.interval == 0 or self._closed:
+        if record.levelno >= logging.WARNING:
+            self._pending.append(line)
+            self._write_pending()
+        else:
+            self.enqueue(line)
+
+    def enqueue(self, line: str) -> None:
+        """Queue one formatted line (no terminator) to be written with the next batch."""
+        self._pending.append(line)  # deque.append is atomic: no lock needed
+        if self.interval == 0 or self._closed:
             self._write_pending()
         elif self._writer is None:
             self._start_writer()
@@ -82,7 +100,7 @@ class BatchingStreamHandler(logging.StreamHandler):
             super().close()
 
     def _write_pending(self) -> None:
-        with self.lock:  # an RLock: emit() already holds it when called from Handler.handle
+        with self.lock:  # every write holds it, so batches and immediate lines never interleave
             lines = []
             popleft = self._pending.popleft
             try:

@@ -36,17 +36,22 @@ def _base36(n: int) -> str:
 _tids = threading.local()
 
 
+def _forget_tids() -> None:
+    # A forked child has new thread idents to hash with its new pid: start a fresh cache.
+    global _tids
+    _tids = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_tids)
+
+
 def thread_id() -> str:
     """Short per-thread id, unique inside the process (CORE-075); computed once per thread."""
     try:
-        pid, tid = _tids.value
-        if pid == os.getpid():
-            return tid
+        return _tids.value
     except AttributeError:
-        pass
-    tid = _base36(threading.get_ident() ^ os.getpid())
-    _tids.value = (os.getpid(), tid)
-    return tid
+        tid = _tids.value = _base36(threading.get_ident() ^ os.getpid())
+        return tid
 
 
 class WorkerState:

@@ -1,0 +1,45 @@
+"""Thread ids in log lines and the busy hash (CORE-075)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from wurk_django.server.state import thread_id
+
+
+def test_thread_id_is_stable_per_thread_and_unique_across_live_threads():
+    mine = thread_id()
+    assert mine == thread_id() and mine.isalnum()
+    others: list[str] = []
+    alive = threading.Barrier(4)  # idents of exited threads are reused: keep all four alive at once
+
+    def record() -> None:
+        others.append(thread_id())
+        alive.wait(timeout=10)
+
+    threads = [threading.Thread(target=record) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(others) | {mine}) == 5
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_gets_its_own_id_for_the_same_thread():
+    parent = thread_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, thread_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child and child != parent
