@@ -186,3 +186,22 @@ def test_usable_from_django_logging_dictconfig(tmp_path):
         finally:
             log.removeHandler(handler)
             handler.close()
+
+
+def test_stop_writers_leaves_no_thread_and_writes_the_queue(make_logger):
+    """A swarm supervisor forks only as the sole thread (RUN-810): the writer must be stoppable."""
+    from wurk_django.server.logwriter import stop_writers
+
+    stream = CountingStream()
+    log, handler = make_logger(stream, interval=60)
+    before = set(threading.enumerate())
+    log.info("before the fork")
+    [writer] = [t for t in set(threading.enumerate()) - before if t.name == "wurk-log-writer"]
+    stop_writers()
+    assert not writer.is_alive()
+    assert stream.getvalue() == "INFO before the fork\n"
+    log.info("after the fork")  # the next line starts a writer again
+    [again] = [t for t in set(threading.enumerate()) - before if t.name == "wurk-log-writer"]
+    assert again is not writer and again.is_alive()
+    handler.flush()
+    assert stream.getvalue().endswith("INFO after the fork\n")

@@ -51,6 +51,7 @@ class BatchingStreamHandler(logging.StreamHandler):
         self.interval = float(interval)
         self._pending: collections.deque[str] = collections.deque()
         self._writer: threading.Thread | None = None
+        self._stop = threading.Event()
         self._start_lock = threading.Lock()
         self._closed = False
         _handlers.add(self)
@@ -94,6 +95,8 @@ class BatchingStreamHandler(logging.StreamHandler):
         if self._closed:
             return
         self._closed = True
+        self._stop.set()
+        _handlers.discard(self)
         try:
             self.flush()
         finally:
@@ -128,21 +131,32 @@ class BatchingStreamHandler(logging.StreamHandler):
     def _start_writer(self) -> None:
         with self._start_lock:
             if self._writer is None and not self._closed:
-                self._writer = threading.Thread(target=self._run, name="wurk-log-writer", daemon=True)
+                self._stop = threading.Event()
+                self._writer = threading.Thread(target=self._run, args=(self._stop,), name="wurk-log-writer",
+                                                daemon=True)
                 self._writer.start()
 
-    def _run(self) -> None:
-        wait = threading.Event().wait  # a plain sleep that never wakes early
-        while not self._closed:
-            wait(self.interval)
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
             if self._pending:
                 self._write_pending()
+
+    def stop_writer(self, timeout: float = 5.0) -> None:
+        """Stop the writer thread and write the queue; the next queued line starts a new one."""
+        with self._start_lock:
+            writer, self._writer = self._writer, None
+            self._stop.set()
+        if writer is not None:
+            writer.join(timeout)
+        if not self._closed:
+            self.flush()
 
     def _after_fork_in_child(self) -> None:
         # The parent's writer thread does not exist here, and the parent writes the
         # lines it had queued: drop this copy of them so none is written twice.
         self._pending.clear()
         self._writer = None
+        self._stop = threading.Event()
         self._start_lock = threading.Lock()
 
 
@@ -152,6 +166,16 @@ def _reinit_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
+def stop_writers() -> None:
+    """Stop every writer thread, writing what is queued, before ``fork()`` (RUN-810).
+
+    A swarm supervisor forks only while it is the sole thread; the writers start
+    again, in the parent and in each child, with the next INFO line.
+    """
+    for handler in list(_handlers):
+        handler.stop_writer()
 
 
 def flush_all() -> None:

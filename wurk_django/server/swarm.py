@@ -46,6 +46,7 @@ from ..conf import Config, parse_queue
 from ..errors import ConfigurationError
 from .child import flush_output, run_child
 from .launcher import dump_threads
+from .logwriter import stop_writers
 from .os_signals import SignalPipe
 from .state import NONCE, hostname
 
@@ -400,6 +401,7 @@ class Swarm:
 
     def _fork(self, index: int) -> int:
         """Fork one child for slot ``index``; returns its pid (the child never returns)."""
+        stop_writers()  # the log writer is the one thread a supervisor runs besides its own
         self._check_fork_safe()
         self._prepare_fork()
         parent_pid = os.getpid()
