@@ -83,7 +83,10 @@ class ReliableFetch:
         self._done = threading.Event()
         self._active: dict[int, ReliableUnit] = {}  # thread -> the job it is running
         self._local = threading.local()
-        self._gate = threading.Condition()
+        # Fetches hold the plain lock for two counter updates per job; the Condition on the
+        # same lock is only waited on and notified while a reconcile is under way.
+        self._gate_lock = threading.Lock()
+        self._gate = threading.Condition(self._gate_lock)
         self._in_fetch = 0
         self._reconciling = False
         self._needs_reconcile = False
@@ -177,7 +180,7 @@ class ReliableFetch:
             self._flush_quietly()
             time.sleep(0.05)
             return None
-        with self._gate:
+        with self._gate_lock:
             while self._reconciling:
                 self._gate.wait(0.5)
             self._in_fetch += 1
@@ -193,9 +196,10 @@ class ReliableFetch:
             self._done.wait(ERROR_BACKOFF)
             return None
         finally:
-            with self._gate:
+            with self._gate_lock:
                 self._in_fetch -= 1
-                self._gate.notify_all()
+                if self._reconciling:
+                    self._gate.notify_all()
         if self._needs_reconcile:
             self._reconcile()
         self._outage.succeeded()
@@ -251,7 +255,6 @@ class ReliableFetch:
             self.flush_acks()
             self._done.wait(self.poll_interval)
             return None
-        redis = get_redis()
         mine = self._take_mine()
         for i, name in enumerate(names):
             public, private = self.keys(name)
@@ -265,7 +268,7 @@ class ReliableFetch:
                     self._put_back(threading.get_ident(), mine)
                     raise
             else:
-                job = redis.lmove(public, private, "RIGHT", "LEFT")
+                job = get_redis().lmove(public, private, "RIGHT", "LEFT")
             if job is not None:
                 return ReliableUnit(name, public, private, job, self)
         if self._done.is_set():
