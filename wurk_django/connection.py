@@ -17,7 +17,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .conf import get_config
+from . import wire
+from .conf import Config, get_config
 from .errors import RedisVersionError
 
 logger = logging.getLogger("wurk_django.redis")
@@ -39,6 +40,9 @@ def _build(url: str, *, pool_size: int, socket_timeout: float, options: dict[str
         "retry": Retry(NoBackoff(), 0),
         "max_connections": pool_size,
         "timeout": CHECKOUT_TIMEOUT,
+        # RESP2 unless OPTIONS or the URL ask for 3 (redis-py 8 defaults to RESP3): the
+        # per-job batches then run on the socket directly (wire.py, RUN-706).
+        "protocol": 2,
     }
     kwargs.update(options)
     kwargs["decode_responses"] = False
@@ -46,13 +50,15 @@ def _build(url: str, *, pool_size: int, socket_timeout: float, options: dict[str
     return redis.Redis(connection_pool=pool)
 
 
-def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0) -> redis.Redis:
+def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0,
+              config: Config | None = None) -> redis.Redis:
     """The process-wide client for ``purpose``.
 
     ``purpose="fetch"`` is for blocking reads: its socket timeout covers the
-    block time plus the normal read timeout (RUN-832).
+    block time plus the normal read timeout (RUN-832). ``config`` saves a
+    settings lookup when the caller already holds the current one.
     """
-    config = get_config()
+    config = config or get_config()
     url = config.redis_url
     key = (os.getpid(), purpose, url)
     client = _clients.get(key)
@@ -86,11 +92,18 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """Send ``commands`` in one round trip on ``conn`` and return their raw replies.
 
     The same bytes on the wire as a non-transactional pipeline, without building a
-    ``Pipeline`` object per call: this runs once per job on the fetch path. Every
-    reply is read even after an error reply, so the connection stays in sync; the
-    first error is raised afterwards. A connection that failed mid-way is closed
-    (it reconnects on its next use).
+    ``Pipeline`` object per call: this runs once per job on the fetch path, through
+    :mod:`wurk_django.wire` where the connection allows it. Every reply is read even
+    after an error reply, so the connection stays in sync; the first error is raised
+    afterwards. A connection that failed mid-way is closed (it reconnects on its
+    next use).
     """
+    if wire.usable(conn):
+        replies = wire.exchange(conn, commands)
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
     replies: list[Any] = []
     error: redis.ResponseError | None = None
     try:

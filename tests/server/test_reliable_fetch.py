@@ -60,6 +60,8 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     server cannot disturb the figures."""
     from redis.connection import Connection
 
+    from wurk_django import wire
+
     for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
@@ -71,6 +73,9 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
                         lambda self, *args, **kw: sent.append([str(args[0]).lower()]) or single(self, *args, **kw))
     monkeypatch.setattr(Connection, "pack_commands",
                         lambda self, cmds: sent.append([str(c[0]).lower() for c in cmds]) or many(self, cmds))
+    exchange = wire.exchange  # the batches' own path (RUN-706): one write per call
+    monkeypatch.setattr(wire, "exchange",
+                        lambda conn, cmds: sent.append([str(c[0]).lower() for c in cmds]) or exchange(conn, cmds))
     for _ in range(50):
         unit = fetcher.retrieve_work()
         unit.jid = json.loads(unit.job)["jid"]

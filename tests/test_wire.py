@@ -1,0 +1,125 @@
+"""Hot-path batches on a connection's socket (RUN-706): same replies and errors as redis-py's path."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from django.conf import settings
+
+from wurk_django import wire
+from wurk_django.connection import get_redis, send_on
+
+
+@pytest.fixture
+def make_conn(redis_db):
+    """Connections from a private pool on the test database; all released and closed afterwards."""
+    clients: list[redis.Redis] = []
+    taken: list[tuple[redis.Redis, object]] = []
+
+    def make(**options):
+        client = redis.Redis.from_url(settings.WURK_TEST_REDIS_URL, **{"protocol": 2, **options})
+        clients.append(client)
+        conn = client.connection_pool.get_connection()
+        taken.append((client, conn))
+        return conn
+
+    yield make
+    for client, conn in taken:
+        client.connection_pool.release(conn)
+    for client in clients:
+        client.close()
+
+
+def test_replies_are_the_raw_values_redis_py_would_read(redis_db, make_conn):
+    conn = make_conn()
+    assert wire.usable(conn)
+    replies = wire.exchange(conn, [("RPUSH", "l", b"a", "b", 3), ("LRANGE", "l", 0, -1), ("GET", "missing"),
+                                   ("SET", "k", "v"), ("GET", "k")])
+    assert replies == [3, [b"a", b"b", b"3"], None, b"OK", b"v"]
+
+
+def test_a_reply_larger_than_the_read_buffer(redis_db, make_conn):
+    conn = make_conn()
+    big = b"x" * (3 * 65536 + 7)
+    assert wire.exchange(conn, [("SET", "big", big), ("GET", "big"), ("STRLEN", "big")]) == [b"OK", big, len(big)]
+
+
+def test_error_replies_come_back_in_place_as_redis_py_exceptions(redis_db, make_conn):
+    conn = make_conn()
+    redis_db.set("text", "1")
+    replies = wire.exchange(conn, [("LPUSH", "text", "x"), ("EVALSHA", "0" * 40, 0), ("SET", "after", "1")])
+    assert type(replies[0]) is redis.ResponseError and "WRONGTYPE" in str(replies[0])
+    assert isinstance(replies[1], redis.exceptions.NoScriptError)
+    assert replies[2] == b"OK"
+    assert wire.exchange(conn, [("PING",)]) == [b"PONG"]  # still in step with the server
+
+
+def test_send_on_raises_the_first_error_after_running_the_whole_batch(redis_db, make_conn):
+    conn = make_conn()
+    redis_db.set("text", "1")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        send_on(conn, [("SET", "before", "1"), ("LPUSH", "text", "x"), ("SET", "after", "1")])
+    assert redis_db.get("before") == b"1" and redis_db.get("after") == b"1"
+    assert send_on(conn, [("GET", "after")]) == [b"1"]
+
+
+def test_a_connection_killed_by_the_server_raises_connection_error_then_reconnects(redis_db, make_conn):
+    conn = make_conn()
+    [client_id] = wire.exchange(conn, [("CLIENT", "ID")])
+    redis_db.execute_command("CLIENT", "KILL", "ID", client_id)
+    with pytest.raises(redis.ConnectionError):
+        wire.exchange(conn, [("PING",)])
+    assert conn._sock is None  # disconnected, so redis-py reconnects it on next use
+    assert wire.exchange(conn, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
+    assert wire.exchange(conn, [("CLIENT", "ID")]) != [client_id]
+
+
+def test_a_read_timeout_raises_timeout_error_and_the_connection_recovers(redis_db, make_conn):
+    conn = make_conn(socket_timeout=0.2)
+    with pytest.raises(redis.TimeoutError):
+        wire.exchange(conn, [("BLPOP", "nothing-here", 2)])
+    assert wire.exchange(conn, [("PING",)]) == [b"PONG"]  # a new connection: no stale BLPOP reply
+
+
+def test_a_value_hiredis_cannot_pack_gets_redis_pys_data_error(redis_db, make_conn):
+    conn = make_conn()
+    with pytest.raises(redis.DataError, match="bool.*SET.*True"):
+        wire.exchange(conn, [("SET", "flag", True)])
+    assert redis_db.get("flag") is None
+    assert wire.exchange(conn, [("PING",)]) == [b"PONG"]
+
+
+def test_resp3_connections_take_redis_pys_path(redis_db, make_conn):
+    conn = make_conn(protocol=3)
+    assert not wire.usable(conn)
+    assert send_on(conn, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
+    assert "_wurk_wire" not in conn.__dict__
+
+
+def test_the_selected_database_is_the_one_written(redis_db, make_conn):
+    conn = make_conn()
+    wire.exchange(conn, [("SET", "where", "here")])
+    assert redis_db.get("where") == b"here"  # same db as the URL: redis-py's handshake ran first
+
+
+def test_wurk_pools_speak_resp2_so_the_hot_path_applies(redis_db):
+    pool = get_redis().connection_pool
+    conn = pool.get_connection()
+    try:
+        assert str(conn.protocol) == "2" and wire.usable(conn)
+    finally:
+        pool.release(conn)
+
+
+def test_resp3_can_still_be_asked_for(redis_db):
+    from django.test import override_settings
+
+    with override_settings(WURK={**settings.WURK, "REDIS": {"URL": settings.WURK_TEST_REDIS_URL,
+                                                             "OPTIONS": {"protocol": 3}}}):
+        client = get_redis("resp3-test")
+        conn = client.connection_pool.get_connection()
+        try:
+            assert str(conn.protocol) == "3" and not wire.usable(conn)
+            assert send_on(conn, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
+        finally:
+            client.connection_pool.release(conn)

@@ -1,0 +1,107 @@
+"""Command batches written and read straight on a redis-py connection's socket (RUN-706).
+
+The fetch + ACK batch runs once per job, and a push once per enqueue. Going
+through ``Connection.send_packed_command`` and ``read_response`` costs about
+45 us of Python per batch (host strings for error messages, health-check and
+observability hooks, a parser call per reply); packing with ``hiredis`` and
+parsing with a ``hiredis.Reader`` kept beside the socket costs about 7 us for
+the same bytes on the wire (bench/micro.py).
+
+redis-py still owns the connection: it connects (AUTH, SELECT, TLS), and it
+is what a failed batch disconnects. This module only talks on the socket
+between those points, and only where that is the plain RESP2 stream it
+expects: with hiredis missing, under RESP3 (push messages would interleave),
+or on a connection class without a socket, :func:`usable` says no and the
+caller takes redis-py's own path.
+
+Error replies are turned into redis-py's exception classes by the
+connection's own parser (``ReadOnlyError``, ``NoScriptError``...), so callers
+cannot tell the two paths apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+try:
+    import hiredis
+except ImportError:  # redis[hiredis] is a dependency, but a stripped install must still work
+    hiredis = None
+
+_BUFFER = 65536
+
+
+class _State:
+    """The reader for one socket; replaced whenever the connection reconnects."""
+
+    __slots__ = ("sock", "reader", "buffer")
+
+    def __init__(self, sock: Any, parse_error: Any) -> None:
+        self.sock = sock
+        self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error)
+        self.buffer = bytearray(_BUFFER)
+
+
+def usable(conn: Any) -> bool:
+    """True when :func:`exchange` may run on ``conn``."""
+    return (hiredis is not None and str(getattr(conn, "protocol", 2) or 2) == "2"
+            and hasattr(conn, "_sock") and hasattr(conn, "connect"))
+
+
+def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` in one write and return one reply per command.
+
+    An error reply is returned in place as its exception (not raised); any I/O
+    failure disconnects ``conn`` and raises redis-py's ``ConnectionError`` or
+    ``TimeoutError``, as its own path would.
+    """
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    state = conn.__dict__.get("_wurk_wire")
+    if state is None or state.sock is not sock:
+        parser = getattr(conn, "_parser", None)
+        parse_error = getattr(parser, "parse_error", None) or redis.ResponseError
+        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error)
+    try:
+        pack = hiredis.pack_command
+        data = b"".join([pack(command) for command in commands])
+    except TypeError:
+        raise _unpackable(commands) from None
+    reader = state.reader
+    replies: list[Any] = []
+    try:
+        sock.sendall(data)
+        wanted = len(commands)
+        while len(replies) < wanted:
+            reply = reader.gets()
+            if reply is False:
+                read = sock.recv_into(state.buffer)
+                if not read:
+                    raise ConnectionResetError("Connection closed by server.")
+                reader.feed(state.buffer, 0, read)
+                continue
+            replies.append(reply)
+    except TimeoutError as exc:  # socket.timeout
+        conn.disconnect()
+        raise redis.TimeoutError(f"Timeout talking to Redis: {exc}") from exc
+    except OSError as exc:
+        conn.disconnect()
+        raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
+    except BaseException:
+        conn.disconnect()  # a half-read stream cannot be used again
+        raise
+    return replies
+
+
+def _unpackable(commands: list[tuple[Any, ...]]) -> redis.DataError:
+    """The ``DataError`` naming the first argument that is not bytes, str, int or float."""
+    for command in commands:
+        for value in command:
+            if isinstance(value, bool) or not isinstance(value, (bytes, str, int, float)):
+                return redis.DataError(f"Invalid input of type {type(value).__name__!r} in {command[0]}: {value!r}. "
+                                       "Convert to bytes, str, int or float first.")
+    return redis.DataError(f"could not pack {commands!r}")
