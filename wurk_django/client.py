@@ -113,7 +113,7 @@ class Client:
 
     @property
     def redis(self) -> redis_lib.Redis:
-        return self._redis or get_redis()
+        return self._redis or get_redis(config=self.config)
 
     def push(self, item: dict) -> str | None:
         """Push one job; returns its jid, or ``None`` if a middleware stopped it."""

@@ -64,10 +64,10 @@ class Setter:
     def set(self, **options: Any) -> Setter:
         return Setter(self.job_class, {**self.options, **options})
 
-    def _client(self):
+    def _client(self, config: Any = None):
         from .client import Client
 
-        return Client()
+        return Client(config=config)
 
     def _item(self, args: tuple) -> dict:
         return {**self.options, "class": self.job_class, "args": list(args)}
@@ -86,14 +86,15 @@ class Setter:
     def _push(self, item: dict) -> str | None:
         from .conf import get_config
 
+        config = get_config()  # once per push: the client and its pool reuse it
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
-            on_commit = get_config().enqueue_on_commit
+            on_commit = config.enqueue_on_commit
         if on_commit:
             from .transaction import push_on_commit
 
-            return push_on_commit(self._client(), item, using=on_commit if isinstance(on_commit, str) else None)
-        return self._client().push(item)
+            return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None)
+        return self._client(config).push(item)
 
     def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:
         """Run after ``interval`` seconds (or a timedelta); a past time runs now."""
