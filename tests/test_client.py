@@ -343,6 +343,30 @@ def test_explicit_jid_allowed_for_a_single_bulk_job(redis_db):
     assert push_bulk({"class": RecordJob, "args": [[1]], "jid": "c" * 24}) == ["c" * 24]
 
 
+def test_bulk_jobs_match_single_pushes_byte_for_byte_but_jid(redis_db, pinned):
+    """The bulk path builds one template per push (RUN-706): each job must still be what
+    a single push writes, with its own jid and dict, and a shared created_at (CORE-089)."""
+    seen: list[dict] = []
+
+    class Tag:
+        def __call__(self, job_class, job, queue, redis, call_next):
+            job.setdefault("tags", []).append("mw")  # each job is its own dict
+            seen.append(job)
+            return call_next()
+
+    with _wurk(CLIENT_MIDDLEWARE=[Tag]):
+        single = RecordJob.perform_async(7)
+        redis_db.delete("queue:default")
+        bulk = RecordJob.perform_bulk([[7], [7]])
+    assert single == bulk[0] == bulk[1] == fixtures.JID  # pinned: every new jid is the fixture's
+    stored = redis_db.lrange("queue:default", 0, -1)
+    assert len(stored) == 2 and len(seen) == 3
+    assert [payload.loads(raw)["tags"] for raw in stored] == [["mw"], ["mw"]]
+    assert seen[1] is not seen[2]
+    single_bytes = payload.dumps(seen[0])
+    assert all(payload.dumps(job) == single_bytes for job in seen[1:])
+
+
 def test_bulk_mixes_nothing_between_schedule_and_queue(redis_db):
     jids = push_bulk({"class": RecordJob, "args": []})
     assert jids == [] and redis_db.keys("*") == []

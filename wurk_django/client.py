@@ -20,6 +20,7 @@ from . import payload, reliable_push, signals, testing
 from .arguments import check_arguments
 from .conf import Config, get_config
 from .connection import get_redis, send_commands
+from .job import Job
 from .middleware import Chain
 
 logger = logging.getLogger("wurk_django.client")
@@ -31,8 +32,6 @@ _FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
 
 
 def _job_class_of(klass: Any):
-    from .job import Job
-
     if isinstance(klass, type) and issubclass(klass, Job):
         return klass
     job_class = getattr(klass, "job_class", None)  # a @job-decorated function
@@ -70,6 +69,11 @@ def validate(item: Any) -> None:
 
 def normalize(item: dict, config: Config) -> dict:
     """Overlay class options with the item and fill jid/created_at (CORE-081)."""
+    return _fill(_template(item, config))
+
+
+def _template(item: dict, config: Config) -> dict:
+    """Everything of a normalized job that does not differ between the jobs of one bulk push."""
     klass = item["class"]
     job_class = _job_class_of(klass)
     if job_class is None:
@@ -86,7 +90,7 @@ def normalize(item: dict, config: Config) -> dict:
         raise ValueError(f"job {job['class']} has an empty queue name")
     job["queue"] = str(queue)
     if not job.get("jid"):
-        job["jid"] = payload.new_jid()
+        job["jid"] = None  # filled per job by _fill; placed here so the key order is Sidekiq's
     if job.get("retry_for") is not None:
         job["retry_for"] = int(job["retry_for"])
     if "created_at" not in job:
@@ -99,6 +103,12 @@ def normalize(item: dict, config: Config) -> dict:
             raise ValueError(f"'expires_in' must be seconds > 0 or a timedelta, not {expires_in!r}")
         job["expires_in"] = seconds
         job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
+    return job
+
+
+def _fill(job: dict) -> dict:
+    if not job["jid"]:
+        job["jid"] = payload.new_jid()
     return job
 
 
@@ -154,20 +164,25 @@ class Client:
         if batch_size < 1:
             raise ValueError("'batch_size' must be >= 1")
         now = time.time()
+        # One class lookup and options merge for the whole push; created_at is shared,
+        # as in Sidekiq's push_bulk. Each job still gets its own jid, middleware pass
+        # and argument check.
+        validate({**item, "args": []})
+        template = _template({**item, "args": []}, self.config)
         jids: list[str | None] = []
         for start in range(0, len(args_list), batch_size):
             batch = []
             for i in range(start, min(start + batch_size, len(args_list))):
-                one = {**item, "args": args_list[i]}
+                job = {**template, "args": args_list[i]}
                 if spread:
-                    one["at"] = now + random.random() * max(spread, 5)
+                    job["at"] = now + random.random() * max(spread, 5)
                 elif isinstance(at, list):
-                    one["at"] = at[i]
+                    job["at"] = at[i]
                 elif at is not None:
-                    one["at"] = at
-                validate(one)
-                job = normalize(one, self.config)
-                job = self._through_middleware(job)
+                    job["at"] = at
+                if "at" in job and (isinstance(job["at"], bool) or not isinstance(job["at"], (int, float))):
+                    raise ValueError(f"job 'at' must be a number of epoch seconds, not {job['at']!r}")
+                job = self._through_middleware(_fill(job))
                 if not job:
                     jids.append(None)
                     continue
