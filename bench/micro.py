@@ -3,9 +3,9 @@
 
     python bench/micro.py
 
-Each line times one piece the way the worker runs it on a noop job, then the
-leaner variant proposed in docs/benchmarks.md, so the expected gain of each
-proposal is measured rather than guessed. Uses Redis DB 9 (flushed).
+Each line times one piece of the per-job path as the worker runs it now, beside
+what it replaced (docs/benchmarks.md), so each gain is measured rather than
+guessed. Uses Redis DB 9 (flushed).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent)]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "wurk_settings")
 os.environ.setdefault("BENCH_JOBLOG", "1")
+os.environ.setdefault("BENCH_DATABASE", "1")
 
 import django  # noqa: E402
 
@@ -28,11 +28,14 @@ django.setup()
 
 import orjson  # noqa: E402
 import redis  # noqa: E402
+from django.db import close_old_connections  # noqa: E402
+from wurkbench.jobs import Noop  # noqa: E402
 
 from wurk_django import payload, signals  # noqa: E402
-from wurk_django.connection import get_redis  # noqa: E402
+from wurk_django.connection import get_redis, send_commands, send_on  # noqa: E402
 from wurk_django.server import database  # noqa: E402
 from wurk_django.server.joblog import JobLogger, PlainFormatter  # noqa: E402
+from wurk_django.server.logwriter import BatchingStreamHandler  # noqa: E402
 from wurk_django.server.state import thread_id  # noqa: E402
 
 N = int(os.environ.get("MICRO_N", "20000"))
@@ -57,72 +60,44 @@ def redis_paths() -> None:
     body = payload.dumps({"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "a" * 24})
     r.lpush("queue:bench", *([body] * (N * 8)))
     private = "queue:bench|host|1|n|0"
+    commands = [("LREM", private, 1, body), ("DEL", "super_fetch:recovered:" + "a" * 24),
+                ("LMOVE", "queue:bench", private, "RIGHT", "LEFT")]
 
-    def pipeline() -> None:  # what ReliableFetch._walk does per job today
+    def pipeline() -> None:  # before: a redis-py Pipeline object per job
         pipe = r.pipeline(transaction=False)
         pipe.lrem(private, 1, body)
         pipe.delete("super_fetch:recovered:" + "a" * 24)
         pipe.lmove("queue:bench", private, "RIGHT", "LEFT")
         pipe.execute()
 
-    pool = r.connection_pool
+    conn = r.connection_pool.get_connection()
 
-    def raw() -> None:  # proposed: pack and send on a pooled connection, read three replies
-        conn = pool.get_connection()
-        try:
-            conn.send_packed_command(conn.pack_commands((
-                ("LREM", private, 1, body),
-                ("DEL", "super_fetch:recovered:" + "a" * 24),
-                ("LMOVE", "queue:bench", private, "RIGHT", "LEFT"),
-            )), False)
-            conn.read_response()
-            conn.read_response()
-            conn.read_response()
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
-
-    timeit("fetch+ACK via redis-py Pipeline (today)", pipeline)
-    timeit("fetch+ACK packed on a pooled connection (proposed)", raw)
+    timeit("fetch+ACK via a redis-py Pipeline (before)", pipeline)
+    timeit("fetch+ACK packed on the thread's connection (now: connection.send_on)", lambda: send_on(conn, commands))
+    r.connection_pool.release(conn)
     r.flushdb()
 
+    job = {"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "b" * 24, "created_at": 1}
 
-class LeanFormatter(logging.Formatter):
-    """Proposed PlainFormatter: no import per call, cached pid/tid, second-granular strftime cache."""
+    def push_pipeline() -> None:  # before: Client._send with a Pipeline
+        pipe = r.pipeline(transaction=False)
+        pipe.sadd("queues", "bench")
+        pipe.lpush("queue:bench", payload.dumps(job))
+        pipe.execute()
 
-    _sec = -1
-    _stamp = ""
-    _local = threading.local()
-
-    def format(self, record: logging.LogRecord) -> str:
-        sec = int(record.created)
-        if sec != self._sec:
-            LeanFormatter._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-            LeanFormatter._sec = sec
-        tid = getattr(self._local, "tid", None)
-        if tid is None:
-            tid = self._local.tid = thread_id()
-        ctx = getattr(record, "wurk", None)
-        fields = " ".join([f"{k}={v}" for k, v in ctx.items() if v is not None]) + " " if ctx else ""
-        line = f"{self._stamp}.{int(record.msecs):03d}Z pid={_PID} tid={tid} {fields}{record.levelname}: {record.msg}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-_PID = os.getpid()
+    timeit("push SADD+LPUSH via a Pipeline (before)", push_pipeline)
+    timeit("push SADD+LPUSH packed (now: connection.send_commands)",
+           lambda: send_commands(r, [("SADD", "queues", "bench"), ("LPUSH", "queue:bench", payload.dumps(job))]))
+    timeit("Noop.perform_async() end to end (now)", Noop.perform_async)
+    r.flushdb()
 
 
 def logging_paths() -> None:
     job = {"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "a" * 24}
-    logger = logging.getLogger("wurk_django")
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    root = logging.getLogger("wurk_django")
+    root.setLevel(logging.INFO)
+    root.propagate = False
     sink = open(os.devnull, "w")
-    handler = logging.StreamHandler(sink)
-    logger.handlers[:] = [handler]
     joblog = JobLogger(["bid", "tags"], False)
 
     def two_lines() -> None:
@@ -131,13 +106,19 @@ def logging_paths() -> None:
         joblog.start(ctx)
         joblog.done(ctx, started)
 
-    handler.setFormatter(PlainFormatter())
-    timeit("job log start+done, PlainFormatter (today)", two_lines)
-    handler.setFormatter(LeanFormatter())
-    timeit("job log start+done, cached pid/tid/second stamp (proposed)", two_lines)
-    logging._srcfile = None  # what logging.logMultiprocessing-style tuning does: no findCaller frame walk
-    timeit("  ... and logging._srcfile = None (no caller lookup)", two_lines)
-    logger.handlers[:] = []
+    stock = logging.StreamHandler(sink)
+    stock.setFormatter(PlainFormatter())
+    root.handlers[:] = [stock]
+    timeit("job log start+done: stock StreamHandler, write+flush per line (before)", two_lines)
+    batching = BatchingStreamHandler(sink, interval=0.1)
+    batching.setFormatter(PlainFormatter())
+    root.handlers[:] = [batching]
+    batching.addFilter(lambda record: True)  # a filter forces the LogRecord path
+    timeit("job log start+done: BatchingStreamHandler via LogRecord (any LOGGING setup)", two_lines)
+    batching.filters.clear()
+    timeit("job log start+done: BatchingStreamHandler, direct route (the worker's own setup)", two_lines)
+    batching.close()
+    root.handlers[:] = []
     sink.close()
 
 
@@ -145,12 +126,12 @@ def bookkeeping_paths() -> None:
     raw = payload.dumps({"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "a" * 24,
                          "created_at": 1, "enqueued_at": 1, "retry": True})
     timeit("orjson.loads payload", lambda: orjson.loads(raw))
-    timeit("database.before_job + after_job (close_old_connections x2)",
+    timeit("close_old_connections() x2 (before)", lambda: (close_old_connections(), close_old_connections()))
+    timeit("database.before_job + after_job, no open connection (now)",
            lambda: (database.before_job(), database.after_job()))
     timeit("signals.send x2 with no receivers", lambda: (signals.send(signals.job_started, None, job=None),
                                                            signals.send(signals.job_succeeded, None, job=None)))
-    timeit("thread_id() (base36 each call)", thread_id)
-    timeit("time.strftime+gmtime", lambda: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time())))
+    timeit("thread_id() (cached per thread)", thread_id)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ SECRET_KEY = "bench-only"
 DEBUG = False
 USE_TZ = True
 INSTALLED_APPS = ["wurk_django", "wurkbench"]
-DATABASES = {}
+# BENCH_DATABASE=1 (bench/micro.py) configures SQLite, as a real project has a database
+# even when its jobs do not touch it; the drains run without one, as before.
+DATABASES = ({"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "/tmp/wurk-bench.sqlite3"}}
+             if os.environ.get("BENCH_DATABASE") == "1" else {})
 WURK = {
     "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"),
     "QUEUES": ["bench"],
