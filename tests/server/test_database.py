@@ -81,3 +81,34 @@ def test_the_guard_runs_only_in_a_thread_with_an_open_connection(monkeypatch):
     # SQLite's in-memory test database ignores close(); PostgreSQL really closes (see the
     # per-job-connections case above). Once closed, the thread is unmarked until it connects again.
     assert seen["used it again"] == (2 if seen["closed after the job"] else 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_debug_each_job_starts_with_an_empty_query_log(settings):
+    """CORE-116: queries logged under DEBUG do not pile up from job to job."""
+    import threading
+
+    from django.db import connection
+
+    from wurk_django.server import database
+
+    settings.DEBUG = True
+    seen = {}
+
+    def processor_thread() -> None:
+        try:
+            database.before_job()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            seen["during the first job"] = len(connection.queries)
+            database.after_job()
+            database.before_job()
+            seen["at the start of the next"] = len(connection.queries)
+            database.after_job()
+        finally:
+            database.close_thread_connections()
+
+    thread = threading.Thread(target=processor_thread)
+    thread.start()
+    thread.join(timeout=30)
+    assert seen == {"during the first job": 1, "at the start of the next": 0}

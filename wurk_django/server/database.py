@@ -32,9 +32,9 @@ connection_created.connect(_opened_here, weak=False, dispatch_uid="wurk_django.s
 
 
 def before_job() -> None:
-    if settings.DEBUG:
-        reset_queries()
     if getattr(_threads, "open", False):
+        if settings.DEBUG:
+            reset_queries()  # each job's connection.queries starts empty
         close_old_connections()
 
 
@@ -42,6 +42,8 @@ def after_job() -> None:
     if getattr(_threads, "open", False):
         close_old_connections()
         if all(conn.connection is None for conn in connections.all(initialized_only=True)):
+            if settings.DEBUG:
+                reset_queries()  # before_job skips unmarked threads: clear this job's log now
             _threads.open = False
 
 

@@ -88,7 +88,8 @@ def _direct_route() -> tuple[BatchingStreamHandler, PlainFormatter | JSONFormatt
 
 
 def _elapsed(started_ns: int) -> float:
-    return round((time.monotonic_ns() - started_ns) / 1e9, 3)
+    """Seconds with millisecond resolution (truncated), as Sidekiq prints them."""
+    return (time.monotonic_ns() - started_ns) // 1_000_000 / 1000
 
 
 _pid = os.getpid()
