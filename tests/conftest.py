@@ -50,3 +50,11 @@ def worker_factory():
         proc.stop(timeout=15)
         if proc.alive():
             proc.kill()
+
+
+@pytest.fixture
+def isolated_registry(monkeypatch):
+    """Job names registered by a test are forgotten after it."""
+    from wurk_django import registry
+
+    monkeypatch.setattr(registry, "_jobs", dict(registry._jobs))

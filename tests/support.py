@@ -14,6 +14,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def wurk_settings(**extra):
+    """``override_settings`` with ``extra`` merged into the test ``WURK`` dict."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(WURK={**settings.WURK, **extra})
+
+
+def queued(redis_db, name: str = "default") -> list[dict]:
+    """The jobs on ``queue:<name>``, parsed, newest first (LPUSH order)."""
+    from wurk_django import payload
+
+    return [payload.loads(raw) for raw in redis_db.lrange(f"queue:{name}", 0, -1)]
+
+
 def wait_for(condition: Callable[[], object], timeout: float = 15.0, interval: float = 0.05,
              message: str = "condition") -> object:
     deadline = time.monotonic() + timeout

@@ -8,11 +8,10 @@ import types
 
 import pytest
 import redis as redis_lib
-from django.conf import settings
-from django.test import override_settings
 
 from tests import fixtures
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
+from tests.support import queued, wurk_settings
 from wurk_django import Job, payload, registry
 from wurk_django import client as client_module
 from wurk_django.client import Client, enqueue_to, normalize, push, push_bulk, validate
@@ -40,19 +39,6 @@ def pipelines(monkeypatch):
 
     monkeypatch.setattr(client_module, "send_commands", send)
     return calls
-
-
-@pytest.fixture
-def isolated_registry(monkeypatch):
-    monkeypatch.setattr(registry, "_jobs", dict(registry._jobs))
-
-
-def _wurk(**extra):
-    return override_settings(WURK={**settings.WURK, **extra})
-
-
-def _queue(redis_db, name="default"):
-    return [payload.loads(raw) for raw in redis_db.lrange(f"queue:{name}", 0, -1)]
 
 
 # --- golden wire bytes (CORE-000, CORE-003, CORE-083/084) ---------------------------------------
@@ -117,7 +103,7 @@ def test_repush_keeps_unknown_keys_jid_and_created_at(redis_db, pinned):  # CORE
 def test_repush_of_sidekiq7_payload_keeps_float_created_at(redis_db, pinned):  # CORE-040
     job = fixtures.load("sidekiq7_perform_async")
     Client().push(job)
-    [stored] = _queue(redis_db)
+    [stored] = queued(redis_db)
     assert stored["created_at"] == 1700000000.1234567
     assert stored["enqueued_at"] == fixtures.NOW_MS
     assert isinstance(stored["enqueued_at"], int)
@@ -228,7 +214,7 @@ def test_given_jid_and_created_at_are_kept():  # CORE-013, CORE-016
 def test_lpush_left_is_newest_so_rpop_is_fifo(redis_db):  # CORE-051
     first = RecordJob.perform_async("first")
     second = RecordJob.perform_async("second")
-    assert [j["jid"] for j in _queue(redis_db)] == [second, first]
+    assert [j["jid"] for j in queued(redis_db)] == [second, first]
     assert payload.loads(redis_db.rpop("queue:default"))["jid"] == first
 
 
@@ -241,14 +227,14 @@ def test_queue_name_added_to_queues_set(redis_db):  # CORE-050
 
 def test_enqueue_to_pushes_any_class_name(redis_db):  # CORE-043
     jid = enqueue_to("ruby", "Billing::Invoice", 7, "x")
-    [job] = _queue(redis_db, "ruby")
+    [job] = queued(redis_db, "ruby")
     assert (job["class"], job["args"], job["jid"], job["retry"]) == ("Billing::Invoice", [7, "x"], jid, True)
 
 
 def test_push_returns_the_jid_and_timestamps_are_int_ms(redis_db):  # CORE-016/017
     before = int(time.time() * 1000)
     jid = RecordJob.perform_async(1)
-    [job] = _queue(redis_db)
+    [job] = queued(redis_db)
     assert job["jid"] == jid
     assert isinstance(job["created_at"], int) and isinstance(job["enqueued_at"], int)
     assert before <= job["created_at"] <= job["enqueued_at"] <= int(time.time() * 1000) + 1
@@ -269,7 +255,7 @@ def test_perform_bulk_1000_per_round_trip(redis_db, pipelines):
     assert pipelines["executes"] == 3
     assert len(jids) == 2500 and len(set(jids)) == 2500
     assert redis_db.llen("queue:default") == 2500
-    stored = _queue(redis_db)
+    stored = queued(redis_db)
     assert sorted(j["args"][0] for j in stored) == list(range(2500))
     # every job of one round trip shares one enqueued_at (CORE-083)
     assert len({j["enqueued_at"] for j in stored}) <= 3
@@ -354,7 +340,7 @@ def test_bulk_jobs_match_single_pushes_byte_for_byte_but_jid(redis_db, pinned):
             seen.append(job)
             return call_next()
 
-    with _wurk(CLIENT_MIDDLEWARE=[Tag]):
+    with wurk_settings(CLIENT_MIDDLEWARE=[Tag]):
         single = RecordJob.perform_async(7)
         redis_db.delete("queue:default")
         bulk = RecordJob.perform_bulk([[7], [7]])
@@ -403,7 +389,7 @@ def test_readonly_error_is_retried_once(redis_db, monkeypatch):
     flaky = _FlakySend(monkeypatch, [_reply_error("READONLY You can't write against a read only replica.")])
     jid = Client().push({"class": RecordJob, "args": [1]})
     assert flaky.sends == 2
-    assert [j["jid"] for j in _queue(redis_db)] == [jid]
+    assert [j["jid"] for j in queued(redis_db)] == [jid]
 
 
 @pytest.mark.parametrize("tag", ["NOREPLICAS Not enough good replicas to write.", "UNBLOCKED force unblock"])
@@ -430,6 +416,6 @@ def test_ordinary_errors_are_not_retried(redis_db, monkeypatch):
 
 
 def test_client_uses_the_configured_database(redis_db):
-    with _wurk():
+    with wurk_settings():
         RecordJob.perform_async(1)
     assert redis_db.llen("queue:default") == 1

@@ -7,25 +7,14 @@ import time
 import zoneinfo
 
 import pytest
-from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
+from tests.support import queued, wurk_settings
 from wurk_django import Job, job, payload, registry
 
-
-@pytest.fixture(autouse=True)
-def isolated_registry(monkeypatch):
-    monkeypatch.setattr(registry, "_jobs", dict(registry._jobs))
-
-
-def _wurk(**extra):
-    return override_settings(WURK={**settings.WURK, **extra})
-
-
-def _queue(redis_db, name="default"):
-    return [payload.loads(raw) for raw in redis_db.lrange(f"queue:{name}", 0, -1)]
+pytestmark = pytest.mark.usefixtures("isolated_registry")
 
 
 def _schedule(redis_db):
@@ -110,7 +99,7 @@ def test_job_function_is_still_callable():
 def test_job_decorator_options(redis_db):
     assert add_numbers.get_options() == {"queue": "functions", "retry": 2}
     jid = add_numbers.perform_async(2, 3)
-    [stored] = _queue(redis_db, "functions")
+    [stored] = queued(redis_db, "functions")
     assert (stored["jid"], stored["class"], stored["retry"]) == (jid, "tests.jobsapp.jobs.add_numbers", 2)
 
 
@@ -161,7 +150,7 @@ def test_threshold_just_below_1e9_is_relative(redis_db):
 def test_threshold_1e9_is_absolute_and_so_in_the_past(redis_db):
     jid = RecordJob.perform_in(1_000_000_000, "x")
     assert redis_db.zcard("schedule") == 0
-    [stored] = _queue(redis_db)
+    [stored] = queued(redis_db)
     assert stored["jid"] == jid and "at" not in stored
 
 
@@ -176,7 +165,7 @@ def test_absolute_epoch_in_the_future(redis_db):
 def test_past_or_now_pushes_immediately(redis_db, when):
     RecordJob.perform_in(when, "x")
     assert redis_db.zcard("schedule") == 0
-    [stored] = _queue(redis_db)
+    [stored] = queued(redis_db)
     assert "at" not in stored
     assert "enqueued_at" in stored
 
@@ -216,21 +205,21 @@ def test_bad_run_times_are_refused(redis_db, when):
 def test_set_overlays_options_for_one_call(redis_db):
     RubyNamedJob.set(queue="critical", retry=False, tags=["a"]).perform_async(1)
     RubyNamedJob.perform_async(2)
-    [critical] = _queue(redis_db, "critical")
-    [default] = _queue(redis_db, "default")
+    [critical] = queued(redis_db, "critical")
+    [default] = queued(redis_db, "default")
     assert (critical["queue"], critical["retry"], critical["tags"]) == ("critical", False, ["a"])
     assert (default["queue"], default["retry"], "tags" in default) == ("default", True, False)
 
 
 def test_set_chains_and_later_wins(redis_db):
     RecordJob.set(queue="a", retry=1).set(queue="b").perform_async(1)
-    [stored] = _queue(redis_db, "b")
+    [stored] = queued(redis_db, "b")
     assert stored["retry"] == 1
 
 
 def test_set_jid(redis_db):
     assert RecordJob.set(jid="d" * 24).perform_async(1) == "d" * 24
-    assert _queue(redis_db)[0]["jid"] == "d" * 24
+    assert queued(redis_db)[0]["jid"] == "d" * 24
 
 
 def test_set_wait_is_relative(redis_db):
@@ -257,7 +246,7 @@ def test_set_wait_in_the_past_pushes_now(redis_db):
 
 def test_set_transient_options_are_not_persisted(redis_db):  # CORE-038
     RecordJob.set(pool="shard-2", client_class="x.Y").perform_async(1)
-    [stored] = _queue(redis_db)
+    [stored] = queued(redis_db)
     assert "pool" not in stored and "client_class" not in stored
 
 
@@ -282,7 +271,7 @@ def test_set_perform_in_overrides_wait(redis_db):
 
 def test_set_perform_bulk_applies_options(redis_db):
     RecordJob.set(queue="bulk").perform_bulk([[1], [2]])
-    assert [j["queue"] for j in _queue(redis_db, "bulk")] == ["bulk", "bulk"]
+    assert [j["queue"] for j in queued(redis_db, "bulk")] == ["bulk", "bulk"]
 
 
 # --- perform_inline (CORE-088) -------------------------------------------------------------------
@@ -327,7 +316,7 @@ def test_on_commit_pushes_after_commit(redis_db):
         jid = RecordJob.set(on_commit=True).perform_async(1)
         assert len(jid) == 24
         assert redis_db.llen("queue:default") == 0
-    [stored] = _queue(redis_db)
+    [stored] = queued(redis_db)
     assert stored["jid"] == jid
     assert "on_commit" not in stored
 
@@ -343,7 +332,7 @@ def test_rollback_pushes_nothing(redis_db):
 
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_on_commit_setting(redis_db):
-    with _wurk(ENQUEUE_ON_COMMIT=True):
+    with wurk_settings(ENQUEUE_ON_COMMIT=True):
         with transaction.atomic():
             RecordJob.perform_async(1)
             assert redis_db.llen("queue:default") == 0
@@ -351,12 +340,12 @@ def test_enqueue_on_commit_setting(redis_db):
         with pytest.raises(RuntimeError), transaction.atomic():
             RecordJob.perform_async(2)
             raise RuntimeError("roll back")
-    assert [j["args"] for j in _queue(redis_db)] == [[1]]
+    assert [j["args"] for j in queued(redis_db)] == [[1]]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_on_commit_false_overrides_the_setting(redis_db):
-    with _wurk(ENQUEUE_ON_COMMIT=True), transaction.atomic():
+    with wurk_settings(ENQUEUE_ON_COMMIT=True), transaction.atomic():
         RecordJob.set(on_commit=False).perform_async(1)
         assert redis_db.llen("queue:default") == 1
 
@@ -377,6 +366,6 @@ def test_on_commit_refuses_complex_arguments_at_the_call_site(redis_db):
 
 @pytest.mark.django_db(transaction=True)
 def test_bulk_is_not_deferred(redis_db):  # CORE-091
-    with _wurk(ENQUEUE_ON_COMMIT=True), transaction.atomic():
+    with wurk_settings(ENQUEUE_ON_COMMIT=True), transaction.atomic():
         RecordJob.perform_bulk([[1], [2]])
         assert redis_db.llen("queue:default") == 2

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
-from django.test import override_settings
 
 from tests.jobsapp.jobs import RecordJob
+from tests.support import wurk_settings
 from wurk_django import Job, payload
 from wurk_django.client import Client
 from wurk_django.middleware import Chain
@@ -19,10 +18,6 @@ def clear_trace():
     TRACE.clear()
     yield
     TRACE.clear()
-
-
-def _wurk(**extra):
-    return override_settings(WURK={**settings.WURK, **extra})
 
 
 class Outer:
@@ -150,7 +145,7 @@ def test_a_fresh_instance_per_job():
 
 
 def test_client_middleware_from_settings_mutates_what_is_stored(redis_db):  # CORE-082
-    with _wurk(CLIENT_MIDDLEWARE=[("tests.test_middleware.Tagged", {"label": "audit"}), Outer]):
+    with wurk_settings(CLIENT_MIDDLEWARE=[("tests.test_middleware.Tagged", {"label": "audit"}), Outer]):
         jid = RecordJob.perform_async(1)
     [raw] = redis_db.lrange("queue:default", 0, -1)
     stored = payload.loads(raw)
@@ -162,7 +157,7 @@ def test_client_middleware_from_settings_mutates_what_is_stored(redis_db):  # CO
 
 
 def test_halting_client_middleware_stops_the_push(redis_db):  # CORE-082
-    with _wurk(CLIENT_MIDDLEWARE=[Halt]):
+    with wurk_settings(CLIENT_MIDDLEWARE=[Halt]):
         assert RecordJob.perform_async(1) is None
         assert RecordJob.perform_in(60, 1) is None
     assert redis_db.keys("*") == []
@@ -198,7 +193,7 @@ def test_perform_inline_runs_client_then_server_middleware(redis_db):  # CORE-08
         def perform(self, x):
             TRACE.append(("perform", x))
 
-    with _wurk(CLIENT_MIDDLEWARE=[Outer], SERVER_MIDDLEWARE=[ServerRecorder]):
+    with wurk_settings(CLIENT_MIDDLEWARE=[Outer], SERVER_MIDDLEWARE=[ServerRecorder]):
         assert Inline.perform_inline(5) is True
     assert TRACE[0] == "outer>" and TRACE[1] == "<outer"
     assert TRACE[2][0:2] == ("server", "Inline") and TRACE[2][3] == "default"
@@ -211,7 +206,7 @@ def test_perform_inline_halted_by_client_middleware_returns_none():
         def perform(self):
             TRACE.append("performed")
 
-    with _wurk(CLIENT_MIDDLEWARE=[Halt]):
+    with wurk_settings(CLIENT_MIDDLEWARE=[Halt]):
         assert Never.perform_inline() is None
     assert "performed" not in TRACE
 
@@ -221,6 +216,6 @@ def test_server_middleware_not_calling_next_skips_perform():  # CORE-114
         def perform(self):
             TRACE.append("performed")
 
-    with _wurk(SERVER_MIDDLEWARE=[ServerSkip]):
+    with wurk_settings(SERVER_MIDDLEWARE=[ServerSkip]):
         assert Skipped.perform_inline() is None  # CORE-088: None when halted
     assert TRACE == ["skip"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from django.test import override_settings
 
 from tests.jobsapp import jobs
+from tests.support import wurk_settings
 from wurk_django import Job, job, registry
 from wurk_django.errors import UnknownJobClass
 
@@ -15,18 +15,11 @@ LAZY = "tests.fixtures.lazyjobs"
 
 
 @pytest.fixture(autouse=True)
-def isolated_registry(monkeypatch):
-    """Names registered by a test are forgotten after it."""
-    monkeypatch.setattr(registry, "_jobs", dict(registry._jobs))
+def isolated(isolated_registry, monkeypatch):
+    """Names registered by a test are forgotten after it, and so is the lazily imported module."""
     monkeypatch.delitem(sys.modules, LAZY, raising=False)
     yield
     sys.modules.pop(LAZY, None)
-
-
-def _wurk(**extra):
-    from django.conf import settings
-
-    return override_settings(WURK={**settings.WURK, **extra})
 
 
 def test_default_name_is_the_dotted_path():  # CORE-041
@@ -115,20 +108,20 @@ def test_import_on_miss_is_off_for_modules_outside_installed_apps():  # CORE-044
 
 
 def test_import_on_miss_needs_an_allowed_prefix():  # CORE-044
-    with _wurk(IMPORT_ON_MISS=["tests.fixtures"]):
+    with wurk_settings(IMPORT_ON_MISS=["tests.fixtures"]):
         found = registry.resolve(f"{LAZY}.LazyJob")
     assert found.__name__ == "LazyJob"
     assert found().perform() == "lazy"
 
 
 def test_prefix_must_match_whole_package_names():  # CORE-044: "tests.fix" must not allow "tests.fixtures"
-    with _wurk(IMPORT_ON_MISS=["tests.fix"]), pytest.raises(UnknownJobClass):
+    with wurk_settings(IMPORT_ON_MISS=["tests.fix"]), pytest.raises(UnknownJobClass):
         registry.resolve(f"{LAZY}.LazyJob")
     assert LAZY not in sys.modules
 
 
 def test_imported_object_must_be_a_registered_job():  # CORE-044
-    with _wurk(IMPORT_ON_MISS=["tests.fixtures"]), pytest.raises(UnknownJobClass):
+    with wurk_settings(IMPORT_ON_MISS=["tests.fixtures"]), pytest.raises(UnknownJobClass):
         registry.resolve(f"{LAZY}.not_a_job")
 
 
@@ -140,5 +133,5 @@ def test_never_imports_stdlib_modules_named_by_a_payload():  # CORE-044
 
 
 def test_missing_module_in_an_allowed_prefix_is_unknown_job_class():
-    with _wurk(IMPORT_ON_MISS=["tests"]), pytest.raises(UnknownJobClass, match="cannot import"):
+    with wurk_settings(IMPORT_ON_MISS=["tests"]), pytest.raises(UnknownJobClass, match="cannot import"):
         registry.resolve("tests.nothing_here.Job")
