@@ -167,8 +167,9 @@ class Client:
         # One class lookup and options merge for the whole push; created_at is shared,
         # as in Sidekiq's push_bulk. Each job still gets its own jid, middleware pass
         # and argument check.
-        validate({**item, "args": []})
-        template = _template({**item, "args": []}, self.config)
+        shared = {**item, "args": []}
+        validate(shared)
+        template = _template(shared, self.config)
         jids: list[str | None] = []
         for start in range(0, len(args_list), batch_size):
             batch = []

@@ -24,9 +24,12 @@ import datetime as dt
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import payload, registry
+
+if TYPE_CHECKING:
+    from .conf import Config
 
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
@@ -64,7 +67,7 @@ class Setter:
     def set(self, **options: Any) -> Setter:
         return Setter(self.job_class, {**self.options, **options})
 
-    def _client(self, config: Any = None):
+    def _client(self, config: Config | None = None):
         from .client import Client
 
         return Client(config=config)
