@@ -13,7 +13,7 @@ from tests import fixtures
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
 from tests.support import queued, wurk_settings
 from wurk_django import Job, payload, registry
-from wurk_django import client as client_module
+from wurk_django import writer as writer_module
 from wurk_django.client import Client, enqueue_to, normalize, push, push_bulk, validate
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
@@ -30,14 +30,14 @@ def pinned(monkeypatch):
 def pipelines(monkeypatch):
     """Counts the client's round trips (one ``send_commands`` each) and records every command sent."""
     calls = {"executes": 0, "commands": []}
-    original = client_module.send_commands
+    original = writer_module.send_commands
 
-    def send(redis, commands):
+    def send(redis, commands, **kwargs):
         calls["executes"] += 1
         calls["commands"].extend(commands)
-        return original(redis, commands)
+        return original(redis, commands, **kwargs)
 
-    monkeypatch.setattr(client_module, "send_commands", send)
+    monkeypatch.setattr(writer_module, "send_commands", send)
     return calls
 
 
@@ -367,14 +367,14 @@ class _FlakySend:
     def __init__(self, monkeypatch, errors):
         self.errors = list(errors)
         self.sends = 0
-        self.real = client_module.send_commands
-        monkeypatch.setattr(client_module, "send_commands", self)
+        self.real = writer_module.send_commands
+        monkeypatch.setattr(writer_module, "send_commands", self)
 
-    def __call__(self, redis, commands):
+    def __call__(self, redis, commands, **kwargs):
         self.sends += 1
         if self.errors:
             raise self.errors.pop(0)
-        return self.real(redis, commands)
+        return self.real(redis, commands, **kwargs)
 
 
 def _reply_error(text):

@@ -11,24 +11,23 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import defaultdict
 from typing import Any
 
 import redis as redis_lib
 
-from . import payload, reliable_push, signals, testing
+from . import payload, signals, testing
 from .arguments import check_arguments
 from .conf import Config, get_config
-from .connection import get_redis, send_commands
+from .connection import get_redis
 from .job import Job
-from .middleware import Chain
+from .middleware import Chain, client_chain
+from .writer import Writer
 
 logger = logging.getLogger("wurk_django.client")
 
 # Accepted from callers but never written to Redis (CORE-038).
 TRANSIENT_KEYS = ("pool", "client_class", "wait", "wait_until", "sync", "on_commit")
 RETRY_FOR_MAX = 1_000_000_000
-_FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
 
 
 def _job_class_of(klass: Any):
@@ -119,7 +118,7 @@ class Client:
                  middleware: Chain | None = None) -> None:
         self.config = config or get_config()
         self._redis = redis
-        self.middleware = middleware if middleware is not None else Chain(self.config.client_middleware)
+        self.middleware = middleware if middleware is not None else client_chain(self.config)
 
     @property
     def redis(self) -> redis_lib.Redis:
@@ -191,7 +190,7 @@ class Client:
                 batch.append(job)
                 jids.append(job["jid"])
             if batch:
-                self._raw_push_mixed(batch)
+                self.raw_push(batch)
                 _enqueued(batch)
         return jids
 
@@ -201,53 +200,11 @@ class Client:
         result = self.middleware.invoke((job["class"], job, job["queue"], self.redis), lambda: job)
         return result if result else None
 
-    def _raw_push_mixed(self, jobs: list[dict]) -> None:
-        scheduled = [j for j in jobs if "at" in j]
-        immediate = [j for j in jobs if "at" not in j]
-        if scheduled:
-            self.raw_push(scheduled)
-        if immediate:
-            self.raw_push(immediate)
-
     def raw_push(self, jobs: list[dict]) -> None:
-        """Write normalized jobs in one pipeline (CORE-083/084)."""
+        """Write normalized jobs through the one write path (CORE-083/084)."""
         if testing.intercept(jobs, self.config):
             return
-        if self.config.reliable_push:
-            reliable_push.deliver(self, jobs)
-        else:
-            self._write(jobs)
-
-    def _write(self, jobs: list[dict]) -> None:
-        if "at" in jobs[0]:
-            command: list[Any] = ["ZADD", "schedule"]
-            for job in jobs:
-                body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
-                command += (float(job["at"]), payload.dumps(body))
-            self._send([tuple(command)])
-            return
-        now = payload.now_ms()
-        by_queue: dict[str, list[bytes]] = defaultdict(list)
-        for job in jobs:
-            job["enqueued_at"] = now
-            by_queue[job["queue"]].append(payload.dumps(job))
-        commands: list[tuple[Any, ...]] = [("SADD", "queues", *by_queue)]
-        commands += [("LPUSH", f"queue:{queue}", *bodies) for queue, bodies in by_queue.items()]
-        self._send(commands)
-
-    def _send(self, commands: list[tuple[Any, ...]]) -> None:
-        """Send ``commands`` in one round trip (packed, no ``Pipeline`` object: RUN-706)."""
-        for attempt in (1, 2):
-            try:
-                send_commands(self.redis, commands)
-                return
-            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                # After a failover the old primary answers READONLY: redial and send once more (CORE-085).
-                # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
-                failover = isinstance(exc, redis_lib.ReadOnlyError) or any(tag in str(exc) for tag in _FAILOVER_ERRORS)
-                if attempt == 2 or not failover:
-                    raise
-                self.redis.connection_pool.disconnect()
+        Writer(self.config, self._redis).push(jobs)
 
 
 def _enqueued(jobs: list[dict]) -> None:

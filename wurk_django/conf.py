@@ -68,6 +68,10 @@ DEFAULTS: dict[str, Any] = {
     "SWARM": None,  # [{"count": n, "queues": [...], "concurrency": c}, ...]: the swarm topology (RUN-401)
     "MEMORY_LIMIT_MB": None,  # RSS cap per swarm child; None: env WURK_MAXMEM_MB / SIDEKIQ_MAXMEM_MB; 0 off (RUN-407)
     "SWARM_HEARTBEAT_TIMEOUT": 60,  # a swarm child whose beat stalls this long is replaced; 0/False off (RUN-408)
+    # -- features (each checked in detail by its own package) --
+    "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
+    "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
+    "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -164,6 +168,9 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "MEMORY_LIMIT_MB": (lambda v: v is None or (_is_number(v) and v >= 0), "None or megabytes >= 0 (0 disables)"),
     "SWARM_HEARTBEAT_TIMEOUT": (lambda v: v is False or (_is_number(v) and (v == 0 or v >= 20)),
                                 "seconds >= 20, or 0/False to disable"),
+    "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
+    "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
+    "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
 }
 
 

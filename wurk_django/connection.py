@@ -85,7 +85,7 @@ IDLE_PER_POOL = 2
 _idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
-def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
+def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True) -> list[Any]:
     """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`.
 
     Up to ``IDLE_PER_POOL`` connections stay checked out between calls, on a
@@ -108,7 +108,7 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]]) -> list[
     elif _stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
-        return send_on(conn, commands)
+        return send_on(conn, commands, raise_errors=raise_errors)
     finally:
         if stack is None:
             stack = _idle_stacks.setdefault(pool, [])
@@ -137,21 +137,22 @@ def _forget_idle_stacks() -> None:
         stack.clear()
 
 
-def send_on(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = True) -> list[Any]:
     """Send ``commands`` in one round trip on ``conn`` and return their raw replies.
 
     The same bytes on the wire as a non-transactional pipeline, without building a
     ``Pipeline`` object per call: this runs once per job on the fetch path, through
     :mod:`wurk_django.wire` where the connection allows it. Every reply is read even
     after an error reply, so the connection stays in sync; the first error is raised
-    afterwards. A connection that failed mid-way is closed (it reconnects on its
+    afterwards (or, with ``raise_errors=False``, left in its place in the list). A connection that failed mid-way is closed (it reconnects on its
     next use).
     """
     if wire.usable(conn):
         replies = wire.exchange(conn, commands)
-        for reply in replies:
-            if isinstance(reply, redis.ResponseError):
-                raise reply
+        if raise_errors:
+            for reply in replies:
+                if isinstance(reply, redis.ResponseError):
+                    raise reply
         return replies
     replies: list[Any] = []
     error: redis.ResponseError | None = None
@@ -166,7 +167,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except BaseException:
         conn.disconnect()
         raise
-    if error is not None:
+    if error is not None and raise_errors:
         raise error
     return replies
 

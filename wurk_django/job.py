@@ -134,14 +134,15 @@ class Setter:
         from .arguments import check_arguments
         from .client import normalize, validate
         from .conf import get_config
-        from .middleware import Chain
+        from .middleware import client_chain as build_client_chain
+        from .middleware import server_chain as build_server_chain
 
         config = get_config()
         item = self._item(args)
         item.pop("at", None)
         validate(item)
         job = normalize(item, config)
-        client_chain = Chain(config.client_middleware)
+        client_chain = build_client_chain(config)
         if len(client_chain):
             job = client_chain.invoke((job["class"], job, job["queue"], None), lambda: job)
             if not job:
@@ -152,7 +153,7 @@ class Setter:
         instance.jid = job["jid"]
         instance.bid = job.get("bid")
         instance.payload = job
-        server_chain = Chain(config.server_middleware)
+        server_chain = build_server_chain(config)
         def perform() -> bool:
             instance.run(job["args"])
             return True

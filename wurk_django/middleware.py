@@ -106,3 +106,66 @@ class Chain:
             return instances[i](*args, lambda: step(i + 1))
 
         return step(0)
+
+
+# -- built-in middleware registry ------------------------------------------------------
+#
+# Features (batches, unique jobs, limiters, encryption...) register their own
+# middleware here, in code, instead of asking users to list them in settings.
+# Each entry has a position: negative positions run *outside* the user's
+# CLIENT_MIDDLEWARE / SERVER_MIDDLEWARE (they see the job first and the outcome
+# last), positive ones run *inside* (closest to the push or to ``perform``).
+# The user's own list keeps its order at position 0. docs/architecture.md has
+# the table of every built-in position.
+
+SIDES = ("client", "server")
+_builtin: dict[str, dict[str, tuple[int, Any, tuple, dict]]] = {side: {} for side in SIDES}
+
+
+def register(side: str, name: str, klass: Any, *args: Any, position: int, **kwargs: Any) -> None:
+    """Register a built-in middleware under ``name`` (re-registering replaces it).
+
+    ``position`` must not be 0 (that slot is the user's list); lower runs first.
+    """
+    if side not in SIDES:
+        raise ValueError(f"middleware side must be one of {SIDES}, not {side!r}")
+    if not isinstance(position, int) or isinstance(position, bool) or position == 0:
+        raise ValueError(f"a built-in middleware position must be a non-zero int, not {position!r}")
+    _builtin[side][name] = (position, klass, args, kwargs)
+
+
+def unregister(side: str, name: str) -> None:
+    _builtin[side].pop(name, None)
+
+
+def registered(side: str) -> list[tuple[int, str]]:
+    """``(position, name)`` of the built-ins of one side, in chain order."""
+    return sorted((pos, name) for name, (pos, *_rest) in _builtin[side].items())
+
+
+def build_chain(side: str, user_entries: Iterable[Any]) -> Chain:
+    """Built-ins around the user's middleware, in position order (the one place chains are built)."""
+    from . import features
+
+    features.install()
+    chain = Chain()
+    entries = sorted(_builtin[side].items(), key=lambda item: item[1][0])
+    for _name, (pos, klass, args, kwargs) in entries:
+        if pos < 0:
+            chain.add(klass, *args, **kwargs)
+    user = Chain(user_entries)
+    chain._entries.extend(user._entries)
+    for _name, (pos, klass, args, kwargs) in entries:
+        if pos > 0:
+            chain.add(klass, *args, **kwargs)
+    return chain
+
+
+def client_chain(config: Any) -> Chain:
+    """The client chain for ``config``: built-ins plus ``CLIENT_MIDDLEWARE``."""
+    return build_chain("client", config.client_middleware)
+
+
+def server_chain(config: Any) -> Chain:
+    """The server chain for ``config``: built-ins plus ``SERVER_MIDDLEWARE``."""
+    return build_chain("server", config.server_middleware)

@@ -105,21 +105,17 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
 def bury_pill(pill: Pill, raw: bytes) -> None:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
     the death handlers and ``on_poison`` callbacks (PRO-153)."""
-    from .api import DeadSet
     from .conf import get_config
-    from .dead import run_death_handlers
+    from .server import death
 
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)
-    if job.get("dead") is False:
-        job["discarded_at"] = payload.now_ms()
-        run_death_handlers(get_config().death_handlers, job, error)
-    else:
+    if job.get("dead") is not False:
         job.setdefault("failed_at", payload.now_ms())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
-        DeadSet().kill(payload.dumps(job), ex=error)
+    death.die(job, error, reason=death.POISON, config=get_config())
     info = {"jid": pill.jid, "klass": pill.klass, "count": pill.count, "queue": pill.queue}
     with _callbacks_lock:
         callbacks = list(_callbacks)

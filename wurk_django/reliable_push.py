@@ -26,7 +26,7 @@ import redis as redis_lib
 from .errors import WurkError
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .writer import Command, Writer
 
 logger = logging.getLogger("wurk_django.client")
 
@@ -49,7 +49,8 @@ class PushBufferFull(WurkError):
 
 class PushBuffer:
     def __init__(self) -> None:
-        self._groups: deque[list[dict]] = deque()
+        # Each group is one push: (jobs, extra commands, front).
+        self._groups: deque[tuple[list[dict], list[Command], bool]] = deque()
         self._count = 0
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
@@ -58,45 +59,47 @@ class PushBuffer:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, client: Client, jobs: list[dict], cause: BaseException) -> None:
-        capacity = client.config.reliable_push_buffer
+    def add(self, writer: Writer, group: tuple[list[dict], list[Command], bool], cause: BaseException) -> None:
+        jobs = group[0]
+        capacity = writer.config.reliable_push_buffer
         with self._lock:
             if self._count + len(jobs) > capacity:
                 raise PushBufferFull(capacity, jobs, cause) from cause
             first = self._count == 0
-            self._groups.append(jobs)
+            self._groups.append(group)
             self._count += len(jobs)
             if self._flusher is None or not self._flusher.is_alive():
-                self._flusher = threading.Thread(target=self._run, args=(client,), name="wurk-push-buffer",
+                self._flusher = threading.Thread(target=self._run, args=(writer,), name="wurk-push-buffer",
                                                  daemon=True)
                 self._flusher.start()
         if first:
             logger.warning("Redis unreachable (%s): buffering pushes locally (up to %d jobs)", cause, capacity)
 
-    def drain(self, client: Client) -> bool:
+    def drain(self, writer: Writer) -> bool:
         """Deliver buffered jobs oldest first; False if Redis is still unreachable."""
         while True:
             with self._lock:
                 if not self._groups:
                     return True
-                jobs = self._groups[0]
+                group = self._groups[0]
+            jobs, extra, front = group
             try:
-                client._write(jobs)
+                writer.write(jobs, extra=extra, front=front)
             except TRANSIENT:
                 return False
             with self._lock:
-                if self._groups and self._groups[0] is jobs:
+                if self._groups and self._groups[0] is group:
                     self._groups.popleft()
                     self._count -= len(jobs)
                     if not self._groups:
                         logger.warning("Redis is back: buffered pushes delivered")
 
-    def _run(self, client: Client) -> None:
+    def _run(self, writer: Writer) -> None:
         while self._count:
             self._wake.wait(FLUSH_INTERVAL)
             self._wake.clear()
             try:
-                self.drain(client)
+                self.drain(writer)
             except Exception:
                 logger.exception("delivering buffered pushes failed; will try again")
 
@@ -118,14 +121,15 @@ def buffered() -> int:
     return len(_buffer)
 
 
-def deliver(client: Client, jobs: list[dict]) -> None:
-    """Write ``jobs``, buffering them if Redis is unreachable."""
-    if len(_buffer) and not _buffer.drain(client):
-        _buffer.add(client, jobs, redis_lib.ConnectionError("still unreachable"))
+def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> None:
+    """Write ``jobs`` through ``writer``, buffering them if Redis is unreachable."""
+    group = (jobs, list(extra or ()), front)
+    if len(_buffer) and not _buffer.drain(writer):
+        _buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
         return
     try:
-        client._write(jobs)
+        writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
         if any("bid" in job for job in jobs):
             raise
-        _buffer.add(client, jobs, exc)
+        _buffer.add(writer, group, exc)

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 
 from . import backtrace, payload, signals
 from .conf import Config
-from .connection import get_redis
-from .dead import bury, run_death_handlers
 from .errors import RetryHandled, Shutdown
 from .reporting import report
+from .server import death
+from .writer import Writer
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -90,7 +90,7 @@ class Retrier:
         if payload.truthy(msg.get("retry")):
             self._attempt(None, msg, queue, exc)
         else:
-            self._died(None, msg, exc)
+            self._died(None, msg, exc, death.NO_RETRY)
         raise RetryHandled(exc) from exc
 
     # -- booking ----------------------------------------------------------
@@ -124,13 +124,13 @@ class Retrier:
         delay = self._delay(job_class, count, exc, msg)
         if delay == "discard":
             msg["discarded_at"] = payload.now_ms()
-            self._died(job_class, msg, exc)
+            self._died(job_class, msg, exc, death.DISCARDED)
             return
         if delay == "kill":
             self._exhausted(job_class, msg, exc)
             return
         retry_at = now + delay + self._rng.randrange(10 * (count + 1))
-        get_redis().zadd("retry", {payload.dumps(msg): retry_at})
+        Writer(self.config).add_to_set("retry", [(msg, retry_at)])
         logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
         signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
 
@@ -173,12 +173,10 @@ class Retrier:
                 report(hook_exc, {"context": "Error calling retries_exhausted", "job": msg}, self.config)
         if msg.get("dead") is False or outcome == "discard":
             msg["discarded_at"] = payload.now_ms()
-        else:
-            logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
-            bury(get_redis(), payload.dumps(msg), max_jobs=self.config.dead_max_jobs,
-                 timeout=self.config.dead_timeout)
-        self._died(job_class, msg, exc)
+            self._died(job_class, msg, exc, death.DISCARDED)
+            return
+        logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
+        death.die(msg, exc, reason=death.EXHAUSTED, config=self.config, job_class=job_class)
 
-    def _died(self, job_class: Any, msg: dict, exc: BaseException) -> None:
-        run_death_handlers(self.config.death_handlers, msg, exc)
-        signals.send(signals.job_died, job_class or msg.get("class"), job=msg, exception=exc)
+    def _died(self, job_class: Any, msg: dict, exc: BaseException, reason: str) -> None:
+        death.die(msg, exc, reason=reason, config=self.config, job_class=job_class)

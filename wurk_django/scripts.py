@@ -1,23 +1,41 @@
-"""Lua scripts, read once from ``lua/*.lua`` and run by SHA.
+"""Lua scripts, read once from ``.lua`` files and run by SHA.
 
-redis-py's :class:`redis.commands.core.Script` calls EVALSHA and falls back to
-loading the script on ``NOSCRIPT`` (also inside pipelines, where it loads the
-scripts before executing), which is exactly the contract we need.
+Core scripts live in ``wurk_django/lua/``; a feature keeps its own next to
+its code (``wurk_django/batch/lua/...``) and loads them with :func:`lua`.
+
+Two ways to run one:
+
+* :func:`script` / :meth:`Lua.__call__`: a blocking call, EVALSHA with the
+  script loaded again on ``NOSCRIPT`` (redis-py's ``Script`` contract);
+* :meth:`Lua.command`: an ``EVALSHA`` command tuple to send inside a larger
+  round trip (the write path carries such commands with a push). A
+  ``NOSCRIPT`` reply means the script did not run at all, so the sender may
+  safely send that one command again as ``EVAL``: :func:`source_for_sha`
+  gives the text for that.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import threading
 from pathlib import Path
+from typing import Any
 
 import redis
 
 LUA_DIR = Path(__file__).parent / "lua"
+PACKAGE_DIR = Path(__file__).parent
+
+_by_sha: dict[str, str] = {}
+_lock = threading.Lock()
 
 
 @functools.cache
 def source(name: str) -> str:
-    return (LUA_DIR / f"{name}.lua").read_text()
+    """Text of ``lua/<name>.lua``, or of ``<name>.lua`` under the package when ``name`` has a ``/``."""
+    path = (PACKAGE_DIR / f"{name}.lua") if "/" in name else (LUA_DIR / f"{name}.lua")
+    return path.read_text()
 
 
 def script(client: redis.Redis, name: str):
@@ -26,4 +44,42 @@ def script(client: redis.Redis, name: str):
     found = cache.get(name)
     if found is None:
         found = cache[name] = client.register_script(source(name))
+        _remember(found.sha, source(name))
     return found
+
+
+class Lua:
+    """One script, by name: ``lua("batch/lua/push")`` reads ``wurk_django/batch/lua/push.lua``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = source(name)
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        _remember(self.sha, self.source)
+
+    def __call__(self, client: redis.Redis, keys: list[Any] = (), args: list[Any] = ()) -> Any:
+        """Run it now (EVALSHA; loaded again on ``NOSCRIPT``)."""
+        return script(client, self.name)(keys=list(keys), args=list(args))
+
+    def command(self, keys: list[Any] = (), args: list[Any] = ()) -> tuple[Any, ...]:
+        """The ``EVALSHA`` command to send inside another round trip."""
+        keys = list(keys)
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+@functools.cache
+def lua(name: str) -> Lua:
+    """The :class:`Lua` for ``name`` (read and hashed once per process)."""
+    return Lua(name)
+
+
+def _remember(sha: str, text: str) -> None:
+    with _lock:
+        _by_sha[sha] = text
+
+
+def source_for_sha(sha: str | bytes) -> str | None:
+    """The text of a script this process loaded, by its SHA (for the ``NOSCRIPT`` fallback)."""
+    if isinstance(sha, bytes):
+        sha = sha.decode()
+    return _by_sha.get(sha)

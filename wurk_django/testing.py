@@ -201,14 +201,14 @@ def execute(job: dict) -> Any:
     """
     from . import registry
     from .conf import get_config
-    from .middleware import Chain
+    from .middleware import server_chain
 
     job_class = registry.resolve(job["class"])
     instance = job_class()
     instance.jid = job.get("jid")
     instance.bid = job.get("bid")
     instance.payload = job
-    chain = Chain(get_config().server_middleware)
+    chain = server_chain(get_config())
     return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"]))
 
 

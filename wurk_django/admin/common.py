@@ -22,17 +22,6 @@ DEFAULT_COUNT = 25  # rows per page (CORE-242)
 MAX_COUNT = 200  # DJ-055
 ARGS_LIMIT = 120  # characters of arguments shown in a list row
 
-NAV = (
-    ("dashboard", "Dashboard", "wurk_django_dashboard_changelist", {}),
-    ("busy", "Busy", "wurk_busy", {}),
-    ("queues", "Queues", "wurk_queues", {}),
-    ("scheduled", "Scheduled", "wurk_set", {"kind": "scheduled"}),
-    ("retries", "Retries", "wurk_set", {"kind": "retries"}),
-    ("dead", "Dead", "wurk_set", {"kind": "dead"}),
-    ("metrics", "Metrics", "wurk_metrics", {}),
-)
-
-
 def url(request: HttpRequest, view_name: str, /, **kwargs: Any) -> str:
     """Reverse a Wurk page in the admin site serving this request."""
     return reverse(f"admin:{view_name}", kwargs=kwargs or None, current_app=request.current_app)
@@ -58,9 +47,11 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
     from .options import can_manage
 
     stats = context.pop("stats", None)
+    from .pages import pages
+
     nav = [
-        {"key": key, "label": label, "url": url(request, name, **kwargs), "active": key == section}
-        for key, label, name, kwargs in NAV
+        {"key": p.key, "label": p.label, "url": url(request, p.url_name, **p.url_kwargs), "active": p.key == section}
+        for p in pages() if p.tab
     ]
     full = {
         **model_admin.admin_site.each_context(request),

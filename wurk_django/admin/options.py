@@ -9,12 +9,12 @@ from typing import Any
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
-from django.urls import URLPattern, path, re_path
+from django.urls import URLPattern
 from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 
 from ..conf import get_config
-from . import busy, dashboard, metrics, queues, sets
+from . import dashboard
 
 VIEW_PERMISSION = "wurk_django.view_dashboard"
 MANAGE_PERMISSION = "wurk_django.manage_jobs"
@@ -125,25 +125,11 @@ class WurkAdmin(admin.ModelAdmin):
 
         return never_cache(checked)
 
+    #: ``methods`` for a page that also takes POST forms.
+    POST = ("GET", "HEAD", "POST")
+
     def get_urls(self) -> list[URLPattern]:
-        info = self.opts.app_label, self.opts.model_name
-        post = ("GET", "HEAD", "POST")
-        w = self.wrap
-        kinds = "|".join(sets.KINDS)
-        return [
-            path("", w(dashboard.index), name=f"{info[0]}_{info[1]}_changelist"),
-            path("stats.json", self.api(dashboard.stats_json), name="wurk_stats"),
-            path("stats/queues.json", self.api(dashboard.stats_queues), name="wurk_stats_queues"),
-            path("prometheus", self.api(dashboard.prometheus), name="wurk_prometheus"),
-            path("busy/", w(busy.index, methods=post), name="wurk_busy"),
-            path("queues/", w(queues.index), name="wurk_queues"),
-            path("queues/<str:name>/", w(queues.detail), name="wurk_queue"),
-            path("queues/<str:name>/action/", w(queues.action, methods=("POST",)), name="wurk_queue_action"),
-            path("queues/<str:name>/delete/", w(queues.delete_job, methods=("POST",)), name="wurk_queue_delete"),
-            re_path(rf"^(?P<kind>{kinds})/$", w(sets.index, methods=post), name="wurk_set"),
-            re_path(rf"^(?P<kind>{kinds})/all/(?P<action>[a-z_]+)/$", w(sets.all_action, methods=post),
-                    name="wurk_set_all"),
-            re_path(rf"^(?P<kind>{kinds})/job/(?P<key>[^/]+)/$", w(sets.detail, methods=post), name="wurk_set_job"),
-            path("metrics/", w(metrics.index), name="wurk_metrics"),
-            path("metrics/<path:klass>/", w(metrics.detail), name="wurk_metrics_job"),
-        ]
+        """Every registered page's URLs (:mod:`wurk_django.admin.pages`)."""
+        from .pages import pages
+
+        return [pattern for page in pages() for pattern in page.urls(self)]

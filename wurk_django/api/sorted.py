@@ -10,7 +10,7 @@ from datetime import datetime
 from .. import payload
 from ..client import Client
 from ..conf import get_config
-from ..dead import bury, parse_or_raw, run_death_handlers
+from ..server import death
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 
@@ -357,11 +357,10 @@ class DeadSet(JobSet):
         and ``ex`` (default ``RuntimeError("Job killed by API")``) unless
         ``notify_failure`` is false."""
         raw = payload.dumps(message) if isinstance(message, dict) else message
-        config = get_config()
-        bury(self.redis, raw, max_jobs=config.dead_max_jobs, timeout=config.dead_timeout, trim=trim)
-        if notify_failure:
-            error = ex if ex is not None else RuntimeError("Job killed by API")
-            run_death_handlers(config.death_handlers, parse_or_raw(raw), error)
+        error = ex if ex is not None else death.JobKilled()
+        reason = death.MANUAL if isinstance(error, death.JobKilled) else death.POISON
+        death.die(death.parse_or_raw(raw), error, reason=reason, config=get_config(), redis=self.redis, raw=raw,
+                  trim=trim, notify=notify_failure)
         return True
 
     def trim(self) -> None:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from .. import signals
 from ..conf import Config
@@ -27,6 +28,35 @@ from .threads import spawn
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
+
+
+class Component(Protocol):
+    """A background part of a worker process that a feature adds (the leader, the
+    periodic poller...). ``start()`` must return at once (spawn a thread or a
+    :class:`TimerLoop`) and must not tick at t=0; ``stop()`` must return within a
+    few seconds. ``quiet()``, if present, is called when the worker stops fetching."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+ComponentFactory = Callable[["Launcher"], "Component | None"]
+_components: dict[str, tuple[int, ComponentFactory]] = {}
+
+
+def register_component(name: str, factory: ComponentFactory, *, position: int) -> None:
+    """Add (or replace) a component every :class:`Launcher` builds with ``factory(launcher)``.
+
+    Components start after the built-in ones, lowest position first, and stop
+    in reverse order before the reaper and the heartbeat stop. A factory returns
+    ``None`` when its feature is off for this process.
+    """
+    _components[name] = (position, factory)
+
+
+def unregister_component(name: str) -> None:
+    _components.pop(name, None)
 
 
 class Launcher:
@@ -47,10 +77,26 @@ class Launcher:
         # Only a fetcher with private lists leaves anything to reap.
         self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace)
                        if hasattr(self.manager.fetcher, "private_lists") else None)
+        self.components: list[tuple[str, Component]] = self._build_components()
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._stop_started = False
+
+    def _build_components(self) -> list[tuple[str, Component]]:
+        from .. import features
+
+        features.install()
+        built = []
+        for name, (_pos, factory) in sorted(_components.items(), key=lambda item: item[1][0]):
+            component = factory(self)
+            if component is not None:
+                built.append((name, component))
+        return built
+
+    def component(self, name: str) -> Component | None:
+        """The running component registered as ``name``, if this process has it."""
+        return next((c for n, c in self.components if n == name), None)
 
     def run(self) -> None:
         self.manager.start()
@@ -58,6 +104,8 @@ class Launcher:
         if self.reaper is not None:
             self.reaper.start()
         self.scheduler.start()
+        for _name, component in self.components:
+            component.start()
         self.metrics_loop.start()
         signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
@@ -71,6 +119,13 @@ class Launcher:
         logger.info("quieting: no new jobs will be fetched")
         self.manager.quiet()
         self.scheduler.terminate()
+        for name, component in self.components:
+            quiet = getattr(component, "quiet", None)
+            if quiet is not None:
+                try:
+                    quiet()
+                except Exception:
+                    logger.exception("quieting component %s failed", name)
         signals.send(signals.worker_quiet, Launcher, launcher=self)
 
     def stop(self, timeout: float | None = None) -> None:
@@ -91,8 +146,11 @@ class Launcher:
             self._teardown()
 
     def _teardown(self) -> None:
-        steps = [self.scheduler.loop.join, self.metrics_loop.stop, self.metrics.flush, self._stop_reaper,
-                 self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
+        # The metrics flusher first (its last flush may feed a rollup component), then the
+        # components in reverse start order (periodic loops before the leader lock goes).
+        steps = [self.scheduler.loop.join, self.metrics_loop.stop, self.metrics.flush,
+                 *[component.stop for _name, component in reversed(self.components)],
+                 self._stop_reaper, self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
         for step in steps:
             try:
                 step()

@@ -17,7 +17,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..errors import Shutdown
 from ..metrics.tracker import MetricsTracker
-from ..middleware import Chain
+from ..middleware import server_chain
 from ..retry import Retrier
 from .joblog import JobLogger
 from .processor import Processor
@@ -46,7 +46,7 @@ class Manager:
         self.fetcher = fetch_class(config)
         self.retrier = Retrier(config)
         self.joblog = JobLogger(config.logged_job_attributes, config.skip_default_job_logging)
-        self.server_chain = Chain(config.server_middleware)
+        self.server_chain = server_chain(config)
         self.stop_flag = threading.Event()  # what Job.interrupted() reads
         self._request_shutdown = request_shutdown or _default_shutdown_request
         self._lock = threading.Lock()

@@ -43,6 +43,7 @@ from .. import payload, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
 from ..conf import QUEUE_NAME, get_config
+from ..writer import Writer
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -96,38 +97,26 @@ class _TaskClient(Client):
         self.records = records
         self.ttl = ttl
 
-    def _write(self, jobs: list[dict]) -> None:
-        # Overrides the last step only, so testing modes and the reliable-push buffer still apply.
-        # Jobs the buffer delivers later through another client are written without their
-        # record; the worker then rebuilds it from the payload.
-        now = payload.now_ms()
-        scheduled: dict[bytes, float] = {}
-        by_queue: dict[tuple[str, bool], list[bytes]] = defaultdict(list)
+    def raw_push(self, jobs: list[dict]) -> None:
+        # The result record rides in the same round trip as the push (extra commands on the
+        # one write path), so testing modes and the reliable-push buffer still apply.
+        if testing.intercept(jobs, self.config):
+            return
+        writer = Writer(self.config, self._redis)
+        groups: dict[bool, list[dict]] = defaultdict(list)
         for job in jobs:
-            if "at" in job:
-                body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
-                scheduled[payload.dumps(body)] = float(job["at"])
-            else:
-                job["enqueued_at"] = now
-                front = (job.get("task") or {}).get("priority", 0) > 0
-                by_queue[(job["queue"], front)].append(payload.dumps(job))
-
-        commands: list[tuple[Any, ...]] = []
-        for job in jobs:
-            record = self.records.get(job["jid"])
-            fields = [part for pair in results.encode(record).items() for part in pair] if record else []
-            if fields:
-                key = results.key(job["jid"])
-                commands += [("HSET", key, *fields), ("EXPIRE", key, self.ttl)]
-        if scheduled:
-            commands.append(("ZADD", "schedule", *(part for member, score in scheduled.items()
-                                                    for part in (score, member))))
-        if by_queue:
-            commands.append(("SADD", "queues", *{q for q, _ in by_queue}))
-        for (queue, front), bodies in by_queue.items():
-            # Workers take from the right end: RPUSH makes these next (DJ-015).
-            commands.append(("RPUSH" if front else "LPUSH", f"queue:{queue}", *bodies))
-        self._send(commands)
+            # Workers take from the right end: RPUSH makes high-priority tasks next (DJ-015).
+            front = "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
+            groups[front].append(job)
+        for front, group in groups.items():
+            extra: list[tuple[Any, ...]] = []
+            for job in group:
+                record = self.records.get(job["jid"])
+                fields = [part for pair in results.encode(record).items() for part in pair] if record else []
+                if fields:
+                    key = results.key(job["jid"])
+                    extra += [("HSET", key, *fields), ("EXPIRE", key, self.ttl)]
+            writer.push(group, extra=extra, front=front)
 
 
 _async_lock = threading.Lock()

@@ -1,0 +1,65 @@
+"""The core pages (dashboard, busy, queues, sets, metrics), registered like any feature's."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+
+from . import busy, dashboard, metrics, queues, sets
+from .pages import Page, register
+
+POST = ("GET", "HEAD", "POST")
+
+
+def _dashboard_urls(admin):
+    info = admin.opts.app_label, admin.opts.model_name
+    return [
+        path("", admin.wrap(dashboard.index), name=f"{info[0]}_{info[1]}_changelist"),
+        path("stats.json", admin.api(dashboard.stats_json), name="wurk_stats"),
+        path("stats/queues.json", admin.api(dashboard.stats_queues), name="wurk_stats_queues"),
+        path("prometheus", admin.api(dashboard.prometheus), name="wurk_prometheus"),
+    ]
+
+
+def _busy_urls(admin):
+    return [path("busy/", admin.wrap(busy.index, methods=POST), name="wurk_busy")]
+
+
+def _queues_urls(admin):
+    w = admin.wrap
+    return [
+        path("queues/", w(queues.index), name="wurk_queues"),
+        path("queues/<str:name>/", w(queues.detail), name="wurk_queue"),
+        path("queues/<str:name>/action/", w(queues.action, methods=("POST",)), name="wurk_queue_action"),
+        path("queues/<str:name>/delete/", w(queues.delete_job, methods=("POST",)), name="wurk_queue_delete"),
+    ]
+
+
+def _sets_urls(admin):
+    w = admin.wrap
+    kinds = "|".join(sets.KINDS)
+    return [
+        re_path(rf"^(?P<kind>{kinds})/$", w(sets.index, methods=POST), name="wurk_set"),
+        re_path(rf"^(?P<kind>{kinds})/all/(?P<action>[a-z_]+)/$", w(sets.all_action, methods=POST),
+                name="wurk_set_all"),
+        re_path(rf"^(?P<kind>{kinds})/job/(?P<key>[^/]+)/$", w(sets.detail, methods=POST), name="wurk_set_job"),
+    ]
+
+
+def _metrics_urls(admin):
+    return [
+        path("metrics/", admin.wrap(metrics.index), name="wurk_metrics"),
+        path("metrics/<path:klass>/", admin.wrap(metrics.detail), name="wurk_metrics_job"),
+    ]
+
+
+def _none(admin):
+    return []
+
+
+register(Page("dashboard", "Dashboard", "wurk_django_dashboard_changelist", _dashboard_urls, 10))
+register(Page("busy", "Busy", "wurk_busy", _busy_urls, 20))
+register(Page("queues", "Queues", "wurk_queues", _queues_urls, 30))
+register(Page("scheduled", "Scheduled", "wurk_set", _sets_urls, 40, url_kwargs={"kind": "scheduled"}))
+register(Page("retries", "Retries", "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
+register(Page("dead", "Dead", "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))
+register(Page("metrics", "Metrics", "wurk_metrics", _metrics_urls, 70))

@@ -1,0 +1,147 @@
+"""The death path: the one way a job stops for good (CORE-126, CORE-140/141, PRO-153, ENT-207).
+
+Whatever ends a job — retries exhausted, ``retry: false`` and a failure, a
+``dead: false`` discard, a poison pill, a payload that cannot run, a due job
+the scheduler could not push, a kill from the admin or the data API — calls
+:func:`die`. It does the same four things in the same order every time:
+
+1. stores the entry in the ``dead`` set (unless the job is discarded or was
+   never meant to be kept) and trims the set, in one MULTI;
+2. runs the built-in death handlers that features registered
+   (:func:`register_handler`: a batch records the death, a unique lock is
+   released...);
+3. runs the user's ``WURK["DEATH_HANDLERS"]``;
+4. sends the ``job_died`` signal (the ``django.tasks`` backend marks its
+   result FAILED there).
+
+A handler that raises is logged and the rest still run: the job is already
+where it belongs. A kill by a person (admin or ``DeadSet.kill``) passes a
+:class:`JobKilled`, so handlers can tell it from a death the engine decided
+(ENT-207: a unique lock survives a manual kill).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import payload, signals
+from ..errors import WurkError
+
+logger = logging.getLogger("wurk_django.worker")
+
+# Why a job died; handlers receive one of these.
+EXHAUSTED = "exhausted"  # retries used up (or retry_for elapsed), or retry_in said "kill"
+NO_RETRY = "no_retry"  # retry: false (or 0) and the job raised: handlers run, nothing is stored
+DISCARDED = "discarded"  # dead: false, or a hook said "discard": handlers run, nothing is stored
+POISON = "poison"  # recovered from crashed workers too many times
+INVALID = "invalid"  # a payload that cannot run (not JSON, not an object, no class/args...)
+SCHEDULER = "scheduler"  # a due job the scheduler could not push
+MANUAL = "manual"  # killed from the admin or the data API
+REASONS = (EXHAUSTED, NO_RETRY, DISCARDED, POISON, INVALID, SCHEDULER, MANUAL)
+_NOT_STORED = (NO_RETRY, DISCARDED)
+
+
+class JobKilled(RuntimeError, WurkError):
+    """The exception a manual kill passes to death handlers (a ``RuntimeError``, as Sidekiq's)."""
+
+    def __init__(self, message: str = "Job killed by API") -> None:
+        super().__init__(message)
+
+
+DeathHandler = Callable[[dict, BaseException, str], Any]
+_handlers: dict[str, tuple[int, DeathHandler]] = {}
+_ordered: list[DeathHandler] = []
+_lock = threading.Lock()
+
+
+def register_handler(name: str, handler: DeathHandler, *, position: int = 0) -> None:
+    """Add (or replace) built-in death handler ``name``: ``handler(job, exc, reason)``.
+
+    Built-in handlers run before the user's ``DEATH_HANDLERS``, lowest position first.
+    """
+    global _ordered
+    with _lock:
+        _handlers[name] = (position, handler)
+        _ordered = [h for _p, h in sorted(_handlers.values(), key=lambda ph: ph[0])]
+
+
+def unregister_handler(name: str) -> None:
+    global _ordered
+    with _lock:
+        _handlers.pop(name, None)
+        _ordered = [h for _p, h in sorted(_handlers.values(), key=lambda ph: ph[0])]
+
+
+def store(client: Any, raw: bytes | str, *, max_jobs: int, timeout: int, trim: bool = True,
+          now: float | None = None) -> None:
+    """``ZADD dead`` plus both trims in one MULTI (CORE-140).
+
+    The rank trim is issued exactly as Sidekiq does (``0 .. -max_jobs``), which
+    keeps at most ``max_jobs - 1`` entries.
+    """
+    now = time.time() if now is None else now
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd("dead", {raw: now})
+    if trim:
+        pipe.zremrangebyscore("dead", "-inf", now - timeout)
+        pipe.zremrangebyrank("dead", 0, -max_jobs)
+    pipe.execute()
+
+
+def parse_or_raw(raw: bytes | str) -> dict:
+    """The job as a dict; an unreadable entry becomes ``{"args": [text]}`` so nothing is lost."""
+    try:
+        job = payload.loads(raw)
+    except Exception:  # unparseable data is shown as it is
+        job = None
+    if not isinstance(job, dict):
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return {"args": [text]}
+    return job
+
+
+def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis: Any = None,
+        raw: bytes | str | None = None, job_class: Any = None, trim: bool = True, notify: bool = True) -> None:
+    """End ``job`` for good: store it (with ``raw`` as the stored bytes when given),
+    then handlers, then ``job_died``. ``job`` may be ``None`` when only ``raw`` exists
+    (an unparseable payload): handlers then get :func:`parse_or_raw`'s dict."""
+    if reason not in REASONS:
+        raise ValueError(f"unknown death reason {reason!r}; one of {REASONS}")
+    if job is None:
+        if raw is None:
+            raise ValueError("die() needs the job or its raw bytes")
+        job = parse_or_raw(raw)
+    if reason not in _NOT_STORED and job.get("dead") is not False:
+        if redis is None:
+            from ..connection import get_redis
+
+            redis = get_redis(config=config)
+        store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,
+              timeout=config.dead_timeout, trim=trim)
+    elif reason not in _NOT_STORED:
+        job["discarded_at"] = payload.now_ms()
+    if not notify:
+        return
+    run_handlers(job, exc, reason, config)
+    signals.send(signals.job_died, job_class or job.get("class"), job=job, exception=exc, reason=reason)
+
+
+def run_handlers(job: dict, exc: BaseException, reason: str, config: Any) -> None:
+    """Built-in handlers, then the user's; each failure is logged and the rest still run."""
+    from .. import features
+
+    features.install()
+    for handler in _ordered:
+        try:
+            handler(job, exc, reason)
+        except Exception:
+            logger.exception("built-in death handler %r failed for job %s", handler, job.get("jid"))
+    for handler in config.death_handlers:
+        try:
+            handler(job, exc)
+        except Exception:
+            logger.exception("death handler %r failed for job %s", handler, job.get("jid"))

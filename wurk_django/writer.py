@@ -1,0 +1,172 @@
+"""The write path: the one place normalized jobs become Redis commands.
+
+Every enqueue goes through a :class:`Writer`: ``perform_async/in/at/bulk``,
+the ``django.tasks`` backend, the reliable-push drain, scheduled promotion,
+retry booking, and whatever features re-push (batch callbacks, limiter
+reschedules). That gives one connection policy (a ``READONLY`` reply after a
+failover redials and sends once more) and one seam for features.
+
+The seam is a *write hook*: ``hook(jobs, commands) -> commands``. It sees the
+jobs of one round trip and the commands about to carry them, and returns the
+commands to send instead: usually the same list with its own commands added
+(a batch registers its jids in the same round trip), or with a job's push
+replaced by a script that pushes and books atomically. Hooks run in position
+order. A hook must be cheap when the jobs are none of its business: it runs
+on every push.
+
+Scripts inside a round trip are sent as ``EVALSHA``; a ``NOSCRIPT`` reply
+means that script did not run, so exactly that command is sent again as
+``EVAL`` (see :mod:`wurk_django.scripts`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis as redis_lib
+
+from . import payload
+from .conf import Config, get_config
+from .connection import get_redis, send_commands
+from .scripts import source_for_sha
+
+Command = tuple[Any, ...]
+WriteHook = Callable[[list[dict], list[Command]], list[Command]]
+
+_FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
+
+_hooks: dict[str, tuple[int, WriteHook]] = {}
+_ordered: list[WriteHook] = []
+_hooks_lock = threading.Lock()
+
+
+def register_hook(name: str, hook: WriteHook, *, position: int = 0) -> None:
+    """Add (or replace) the write hook ``name``; lower positions run first."""
+    global _ordered
+    with _hooks_lock:
+        _hooks[name] = (position, hook)
+        _ordered = [h for _p, h in sorted(_hooks.values(), key=lambda ph: ph[0])]
+
+
+def unregister_hook(name: str) -> None:
+    global _ordered
+    with _hooks_lock:
+        _hooks.pop(name, None)
+        _ordered = [h for _p, h in sorted(_hooks.values(), key=lambda ph: ph[0])]
+
+
+def _apply_hooks(jobs: list[dict], commands: list[Command]) -> list[Command]:
+    if not _ordered:
+        from . import features
+
+        features.install()
+    for hook in _ordered:
+        commands = hook(jobs, commands)
+    return commands
+
+
+def push_commands(jobs: list[dict], *, front: bool = False, now_ms: int | None = None) -> list[Command]:
+    """The plain commands for ``jobs`` (before hooks): one ``ZADD schedule`` for those
+    with an ``at``, ``SADD queues`` plus one ``LPUSH`` per queue for the others
+    (``RPUSH`` with ``front``: the end workers take from next). Stamps ``enqueued_at``
+    on immediate jobs (CORE-083/084)."""
+    commands: list[Command] = []
+    scheduled = [j for j in jobs if "at" in j]
+    if scheduled:
+        zadd: list[Any] = ["ZADD", "schedule"]
+        for job in scheduled:
+            body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
+            zadd += (float(job["at"]), payload.dumps(body))
+        commands.append(tuple(zadd))
+    immediate = [j for j in jobs if "at" not in j]
+    if immediate:
+        now = payload.now_ms() if now_ms is None else now_ms
+        by_queue: dict[str, list[bytes]] = defaultdict(list)
+        for job in immediate:
+            job["enqueued_at"] = now
+            by_queue[job["queue"]].append(payload.dumps(job))
+        commands.append(("SADD", "queues", *by_queue))
+        verb = "RPUSH" if front else "LPUSH"
+        commands += [(verb, f"queue:{queue}", *bodies) for queue, bodies in by_queue.items()]
+    return commands
+
+
+class Writer:
+    """Writes jobs for one :class:`Config`; cheap to build."""
+
+    def __init__(self, config: Config | None = None, redis: redis_lib.Redis | None = None) -> None:
+        self.config = config or get_config()
+        self._redis = redis
+
+    @property
+    def redis(self) -> redis_lib.Redis:
+        return self._redis or get_redis(config=self.config)
+
+    def push(self, jobs: list[dict], *, extra: Iterable[Command] = (), front: bool = False) -> None:
+        """Write normalized jobs (immediate and scheduled may be mixed), buffering
+        them through a Redis outage when ``RELIABLE_PUSH`` is on (PRO-320)."""
+        if not jobs and not extra:
+            return
+        if self.config.reliable_push:
+            from . import reliable_push
+
+            reliable_push.deliver(self, jobs, extra=list(extra), front=front)
+        else:
+            self.write(jobs, extra=list(extra), front=front)
+
+    def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
+        """Write now, in one round trip, or raise. ``extra`` commands go first."""
+        commands = list(extra or ()) + push_commands(jobs, front=front)
+        return self.send(_apply_hooks(jobs, commands))
+
+    def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
+                   *, extra: Iterable[Command] = ()) -> list[Any]:
+        """``ZADD name`` for ``(job, score)`` pairs (retry booking, re-scheduling), with
+        the write hooks run over the parsed jobs, in one round trip."""
+        members: list[Any] = []
+        jobs: list[dict] = []
+        for job, score in entries:
+            raw = job if isinstance(job, (bytes, str)) else payload.dumps(job)
+            if isinstance(job, dict):
+                jobs.append(job)
+            members += (float(score), raw)
+        commands = [*extra, ("ZADD", name, *members)] if members else list(extra)
+        return self.send(_apply_hooks(jobs, commands))
+
+    def send(self, commands: list[Command]) -> list[Any]:
+        """Send ``commands`` in one round trip under the write policy: after a failover
+        the old primary answers ``READONLY``, so redial and send once more (CORE-085);
+        a script the server forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
+        for attempt in (1, 2):
+            try:
+                return self._send_once(commands)
+            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
+                # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
+                failover = isinstance(exc, redis_lib.ReadOnlyError) or any(t in str(exc) for t in _FAILOVER_ERRORS)
+                if attempt == 2 or not failover:
+                    raise
+                self.redis.connection_pool.disconnect()
+        raise AssertionError("unreachable")
+
+    def _send_once(self, commands: list[Command]) -> list[Any]:
+        replies = send_commands(self.redis, commands, raise_errors=False)
+        retry = [i for i, (c, r) in enumerate(zip(commands, replies, strict=True))
+                 if isinstance(r, redis_lib.exceptions.NoScriptError) and c[0] == "EVALSHA"]
+        if retry:
+            # NOSCRIPT means that script did not run (every other command did): send
+            # exactly those again, with the script's text.
+            again: list[Command] = []
+            for i in retry:
+                text = source_for_sha(commands[i][1])
+                if text is None:
+                    raise replies[i]
+                again.append(("EVAL", text, *commands[i][2:]))
+            for i, reply in zip(retry, send_commands(self.redis, again, raise_errors=False), strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, redis_lib.ResponseError):
+                raise reply
+        return replies
