@@ -194,6 +194,8 @@ class Job:
     bid: str | None = None
     payload: dict | None = None
     _stop_flag: Any = None
+    #: The worker's :class:`Config` while a worker runs the job (None inline: settings apply).
+    _config: Config | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -51,11 +51,12 @@ class UnitOfWork:
         """Nothing to do: BRPOP already removed the job from Redis."""
 
     def requeue(self) -> None:
-        get_redis().rpush(self.queue_key, self.job)
+        get_redis(config=self.fetcher.config).rpush(self.queue_key, self.job)
 
 
 class BasicFetch:
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.order = QueueOrder(config.queues)
         self._keys = {name: f"queue:{name}" for name in self.order.names}
         self._done = threading.Event()
@@ -63,7 +64,7 @@ class BasicFetch:
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
 
     def _redis(self) -> redis_lib.Redis:
-        return get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=BLOCK_SECONDS)
+        return get_redis("fetch", block_seconds=BLOCK_SECONDS, config=self.config)
 
     def retrieve_work(self) -> UnitOfWork | None:
         if self._done.is_set():
@@ -96,7 +97,7 @@ class BasicFetch:
         for unit in units:
             by_queue[unit.queue_key].append(unit.job)
         try:
-            pipe = get_redis().pipeline(transaction=False)
+            pipe = get_redis(config=self.config).pipeline(transaction=False)
             for key, jobs in by_queue.items():
                 pipe.rpush(key, *jobs)
             pipe.execute()

@@ -58,7 +58,7 @@ class ReliableUnit:
 
     def requeue(self) -> None:
         """Back to the fetch end of its queue, only if still ours (PRO-135)."""
-        script(get_redis(), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
+        script(get_redis(config=self.fetcher.config), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
 
 
 def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
@@ -72,6 +72,7 @@ def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
 
 class ReliableFetch:
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.order = QueueOrder(config.queues)
         self._concurrency = config.concurrency
         self.poll_interval = float(config.fetch_poll_interval)
@@ -79,7 +80,7 @@ class ReliableFetch:
         self._keys_pid = 0
         self._held: dict[int, list[ReliableUnit]] = {}
         self._held_lock = threading.Lock()
-        self._paused = PausedCache()
+        self._paused = PausedCache(config)
         self._done = threading.Event()
         self._active: dict[int, ReliableUnit] = {}  # thread -> the job it is running
         self._local = threading.local()
@@ -130,7 +131,7 @@ class ReliableFetch:
         if not any(taken.values()):
             return
         try:
-            send_commands(get_redis(), _ack_commands([u for units in taken.values() for u in units]))
+            send_commands(get_redis(config=self.config), _ack_commands([u for units in taken.values() for u in units]))
         except Exception:
             for ident, units in taken.items():
                 self._put_back(ident, units)
@@ -153,7 +154,7 @@ class ReliableFetch:
         local = self._local
         conn = getattr(local, "conn", None)
         if conn is None or local.pid != os.getpid():
-            local.pool = get_redis("ack", pool_size=self._concurrency + 2).connection_pool
+            local.pool = get_redis("ack", config=self.config).connection_pool
             conn = local.conn = local.pool.get_connection()
             local.pid = os.getpid()
         return conn
@@ -229,7 +230,7 @@ class ReliableFetch:
             with self._held_lock:
                 held = [unit.job for units in self._held.values() for unit in units]
             known = Counter(active) + Counter(held)
-            redis = get_redis()
+            redis = get_redis(config=self.config)
             requeue = script(redis, "reliable_requeue")
             given_back = 0
             for name in self.order.names:
@@ -268,13 +269,13 @@ class ReliableFetch:
                     self._put_back(threading.get_ident(), mine)
                     raise
             else:
-                job = get_redis().lmove(public, private, "RIGHT", "LEFT")
+                job = get_redis(config=self.config).lmove(public, private, "RIGHT", "LEFT")
             if job is not None:
                 return ReliableUnit(name, public, private, job, self)
         if self._done.is_set():
             return None
         public, private = self.keys(names[0])
-        blocking = get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=self.poll_interval)
+        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
         if job is None:
             return None
@@ -295,7 +296,7 @@ class ReliableFetch:
             return
         if not units:
             return
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         requeue = script(redis, "reliable_requeue")
         pipe = redis.pipeline(transaction=False)
         for unit in units:

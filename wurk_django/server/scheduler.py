@@ -51,7 +51,7 @@ class Scheduler:
 
     def enqueue_due(self, now: float | None = None) -> int:
         """Push every job due by ``now``; returns how many moved."""
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         pop = script(redis, "zpop_due")
         moved = 0
         for name in SETS:
@@ -72,12 +72,12 @@ class Scheduler:
         except Exception as exc:
             # The member already left the set; never drop it on the floor.
             logger.error("could not enqueue a due job from %s (%s); moved it to the dead set", set_name, exc)
-            bury(get_redis(), raw, max_jobs=self.config.dead_max_jobs, timeout=self.config.dead_timeout)
+            bury(get_redis(config=self.config), raw, max_jobs=self.config.dead_max_jobs, timeout=self.config.dead_timeout)
 
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""
         try:
-            count = max(int(get_redis().scard("processes")), 1)
+            count = max(int(get_redis(config=self.config).scard("processes")), 1)
         except Exception:  # an outage only makes the interval less precise
             count = 1
         average = self.config.poll_interval_average or count * self.config.average_scheduled_poll_interval
