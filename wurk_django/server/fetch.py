@@ -25,6 +25,7 @@ import redis as redis_lib
 
 from ..conf import Config
 from ..connection import get_redis
+from ..writer import Writer
 from .outage import OutageLog
 from .queues import QueueOrder
 
@@ -51,7 +52,8 @@ class UnitOfWork:
         """Nothing to do: BRPOP already removed the job from Redis."""
 
     def requeue(self) -> None:
-        get_redis(config=self.fetcher.config).rpush(self.queue_key, self.job)
+        # Putting a fetched job back is not an enqueue: the write policy, no write hooks.
+        Writer(self.fetcher.config).send([("RPUSH", self.queue_key, self.job)])
 
 
 class BasicFetch:
@@ -97,10 +99,7 @@ class BasicFetch:
         for unit in units:
             by_queue[unit.queue_key].append(unit.job)
         try:
-            pipe = get_redis(config=self.config).pipeline(transaction=False)
-            for key, jobs in by_queue.items():
-                pipe.rpush(key, *jobs)
-            pipe.execute()
+            Writer(self.config).send([("RPUSH", key, *jobs) for key, jobs in by_queue.items()])
             logger.info("pushed %d in-flight job(s) back to their queues", len(units))
         except redis_lib.RedisError:
             logger.exception("could not push %d in-flight job(s) back to Redis", len(units))

@@ -29,8 +29,9 @@ import redis as redis_lib
 from .. import poison
 from ..conf import Config
 from ..connection import get_redis
-from ..scripts import script
+from ..writer import Writer
 from .heartbeat import BEAT_INTERVAL
+from .reliable_fetch import requeue_command
 from .state import NONCE, hostname
 from .threads import spawn
 from .timer import TimerLoop
@@ -167,7 +168,7 @@ class Reaper:
         """
         redis = get_redis(config=self.config)
         queue = public[len("queue:"):]
-        requeue = script(redis, "reliable_requeue")
+        writer = Writer(self.config, redis)
         moved = 0
         while True:
             try:
@@ -179,7 +180,7 @@ class Reaper:
                     poison.bury_pill(pill, raw, config=self.config)
                     redis.lrem(private, 1, raw)
                 else:
-                    requeue(keys=[private, public], args=[raw])
+                    writer.send([requeue_command(private, public, raw)])
                 moved += 1
             except Exception:
                 logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)

@@ -25,7 +25,8 @@ import redis as redis_lib
 from ..conf import Config
 from ..connection import get_redis, send_commands, send_on
 from ..pause import PausedCache
-from ..scripts import script
+from ..scripts import lua
+from ..writer import Writer
 from .outage import OutageLog
 from .queues import QueueOrder
 from .state import NONCE, hostname
@@ -58,7 +59,15 @@ class ReliableUnit:
 
     def requeue(self) -> None:
         """Back to the fetch end of its queue, only if still ours (PRO-135)."""
-        script(get_redis(config=self.fetcher.config), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
+        Writer(self.fetcher.config).send([requeue_command(self.private, self.queue_key, self.job)])
+
+
+def requeue_command(private: str, public: str, raw: bytes) -> tuple[Any, ...]:
+    """Move ``raw`` from ``private`` back to the fetch end of ``public``, only if it is
+    still there. Putting a fetched job back is not an enqueue: it goes through the
+    write policy (:meth:`Writer.send`) but write hooks never see it, so a feature does
+    not count the same job twice."""
+    return lua("reliable_requeue").command(keys=[private, public], args=[raw])
 
 
 def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
@@ -231,7 +240,7 @@ class ReliableFetch:
                 held = [unit.job for units in self._held.values() for unit in units]
             known = Counter(active) + Counter(held)
             redis = get_redis(config=self.config)
-            requeue = script(redis, "reliable_requeue")
+            writer = Writer(self.config, redis)
             given_back = 0
             for name in self.order.names:
                 public, private = self.keys(name)
@@ -239,7 +248,7 @@ class ReliableFetch:
                     if known[raw] > 0:
                         known[raw] -= 1
                         continue
-                    given_back += int(requeue(keys=[private, public], args=[raw]) or 0)
+                    given_back += int(writer.send([requeue_command(private, public, raw)])[0] or 0)
             self._needs_reconcile = False
             if given_back:
                 logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
@@ -296,13 +305,9 @@ class ReliableFetch:
             return
         if not units:
             return
-        redis = get_redis(config=self.config)
-        requeue = script(redis, "reliable_requeue")
-        pipe = redis.pipeline(transaction=False)
-        for unit in units:
-            requeue(keys=[unit.private, unit.queue_key], args=[unit.job], client=pipe)
+        commands = [requeue_command(unit.private, unit.queue_key, unit.job) for unit in units]
         try:
-            moved = sum(int(r or 0) for r in pipe.execute())
+            moved = sum(int(r or 0) for r in Writer(self.config).send(commands))
             logger.info("pushed %d in-flight job(s) back to their queues", moved)
         except redis_lib.RedisError:
             logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
