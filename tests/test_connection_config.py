@@ -77,3 +77,12 @@ def test_async_client_follows_the_config_and_the_running_loop(redis_db):
     assert value == b"y"  # bytes, like every wurk client
     assert kwargs["socket_timeout"] == connection.READ_TIMEOUT and kwargs["protocol"] == 2
     assert first is not second  # a client never crosses event loops
+
+
+def test_pool_size_setting_raises_every_pool_but_never_below_the_threads(redis_db):
+    url = settings.WURK_TEST_REDIS_URL
+    big = _config(CONCURRENCY=5, REDIS={"URL": url, "POOL_SIZE": 40})
+    assert get_redis(config=big).connection_pool.max_connections == 40
+    assert get_redis("ack", config=big).connection_pool.max_connections == 40
+    small = _config(CONCURRENCY=20, REDIS={"URL": url, "POOL_SIZE": 3})
+    assert pool_size_for(small) == 25 and pool_size_for(small, "fetch") == 22

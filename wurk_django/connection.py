@@ -80,10 +80,15 @@ def _build(config: Config, *, pool_size: int, socket_timeout: float, options: di
 def pool_size_for(config: Config, purpose: str = "main") -> int:
     """Connections the ``purpose`` pool gets for ``config``: one per processor thread
     plus the fixed extras (the fetch and ack pools: plus 2; main: plus
-    ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``)."""
+    ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``), or ``REDIS["POOL_SIZE"]``
+    when that is more: a smaller pool would leave processor threads waiting."""
     if purpose == "main":
-        return max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
-    return config.concurrency + 2
+        size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
+    else:
+        size = config.concurrency + 2
+    redis_setting = config.raw.get("REDIS")
+    wanted = redis_setting.get("POOL_SIZE") if isinstance(redis_setting, dict) else None
+    return max(size, wanted or 0)
 
 
 def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0,
