@@ -64,6 +64,8 @@ def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: in
         # per-job batches then run on the socket directly (wire.py, RUN-706).
         "protocol": 2,
     }
+    if config.redis_url.startswith("unix:"):
+        del kwargs["socket_keepalive"]  # a TCP option: redis-py's Unix connection refuses it
     kwargs.update(config.redis_options)
     kwargs["max_connections"] = pool_size
     kwargs["decode_responses"] = False
@@ -207,6 +209,9 @@ def _stale(conn: Any) -> bool:
     sock = getattr(conn, "_sock", None)
     if sock is None:
         return False  # not connected: it connects on its next use
+    pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted, invisible to poll
+    if pending is not None and pending():
+        return True
     try:
         poller = select.poll()
         poller.register(sock, select.POLLIN)
