@@ -69,22 +69,23 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     import redis as redis_lib
 
     from . import conf
-    from .connection import MIN_VERSION, server_version
+    from .connection import MIN_VERSION, probe_redis, server_version
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
     try:
         config = conf.get_config()
-        client = redis_lib.Redis.from_url(
-            config.redis_url, **{**config.redis_options, "socket_connect_timeout": 2, "decode_responses": True})
+        client = probe_redis(config, timeout=2)
         try:
             version = server_version(client)
             try:
-                policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
+                reply = client.config_get("maxmemory-policy")
+                policy = reply.get(b"maxmemory-policy", reply.get("maxmemory-policy"))
+                policy = policy.decode() if isinstance(policy, bytes) else policy
             except redis_lib.ResponseError:
                 policy = None  # CONFIG is often disabled on managed Redis
         finally:
-            client.close()
+            client.connection_pool.disconnect()
     except (redis_lib.RedisError, OSError, ConfigurationError) as exc:
         return [checks.Warning(f"cannot reach Redis to check it: {exc}", obj="settings.WURK", id="wurk.W011")]
     messages: list[checks.CheckMessage] = []
