@@ -122,7 +122,7 @@ def test_bad_payloads_and_a_job_that_kills_its_worker(redis_db, worker_factory, 
     wait_for(lambda: killer in dead(), timeout=120, message="the killer to be poisoned")
     poisoned_after = time.monotonic() - started
     victims = [int(pid) for pid in redis_db.lrange("test:killer", 0, -1)]
-    assert dead()[killer]["error_class"] == "wurk_django.poison.Poisoned"
+    assert dead()[killer]["error_class"] == "wurk_django.server.poison.Poisoned"
     assert "recovered 3 times" in dead()[killer]["error_message"]
     assert len(victims) == 3 and len(set(victims)) == 3  # three worker processes died, then no more
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import asyncrun, payload, registry, signals
 from ..client import Client
-from ..dead import bury
 from ..errors import InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..reporting import report
-from ..retry import error_class_name
 from . import database
+from .death import store as bury
+from .retry import error_class_name
 from .state import thread_id
 from .threads import spawn
 

@@ -26,9 +26,9 @@ import time
 
 import redis as redis_lib
 
-from .. import poison
 from ..connection import get_redis
 from ..scripts import script
+from . import poison
 from .heartbeat import BEAT_INTERVAL
 from .state import NONCE, hostname
 from .threads import spawn

@@ -16,8 +16,8 @@ from .. import payload
 from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
-from ..dead import bury
 from ..scripts import script
+from .death import store as bury
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
