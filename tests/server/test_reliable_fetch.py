@@ -9,11 +9,12 @@ from collections import Counter
 
 import pytest
 
-from wurk_django import payload, poison
+from wurk_django import payload
 from wurk_django.api import Queue
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
 from wurk_django.pause import PausedCache, pause, unpause
+from wurk_django.server import poison
 from wurk_django.server.reaper import Reaper, parse_private
 from wurk_django.server.reliable_fetch import ReliableFetch, private_list
 from wurk_django.server.state import NONCE, hostname
@@ -204,7 +205,7 @@ def test_third_recovery_is_a_poison_pill(redis_db):
     assert redis_db.llen("queue:default") == 0  # PRO-152: the 3rd recovery kills it
     (entry,) = redis_db.zrange("dead", 0, -1)
     job = json.loads(entry)
-    assert job["error_class"] == "wurk_django.poison.Poisoned"
+    assert job["error_class"] == "wurk_django.server.poison.Poisoned"
     assert "recovered 3 times" in job["error_message"]
     assert died and died[0][0] == "p" * 24 and isinstance(died[0][1], poison.Poisoned)  # PRO-153
     assert poisoned == [{"jid": "p" * 24, "klass": "tests.jobsapp.jobs.RecordJob", "count": 3, "queue": "default"}]

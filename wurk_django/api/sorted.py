@@ -358,9 +358,8 @@ class DeadSet(JobSet):
         ``notify_failure`` is false."""
         raw = payload.dumps(message) if isinstance(message, dict) else message
         error = ex if ex is not None else death.JobKilled()
-        reason = death.MANUAL if isinstance(error, death.JobKilled) else death.POISON
-        death.die(death.parse_or_raw(raw), error, reason=reason, config=get_config(), redis=self.redis, raw=raw,
-                  trim=trim, notify=notify_failure)
+        death.die(death.parse_or_raw(raw), error, reason=death.MANUAL, config=get_config(), redis=self.redis,
+                  raw=raw, trim=trim, notify=notify_failure)
         return True
 
     def trim(self) -> None:

@@ -26,10 +26,10 @@ import time
 
 import redis as redis_lib
 
-from .. import poison
 from ..conf import Config
 from ..connection import get_redis
 from ..writer import Writer
+from . import poison
 from .heartbeat import BEAT_INTERVAL
 from .reliable_fetch import requeue_command
 from .state import NONCE, hostname

@@ -16,8 +16,8 @@ from .. import payload
 from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
-from ..dead import bury
 from ..scripts import script
+from . import death
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -64,15 +64,18 @@ class Scheduler:
         return moved
 
     def _push(self, set_name: str, raw: bytes) -> None:
+        job = None
         try:
             job = payload.loads(raw)
             if not isinstance(job, dict):
                 raise ValueError("not a JSON object")
             self.client.push(job)
         except Exception as exc:
-            # The member already left the set; never drop it on the floor.
+            # The member already left the set; never drop it on the floor: it dies as
+            # received (reason SCHEDULER), so the death handlers and ``job_died`` hear of it.
             logger.error("could not enqueue a due job from %s (%s); moved it to the dead set", set_name, exc)
-            bury(get_redis(config=self.config), raw, max_jobs=self.config.dead_max_jobs, timeout=self.config.dead_timeout)
+            death.die(job if isinstance(job, dict) else None, exc, reason=death.SCHEDULER, config=self.config,
+                      raw=raw)
 
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""

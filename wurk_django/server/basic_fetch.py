@@ -1,6 +1,6 @@
 """BasicFetch: Sidekiq's ``BRPOP`` fetcher, the wire-compatibility reference (CORE-104..109).
 
-Opt-in (``WURK["FETCH_CLASS"] = "wurk_django.server.fetch.BasicFetch"``): a
+Opt-in (``WURK["FETCH_CLASS"] = "wurk_django.server.basic_fetch.BasicFetch"``): a
 fetched job exists only in this process's memory until it finishes, so a hard
 kill loses it. The default, ``reliable_fetch.ReliableFetch``, keeps a copy in
 Redis instead; both share this interface:

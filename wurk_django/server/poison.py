@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from . import payload
-from .conf import Config
-from .connection import get_redis
-from .errors import WurkError
+from .. import payload
+from ..conf import Config
+from ..connection import get_redis
+from ..errors import WurkError
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -106,8 +106,8 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
 def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
     the death handlers and ``on_poison`` callbacks (PRO-153)."""
-    from .conf import get_config
-    from .server import death
+    from ..conf import get_config
+    from . import death
 
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
