@@ -70,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "SWARM_HEARTBEAT_TIMEOUT": 60,  # a swarm child whose beat stalls this long is replaced; 0/False off (RUN-408)
     # -- features (each checked in detail by its own package) --
     "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
-    "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
+    "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 of 32 bytes}} (ENT-601..609)
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
 }
 
@@ -169,6 +169,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "SWARM_HEARTBEAT_TIMEOUT": (lambda v: v is False or (_is_number(v) and (v == 0 or v >= 20)),
                                 "seconds >= 20, or 0/False to disable"),
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
+    # Checked in detail (and without quoting keys) by wurk_django.encryption.keyring.problems.
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
 }
@@ -225,6 +226,12 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
             close = difflib.get_close_matches(str(key).upper(), DEFAULTS, n=1, cutoff=0.75)
             hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md for the keys"
             found.append(Problem(key, "unknown setting", hint, kind="unknown"))
+            continue
+        if key == "ENCRYPTION":
+            # Its own messages: the generic one would print the value, i.e. the keys.
+            from .encryption.keyring import problems as encryption_problems
+
+            found.extend(Problem(key, message, kind="encryption") for message in encryption_problems(value))
             continue
         check, want = _CHECKS.get(key, (lambda v: True, ""))
         if not check(value):
