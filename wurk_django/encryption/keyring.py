@@ -55,7 +55,9 @@ class Keyring:
 
 
 _enabled: Keyring | None = None
-_from_settings: tuple[int, Keyring | None] | None = None
+# The setting object itself is kept (not its id), so a new dict at a recycled address
+# can never be mistaken for the one the cached keyring was built from.
+_from_settings: tuple[Any, Keyring | None] | None = None
 
 
 def enable(active_version: int, resolver: Resolver) -> None:
@@ -83,8 +85,8 @@ def current() -> Keyring | None:
     setting = raw_settings().get("ENCRYPTION")
     global _from_settings
     cached = _from_settings
-    if cached is None or cached[0] != id(setting):
-        cached = _from_settings = (id(setting), from_setting(setting))
+    if cached is None or cached[0] is not setting:
+        cached = _from_settings = (setting, from_setting(setting))
     return cached[1]
 
 
