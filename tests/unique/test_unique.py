@@ -278,6 +278,12 @@ def test_unique_and_encrypt_are_refused_together(redis_db):  # ENT-204 step 2
     assert redis_db.llen("queue:default") == 0 and not redis_db.keys("unique:*")
 
 
-def test_perform_inline_takes_no_lock(redis_db):
+def test_perform_inline_and_test_modes_take_no_lock(redis_db):  # ENT-209
+    from wurk_django import testing
+
     assert SyncAccount.perform_inline(21)
+    with testing.fake():
+        assert SyncAccount.perform_async(21) and SyncAccount.perform_async(21)
+        assert len(testing.jobs(SyncAccount)) == 2
+        testing.clear_all()
     assert not redis_db.keys("unique:*")

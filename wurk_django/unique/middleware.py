@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload
+from .. import payload, testing
 from ..arguments import check_arguments
+from ..conf import get_config
 from . import lock
 
 logger = logging.getLogger("wurk_django.client")
@@ -27,11 +28,10 @@ class UniqueClientMiddleware:
             return call_next()
         job["unique_for"] = ttl  # the payload carries whole seconds, whatever the caller gave
         lock.check_until(job.get("unique_until"))
-        from ..conf import get_config
-
         config = get_config()
-        if redis is None or not lock.enabled(config):
-            return call_next()  # not enabled, or run inline without Redis: unique_for is inert
+        if redis is None or not lock.enabled(config) or testing.mode(config) in ("fake", "inline"):
+            # Not enabled, or nothing will reach Redis (perform_inline, test modes): no lock.
+            return call_next()
         if payload.truthy(job.get("encrypt")):
             # Each push encrypts to different bytes, so the lock could never match a duplicate.
             raise lock.UniqueConfigurationError(
