@@ -47,11 +47,21 @@ class UniqueClientMiddleware:
             result = call_next()
         except BaseException:
             if taken:
-                lock.release_if_owner(redis, key, job["jid"])
+                _give_back(redis, key, job)
             raise
         if not result and taken:
-            lock.release_if_owner(redis, key, job["jid"])  # an inner middleware stopped the push
+            _give_back(redis, key, job)  # an inner middleware stopped the push
         return result
+
+
+def _give_back(redis: Any, key: str, job: dict) -> None:
+    """Release a lock taken for a push that did not happen; a failure here only logs
+    (the lock then expires on its own) so the push's own error is what the caller sees."""
+    try:
+        lock.release_if_owner(redis, key, job["jid"])
+    except Exception as exc:
+        logger.warning("could not give back the unique lock of %s jid=%s: %s: %s",
+                       job["class"], job["jid"], type(exc).__name__, exc)
 
 
 class UniqueServerMiddleware:
