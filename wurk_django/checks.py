@@ -8,7 +8,8 @@ Ids:
 * ``wurk.E001`` unknown key; ``wurk.E002`` wrong type or impossible value;
   ``wurk.E003`` bad queue spec; ``wurk.E004`` bad ``REDIS`` dict;
   ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
-  not a dict;
+  not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
+  exactly 32 bytes, an active version without a key...), never quoting a key;
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
   policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
 """
@@ -21,7 +22,8 @@ from django.core import checks
 
 from .errors import ConfigurationError
 
-_IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004"}
+_IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
+        "encryption": "wurk.E007"}
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -81,6 +81,12 @@ class Setting:
     want: str
     doc: str
     section: str = "Features"
+    #: A feature's own detailed check, as a dotted path to ``fn(value) -> [messages]``,
+    #: used instead of the generic "is not <want>" message (imported only when the key
+    #: is set, so the settings table never imports a feature). ``kind`` names the
+    #: system check id the messages map to (see checks.py).
+    detail: str | None = None
+    kind: str = "value"
 
 
 # Headings of docs/configuration.md, in the order they are listed.
@@ -282,11 +288,14 @@ SETTINGS: tuple[Setting, ...] = (
     # -- Features --
     Setting("UNIQUE_JOBS", False,
             lambda v: isinstance(v, bool), "True or False",
-            "Turns unique jobs on (`unique_for` on a job class does nothing until this is `True`); see "
-            "docs/jobs.md.", FEATURES),
+            "Turns unique jobs on (`unique_for` on a job class does nothing until this is `True`); needed in every"
+            " pushing process and every worker; see docs/unique.md.", FEATURES),
     Setting("ENCRYPTION", None,
             lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS",
-            'Encrypted job arguments: `{"ACTIVE_VERSION": n, "KEYS": {n: base64 32-byte key}}`; see docs/jobs.md.', FEATURES),
+            'Encrypted job arguments: `{"ACTIVE_VERSION": n, "KEYS": {n: base64 of a 32-byte key}}` (versions may'
+            " be ints or digit strings); checked by `wurk.E007`; see docs/encryption.md.", FEATURES,
+            # Its own messages: the generic one would print the value, i.e. the keys.
+            detail="wurk_django.encryption.keyring.problems", kind="encryption"),
     Setting("PERIODIC", [],
             lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts",
             "Cron entries registered when a worker boots; see docs/periodic.md.", FEATURES),
@@ -350,8 +359,11 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
             found.append(Problem(key, "unknown setting", hint, kind="unknown"))
             continue
         setting = _BY_NAME[key]
-        if not setting.check(value):
-            found.append(Problem(key, f"{value!r} is not {setting.want}"))
+        if setting.detail is not None:
+            detail = import_string(setting.detail)
+            found.extend(Problem(key, message, kind=setting.kind) for message in detail(value))
+        elif not setting.check(value):
+            found.append(Problem(key, f"{value!r} is not {setting.want}", kind=setting.kind))
     if "QUEUES" in raw and isinstance(raw["QUEUES"], (list, tuple)):
         for spec in raw["QUEUES"]:
             try:

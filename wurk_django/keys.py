@@ -38,3 +38,12 @@ def work(identity: str) -> str:
 
 def signals_list(identity: str) -> str:
     return f"{identity}-signals"
+
+
+# -- unique jobs (ENT-203) ----------------------------------------------------------
+UNIQUE_PREFIX = "unique:"
+
+
+def unique_lock(digest: str) -> str:
+    """``unique:<sha256 hex of the job's canonical context>``: a STRING holding the owner's jid."""
+    return f"{UNIQUE_PREFIX}{digest}"
