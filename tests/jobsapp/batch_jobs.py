@@ -68,6 +68,7 @@ class KillSelfOnce(Job):
         import signal
 
         if get_redis().incr(f"test:killonce:{key}") == 1:
+            time.sleep(0.03)  # let the sibling threads get mid-job
             os.kill(os.getpid(), signal.SIGKILL)
         record("test:marks", f"{self.bid}:{key}")
 
@@ -106,3 +107,12 @@ class NextStage:
 class Broken:
     def on_success(self, status, options):
         raise RuntimeError("callback body fails")
+
+
+class MarkThenWait(Job):
+    """Records first, then works for ``seconds``: a kill during the wait leaves a job that
+    ran (visibly) but never finished, so its recovery runs it again."""
+
+    def perform(self, value, seconds=0.1):
+        record("test:marks", f"{self.bid}:{value}")
+        time.sleep(seconds)
