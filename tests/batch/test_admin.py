@@ -146,3 +146,20 @@ def test_permissions_csrf_and_read_only(client, redis_db, settings):
     gone = csrf_client.post(page, {"action": "delete", "csrfmiddlewaretoken": token})
     assert gone.status_code == 302 and gone["Location"].endswith("/batches/")
     assert not Status(batch.bid).exists
+
+
+def test_batch_status_middleware(redis_db, rf):  # PRO-262
+    from django.http import HttpResponse
+
+    from wurk_django.batch.web import BatchStatusMiddleware
+
+    batch = _batch("Public", 2)
+    middleware = BatchStatusMiddleware(lambda request: HttpResponse("passed through"))
+    response = middleware(rf.get(f"/batch_status/{batch.bid}.json"))
+    assert response.status_code == 200 and response["Cache-Control"] == "private, no-store"
+    import json
+
+    assert json.loads(response.content)["total"] == 2
+    assert middleware(rf.get("/batch_status/nosuchbatch01.json")).status_code == 404
+    assert middleware(rf.get("/other/")).content == b"passed through"
+    assert middleware(rf.post(f"/batch_status/{batch.bid}.json")).content == b"passed through"
