@@ -442,3 +442,36 @@ def test_every_batch_key_has_a_ttl(redis_db, work):  # PRO-211, PRO-602
 
     Client().push({"class": Mark, "args": ["late"], "bid": late.bid, "jid": jid})
     _assert_every_key_has_ttl(redis_db)
+
+
+def test_job_sees_its_batch_and_validity(redis_db):  # PRO-223
+    from wurk_django.job import Job
+
+    batch = Batch()
+    with batch.jobs():
+        Noop.perform_async()
+    job = Job()
+    assert job.batch is None and job.valid_within_batch()
+    job.bid = batch.bid
+    assert job.batch == batch and job.valid_within_batch()
+    Batch(batch.bid).invalidate_all()
+    assert not job.valid_within_batch()
+
+
+def test_a_job_changed_after_serialization_is_reported(redis_db, caplog):
+    from wurk_django import writer
+
+    def meddle(jobs, commands):
+        for job in jobs:
+            job["meddled"] = True
+        return commands
+
+    writer.register_hook("meddle", meddle, position=10)
+    try:
+        batch = Batch()
+        batch.autoflush = 1
+        with caplog.at_level(logging.ERROR, logger="wurk_django.batch"), batch.jobs():
+            Noop.perform_async()
+    finally:
+        writer.unregister_hook("meddle")
+    assert "without being registered" in caplog.text

@@ -14,10 +14,13 @@ they wait in the block's buffer (see :class:`~wurk_django.batch.context.Buffer`)
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .. import payload
 from . import context, scripts
+
+logger = logging.getLogger("wurk_django.batch")
 
 Command = tuple[Any, ...]
 
@@ -41,9 +44,11 @@ def write_hook(jobs: list[dict], commands: list[Command]) -> list[Command]:
             immediate[raw] = (bid, scripts.push_command(bid, job["queue"], job["jid"], raw))
     kept: list[Command] = []
     replaced: list[tuple[str, Command]] = []
+    pushed_to: set[str] = set()
     for command in commands:
         verb = command[0]
         if verb == "LPUSH" and immediate and str(command[1]).startswith("queue:"):
+            pushed_to.add(str(command[1]))
             rest = []
             for raw in command[2:]:
                 found = immediate.pop(raw, None)
@@ -66,6 +71,13 @@ def write_hook(jobs: list[dict], commands: list[Command]) -> list[Command]:
                 kept.append((verb, command[1], *rest))
         else:
             kept.append(command)
+    # A job pushed now whose bytes were not found was changed after it was serialized
+    # (by an earlier hook): it is pushed, but its batch does not count it. Say so loudly.
+    for raw, (bid, _command) in immediate.items():
+        job = payload.loads(raw)
+        if f"queue:{job.get('queue')}" in pushed_to:
+            logger.error("batch %s: job %s was pushed without being registered in its batch (its payload "
+                         "changed after serialization)", bid, job.get("jid"))
     if not replaced:
         return commands
     buffer = context.current_buffer.get()
