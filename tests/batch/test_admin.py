@@ -163,3 +163,26 @@ def test_batch_status_middleware(redis_db, rf):  # PRO-262
     assert middleware(rf.get("/batch_status/nosuchbatch01.json")).status_code == 404
     assert middleware(rf.get("/other/")).content == b"passed through"
     assert middleware(rf.post(f"/batch_status/{batch.bid}.json")).content == b"passed through"
+
+
+def test_failure_lookup_is_bounded(admin_client, redis_db, monkeypatch):
+    from tests.admin.conftest import add_to_set, failed
+    from wurk_django.batch import admin as batch_admin
+
+    pipe = redis_db.pipeline()
+    for i in range(2000):
+        add_to_set(pipe, "retry", failed(jid=f"{i:024x}"))
+    pipe.execute()
+    batch = Batch()
+    with batch.jobs():
+        FailOnce.perform_async("bounded-1")
+        FailOnce.perform_async("bounded-2")
+    run_jobs(redis_db)
+    page = BASE + f"batches/{batch.bid}/"
+    found = admin_client.get(page).context["retries"]
+    assert len(found) == 2 and sorted(j["jid"] for j in found) == Status(batch.bid).failed_jids
+    monkeypatch.setattr(batch_admin, "SCAN_CALLS", 1)
+    monkeypatch.setattr(batch_admin, "SCAN_COUNT", 5)
+    response = admin_client.get(page)
+    assert response.context["failures_complete"] is False
+    assert "not every one was looked up" in response.content.decode()

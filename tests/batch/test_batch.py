@@ -121,6 +121,10 @@ def test_autoflush_is_validated_before_any_write(redis_db):
     batch.autoflush = -3
     with pytest.raises(ValueError, match="autoflush"), batch.jobs():
         pass
+    batch.autoflush = None
+    batch.callback_queue = "bad queue!"
+    with pytest.raises(ValueError, match="callback_queue"), batch.jobs():
+        pass
     assert not redis_db.exists(f"b-{batch.bid}")
 
 

@@ -167,3 +167,22 @@ def test_kill_9_mid_batch_keeps_counts_exact(redis_db, worker_factory, capsys):
     assert status.total == 303 and status.pending == 0 and status.failures == 0
     assert len(set(marks)) == 303  # every job ran; re-runs of recovered jobs counted once
     assert runs.count(f"success:{batch.bid}:kill") == 1 and runs.count(f"complete:{batch.bid}:kill") == 1
+
+
+def test_poison_pill_in_a_batch_dies_and_completes(redis_db, worker_factory):  # PRO-601
+    from tests.jobsapp.jobs import KillerJob
+
+    batch = _batch("poison")
+    with batch.jobs():
+        killer = KillerJob.perform_async()
+        for i in range(5):
+            Mark.perform_async(i)
+    # One process, one thread: the killer takes its worker down each time it runs; the
+    # supervisor respawns it and the new process recovers the job, until the third
+    # recovery kills it as a poison pill (the death path, from the reaper).
+    worker_factory("--processes", "1", "-c", "1", env=_env())
+    runs = _settled(redis_db, batch.bid, "complete")
+    assert runs.count(f"death:{batch.bid}:poison") == 1 and runs.count(f"complete:{batch.bid}:poison") == 1
+    assert f"success:{batch.bid}:poison" not in runs
+    status = Status(batch.bid)
+    assert status.dead_jids == [killer] and status.pending == 1 and status.total == 6

@@ -23,6 +23,8 @@ SEARCH_LIMIT = 5000  # batches a search looks at, newest first
 SEARCH_WINDOW = 500
 DETAIL_ROWS = 100  # pending jids, children
 FAILURE_ROWS = 50
+SCAN_CALLS = 50  # ZSCAN calls over the retry/dead set per batch page...
+SCAN_COUNT = 1000  # ...each looking at about this many members
 BID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -116,24 +118,30 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
                   title="Dead batches" if dead else "Batches")
 
 
-def _entries(set_name: str, bid: str, jids: set[str]) -> list[dict[str, Any]]:
-    """Jobs of ``bid`` in the ``retry``/``dead`` set whose jid is in ``jids`` (one ZSCAN pass)."""
+def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, Any]], bool]:
+    """Jobs of ``bid`` in the ``retry``/``dead`` set whose jid is in ``jids``, found by a
+    ``ZSCAN`` matching the bid; stops when all are found or :data:`SCAN_CALLS` calls were
+    made (then the second value is False: the list may be incomplete)."""
+    found: list[dict[str, Any]] = []
     if not jids:
-        return []
-    found = []
-    for value, score in redis().zscan_iter(set_name, match=f'*"bid":"{bid}"*', count=500):
-        try:
-            job = payload.loads(value)
-        except Exception:
-            continue
-        if isinstance(job, dict) and job.get("jid") in jids:
-            found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
-                          "args": short_args(job.get("args") or []), "error_class": job.get("error_class"),
-                          "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
-                          "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
-            if len(found) >= FAILURE_ROWS:
-                break
-    return found
+        return found, True
+    r = redis()
+    cursor = 0
+    for _ in range(SCAN_CALLS):
+        cursor, members = r.zscan(set_name, cursor, match=f'*"bid":"{bid}"*', count=SCAN_COUNT)
+        for value, score in members:
+            try:
+                job = payload.loads(value)
+            except Exception:
+                continue
+            if isinstance(job, dict) and job.get("jid") in jids:
+                found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
+                              "args": short_args(job.get("args") or []), "error_class": job.get("error_class"),
+                              "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
+                              "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
+        if cursor == 0 or len(found) >= min(len(jids), FAILURE_ROWS):
+            return found[:FAILURE_ROWS], True
+    return found[:FAILURE_ROWS], False
 
 
 def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
@@ -150,6 +158,8 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
     callbacks = [{"event": event, "target": target, "options": short_args([options]) if options else "",
                   "fired_at": when(fired[event])} for event, target, options in status.callbacks()]
     children = [_row(s) for s in _statuses(status.children()[:DETAIL_ROWS])]
+    retries, retries_complete = _entries("retry", bid, failed)
+    dead_jobs, dead_complete = _entries("dead", bid, died)
     context = {
         "batch": _row(status),
         "status": status,
@@ -159,9 +169,10 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
         "death_at": when(status.death_at),
         "pending_jids": status.pending_jids(DETAIL_ROWS),
         "failed_count": len(failed),
-        "retries": _entries("retry", bid, failed),
+        "retries": retries,
         "dead_count": len(died),
-        "dead_jobs": _entries("dead", bid, died),
+        "dead_jobs": dead_jobs,
+        "failures_complete": retries_complete and dead_complete,
         "children": children,
         "child_count": status.child_count,
         "callbacks": callbacks,

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from ..conf import Config, get_config
+from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
 from ..writer import Writer
@@ -238,6 +238,8 @@ class Batch:
         block then never fires (it expires with its TTL).
         """
         autoflush = _check_autoflush(self.autoflush)
+        if not self._written and not QUEUE_NAME.match(str(self.callback_queue or "default")):
+            raise ValueError(f"callback_queue must be a queue name, not {self.callback_queue!r}")
         open_now = context.open_bids.get()
         if self.bid in open_now:
             yield self  # a block inside a block of the same batch: the outer one holds and writes
