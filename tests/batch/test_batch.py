@@ -479,3 +479,34 @@ def test_a_job_changed_after_serialization_is_reported(redis_db, caplog):
     finally:
         writer.unregister_hook("meddle")
     assert "without being registered" in caplog.text
+
+
+@pytest.mark.parametrize("exit_kind", ["skip", "shutdown", "interrupted", "caused_by_shutdown", "error"])
+def test_handled_exits_ack_nothing(redis_db, exit_kind):  # PRO-230 step 1, PRO-232
+    from wurk_django.batch.middleware import BatchServerMiddleware
+    from wurk_django.errors import JobInterrupted, RetrySkip, Shutdown
+
+    batch = Batch()
+    with batch.jobs():
+        jid = Mark.perform_async(1)
+    job = payload.loads(redis_db.lindex("queue:default", 0))
+
+    def run():
+        if exit_kind == "skip":
+            raise RetrySkip()
+        if exit_kind == "shutdown":
+            raise Shutdown()
+        if exit_kind == "interrupted":
+            raise JobInterrupted("resume later")
+        if exit_kind == "caused_by_shutdown":
+            try:
+                raise Shutdown()
+            except Shutdown as exc:
+                raise RuntimeError("wrapped") from exc
+        raise RuntimeError("a real failure")
+
+    with pytest.raises(BaseException):  # noqa: B017 - each kind raises its own
+        BatchServerMiddleware()(Mark(), job, "default", run)
+    status = Status(batch.bid)
+    assert status.pending == 1 and batch.include(jid)
+    assert status.failures == (1 if exit_kind == "error" else 0)

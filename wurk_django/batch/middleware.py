@@ -10,6 +10,7 @@ from .. import keys
 from ..conf import get_config
 from ..connection import get_redis
 from ..errors import JobInterrupted, RetryHandled, RetrySkip, Shutdown
+from ..retry import caused_by_shutdown
 from . import context, fire, scripts
 from .batch import ack_with_retries
 from .fire import CALLBACK_CLASS
@@ -65,7 +66,9 @@ class BatchServerMiddleware:
                 result = call_next()
             except HANDLED_EXITS:
                 raise
-            except BaseException:
+            except BaseException as exc:
+                if caused_by_shutdown(exc):
+                    raise  # the retry layer turns it into a shutdown: the job runs again, nothing to book
                 try:
                     scripts.ack_failed(redis, bid, jid)
                 except Exception:
