@@ -510,3 +510,33 @@ def test_handled_exits_ack_nothing(redis_db, exit_kind):  # PRO-230 step 1, PRO-
     status = Status(batch.bid)
     assert status.pending == 1 and batch.include(jid)
     assert status.failures == (1 if exit_kind == "error" else 0)
+
+
+def test_a_batch_written_by_ruby_runs_and_fires_here(redis_db, work):  # PRO-001, PRO-600
+    """Keys and fields as Ruby wurk writes them; a Python worker acks the jobs and fires."""
+    bid = "RubyBatch00042"
+    callbacks_field = ('[["success","tests.jobsapp.batch_jobs.Callbacks",{"id":12345678901234567,"list":[],'
+                       '"tag":"rb"}],["complete","Ruby::Only",{}]]')
+    redis_db.hset(f"b-{bid}", mapping={
+        "created_at": "1732900000.5", "description": "from ruby", "callback_queue": "rbq", "callback_class": "",
+        "parent_bid": "", "tags": '["ruby"]', "linger": "", "callbacks": callbacks_field,
+        "total": 2, "pending": 2, "failures": 0})
+    redis_db.zadd("batches", {bid: 1732900000.5})
+    jids = ["a1" * 12, "b2" * 12]
+    redis_db.sadd(f"b-{bid}-jids", *jids)
+    for jid in jids:
+        redis_db.lpush("queue:default", json.dumps(
+            {"retry": True, "queue": "default", "class": "tests.jobsapp.batch_jobs.Mark", "args": [jid[:2]],
+             "jid": jid, "created_at": 1732900000500, "enqueued_at": 1732900000500, "bid": bid},
+            separators=(",", ":")))
+    assert work() == 2
+    queued = [payload.loads(r) for r in redis_db.lrange("queue:rbq", 0, -1)]
+    by_target = {j["args"][1]: j for j in queued}
+    success = by_target["tests.jobsapp.batch_jobs.Callbacks"]
+    assert success["class"] == "Wurk::Batch::CallbackJob" and "bid" not in success and success["retry"] is True
+    assert success["args"] == [bid, "tests.jobsapp.batch_jobs.Callbacks", "success",
+                               {"id": 12345678901234567, "list": [], "tag": "rb"}]
+    assert b'"id":12345678901234567,"list":[]' in redis_db.lindex("queue:rbq", -1) + redis_db.lindex("queue:rbq", 0)
+    work(("rbq",))
+    assert callbacks(redis_db) == [f"success:{bid}:rb"]
+    assert json.loads(redis_db.hget(f"b-{bid}", "callbacks")) == json.loads(callbacks_field)  # untouched
