@@ -38,3 +38,20 @@ def test_inline_mode_runs_jobs_then_callbacks(redis_db):
     assert marks == [f"{batch.bid}:1", f"{batch.bid}:2"]
     assert sorted(callbacks(redis_db)) == [f"complete:{batch.bid}:i", f"success:{batch.bid}:i"]
     assert redis_db.llen("queue:default") == 0
+
+
+def test_callbacks_pushed_in_a_testing_mode_are_not_stamped_with_an_open_batch(redis_db):  # PRO-247
+    from wurk_django.batch import fire
+
+    other = Batch()
+    other.on("death", Callbacks)
+    with other.jobs():
+        Mark.perform_async(1)
+    with testing.fake():
+        outer = Batch()
+        with outer.jobs():
+            assert fire.fire_event(other.bid, "death")
+        recorded = testing.jobs("Wurk::Batch::CallbackJob")
+        assert len(recorded) == 1 and "bid" not in recorded[0]
+        assert recorded[0]["args"][:3] == [other.bid, "tests.jobsapp.batch_jobs.Callbacks", "death"]
+        testing.clear_all()

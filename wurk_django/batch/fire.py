@@ -26,7 +26,7 @@ from .. import keys, payload, testing
 from ..conf import Config, get_config
 from ..connection import get_redis
 from ..writer import Writer
-from . import scripts
+from . import context, scripts
 
 logger = logging.getLogger("wurk_django.batch")
 
@@ -144,8 +144,13 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
         from ..client import Client
 
         client = Client(config=config)
-        for job in jobs:
-            client.push(job)
+        # Outside any open block: no other bid is stamped on them, no buffer keeps them.
+        tokens = context.set_batch(None, None)
+        try:
+            for job in jobs:
+                client.push(job)
+        finally:
+            context.restore(tokens)
     if event == "success":
         _apply_linger(bid, fields, config)
     elif event == "death" and parent:
