@@ -73,7 +73,7 @@ def write_hook(jobs: list[dict], commands: list[Command]) -> list[Command]:
             kept.append(command)
     # A job pushed now whose bytes were not found was changed after it was serialized
     # (by an earlier hook): it is pushed, but its batch does not count it. Say so loudly.
-    for raw, (bid, _command) in immediate.items():
+    for raw, (bid, _command) in immediate.items() if pushed_to else ():
         job = payload.loads(raw)
         if f"queue:{job.get('queue')}" in pushed_to:
             logger.error("batch %s: job %s was pushed without being registered in its batch (its payload "
