@@ -44,6 +44,9 @@ def test_batches_page_lists_newest_first_with_progress(admin_client, redis_db):
     assert rows[old.bid]["total"] == 4 and rows[old.bid]["pending"] == 2 and rows[old.bid]["percent"] == 50
     assert rows[new.bid]["state"] == "running" and rows[new.bid]["tags"] == ["nightly"]
     assert 'value="50"' in body
+    redis_db.delete(f"b-{new.bid}")  # its keys expired; the index keeps the bid for 30 days
+    rows = {r["bid"]: r for r in admin_client.get(BASE + "batches/").context["page"].items}
+    assert rows[new.bid]["state"] == "expired" and rows[old.bid]["state"] == "running"
     assert '>Batches</a>' in body  # the tab
 
 

@@ -31,7 +31,9 @@ BID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def _row(status: Status) -> dict[str, Any]:
     total, pending = status.total, status.pending
     done = max(min(total - pending, total), 0)
-    if status.invalidated:
+    if not status.exists:
+        state = "expired"  # still in the index (kept 30 days), its keys are gone
+    elif status.invalidated:
         state = "invalidated"
     elif status.dead:
         state = "dead"
