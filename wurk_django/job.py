@@ -242,6 +242,25 @@ class Job:
             result = run_coroutine(result)
         return result
 
+    @property
+    def batch(self) -> Any:
+        """The batch this job belongs to, reopened (``None`` outside a batch): inside a
+        job, ``with self.batch.jobs(): ...`` adds more jobs to it."""
+        if not self.bid:
+            return None
+        from .batch import Batch
+
+        return Batch(self.bid)
+
+    def valid_within_batch(self) -> bool:
+        """False once this job's batch was invalidated (a long job may stop early)."""
+        if not self.bid:
+            return True
+        from . import keys
+        from .connection import get_redis
+
+        return get_redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+
     def interrupted(self) -> bool:
         """True once this job's worker is stopping; long jobs should save and return."""
         flag = self._stop_flag

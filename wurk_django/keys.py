@@ -47,3 +47,25 @@ UNIQUE_PREFIX = "unique:"
 def unique_lock(digest: str) -> str:
     """``unique:<sha256 hex of the job's canonical context>``: a STRING holding the owner's jid."""
     return f"{UNIQUE_PREFIX}{digest}"
+# -- batches (PRO-201; Sidekiq Pro's layout) -----------------------------------------
+BATCHES = "batches"  # ZSET of bids, score = created_at
+DEAD_BATCHES = "dead-batches"  # ZSET of bids, score = when the batch was marked dead
+#: Suffixes of a batch's own keys (``b-<bid>-<suffix>``). ``notify``, ``cbsucc``,
+#: ``tags`` and ``failinfo`` are only ever written by Sidekiq Pro; they are listed so
+#: that expiry and deletion also cover a batch Pro created.
+BATCH_SUFFIXES = ("jids", "failed", "died", "complete", "success", "death", "notify", "cbsucc", "kids",
+                  "pkids", "tags", "failinfo")
+
+
+def batch(bid: str, suffix: str | None = None) -> str:
+    """``b-<bid>`` (the hash), or ``b-<bid>-<suffix>``."""
+    return f"b-{bid}" if suffix is None else f"b-{bid}-{suffix}"
+
+
+def batch_keys(bid: str) -> list[str]:
+    """Every key a batch may own: the hash first, then each suffix."""
+    return [f"b-{bid}", *(f"b-{bid}-{s}" for s in BATCH_SUFFIXES)]
+
+
+def batch_tag(tag: str) -> str:
+    return f"tags:{tag}"

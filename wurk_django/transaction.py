@@ -7,6 +7,9 @@ transaction rolls back. Outside a transaction the push is immediate.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -17,7 +20,24 @@ if TYPE_CHECKING:
     from .client import Client
 
 
-def push_on_commit(client: Client, item: dict, using: str | None = None) -> str:
+# Set while pushes must happen now even inside a transaction: a batch's jobs() block
+# (deferring them to the commit would push them after the block, outside the batch).
+_immediate: ContextVar[bool] = ContextVar("wurk_immediate_pushes", default=False)
+
+
+@contextlib.contextmanager
+def immediate_pushes() -> Iterator[None]:
+    """Inside the block, pushes are never deferred to a transaction's commit."""
+    token = _immediate.set(True)
+    try:
+        yield
+    finally:
+        _immediate.reset(token)
+
+
+def push_on_commit(client: Client, item: dict, using: str | None = None) -> str | None:
+    if _immediate.get():
+        return client.push(item)
     item = dict(item)
     item.setdefault("jid", payload.new_jid())
     # Validate now, so bad arguments raise at the call site, not at commit time.

@@ -1,0 +1,234 @@
+"""The Batches pages of the admin, and the JSON a progress page polls (PRO-262, PRO-360).
+
+Lists are read in windows (a ``ZRANGE`` of one page, then one ``HGETALL`` per
+row in a single round trip); a search reads the index newest first, a window
+at a time, and stops once the page is full or :data:`SEARCH_LIMIT` batches were
+looked at, so a huge index never costs one request the whole set.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+
+from .. import keys, payload
+from ..admin.common import Page, keep_query, page_params, redis, render, short_args, url, when
+from .status import BatchSet, DeadBatchSet, Status
+
+SECTION = "batches"
+SEARCH_LIMIT = 5000  # batches a search looks at, newest first
+SEARCH_WINDOW = 500
+DETAIL_ROWS = 100  # pending jids, children
+FAILURE_ROWS = 50
+SCAN_CALLS = 50  # ZSCAN calls over the retry/dead set per batch page...
+SCAN_COUNT = 1000  # ...each looking at about this many members
+BID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def _row(status: Status) -> dict[str, Any]:
+    total, pending = status.total, status.pending
+    done = max(min(total - pending, total), 0)
+    if not status.exists:
+        state = "expired"  # still in the index (kept 30 days), its keys are gone
+    elif status.invalidated:
+        state = "invalidated"
+    elif status.dead:
+        state = "dead"
+    elif status.success:
+        state = "success"
+    elif status.complete_at:
+        state = "complete"
+    else:
+        state = "running"
+    return {
+        "bid": status.bid,
+        "exists": status.exists,
+        "description": status.description or "",
+        "created": when(status.created_at),
+        "total": total,
+        "pending": pending,
+        "failures": status.failures,
+        "done": done,
+        "percent": round(100 * done / total) if total else (100 if status.complete_at else 0),
+        "state": state,
+        "tags": status.tags,
+        "parent_bid": status.parent_bid,
+    }
+
+
+def _statuses(bids: list[str]) -> list[Status]:
+    pipe = redis().pipeline(transaction=False)
+    for bid in bids:
+        pipe.hgetall(keys.batch(bid))
+    return [Status(bid, fields=fields) for bid, fields in zip(bids, pipe.execute(), strict=True)]
+
+
+def _search(index: BatchSet, query: str, wanted: int) -> tuple[list[str], int]:
+    """Bids whose bid or description contains ``query`` (newest first), at most ``wanted``;
+    and how many batches were looked at."""
+    needle = query.lower()
+    found: list[str] = []
+    looked = 0
+    r = redis()
+    while looked < SEARCH_LIMIT and len(found) < wanted:
+        bids = [b.decode() for b in r.zrange(index.key, looked, looked + SEARCH_WINDOW - 1, desc=True)]
+        if not bids:
+            break
+        looked += len(bids)
+        pipe = r.pipeline(transaction=False)
+        for bid in bids:
+            pipe.hget(keys.batch(bid), "description")
+        for bid, description in zip(bids, pipe.execute(), strict=True):
+            text = (description or b"").decode("utf-8", "replace").lower()
+            if needle in bid.lower() or needle in text:
+                found.append(bid)
+    return found[:wanted], looked
+
+
+def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    dead = request.GET.get("kind") == "dead"
+    batch_index = DeadBatchSet() if dead else BatchSet()
+    query = request.GET.get("q", "").strip()[:200]
+    tag = request.GET.get("tag", "").strip()[:200]
+    number, count = page_params(request)
+    start = (number - 1) * count
+    looked = None
+    if tag:
+        members: list[str] = []
+        for bid in batch_index.scan_tags(tag):
+            members.append(bid)
+            if len(members) >= SEARCH_LIMIT:
+                break
+        members.sort()
+        total = int(redis().scard(keys.batch_tag(tag)))
+        statuses = _statuses(members[start:start + count])
+    elif query:
+        found, looked = _search(batch_index, query, start + count + 1)
+        statuses = _statuses(found[start:start + count])
+        total = len(found) if len(found) <= start + count else start + count + 1
+    else:
+        total = batch_index.size
+        statuses = batch_index.page(start, count)
+    rows = [_row(s) for s in statuses]
+    page = Page(number=number, count=count, total=total, items=rows, base_query=keep_query(request, "q", "tag", "kind"))
+    context = {"page": page, "query": query, "tag": tag, "dead": dead, "looked": looked,
+               "search_limit": SEARCH_LIMIT, "index_size": batch_index.size}
+    return render(request, model_admin, "batches.html", context, section=SECTION,
+                  title="Dead batches" if dead else "Batches")
+
+
+def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, Any]], bool]:
+    """Jobs of ``bid`` in the ``retry``/``dead`` set whose jid is in ``jids``, found by a
+    ``ZSCAN`` matching the bid; stops when all are found or :data:`SCAN_CALLS` calls were
+    made (then the second value is False: the list may be incomplete)."""
+    found: list[dict[str, Any]] = []
+    if not jids:
+        return found, True
+    r = redis()
+    cursor = 0
+    for _ in range(SCAN_CALLS):
+        cursor, members = r.zscan(set_name, cursor, match=f'*"bid":"{bid}"*', count=SCAN_COUNT)
+        for value, score in members:
+            try:
+                job = payload.loads(value)
+            except Exception:
+                continue
+            if isinstance(job, dict) and job.get("jid") in jids:
+                found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
+                              "args": short_args(job.get("args") or []), "error_class": job.get("error_class"),
+                              "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
+                              "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
+        if cursor == 0 or len(found) >= min(len(jids), FAILURE_ROWS):
+            return found[:FAILURE_ROWS], True
+    return found[:FAILURE_ROWS], False
+
+
+def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
+    if not BID.match(bid):
+        raise Http404("no such batch")
+    status = Status(bid)
+    if not status.exists:
+        raise Http404("no such batch (never created, expired or deleted)")
+    if request.method == "POST":
+        return _act(request, bid, status)
+    failed = set(status.failed_jids)
+    died = set(status.dead_jids)
+    fired = {"complete": status.complete_at, "success": status.success_at, "death": status.death_at}
+    callbacks = [{"event": event, "target": target, "options": short_args([options]) if options else "",
+                  "fired_at": when(fired[event])} for event, target, options in status.callbacks()]
+    children = [_row(s) for s in _statuses(status.children()[:DETAIL_ROWS])]
+    retries, retries_complete = _entries("retry", bid, failed)
+    dead_jobs, dead_complete = _entries("dead", bid, died)
+    context = {
+        "batch": _row(status),
+        "status": status,
+        "created": when(status.created_at),
+        "complete_at": when(status.complete_at),
+        "success_at": when(status.success_at),
+        "death_at": when(status.death_at),
+        "pending_jids": status.pending_jids(DETAIL_ROWS),
+        "failed_count": len(failed),
+        "retries": retries,
+        "dead_count": len(died),
+        "dead_jobs": dead_jobs,
+        "failures_complete": retries_complete and dead_complete,
+        "children": children,
+        "child_count": status.child_count,
+        "callbacks": callbacks,
+        "status_url": url(request, "wurk_batch_status", bid=bid),
+    }
+    return render(request, model_admin, "batch.html", context, section=SECTION, title=f"Batch {bid}")
+
+
+def _act(request: HttpRequest, bid: str, status: Status) -> HttpResponse:
+    from .batch import Batch
+
+    action = request.POST.get("action")
+    if action == "invalidate":
+        Batch(bid).invalidate_all()
+        messages.success(request, f"Batch {bid} and the batches under it were invalidated: "
+                                  "their queued jobs will be skipped.")
+        return HttpResponseRedirect(url(request, "wurk_batch", bid=bid))
+    if action == "delete":
+        status.delete()
+        messages.success(request, f"Batch {bid} was deleted.")
+        return HttpResponseRedirect(url(request, "wurk_batches"))
+    messages.error(request, f"Unknown action {action!r}.")
+    return HttpResponseRedirect(url(request, "wurk_batch", bid=bid))
+
+
+def status_json(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
+    """``Status.data()`` of one batch, for a page polling its progress; 404 when there is none."""
+    status = Status(bid) if BID.match(bid) else None
+    if status is None or not status.exists:
+        return JsonResponse({"error": "no such batch", "bid": bid}, status=404)
+    return JsonResponse(status.data())
+
+
+def list_json(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    """One page of the newest batches (``?page=&count=``)."""
+    number, count = page_params(request)
+    index_set = DeadBatchSet() if request.GET.get("kind") == "dead" else BatchSet()
+    rows = [s.data() for s in index_set.page((number - 1) * count, count)]
+    return JsonResponse({"size": index_set.size, "page": number, "count": count, "batches": rows})
+
+
+def _urls(admin: Any) -> list:
+    from django.urls import path
+
+    return [
+        path("batches/", admin.wrap(index), name="wurk_batches"),
+        path("batches.json", admin.api(list_json), name="wurk_batches_json"),
+        path("batches/<str:bid>/", admin.wrap(detail, methods=admin.POST), name="wurk_batch"),
+        path("batches/<str:bid>.json", admin.api(status_json), name="wurk_batch_status"),
+    ]
+
+
+def register_pages() -> None:
+    from ..admin.pages import Page as AdminPage
+    from ..admin.pages import register
+
+    register(AdminPage("batches", "Batches", "wurk_batches", _urls, 80))

@@ -1,0 +1,61 @@
+"""What a batch needs to know about the code running right now.
+
+Held in ``ContextVar``s rather than thread-locals, so threads and asyncio tasks
+each see their own (PRO-006); every setter hands back a token and the caller
+restores the previous value on the way out.
+
+* the batch whose ``jobs()`` block is open (pushes are stamped with its bid);
+* that block's buffer (pushed jobs waiting to be written at the end);
+* the bids with an open block in this context (only the outermost block of a
+  bid takes a hold);
+* the jid of the job this context is running (a hold taken inside a job is
+  named after it, so a re-run after a crash takes the same hold again).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .batch import Batch
+
+current_batch: ContextVar[Batch | None] = ContextVar("wurk_batch", default=None)
+current_buffer: ContextVar[Buffer | None] = ContextVar("wurk_batch_buffer", default=None)
+open_bids: ContextVar[frozenset[str]] = ContextVar("wurk_batch_open", default=frozenset())
+current_jid: ContextVar[str | None] = ContextVar("wurk_batch_job", default=None)
+
+
+class Buffer:
+    """Commands (push-and-register scripts) of one ``jobs()`` block, waiting to be sent.
+
+    ``autoflush``: ``None`` keeps everything until the block ends; ``N`` sends
+    them every ``N`` jobs, in the round trip of the push that reached ``N``.
+    """
+
+    __slots__ = ("bid", "autoflush", "commands")
+
+    def __init__(self, bid: str, autoflush: int | None) -> None:
+        self.bid = bid
+        self.autoflush = autoflush
+        self.commands: list[tuple[Any, ...]] = []
+
+    def add(self, commands: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Keep ``commands``; returns what must be sent now (the whole buffer when full)."""
+        self.commands.extend(commands)
+        if self.autoflush is not None and len(self.commands) >= self.autoflush:
+            return self.take()
+        return []
+
+    def take(self) -> list[tuple[Any, ...]]:
+        taken, self.commands = self.commands, []
+        return taken
+
+
+def set_batch(batch: Batch | None, buffer: Buffer | None) -> tuple[Token, Token]:
+    return current_batch.set(batch), current_buffer.set(buffer)
+
+
+def restore(tokens: tuple[Token, Token]) -> None:
+    current_batch.reset(tokens[0])
+    current_buffer.reset(tokens[1])

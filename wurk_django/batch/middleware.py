@@ -1,0 +1,81 @@
+"""The batch middleware: stamping pushes with the open batch, and acking batch jobs (PRO-230, PRO-232)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .. import keys
+from ..conf import get_config
+from ..connection import get_redis
+from ..errors import JobInterrupted, RetryHandled, RetrySkip, Shutdown
+from ..server.retry import caused_by_shutdown
+from . import context, fire, scripts
+from .batch import ack_with_retries
+from .fire import CALLBACK_CLASS
+
+logger = logging.getLogger("wurk_django.batch")
+
+#: Ways out of a job that book nothing: the job was re-pushed or will resume (an
+#: interrupted iterable job, a limiter's reschedule, a shutdown), so it stays a
+#: live member and its next run is the one that counts.
+HANDLED_EXITS: tuple[type[BaseException], ...] = (RetrySkip, Shutdown, RetryHandled, JobInterrupted)
+
+
+class BatchClientMiddleware:
+    """Stamps the open batch's bid on every job pushed inside ``jobs()``."""
+
+    def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
+        batch = context.current_batch.get()
+        if batch is not None and not job.get("bid"):
+            job["bid"] = batch.bid
+        return call_next()
+
+
+class BatchServerMiddleware:
+    """Runs a batch job and records its outcome in the batch, then runs the fire gate.
+
+    * success: the jid leaves the live set (``pending`` -1); the gate may fire;
+    * failure: the jid joins the failed set (the retry layer books the retry);
+      a death is recorded by the death handler;
+    * an invalidated batch: the job is not run and counts as a success
+      (callback jobs always run);
+    * a handled exit (see :data:`HANDLED_EXITS`): nothing is recorded.
+    """
+
+    def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
+        token = context.current_jid.set(job.get("jid"))
+        try:
+            bid = job.get("bid")
+            if not bid:
+                return call_next()
+            return self._run(str(bid), job, call_next)
+        finally:
+            context.current_jid.reset(token)
+
+    def _run(self, bid: str, job: dict, call_next: Callable[[], Any]) -> Any:
+        config = get_config()
+        redis = get_redis(config=config)
+        jid = job.get("jid") or ""
+        result = None
+        if job.get("class") != CALLBACK_CLASS and redis.hget(keys.batch(bid), "invalidated") == b"1":
+            logger.info("batch %s was invalidated: skipping %s jid=%s", bid, job.get("class"), jid)
+        else:
+            try:
+                result = call_next()
+            except HANDLED_EXITS:
+                raise
+            except BaseException as exc:
+                if caused_by_shutdown(exc):
+                    raise  # the retry layer turns it into a shutdown: the job runs again, nothing to book
+                try:
+                    scripts.ack_failed(redis, bid, jid)
+                except Exception:
+                    logger.exception("batch %s: could not record the failure of jid=%s", bid, jid)
+                raise
+        # Outside the job's error handling: if Redis stays down this raises and the job
+        # is retried (it is still a live member, so the retry counts once).
+        _removed, pending, live, kids = ack_with_retries(bid, jid, config)
+        fire.gate_reporting(bid, pending, live, kids, config)
+        return result

@@ -1,0 +1,118 @@
+"""The batch Lua scripts, and the commands that run them (PRO-270..280).
+
+Each function builds the ``KEYS``/``ARGV`` of one script from a bid, so the key
+layout (Sidekiq Pro's, see :mod:`wurk_django.keys`) is spelled out in one place.
+``*_command`` functions return an ``EVALSHA`` tuple to send inside a larger
+round trip (a ``NOSCRIPT`` reply is resent as ``EVAL`` by the writer); the
+others run the script now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import keys
+from ..scripts import lua
+
+#: How long any batch key lives unless the batch says otherwise (30 days).
+DEFAULT_EXPIRY = 30 * 24 * 3600
+#: How long a batch stays readable after ``success`` fired (per-batch ``linger`` overrides).
+POST_SUCCESS_EXPIRY = 24 * 3600
+#: How long a callback marker ("this event's callbacks were enqueued") is kept.
+CALLBACK_MARKER_TTL = 30 * 24 * 3600
+#: Most members kept in the ``batches`` / ``dead-batches`` indexes.
+INDEX_MAX = 1_000_000
+#: Most callback entries one batch may hold.
+CALLBACKS_MAX = 1000
+
+PUSH = lua("batch/lua/push")
+SCHEDULE = lua("batch/lua/schedule")
+HOLD = lua("batch/lua/hold")
+ACK_SUCCESS = lua("batch/lua/ack_success")
+ACK_FAILED = lua("batch/lua/ack_failed")
+ACK_COMPLETE = lua("batch/lua/ack_complete")
+KID_DONE = lua("batch/lua/kid_done")
+INVALIDATE = lua("batch/lua/invalidate")
+APPEND_CALLBACK = lua("batch/lua/append_callback")
+REMOVE_JOBS = lua("batch/lua/remove_jobs")
+DELETE = lua("batch/lua/delete")
+FIRE = lua("batch/lua/fire")
+
+
+def push_command(bid: str, queue: str, jid: str, raw: bytes) -> tuple[Any, ...]:
+    return PUSH.command(
+        [keys.batch(bid), keys.batch(bid, "jids"), keys.queue(queue), keys.QUEUES, keys.batch(bid, "died"),
+         keys.DEAD_BATCHES],
+        [queue, jid, raw, bid, DEFAULT_EXPIRY],
+    )
+
+
+def schedule_command(bid: str, score: float, jid: str, raw: bytes) -> tuple[Any, ...]:
+    return SCHEDULE.command([keys.SCHEDULE, keys.batch(bid), keys.batch(bid, "jids")],
+                            [repr(float(score)), raw, jid, DEFAULT_EXPIRY])
+
+
+def hold_command(bid: str, sentinel: str, expiry: int) -> tuple[Any, ...]:
+    return HOLD.command([keys.batch(bid), keys.batch(bid, "jids")], [sentinel, expiry])
+
+
+def ack_success(client: Any, bid: str, jid: str) -> list[int]:
+    """``[removed, pending, live, pending kids]``."""
+    return [int(x) for x in ACK_SUCCESS(client, [keys.batch(bid), keys.batch(bid, "jids"), keys.batch(bid, "failed"),
+                                                  keys.batch(bid, "pkids")], [jid])]
+
+
+def ack_failed(client: Any, bid: str, jid: str) -> int:
+    return int(ACK_FAILED(client, [keys.batch(bid), keys.batch(bid, "failed")], [jid, DEFAULT_EXPIRY]))
+
+
+def ack_complete(client: Any, bid: str, jid: str) -> list[int]:
+    """``[live, died, first death, pending kids, pending]``."""
+    return [int(x) for x in ACK_COMPLETE(
+        client, [keys.batch(bid), keys.batch(bid, "jids"), keys.batch(bid, "died"), keys.batch(bid, "failed"),
+                 keys.batch(bid, "pkids")], [jid, DEFAULT_EXPIRY])]
+
+
+def kid_done(client: Any, parent: str, child: str) -> list[int]:
+    """The parent's ``[pending, live, pending kids]`` after ``child`` left its pending kids."""
+    return [int(x) for x in KID_DONE(client, [keys.batch(parent), keys.batch(parent, "jids"),
+                                              keys.batch(parent, "pkids")], [child])]
+
+
+def invalidate(client: Any, bid: str) -> int:
+    return int(INVALIDATE(client, [keys.batch(bid)], []))
+
+
+def append_callback(client: Any, bid: str, entry: str, event: str) -> Any:
+    return APPEND_CALLBACK(client, [keys.batch(bid)], [entry, event, CALLBACKS_MAX])
+
+
+def remove_jobs(client: Any, bid: str, jids: list[str]) -> list[int]:
+    """``[removed, pending, live, pending kids]``."""
+    return [int(x) for x in REMOVE_JOBS(client, [keys.batch(bid), keys.batch(bid, "jids"), keys.batch(bid, "failed"),
+                                                 keys.batch(bid, "pkids")], jids)]
+
+
+def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[int]:
+    """Delete the batch; the parent's ``[pending, live, pending kids]`` (``[0, -1, -1]`` without one)."""
+    own = keys.batch_keys(bid)
+    batch_keys = [*own, keys.BATCHES, keys.DEAD_BATCHES]
+    if parent:
+        batch_keys += [keys.batch(parent), keys.batch(parent, "jids"), keys.batch(parent, "pkids"),
+                       keys.batch(parent, "kids")]
+    batch_keys += [keys.batch_tag(t) for t in tags]
+    return [int(x) for x in DELETE(client, batch_keys, [bid, len(own), 1 if parent else 0])]
+
+
+def fire_command(bid: str, event: str, *, now: float, queue: str, parent: str | None,
+                 callbacks: list[tuple[str, bytes]]) -> tuple[Any, ...]:
+    """Claim ``event`` and push its callback jobs (``(jid, payload)``) in one step; the
+    reply is 1 (fired now), 0 (fired already) or -1 (the batch is gone)."""
+    fire_keys = [keys.batch(bid), keys.batch(bid, event), keys.DEAD_BATCHES, keys.QUEUES, keys.queue(queue)]
+    if parent:
+        fire_keys += [keys.batch(parent), keys.batch(parent, "jids")]
+    args: list[Any] = [event, bid, repr(now), CALLBACK_MARKER_TTL, DEFAULT_EXPIRY, repr(now - DEFAULT_EXPIRY),
+                       INDEX_MAX, queue, 1 if parent else 0]
+    for jid, raw in callbacks:
+        args += [jid, raw]
+    return FIRE.command(fire_keys, args)
