@@ -30,6 +30,7 @@ BUILTIN: tuple[str, ...] = (
     "batch",
     "unique",
     "encryption",
+    "expiry",
 )
 
 _lock = threading.RLock()

@@ -540,3 +540,20 @@ def test_a_batch_written_by_ruby_runs_and_fires_here(redis_db, work):  # PRO-001
     work(("rbq",))
     assert callbacks(redis_db) == [f"success:{bid}:rb"]
     assert json.loads(redis_db.hget(f"b-{bid}", "callbacks")) == json.loads(callbacks_field)  # untouched
+
+
+def test_an_expired_job_counts_as_done_for_its_batch(redis_db, work):  # PRO-311, PRO-230
+    batch = _new("x")
+    with batch.jobs():
+        Mark.set(expires_in=60).perform_async("late")
+        Mark.perform_async("on-time")
+    # Age the queued job past its expiry, as if it had waited in the queue.
+    [late] = [raw for raw in redis_db.lrange("queue:default", 0, -1) if b'"late"' in raw]
+    job = payload.loads(late)
+    job["expiry"] = job["created_at"] / 1000 - 1
+    redis_db.lrem("queue:default", 1, late)
+    redis_db.rpush("queue:default", payload.dumps(job))
+    work()
+    assert redis_db.lrange("test:marks", 0, -1) == [f"{batch.bid}:on-time".encode()]  # skipped, never run
+    assert sorted(callbacks(redis_db)) == [f"complete:{batch.bid}:x", f"success:{batch.bid}:x"]
+    assert Status(batch.bid).pending == 0

@@ -287,3 +287,19 @@ def test_perform_inline_and_test_modes_take_no_lock(redis_db):  # ENT-209
         assert len(testing.jobs(SyncAccount)) == 2
         testing.clear_all()
     assert not redis_db.keys("unique:*")
+
+
+def test_an_expired_job_releases_its_lock(redis_db):  # PRO-311, ENT-204
+    from wurk_django import registry
+    from wurk_django.middleware import server_chain
+
+    with wurk_settings(UNIQUE_JOBS=True):
+        jid = SyncAccount.set(expires_in=60).perform_async(7)
+        assert locked(SyncAccount, [7]) == jid
+        job = payload.loads(redis_db.rpop("queue:default"))
+        job["expiry"] = job["created_at"] / 1000 - 1
+        instance = registry.resolve(job["class"])()
+        ran = []
+        server_chain(get_config()).invoke((instance, job, "default"), lambda: ran.append(1))
+        assert ran == []  # skipped, never performed
+        assert locked(SyncAccount, [7]) is None

@@ -103,13 +103,6 @@ class Processor:
             return
         unit.jid = job.get("jid")
         queue = unit.queue
-        expiry = job.get("expiry")
-        if expiry is not None and _expired(expiry):
-            # PRO-311: skipped, not failed and not retried; the ACK retires it.
-            logger.info("skipping expired job %s jid=%s (expired at %s)", job.get("class"), unit.jid, expiry)
-            self.state.end(self.tid, False)
-            unit.acknowledge()
-            return
         ctx = self.joblog.context(job)
         started = time.monotonic_ns()
         ack = failed = skipped = self._interrupted = False
@@ -236,10 +229,3 @@ class Processor:
         except Exception as bury_exc:
             report(bury_exc, {"context": "could not move an invalid payload to the dead set"}, self.config)
             raise
-
-
-def _expired(expiry: Any) -> bool:
-    try:
-        return time.time() > float(expiry)
-    except (TypeError, ValueError):
-        return False  # an unreadable expiry never stops a job from running
