@@ -318,10 +318,10 @@ def test_async_pushes_are_buffered_through_an_outage_and_delivered_in_order(monk
 
 
 def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
+    import importlib.util
     import time
 
     from tests.jobsapp.jobs import RecordJob
-    from tests.tasks import sample
     from wurk_django.api import RetrySet, ScheduledSet
     from wurk_django.errors import RetryHandled
     from wurk_django.retry import Retrier
@@ -341,8 +341,11 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
     assert reached(RecordJob.perform_in(3600, 2))
     [bulk] = RecordJob.perform_bulk([[3]])
     assert reached(bulk)
-    assert reached(sample.add.enqueue(1, 2).id)  # django.tasks, blocking
-    assert reached(asyncio.run(sample.add.aenqueue(3, 4)).id)  # django.tasks, async
+    if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+        from tests.tasks import sample
+
+        assert reached(sample.add.enqueue(1, 2).id)  # django.tasks, blocking
+        assert reached(asyncio.run(sample.add.aenqueue(3, 4)).id)  # django.tasks, async
     # Scheduled promotion: the job pushed above for an hour from now.
     redis_db.delete("queue:default")
     assert Scheduler(config).enqueue_due(now=time.time() + 7200) == 1 and len(seen) == 1
