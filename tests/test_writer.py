@@ -312,3 +312,53 @@ def test_async_pushes_are_buffered_through_an_outage_and_delivered_in_order(monk
     finally:
         client.close()
         server.stop()
+
+
+# --- one write path: every enqueue reaches the hooks -------------------------------------------------
+
+
+def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
+    import importlib.util
+    import time
+
+    from tests.jobsapp.jobs import RecordJob
+    from wurk_django.api import RetrySet, ScheduledSet
+    from wurk_django.errors import RetryHandled
+    from wurk_django.retry import Retrier
+    from wurk_django.server.scheduler import Scheduler
+
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+    seen: list[str] = []
+    hooks("test-every", lambda jobs, commands: seen.extend(j["jid"] for j in jobs) or commands)
+
+    def reached(jid) -> bool:
+        found = jid in seen
+        seen.clear()
+        return found
+
+    config = Config()
+    assert reached(RecordJob.perform_async(1))
+    assert reached(RecordJob.perform_in(3600, 2))
+    [bulk] = RecordJob.perform_bulk([[3]])
+    assert reached(bulk)
+    if importlib.util.find_spec("django.tasks") is not None:  # Django 6.0+
+        from tests.tasks import sample
+
+        assert reached(sample.add.enqueue(1, 2).id)  # django.tasks, blocking
+        assert reached(asyncio.run(sample.add.aenqueue(3, 4)).id)  # django.tasks, async
+    # Scheduled promotion: the job pushed above for an hour from now.
+    redis_db.delete("queue:default")
+    assert Scheduler(config).enqueue_due(now=time.time() + 7200) == 1 and len(seen) == 1
+    promoted = seen[0]
+    # Retry booking.
+    raw = redis_db.rpop("queue:default")
+    with pytest.raises(RetryHandled):
+        Retrier(config).global_(raw, "default", RuntimeError("boom"))
+    assert reached(promoted) and RetrySet().size == 1
+    # The data API's moves out of a sorted set, and adding to one.
+    [entry] = list(RetrySet())
+    assert entry.retry() and reached(promoted)
+    ScheduledSet().schedule(time.time() + 60, payload.loads(redis_db.rpop("queue:default")))
+    assert reached(promoted)
+    [scheduled] = list(ScheduledSet())
+    assert scheduled.add_to_queue() and reached(promoted)

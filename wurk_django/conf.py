@@ -535,7 +535,8 @@ class Config:
 def _default_tag() -> str:
     from django.conf import settings
 
-    base = getattr(settings, "BASE_DIR", None)
+    # A worker built from a Config alone (no settings module) is named after its directory.
+    base = getattr(settings, "BASE_DIR", None) if settings.configured else None
     return os.path.basename(str(base).rstrip("/")) if base else os.path.basename(os.getcwd())
 
 

@@ -277,6 +277,9 @@ def reset() -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _async_lock
+    # Another thread of the parent may have held it at the fork: the child's copy would stay held.
+    _async_lock = threading.Lock()
     _clients.clear()
     _async_clients.clear()
     _forget_idle_stacks()

@@ -58,7 +58,7 @@ class Fails(Job):
 died: list[str] = []
 signals.job_died.connect(lambda sender, job, **kw: died.append(job["jid"]), weak=False)
 
-config = conf.Config(raw={"REDIS_URL": URL, "CONCURRENCY": 3, "QUEUES": ["configonly"], "TAG": "configonly",
+config = conf.Config(raw={"REDIS_URL": URL, "CONCURRENCY": 3, "QUEUES": ["configonly"],
                           "TIMEOUT": 5, "FETCH_POLL_INTERVAL": 0.2})
 launcher = Launcher(config)
 launcher.run()
