@@ -324,7 +324,7 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
     from tests.jobsapp.jobs import RecordJob
     from wurk_django.api import RetrySet, ScheduledSet
     from wurk_django.errors import RetryHandled
-    from wurk_django.retry import Retrier
+    from wurk_django.server.retry import Retrier
     from wurk_django.server.scheduler import Scheduler
 
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
