@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import payload
+from . import keys, payload
 from .connection import get_redis
 from .errors import JobInterrupted
 from .job import Job
@@ -38,7 +38,7 @@ FLUSH_INTERVAL = 5.0
 
 def cancel(jid: str) -> int:
     """Mark ``jid`` cancelled; returns the epoch second it was (first) cancelled (CORE-092)."""
-    key = f"it-{jid}"
+    key = keys.iteration(jid)
     pipe = get_redis().pipeline(transaction=True)
     pipe.hsetnx(key, "cancelled", int(time.time()))
     pipe.hget(key, "cancelled")
@@ -134,7 +134,7 @@ class IterableJob(Job):
     def perform(self, *args: Any) -> None:
         """The iteration loop; subclasses define build_enumerator/each_iteration instead."""
         self.arguments = args
-        key = f"it-{self.jid}"
+        key = keys.iteration(self.jid)
         redis = get_redis()
         state = redis.hgetall(key)
         self._executions = int(state.get(b"ex", 0)) + 1

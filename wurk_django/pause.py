@@ -15,9 +15,10 @@ import time
 
 import redis as redis_lib
 
+from . import keys
 from .connection import get_redis
 
-PAUSED_KEY = "paused"
+PAUSED_KEY = keys.PAUSED
 CACHE_TTL = 2.0
 
 _generation = itertools.count(1)

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from .. import keys
 from ..api import Stats, StatsHistory
 from ..conf import get_config
 from .common import redis, render, summary
@@ -29,7 +30,7 @@ def bearer_ok(request: HttpRequest) -> bool:
 def today_counts() -> dict[str, int]:
     """Processed and failed so far in the current UTC day (CORE-056)."""
     day = datetime.now(UTC).date().isoformat()
-    processed, failed = redis().mget([f"stat:processed:{day}", f"stat:failed:{day}"])
+    processed, failed = redis().mget([keys.stat_processed_on(day), keys.stat_failed_on(day)])
     return {"processed": int(processed or 0), "failed": int(failed or 0)}
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import payload, registry, signals
+from .. import keys, payload, registry, signals
 from ..errors import WurkError
 
 logger = logging.getLogger("wurk_django.worker")
@@ -89,10 +89,10 @@ def store(client: Any, raw: bytes | str, *, max_jobs: int, timeout: int, trim: b
     """
     now = time.time() if now is None else now
     pipe = client.pipeline(transaction=True)
-    pipe.zadd("dead", {raw: now})
+    pipe.zadd(keys.DEAD, {raw: now})
     if trim:
-        pipe.zremrangebyscore("dead", "-inf", now - timeout)
-        pipe.zremrangebyrank("dead", 0, -max_jobs)
+        pipe.zremrangebyscore(keys.DEAD, "-inf", now - timeout)
+        pipe.zremrangebyrank(keys.DEAD, 0, -max_jobs)
     pipe.execute()
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from .. import payload
+from .. import keys, payload
 from ..connection import get_redis
 from ..errors import WurkError
 
@@ -24,7 +24,6 @@ logger = logging.getLogger("wurk_django.worker")
 
 RECOVERY_THRESHOLD = 3
 RECOVERY_TTL = 72 * 3600
-KEY_PREFIX = "super_fetch:recovered:"
 
 
 class Poisoned(WurkError):
@@ -65,7 +64,7 @@ def on_poison(fn: Callable[[dict], None]) -> Registration:
 def _key(jid: str) -> str:
     if not jid:
         raise ValueError("a poison counter needs a non-empty jid")
-    return KEY_PREFIX + jid
+    return keys.recovered(jid)
 
 
 def recovery_count(jid: str, redis: redis_lib.Redis | None = None) -> int:

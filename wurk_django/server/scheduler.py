@@ -12,7 +12,7 @@ import logging
 import random
 import time
 
-from .. import payload
+from .. import keys, payload
 from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
@@ -22,7 +22,7 @@ from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
-SETS = ("retry", "schedule")
+SETS = (keys.RETRY, keys.SCHEDULE)
 INITIAL_WAIT = 10
 
 
