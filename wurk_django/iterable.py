@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from . import keys, payload
+from .conf import get_config
 from .connection import get_redis
 from .errors import JobInterrupted
 from .job import Job
@@ -167,8 +168,6 @@ class IterableJob(Job):
         self._finish(key)
 
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
-        from .conf import get_config
-
         limit = get_config().raw.get("MAX_ITERATION_RUNTIME")
         flushed_at = time.monotonic()
         for item, cursor in enumerator:

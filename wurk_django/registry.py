@@ -15,6 +15,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING
 
+from .conf import get_config
 from .errors import UnknownJobClass
 
 if TYPE_CHECKING:
@@ -47,8 +48,6 @@ def registered() -> dict[str, type[Job]]:
 
 def _allowed_prefixes() -> list[str]:
     from django.apps import apps
-
-    from .conf import get_config
 
     configured = get_config().import_on_miss
     if configured is not None:

@@ -7,13 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from .. import keys, payload
+from ..server.processes import prune_processes
 from ._base import RedisClient, conn, text, to_float, to_int, utc
 from .record import JobRecord
 
 __all__ = ["ProcessSet", "Process", "WorkSet", "Workers", "Work", "EmbeddedProcessError"]
 
 SIGNAL_TTL = 60  # seconds a signal waits for the next beat before it is dropped (CORE-060)
-CLEANUP_LOCK_TTL = 60  # prune ``processes`` at most once a minute across the cluster (CORE-061)
 _HEARTBEAT_FIELDS = ("info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us")
 
 
@@ -142,27 +142,7 @@ class ProcessSet:
         """Drop identities whose heartbeat hash has no ``info`` (the process died and its
         hash expired). At most once a minute cluster-wide via the ``process_cleanup``
         lock. Returns how many were removed."""
-        redis = self.redis
-        if not redis.set(keys.PROCESS_CLEANUP, "1", nx=True, ex=CLEANUP_LOCK_TTL):
-            return 0
-        removed = 0
-        batch: list[bytes] = []
-        for identity in redis.sscan_iter(keys.PROCESSES):
-            batch.append(identity)
-            if len(batch) == 100:
-                removed += self._prune(batch)
-                batch = []
-        if batch:
-            removed += self._prune(batch)
-        return removed
-
-    def _prune(self, identities: list[bytes]) -> int:
-        pipe = self.redis.pipeline(transaction=False)
-        for identity in identities:
-            pipe.hget(identity, "info")
-        infos = pipe.execute()
-        dead = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
-        return int(self.redis.srem(keys.PROCESSES, *dead)) if dead else 0
+        return prune_processes(self.redis)
 
     def __iter__(self) -> Iterator[Process]:
         """Processes sorted by identity; identities without ``info`` are skipped."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .. import keys
+from .. import pause as pausing
 from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw, text
 from .record import JobRecord
 
@@ -53,14 +54,10 @@ class Queue:
 
     def pause(self) -> None:
         """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300)."""
-        from ..pause import pause
-
-        pause(self.name, self.redis)
+        pausing.pause(self.name, self.redis)
 
     def unpause(self) -> None:
-        from ..pause import unpause
-
-        unpause(self.name, self.redis)
+        pausing.unpause(self.name, self.redis)
 
     @property
     def latency(self) -> float:

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import redis as redis_lib
 
 from .. import keys, payload
+from ..conf import get_config
 from ..connection import get_redis
 from ..errors import WurkError
+from . import death
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -104,9 +106,6 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
 def bury_pill(pill: Pill, raw: bytes) -> None:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
     the death handlers and ``on_poison`` callbacks (PRO-153)."""
-    from ..conf import get_config
-    from . import death
-
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)

@@ -18,6 +18,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..scripts import script
 from . import death
+from .processes import prune_processes
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -89,9 +90,7 @@ class Scheduler:
         return average * self._rng.random() * 2
 
     def _prune_processes(self) -> None:
-        from ..api import ProcessSet
-
         try:
-            ProcessSet(clean=True)
+            prune_processes(get_redis(config=self.config))
         except Exception:
             logger.exception("could not prune the processes set")
