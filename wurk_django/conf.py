@@ -81,6 +81,12 @@ class Setting:
     want: str
     doc: str
     section: str = "Features"
+    #: A feature's own detailed check, as a dotted path to ``fn(value) -> [messages]``,
+    #: used instead of the generic "is not <want>" message (imported only when the key
+    #: is set, so the settings table never imports a feature). ``kind`` names the
+    #: system check id the messages map to (see checks.py).
+    detail: str | None = None
+    kind: str = "value"
 
 
 # Headings of docs/configuration.md, in the order they are listed.
@@ -105,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REDIS", None,
             lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict",
             "Richer form, wins over `REDIS_URL`: a URL string, or a dict with `URL`, `POOL_SIZE` (connections per"
-            " pool), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
+            " pool, at least: see \"Redis server and connections\" below), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
             "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused; its"
             " `KEY_PREFIX` never applies to job keys). Give `URL` or `CACHE`, not both.", REDIS),
     # -- Worker --
@@ -282,11 +288,14 @@ SETTINGS: tuple[Setting, ...] = (
     # -- Features --
     Setting("UNIQUE_JOBS", False,
             lambda v: isinstance(v, bool), "True or False",
-            "Turns unique jobs on (`unique_for` on a job class does nothing until this is `True`); see "
-            "docs/jobs.md.", FEATURES),
+            "Turns unique jobs on (`unique_for` on a job class does nothing until this is `True`); needed in every"
+            " pushing process and every worker; see docs/unique.md.", FEATURES),
     Setting("ENCRYPTION", None,
             lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS",
-            'Encrypted job arguments: `{"ACTIVE_VERSION": n, "KEYS": {n: base64 32-byte key}}`; see docs/jobs.md.', FEATURES),
+            'Encrypted job arguments: `{"ACTIVE_VERSION": n, "KEYS": {n: base64 of a 32-byte key}}` (versions may'
+            " be ints or digit strings); checked by `wurk.E007`; see docs/encryption.md.", FEATURES,
+            # Its own messages: the generic one would print the value, i.e. the keys.
+            detail="wurk_django.encryption.keyring.problems", kind="encryption"),
     Setting("PERIODIC", [],
             lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts",
             "Cron entries registered when a worker boots; see docs/periodic.md.", FEATURES),
@@ -350,8 +359,11 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
             found.append(Problem(key, "unknown setting", hint, kind="unknown"))
             continue
         setting = _BY_NAME[key]
-        if not setting.check(value):
-            found.append(Problem(key, f"{value!r} is not {setting.want}"))
+        if setting.detail is not None:
+            detail = import_string(setting.detail)
+            found.extend(Problem(key, message, kind=setting.kind) for message in detail(value))
+        elif not setting.check(value):
+            found.append(Problem(key, f"{value!r} is not {setting.want}", kind=setting.kind))
     if "QUEUES" in raw and isinstance(raw["QUEUES"], (list, tuple)):
         for spec in raw["QUEUES"]:
             try:
@@ -547,7 +559,7 @@ def reset_config(**kwargs: Any) -> None:
 # -- the table in docs/configuration.md -------------------------------------------------------
 
 MARKDOWN_BEGIN = ("<!-- settings table: generated from SETTINGS in wurk_django/conf.py by "
-                  "`python -m wurk_django.conf --markdown`; edit the rows there, not here -->")
+                  "`python -m wurk_django.settings_doc`; edit the rows there, not here -->")
 MARKDOWN_END = "<!-- end of the generated settings table -->"
 
 
@@ -572,10 +584,3 @@ def markdown() -> str:
     lines += ["", MARKDOWN_END]
     return "\n".join(lines) + "\n"
 
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python -m wurk_django.conf --markdown")
-    sys.stdout.write(markdown())

@@ -130,3 +130,12 @@ def recovered(jid: str) -> str:
 def task_status(jid: str) -> str:
     """HASH with a django.tasks result (state, errors, return value...)."""
     return f"status:{jid}"
+
+
+# -- unique jobs (ENT-203) ----------------------------------------------------------
+UNIQUE_PREFIX = "unique:"
+
+
+def unique_lock(digest: str) -> str:
+    """``unique:<sha256 hex of the job's canonical context>``: a STRING holding the owner's jid."""
+    return f"{UNIQUE_PREFIX}{digest}"

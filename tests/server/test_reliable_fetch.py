@@ -12,6 +12,7 @@ import pytest
 from wurk_django import payload
 from wurk_django.api import Queue
 from wurk_django.conf import Config
+from wurk_django.connection import get_redis
 from wurk_django.pause import PausedCache, pause, unpause
 from wurk_django.server import poison
 from wurk_django.server.reaper import Reaper, parse_private
@@ -68,6 +69,9 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
     fetcher.retrieve_work().acknowledge()
     fetcher.retrieve_work().requeue()
+    # The requeue went through the writer, which keeps its connection out of the pool:
+    # open the pool connection the first plain LMOVE below uses as well.
+    get_redis(config=fetcher.config).ping()
     sent: list[list[str]] = []
     single, many = Connection.send_command, Connection.pack_commands
     monkeypatch.setattr(Connection, "send_command",

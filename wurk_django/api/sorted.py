@@ -11,6 +11,7 @@ from .. import keys, payload
 from ..client import Client
 from ..conf import get_config
 from ..server import death
+from ..writer import Writer
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 
@@ -234,9 +235,8 @@ class JobSet(SortedSet):
             shift = initial - self.size
 
     def schedule(self, at: Score, job: dict | bytes | str) -> None:
-        """Add a job at time ``at`` (epoch seconds or datetime)."""
-        raw = payload.dumps(job) if isinstance(job, dict) else job
-        self.redis.zadd(self.name, {raw: epoch(at)})
+        """Add a job at time ``at`` (epoch seconds or datetime), through the write path."""
+        Writer(redis=self._redis).add_to_set(self.name, [(job, epoch(at))])
 
     def fetch(self, score: Score | tuple[Score, Score], jid: str | None = None) -> list[SortedEntry]:
         """Entries at one score, or within an inclusive ``(low, high)`` range;

@@ -75,7 +75,7 @@ class _Embedded:
                     for module in config.autodiscover:
                         autodiscover_modules(module)
                     self.discovered = True
-                version = connection.check_server(connection.get_redis())
+                version = connection.check_server(connection.get_redis(config=config), config)
                 launcher = Launcher(config, embedded=True, request_shutdown=self.stop_in_background,
                                     on_signal=self._dashboard_signal)
                 # Kept before run(): run() brings threads up one by one, and a raise

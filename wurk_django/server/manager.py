@@ -54,7 +54,7 @@ class Manager:
         self._stopping = False
 
     def redis(self) -> redis_lib.Redis:
-        return get_redis()
+        return get_redis(config=self.config)
 
     def start(self) -> None:
         with self._lock:

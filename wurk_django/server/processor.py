@@ -149,12 +149,13 @@ class Processor:
     def _run(self, job: dict, raw: bytes, queue: str) -> Any:
         database.before_job()
         try:
-            job_class = registry.resolve(job["class"])
+            job_class = registry.resolve(job["class"], self.config)
             instance = job_class()
             instance.jid = job.get("jid")
             instance.bid = job.get("bid")
             instance.payload = job
             instance._stop_flag = self.stop_flag
+            instance._config = self.config
             signals.send(signals.job_started, job_class, job=job)
             try:
                 if len(self.chain):

@@ -52,7 +52,7 @@ class Scheduler:
 
     def enqueue_due(self, now: float | None = None) -> int:
         """Push every job due by ``now``; returns how many moved."""
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         pop = script(redis, "zpop_due")
         moved = 0
         for name in SETS:
@@ -81,7 +81,7 @@ class Scheduler:
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""
         try:
-            count = max(int(get_redis().scard("processes")), 1)
+            count = max(int(get_redis(config=self.config).scard(keys.PROCESSES)), 1)
         except Exception:  # an outage only makes the interval less precise
             count = 1
         average = self.config.poll_interval_average or count * self.config.average_scheduled_poll_interval

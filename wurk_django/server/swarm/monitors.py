@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from ... import keys
+from ... import connection, keys
 from ...conf import Config
 from .slots import SHUTDOWN_GRACE, child_identity
 
@@ -119,11 +119,7 @@ class Monitors:
     def _redis(self) -> redis_lib.Redis:
         """A one-connection client for the supervisor's probes, closed before every fork."""
         if self._probe is None:
-            options = {k: v for k, v in self.config.redis_options.items() if k not in ("max_connections",)}
-            options.update(socket_timeout=PROBE_TIMEOUT, socket_connect_timeout=PROBE_TIMEOUT, max_connections=1,
-                           timeout=PROBE_TIMEOUT)
-            pool = redis_lib.BlockingConnectionPool.from_url(self.config.redis_url, **options)
-            self._probe = redis_lib.Redis(connection_pool=pool)
+            self._probe = connection.probe_redis(self.config, timeout=PROBE_TIMEOUT)
         return self._probe
 
     def _close_probe(self) -> None:
