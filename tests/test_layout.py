@@ -163,4 +163,6 @@ def test_the_engine_never_imports_the_data_api():
 ])
 def test_public_import_paths_keep_working(path, names):
     module = importlib.import_module(path)
+    if path == "wurk_django.tasks" and not module.AVAILABLE:
+        pytest.skip("this Django has no django.tasks")
     assert [name for name in names if not hasattr(module, name)] == []
