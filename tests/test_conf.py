@@ -28,12 +28,12 @@ def test_one_row_per_key_and_defaults_come_from_the_rows():
 
 
 def test_docs_hold_exactly_the_generated_table():
-    """docs/configuration.md's tables are generated: `python -m wurk_django.conf --markdown`."""
+    """docs/configuration.md's tables are generated: `python -m wurk_django.settings_doc`."""
     text = (ROOT / "docs" / "configuration.md").read_text()
     begin, end = text.find(conf.MARKDOWN_BEGIN), text.find(conf.MARKDOWN_END)
     assert begin >= 0 and end > begin, "docs/configuration.md lost its generated-table markers"
     in_docs = text[begin:end + len(conf.MARKDOWN_END)] + "\n"
-    assert in_docs == conf.markdown(), "regenerate with: python -m wurk_django.conf --markdown"
+    assert in_docs == conf.markdown(), "regenerate with: python -m wurk_django.settings_doc"
 
 
 def test_a_rows_check_is_what_problems_applies(monkeypatch):

@@ -1,11 +1,13 @@
 from django.apps import AppConfig
 from django.core.signals import setting_changed
 
+from . import checks
+from .conf import reset_config
+from .embed import boot
+
 
 def _settings_changed(setting: str, **kwargs) -> None:
     if setting == "WURK":
-        from .conf import reset_config
-
         reset_config()
 
 
@@ -17,9 +19,6 @@ class WurkConfig(AppConfig):
     def ready(self) -> None:
         # Only record and connect here: no Redis, no threads, no queries (RUN-840).
         setting_changed.connect(_settings_changed, dispatch_uid="wurk_django.settings_changed")
-        from . import checks
-        from .embed import boot
-
         checks.register()
         # Decides whether this process may run embedded workers; starting is left to entry points (DJ-060).
         boot.on_ready()

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis as redis_lib
 from django.core import checks
 
+from . import conf
+from .connection import MIN_VERSION, probe_redis, server_version
 from .errors import ConfigurationError
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
@@ -28,8 +31,6 @@ _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "red
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Validate ``settings.WURK`` without network I/O."""
-    from . import conf
-
     try:
         raw = conf.raw_settings()
     except ConfigurationError as exc:
@@ -59,8 +60,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 
 def _hint_for(key: str) -> str:
-    from . import conf
-
     if key in conf.DEFAULTS:
         return f"the default is {conf.DEFAULTS[key]!r}"
     return ""
@@ -68,11 +67,6 @@ def _hint_for(key: str) -> str:
 
 def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Deploy-only: the configured Redis is reachable, >= 7.0 and does not evict keys."""
-    import redis as redis_lib
-
-    from . import conf
-    from .connection import MIN_VERSION, probe_redis, server_version
-
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
     try:

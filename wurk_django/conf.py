@@ -560,7 +560,7 @@ def reset_config(**kwargs: Any) -> None:
 # -- the table in docs/configuration.md -------------------------------------------------------
 
 MARKDOWN_BEGIN = ("<!-- settings table: generated from SETTINGS in wurk_django/conf.py by "
-                  "`python -m wurk_django.conf --markdown`; edit the rows there, not here -->")
+                  "`python -m wurk_django.settings_doc`; edit the rows there, not here -->")
 MARKDOWN_END = "<!-- end of the generated settings table -->"
 
 
@@ -585,10 +585,3 @@ def markdown() -> str:
     lines += ["", MARKDOWN_END]
     return "\n".join(lines) + "\n"
 
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python -m wurk_django.conf --markdown")
-    sys.stdout.write(markdown())

@@ -25,7 +25,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import payload
+from . import keys, payload
+from .conf import get_config
 from .connection import get_redis
 from .errors import JobInterrupted
 from .job import Job
@@ -38,7 +39,7 @@ FLUSH_INTERVAL = 5.0
 
 def cancel(jid: str) -> int:
     """Mark ``jid`` cancelled; returns the epoch second it was (first) cancelled (CORE-092)."""
-    key = f"it-{jid}"
+    key = keys.iteration(jid)
     pipe = get_redis().pipeline(transaction=True)
     pipe.hsetnx(key, "cancelled", int(time.time()))
     pipe.hget(key, "cancelled")
@@ -134,7 +135,7 @@ class IterableJob(Job):
     def perform(self, *args: Any) -> None:
         """The iteration loop; subclasses define build_enumerator/each_iteration instead."""
         self.arguments = args
-        key = f"it-{self.jid}"
+        key = keys.iteration(self.jid)
         redis = get_redis(config=self._config)
         state = redis.hgetall(key)
         self._executions = int(state.get(b"ex", 0)) + 1
@@ -167,8 +168,6 @@ class IterableJob(Job):
         self._finish(key)
 
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
-        from .conf import get_config
-
         limit = (self._config or get_config()).raw.get("MAX_ITERATION_RUNTIME")
         flushed_at = time.monotonic()
         for item, cursor in enumerator:

@@ -28,6 +28,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import payload, registry
+from .arguments import check_arguments
+from .asyncrun import run_coroutine
+from .conf import get_config
+from .middleware import client_chain as build_client_chain
+from .middleware import server_chain as build_server_chain
 
 if TYPE_CHECKING:
     from .conf import Config
@@ -69,6 +74,8 @@ class Setter:
         return Setter(self.job_class, {**self.options, **options})
 
     def _client(self, config: Config | None = None):
+        # Lazy: client.py imports Job (a push accepts Job classes), so the push path is
+        # reached at call time; the circle goes once client.py stops importing job.py.
         from .client import Client
 
         return Client(config=config)
@@ -88,14 +95,12 @@ class Setter:
         return self._push(item)
 
     def _push(self, item: dict) -> str | None:
-        from .conf import get_config
-
         config = get_config()  # once per push: the client and its pool reuse it
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
         if on_commit:
-            from .transaction import push_on_commit
+            from .transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
             return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push(item)
@@ -132,11 +137,7 @@ class Setter:
 
     def perform_inline(self, *args: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
-        from .arguments import check_arguments
-        from .client import normalize, validate
-        from .conf import get_config
-        from .middleware import client_chain as build_client_chain
-        from .middleware import server_chain as build_server_chain
+        from .client import normalize, validate  # lazy: see _client
 
         config = get_config()
         item = self._item(args)
@@ -237,8 +238,6 @@ class Job:
         """Call ``perform``; coroutine results run on this thread's event loop."""
         result = self.perform(*args)
         if hasattr(result, "__await__"):
-            from .asyncrun import run_coroutine
-
             result = run_coroutine(result)
         return result
 

@@ -4,9 +4,13 @@ The layout is Sidekiq's (and Sidekiq Pro/Enterprise's), so Ruby processes can
 share the database: change nothing here without checking the spec's key table.
 Fixed keys are constants; keys with a part are functions. A feature keeps its
 keys in its own section below.
+
+This module imports nothing from wurk_django, so any module may import it.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, date, datetime
 
 # -- core (CORE-060..079) ------------------------------------------------------------
 QUEUES = "queues"  # SET of queue names
@@ -18,26 +22,114 @@ PAUSED = "paused"  # SET of paused queue names (Pro)
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
 LEADER = "dear-leader"  # Enterprise leader lock
+PROCESS_CLEANUP = "process_cleanup"  # lock: one process at a time prunes PROCESSES
+PROFILES = "profiles"  # ZSET of "<token>-<jid>" profile hashes, score = expiry
+
+QUEUE_PREFIX = "queue:"
 
 
 def queue(name: str) -> str:
-    return f"queue:{name}"
+    """The LIST of jobs waiting in queue ``name`` (``LPUSH`` in, ``RPOP``/``LMOVE`` out)."""
+    return f"{QUEUE_PREFIX}{name}"
+
+
+def stat(kind: str) -> str:
+    """The all-time counter ``stat:processed`` or ``stat:failed``."""
+    return f"stat:{kind}"
+
+
+def stat_on(kind: str, day: str) -> str:
+    """The per-day counter ``stat:<kind>:<YYYY-MM-DD>``."""
+    return f"stat:{kind}:{day}"
 
 
 def stat_processed_on(day: str) -> str:
-    return f"stat:processed:{day}"
+    return stat_on("processed", day)
 
 
 def stat_failed_on(day: str) -> str:
-    return f"stat:failed:{day}"
+    return stat_on("failed", day)
+
+
+def process(identity: str) -> str:
+    """A process's heartbeat HASH: its key is the identity ``<host>:<pid>:<nonce>`` itself."""
+    return identity
 
 
 def work(identity: str) -> str:
+    """HASH thread id -> the job that thread runs, rewritten by every heartbeat."""
     return f"{identity}:work"
 
 
 def signals_list(identity: str) -> str:
+    """LIST of signals (``TSTP``, ``TERM``, ``TTIN``) the dashboard sends a process."""
     return f"{identity}-signals"
+
+
+def iteration(jid: str) -> str:
+    """HASH of an iterable job's saved cursor and counters."""
+    return f"it-{jid}"
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def metrics_minute(moment: datetime) -> str:
+    """Per-minute job metrics HASH ``j|%y%m%d|%-H:%M``, e.g. ``j|250214|8:43``."""
+    moment = _utc(moment)
+    return f"j|{moment:%y%m%d}|{moment.hour}:{moment:%M}"
+
+
+def metrics_ten_minutes(moment: datetime) -> str:
+    """The minute key minus its last character: ``j|250214|8:4`` covers 8:40-8:49."""
+    return metrics_minute(moment)[:-1]
+
+
+def metrics_histogram(klass: str, moment: datetime) -> str:
+    """Execution-time histogram (BITFIELD) ``h|<class>-<%-d>-<%-H>:<%-M>``, no padding."""
+    moment = _utc(moment)
+    return f"h|{klass}-{moment.day}-{moment.hour}:{moment.minute}"
+
+
+def deploy_marks(day: date) -> str:
+    """HASH ISO minute -> label of the deploys marked on one UTC day."""
+    return f"{day:%Y%m%d}-marks"
+
+
+def deploy_lock(label: str) -> str:
+    """Short lock so one deploy is marked once however many processes report it."""
+    return f"deploylock-{label}"
+
+
+# -- Pro: reliable fetch (PRO-100..155) ----------------------------------------------
+REAPER_LOCK = "super_fetch:reaper"  # one reaper sweep at a time across the cluster
+REAPER_FULL_LOCK = "super_fetch:reaper:full"  # one full (every queue) sweep at a time
+RECOVERED_PREFIX = "super_fetch:recovered:"
+PRIVATE_ALL = f"{QUEUE_PREFIX}*|*"  # SCAN pattern: every process's private lists
+
+
+def private_queue(name: str, host: str, pid: int, nonce: str) -> str:
+    """The private LIST ``queue:<q>|<host>|<pid>|<nonce>|0`` holding what one process fetched."""
+    return f"{QUEUE_PREFIX}{name}|{host}|{pid}|{nonce}|0"
+
+
+def private_pattern(name: str) -> str:
+    """SCAN pattern for every private list of queue ``name``."""
+    return f"{QUEUE_PREFIX}{name}|*"
+
+
+def recovered(jid: str) -> str:
+    """Counter of how many times a job was recovered from a dead process (poison pills)."""
+    return f"{RECOVERED_PREFIX}{jid}"
+
+
+# -- django.tasks results ------------------------------------------------------------
+
+
+def task_status(jid: str) -> str:
+    """HASH with a django.tasks result (state, errors, return value...)."""
+    return f"status:{jid}"
 
 
 # -- unique jobs (ENT-203) ----------------------------------------------------------

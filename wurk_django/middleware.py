@@ -145,6 +145,8 @@ def registered(side: str) -> list[tuple[int, str]]:
 
 def build_chain(side: str, user_entries: Iterable[Any]) -> Chain:
     """Built-ins around the user's middleware, in position order (the one place chains are built)."""
+    # Lazy: features.install() imports the feature packages, whose install() imports
+    # this module to register here; and it must run at first use, not at import.
     from . import features
 
     features.install()

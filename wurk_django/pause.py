@@ -15,10 +15,11 @@ import time
 
 import redis as redis_lib
 
+from . import keys
 from .conf import Config
 from .connection import get_redis
 
-PAUSED_KEY = "paused"
+PAUSED_KEY = keys.PAUSED
 CACHE_TTL = 2.0
 
 _generation = itertools.count(1)

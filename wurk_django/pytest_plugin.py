@@ -24,11 +24,12 @@ from types import ModuleType
 import pytest
 import redis as redis_lib
 
+from . import connection, testing
+from .conf import get_config, reset_config
+
 
 @pytest.fixture
 def wurk_fake() -> Iterator[ModuleType]:
-    from . import testing
-
     testing.clear_all()
     with testing.fake():
         yield testing
@@ -37,16 +38,12 @@ def wurk_fake() -> Iterator[ModuleType]:
 
 @pytest.fixture
 def wurk_inline() -> Iterator[ModuleType]:
-    from . import testing
-
     with testing.inline():
         yield testing
 
 
 def flushable_client() -> redis_lib.Redis:
     """A new client on ``settings.WURK``'s Redis; ``pytest.UsageError`` if that is database 0."""
-    from .conf import get_config, reset_config
-
     reset_config()
     config = get_config()
     client = redis_lib.Redis.from_url(config.redis_url, **config.redis_options)
@@ -62,8 +59,6 @@ def flushable_client() -> redis_lib.Redis:
 
 @pytest.fixture
 def wurk_redis() -> Iterator[redis_lib.Redis]:
-    from . import connection
-
     client = flushable_client()
     connection.reset()
     client.flushdb()
@@ -78,6 +73,8 @@ def wurk_redis() -> Iterator[redis_lib.Redis]:
 @pytest.fixture
 def wurk_worker():
     """``wurk_worker(timeout=30.0)`` drains the queues with an in-process worker (DJ-032)."""
+    # Lazy: this plugin loads with the conftest, before Django's apps are ready;
+    # the worker engine is imported only by a test that asks for a worker.
     from .server.burst import run_burst
 
     return lambda timeout=30.0: run_burst(timeout=timeout)

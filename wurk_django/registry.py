@@ -15,6 +15,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING
 
+from .conf import get_config
 from .errors import UnknownJobClass
 
 if TYPE_CHECKING:
@@ -48,8 +49,6 @@ def registered() -> dict[str, type[Job]]:
 
 def _allowed_prefixes(config: Config | None = None) -> list[str]:
     from django.apps import apps
-
-    from .conf import get_config
 
     configured = (config or get_config()).import_on_miss
     if configured is not None:

@@ -29,7 +29,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from . import payload
+from . import payload, registry
+from .conf import get_config
+from .middleware import server_chain
 
 __all__ = [
     "FakeJobsMixin",
@@ -58,8 +60,6 @@ def mode(config: Any = None) -> str | None:
         current = _overrides[-1]
     else:
         if config is None:
-            from .conf import get_config
-
             config = get_config()
         current = config.testing
     return None if current == "disable" else current
@@ -199,10 +199,6 @@ def execute(job: dict) -> Any:
     The class is looked up in the job registry, ``jid``/``bid``/``payload``
     are set on the instance, and the server middleware wraps the call.
     """
-    from . import registry
-    from .conf import get_config
-    from .middleware import server_chain
-
     job_class = registry.resolve(job["class"])
     instance = job_class()
     instance.jid = job.get("jid")

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from . import payload
+from .arguments import check_arguments
+from .client import _job_class_of, validate
 
 if TYPE_CHECKING:
     from .client import Client
@@ -41,9 +43,6 @@ def push_on_commit(client: Client, item: dict, using: str | None = None) -> str 
     item = dict(item)
     item.setdefault("jid", payload.new_jid())
     # Validate now, so bad arguments raise at the call site, not at commit time.
-    from .arguments import check_arguments
-    from .client import _job_class_of, validate
-
     validate(item)
     job_class = _job_class_of(item["class"])
     name = job_class.job_name if job_class is not None else str(item["class"])

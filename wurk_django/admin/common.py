@@ -17,6 +17,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from .. import payload
 from ..api import Stats
 from ..connection import get_redis
+from .access import can_manage
+from .pages import pages
 
 DEFAULT_COUNT = 25  # rows per page (CORE-242)
 MAX_COUNT = 200  # DJ-055
@@ -44,11 +46,7 @@ def summary(stats: Stats | None = None) -> dict[str, int]:
 def render(request: HttpRequest, model_admin: Any, template: str, context: dict[str, Any],
            *, section: str, title: str, status: int = 200) -> HttpResponse:
     """A page in the admin chrome, with the tabs and summary bar."""
-    from .options import can_manage
-
     stats = context.pop("stats", None)
-    from .pages import pages
-
     nav = [
         {"key": p.key, "label": p.label, "url": url(request, p.url_name, **p.url_kwargs), "active": p.key == section}
         for p in pages() if p.tab

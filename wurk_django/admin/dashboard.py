@@ -2,34 +2,25 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from .. import keys
 from ..api import Stats, StatsHistory
-from ..conf import get_config
+from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 
 HISTORY_CHOICES = (7, 30, 90)
 MAX_HISTORY_DAYS = 180  # UI limit (CORE-242)
 
 
-def bearer_ok(request: HttpRequest) -> bool:
-    """``Authorization: Bearer <WURK["API_TOKEN"]>``, compared in constant time."""
-    token = get_config()["API_TOKEN"]
-    header = request.headers.get("Authorization", "")
-    if not token or not header.startswith("Bearer "):
-        return False
-    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), str(token).encode())
-
-
 def today_counts() -> dict[str, int]:
     """Processed and failed so far in the current UTC day (CORE-056)."""
     day = datetime.now(UTC).date().isoformat()
-    processed, failed = redis().mget([f"stat:processed:{day}", f"stat:failed:{day}"])
+    processed, failed = redis().mget([keys.stat_processed_on(day), keys.stat_failed_on(day)])
     return {"processed": int(processed or 0), "failed": int(failed or 0)}
 
 

@@ -10,41 +10,21 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.urls import URLPattern
-from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 
-from ..conf import get_config
-from . import dashboard
-
-VIEW_PERMISSION = "wurk_django.view_dashboard"
-MANAGE_PERMISSION = "wurk_django.manage_jobs"
+from . import builtin  # noqa: F401  (registers the core pages)
+from .access import (  # noqa: F401  (kept importable from here)
+    MANAGE_PERMISSION,
+    VIEW_PERMISSION,
+    authorize_hook,
+    bearer_ok,
+    can_manage,
+    can_view,
+    read_only,
+)
+from .pages import pages
 
 View = Callable[..., HttpResponse]
-
-
-def can_view(request: HttpRequest) -> bool:
-    user = request.user
-    return bool(user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
-
-
-def read_only() -> bool:
-    return bool(get_config()["ADMIN_READ_ONLY"])
-
-
-def can_manage(request: HttpRequest) -> bool:
-    """Whether this request may change anything (buttons are hidden otherwise)."""
-    user = request.user
-    return bool(can_view(request) and user.has_perm(MANAGE_PERMISSION) and not read_only())
-
-
-def authorize_hook(request: HttpRequest) -> bool:
-    """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051)."""
-    hook = get_config()["ADMIN_AUTHORIZE"]
-    if not hook:
-        return True
-    if isinstance(hook, str):
-        hook = import_string(hook)
-    return bool(hook(request, request.method, request.path))
 
 
 def secure_headers(response: HttpResponse) -> HttpResponse:
@@ -117,7 +97,7 @@ class WurkAdmin(admin.ModelAdmin):
             request.current_app = site.name
             if request.method not in ("GET", "HEAD"):
                 return HttpResponseNotAllowed(("GET", "HEAD"))
-            if not (dashboard.bearer_ok(request) or (can_view(request) and authorize_hook(request))):
+            if not (bearer_ok(request) or (can_view(request) and authorize_hook(request))):
                 response = HttpResponse('{"error":"unauthorized"}', status=401, content_type="application/json")
                 response["WWW-Authenticate"] = 'Bearer realm="wurk"'
                 return secure_headers(response)
@@ -130,6 +110,4 @@ class WurkAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         """Every registered page's URLs (:mod:`wurk_django.admin.pages`)."""
-        from .pages import pages
-
         return [pattern for page in pages() for pattern in page.urls(self)]

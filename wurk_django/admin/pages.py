@@ -57,11 +57,16 @@ def unregister(key: str) -> None:
 
 
 def pages() -> list[Page]:
-    """Every registered page, in tab order (installs the built-in features first)."""
+    """Every registered page, in tab order.
+
+    The core pages register when :mod:`wurk_django.admin` is imported (its
+    ``options`` imports ``builtin``); features register theirs from ``install()``.
+    """
+    # Lazy: features.install() imports the feature packages, and their install()
+    # imports this module to register pages; it also must run at first use, not
+    # at import (install() may not run before Django is set up).
     from .. import features
 
     features.install()
-    from . import builtin  # noqa: F401  (registers the core pages)
-
     with _lock:
         return sorted(_pages.values(), key=lambda p: (p.position, p.key))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from datetime import UTC, date, datetime
 
+from .. import keys
 from ._base import RedisClient, conn, text
 
 __all__ = ["Deploy"]
@@ -21,10 +22,6 @@ def default_label() -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def _marks_key(day: date) -> str:
-    return f"{day:%Y%m%d}-marks"
 
 
 class Deploy:
@@ -49,9 +46,9 @@ class Deploy:
         at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).replace(second=0, microsecond=0)
         iso = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         redis = self.redis
-        if not redis.set(f"deploylock-{label}", iso, nx=True, ex=LOCK_TTL):
+        if not redis.set(keys.deploy_lock(label), iso, nx=True, ex=LOCK_TTL):
             return False
-        key = _marks_key(at.date())
+        key = keys.deploy_marks(at.date())
         pipe = redis.pipeline(transaction=True)
         pipe.hsetnx(key, iso, label)
         pipe.expire(key, MARKS_TTL)
@@ -64,5 +61,5 @@ class Deploy:
             day = datetime.now(UTC).date()
         elif isinstance(day, datetime):
             day = (day if day.tzinfo else day.replace(tzinfo=UTC)).astimezone(UTC).date()
-        marks = self.redis.hgetall(_marks_key(day))
+        marks = self.redis.hgetall(keys.deploy_marks(day))
         return {text(k): text(v) for k, v in sorted(marks.items())}

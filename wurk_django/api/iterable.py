@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from .. import keys
 from ._base import RedisClient, conn
 from .record import read_iteration
 
@@ -31,7 +32,7 @@ class IterableJobQuery:
             else:
                 pipe = conn(self._redis).pipeline(transaction=False)
                 for jid in self.jids:
-                    pipe.hgetall(f"it-{jid}")
+                    pipe.hgetall(keys.iteration(jid))
                 self._states = {jid: read_iteration(fields)
                                 for jid, fields in zip(self.jids, pipe.execute(), strict=True)}
         return self._states

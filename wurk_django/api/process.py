@@ -6,14 +6,14 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from .. import payload
+from .. import keys, payload
+from ..server.processes import prune_processes
 from ._base import RedisClient, conn, text, to_float, to_int, utc
 from .record import JobRecord
 
 __all__ = ["ProcessSet", "Process", "WorkSet", "Workers", "Work", "EmbeddedProcessError"]
 
 SIGNAL_TTL = 60  # seconds a signal waits for the next beat before it is dropped (CORE-060)
-CLEANUP_LOCK_TTL = 60  # prune ``processes`` at most once a minute across the cluster (CORE-061)
 _HEARTBEAT_FIELDS = ("info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us")
 
 
@@ -22,7 +22,7 @@ class EmbeddedProcessError(RuntimeError):
 
 
 def _sorted_identities(redis: RedisClient) -> list[str]:
-    return sorted(text(i) for i in redis.sscan_iter("processes"))
+    return sorted(text(i) for i in redis.sscan_iter(keys.PROCESSES))
 
 
 class Process(dict):
@@ -91,7 +91,7 @@ class Process(dict):
     @property
     def leader(self) -> bool:
         """Whether Enterprise's ``dear-leader`` key names this process (core only reads it)."""
-        current = self._leader if self._leader is not None else text(self.redis.get("dear-leader")) or ""
+        current = self._leader if self._leader is not None else text(self.redis.get(keys.LEADER)) or ""
         return bool(current) and current == self.identity
 
     @property
@@ -119,7 +119,7 @@ class Process(dict):
                                        "its host application controls its lifecycle")
 
     def _signal(self, sig: str) -> None:
-        key = f"{self.identity}-signals"
+        key = keys.signals_list(self.identity)
         pipe = self.redis.pipeline(transaction=True)
         pipe.lpush(key, sig)
         pipe.expire(key, SIGNAL_TTL)
@@ -142,27 +142,7 @@ class ProcessSet:
         """Drop identities whose heartbeat hash has no ``info`` (the process died and its
         hash expired). At most once a minute cluster-wide via the ``process_cleanup``
         lock. Returns how many were removed."""
-        redis = self.redis
-        if not redis.set("process_cleanup", "1", nx=True, ex=CLEANUP_LOCK_TTL):
-            return 0
-        removed = 0
-        batch: list[bytes] = []
-        for identity in redis.sscan_iter("processes"):
-            batch.append(identity)
-            if len(batch) == 100:
-                removed += self._prune(batch)
-                batch = []
-        if batch:
-            removed += self._prune(batch)
-        return removed
-
-    def _prune(self, identities: list[bytes]) -> int:
-        pipe = self.redis.pipeline(transaction=False)
-        for identity in identities:
-            pipe.hget(identity, "info")
-        infos = pipe.execute()
-        dead = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
-        return int(self.redis.srem("processes", *dead)) if dead else 0
+        return prune_processes(self.redis)
 
     def __iter__(self) -> Iterator[Process]:
         """Processes sorted by identity; identities without ``info`` are skipped."""
@@ -173,7 +153,7 @@ class ProcessSet:
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
             pipe.hmget(identity, *_HEARTBEAT_FIELDS)
-        pipe.get("dear-leader")
+        pipe.get(keys.LEADER)
         *rows, leader = pipe.execute()
         leader_id = text(leader) or ""
         for row in rows:
@@ -200,7 +180,7 @@ class ProcessSet:
     @property
     def size(self) -> int:
         """``SCARD processes``: may include a dead process until the next cleanup."""
-        return int(self.redis.scard("processes"))
+        return int(self.redis.scard(keys.PROCESSES))
 
     def __len__(self) -> int:
         return self.size
@@ -218,7 +198,7 @@ class ProcessSet:
     @property
     def leader(self) -> str:
         """Identity of the Enterprise leader, or ``""``."""
-        return text(self.redis.get("dear-leader")) or ""
+        return text(self.redis.get(keys.LEADER)) or ""
 
     def get(self, identity: str) -> Process | None:
         for process in self:
@@ -287,7 +267,7 @@ class WorkSet:
             return
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hgetall(f"{identity}:work")
+            pipe.hgetall(keys.work(identity))
         found: list[tuple[str, str, Work]] = []
         for identity, threads in zip(identities, pipe.execute(), strict=True):
             for tid, raw in (threads or {}).items():

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
+from .. import keys
 from ._base import RedisClient, conn, text, to_float, to_int, utc
 
 __all__ = ["ProfileSet", "ProfileRecord"]
@@ -48,12 +49,12 @@ class ProfileSet:
 
     def _prune(self) -> None:
         # A member's score is its expiry; the hash has already expired by then.
-        self.redis.zremrangebyscore("profiles", "-inf", time.time())
+        self.redis.zremrangebyscore(keys.PROFILES, "-inf", time.time())
 
     @property
     def size(self) -> int:
         self._prune()
-        return int(self.redis.zcard("profiles"))
+        return int(self.redis.zcard(keys.PROFILES))
 
     def __len__(self) -> int:
         return self.size
@@ -61,13 +62,13 @@ class ProfileSet:
     def __iter__(self) -> Iterator[ProfileRecord]:
         self._prune()
         redis = self.redis
-        keys = [text(k) for k in redis.zrange("profiles", "+inf", 0, byscore=True, desc=True)]
-        if not keys:
+        members = [text(k) for k in redis.zrange(keys.PROFILES, "+inf", 0, byscore=True, desc=True)]
+        if not members:
             return
         pipe = redis.pipeline(transaction=False)
-        for key in keys:
+        for key in members:
             pipe.hmget(key, *_FIELDS)
-        for key, values in zip(keys, pipe.execute(), strict=True):
+        for key, values in zip(members, pipe.execute(), strict=True):
             if any(v is not None for v in values):
                 yield ProfileRecord(key, values, redis=self._redis)
 

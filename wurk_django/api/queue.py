@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .. import keys
+from .. import pause as pausing
 from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw, text
 from .record import JobRecord
 
@@ -16,7 +18,7 @@ class Queue:
 
     def __init__(self, name: str = "default", redis: RedisClient | None = None) -> None:
         self.name = name
-        self.rname = f"queue:{name}"
+        self.rname = keys.queue(name)
         self._redis = redis
 
     @property
@@ -26,7 +28,7 @@ class Queue:
     @classmethod
     def all(cls, redis: RedisClient | None = None) -> list[Queue]:
         """Every queue named in the ``queues`` set, sorted by name."""
-        names = sorted(text(n) for n in conn(redis).smembers("queues"))
+        names = sorted(text(n) for n in conn(redis).smembers(keys.QUEUES))
         return [cls(name, redis=redis) for name in names]
 
     def __repr__(self) -> str:
@@ -48,18 +50,14 @@ class Queue:
     @property
     def paused(self) -> bool:
         """Whether the queue is in the ``paused`` set, read live from Redis (PRO-300)."""
-        return bool(self.redis.sismember("paused", self.name))
+        return bool(self.redis.sismember(keys.PAUSED, self.name))
 
     def pause(self) -> None:
         """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300)."""
-        from ..pause import pause
-
-        pause(self.name, self.redis)
+        pausing.pause(self.name, self.redis)
 
     def unpause(self) -> None:
-        from ..pause import unpause
-
-        unpause(self.name, self.redis)
+        pausing.unpause(self.name, self.redis)
 
     @property
     def latency(self) -> float:
@@ -105,6 +103,6 @@ class Queue:
         """Drop every job and forget the queue: ``MULTI UNLINK queue:<n>; SREM queues <n>``."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.unlink(self.rname)
-        pipe.srem("queues", self.name)
+        pipe.srem(keys.QUEUES, self.name)
         pipe.execute()
         return True

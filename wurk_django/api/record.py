@@ -9,7 +9,7 @@ import zlib
 from datetime import datetime
 from typing import Any
 
-from .. import payload
+from .. import keys, payload
 from ..encryption.envelope import PLACEHOLDER as ENCRYPTED_PLACEHOLDER
 from ..encryption.envelope import is_envelope
 from ._base import RedisClient, conn, latency_of, text, timestamp_at, to_float, to_int
@@ -261,7 +261,7 @@ class JobRecord:
         """Progress of an iterable job (``it-<jid>``, CORE-221), or ``None``."""
         if not self.jid:
             return None
-        return read_iteration(self.redis.hgetall(f"it-{self.jid}"))
+        return read_iteration(self.redis.hgetall(keys.iteration(self.jid)))
 
     # -- actions -------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class JobRecord:
         """Remove this exact entry from its queue: ``LREM queue:<q> 1 <value>``."""
         if not self.queue:
             return False
-        return bool(self.redis.lrem(f"queue:{self.queue}", 1, self.value))
+        return bool(self.redis.lrem(keys.queue(self.queue), 1, self.value))
 
 
 def read_iteration(fields: dict | None) -> dict | None:

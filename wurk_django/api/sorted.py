@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
-from .. import payload
+from .. import keys, payload
 from ..client import Client
 from ..conf import get_config
 from ..server import death
@@ -327,7 +327,7 @@ class JobSet(SortedSet):
 class ScheduledSet(JobSet):
     """``schedule``: jobs waiting for their time (score = run at)."""
 
-    name = "schedule"
+    name = keys.SCHEDULE
 
     def __init__(self, redis: RedisClient | None = None) -> None:
         super().__init__(redis=redis)
@@ -336,7 +336,7 @@ class ScheduledSet(JobSet):
 class RetrySet(JobSet):
     """``retry``: failed jobs waiting for their next attempt (score = next retry)."""
 
-    name = "retry"
+    name = keys.RETRY
 
     def __init__(self, redis: RedisClient | None = None) -> None:
         super().__init__(redis=redis)
@@ -345,7 +345,7 @@ class RetrySet(JobSet):
 class DeadSet(JobSet):
     """``dead`` (the morgue): jobs that will not be retried (score = death time)."""
 
-    name = "dead"
+    name = keys.DEAD
 
     def __init__(self, redis: RedisClient | None = None) -> None:
         super().__init__(redis=redis)

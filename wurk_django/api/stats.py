@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from .. import keys
 from ._base import RedisClient, conn, latency_of_raw, text, to_int
 
 __all__ = ["Stats", "StatsHistory", "QueueSummary"]
@@ -33,13 +34,13 @@ class Stats:
     def __init__(self, redis: RedisClient | None = None) -> None:
         self._redis = redis
         pipe = self.redis.pipeline(transaction=False)
-        pipe.get("stat:processed")
-        pipe.get("stat:failed")
-        pipe.zcard("schedule")
-        pipe.zcard("retry")
-        pipe.zcard("dead")
-        pipe.scard("processes")
-        pipe.lindex("queue:default", -1)
+        pipe.get(keys.STAT_PROCESSED)
+        pipe.get(keys.STAT_FAILED)
+        pipe.zcard(keys.SCHEDULE)
+        pipe.zcard(keys.RETRY)
+        pipe.zcard(keys.DEAD)
+        pipe.scard(keys.PROCESSES)
+        pipe.lindex(keys.queue("default"), -1)
         processed, failed, scheduled, retries, dead, processes, oldest_default = pipe.execute()
         self.processed: int = to_int(processed)
         self.failed: int = to_int(failed)
@@ -57,13 +58,13 @@ class Stats:
 
     def _load_slow(self) -> None:
         redis = self.redis
-        identities = list(redis.sscan_iter("processes"))
-        queues = list(redis.sscan_iter("queues"))
+        identities = list(redis.sscan_iter(keys.PROCESSES))
+        queues = list(redis.sscan_iter(keys.QUEUES))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
             pipe.hget(identity, "busy")
         for queue in queues:
-            pipe.llen(b"queue:" + queue)
+            pipe.llen(keys.QUEUE_PREFIX.encode() + queue)
         replies = pipe.execute() if identities or queues else []
         self._workers_size = sum(to_int(v) for v in replies[:len(identities)])
         self._enqueued = sum(int(v) for v in replies[len(identities):])
@@ -89,14 +90,14 @@ class Stats:
     def queue_summaries(self) -> list[QueueSummary]:
         """Name, size, latency and paused flag of every queue, biggest first (ties by name)."""
         redis = self.redis
-        names = sorted(text(q) for q in redis.sscan_iter("queues"))
+        names = sorted(text(q) for q in redis.sscan_iter(keys.QUEUES))
         if not names:
             return []
         pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(f"queue:{name}")
-            pipe.lindex(f"queue:{name}", -1)
-            pipe.sismember("paused", name)
+            pipe.llen(keys.queue(name))
+            pipe.lindex(keys.queue(name), -1)
+            pipe.sismember(keys.PAUSED, name)
         replies = pipe.execute()
         summaries = [
             QueueSummary(name=name, size=int(replies[3 * i]), latency=latency_of_raw(replies[3 * i + 1]),
@@ -111,7 +112,7 @@ class Stats:
         other names are ignored). Per-day history is left alone."""
         chosen = [n for n in _RESETTABLE if not names or n in names]
         if chosen:
-            self.redis.mset({f"stat:{n}": 0 for n in chosen})
+            self.redis.mset({keys.stat(n): 0 for n in chosen})
 
 
 class StatsHistory:
@@ -144,6 +145,6 @@ class StatsHistory:
 
     def _series(self, kind: str) -> dict[str, int]:
         dates = self.dates()
-        values = self.redis.mget([f"stat:{kind}:{d}" for d in dates])
+        values = self.redis.mget([keys.stat_on(kind, d) for d in dates])
         # A day nobody worked has no key at all: that is a 0, not a gap.
         return {d: to_int(v) for d, v in zip(dates, values, strict=True)}

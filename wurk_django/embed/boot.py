@@ -24,6 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..conf import raw_settings
+from . import embedded
+
 logger = logging.getLogger("wurk_django.boot")
 
 SKIP = "skip"
@@ -109,8 +112,6 @@ _recorded: tuple[int, Decision] | None = None
 
 
 def _decide_now() -> Decision:
-    from ..conf import raw_settings
-
     try:
         mode = raw_settings().get("MODE", "off")
     except Exception as exc:  # a broken WURK is reported by the system checks, not by booting
@@ -147,8 +148,6 @@ def on_ready() -> Decision:
 
 
 def _first_request(**kwargs: Any) -> None:
-    from . import embedded
-
     if not embedded.attempted():
         start("first request")
 
@@ -160,8 +159,6 @@ def start(source: str, *, drain_timeout: float | None = None) -> bool:
     """
     decision = current()
     if decision.action == EMBEDDED:
-        from . import embedded
-
         return embedded.start(drain_timeout=drain_timeout, source=source)
     if decision.action == SWARM:
         return _hand_over_to_swarm(source)
@@ -172,6 +169,8 @@ def start(source: str, *, drain_timeout: float | None = None) -> bool:
 
 def _hand_over_to_swarm(source: str) -> bool:
     """Give the process to the swarm supervisor, when one that can be co-hosted is installed (RUN-411)."""
+    # Lazy: looked up at the moment of hand-over, so a build without the swarm (or a
+    # test standing in for it) is seen as such; a web process never loads it otherwise.
     try:
         from ..server import swarm
     except ImportError:

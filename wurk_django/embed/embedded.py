@@ -21,7 +21,9 @@ import threading
 import redis as redis_lib
 
 from .. import connection
+from ..conf import Config, get_config
 from ..errors import ConfigurationError, RedisVersionError
+from ..server.threads import spawn
 
 logger = logging.getLogger("wurk_django.embedded")
 
@@ -50,8 +52,6 @@ class _Embedded:
         self.discovered = False
 
     def _config(self):
-        from ..conf import Config, get_config
-
         concurrency = self.concurrency or get_config().embedded_concurrency
         return Config(CONCURRENCY=concurrency)
 
@@ -62,6 +62,8 @@ class _Embedded:
                 return False
             if self.launcher is not None:
                 return True
+            # Lazy: the worker engine is loaded only by a web process that runs it;
+            # every web process imports this module through the gunicorn/ASGI hooks.
             from ..server.launcher import Launcher
 
             launcher = None
@@ -99,8 +101,6 @@ class _Embedded:
             return True
 
     def retry_in_background(self) -> None:
-        from ..server.threads import spawn
-
         if self.cancelled.is_set():
             return
         self.retry_thread = spawn("wurk-embedded-boot", self._retry_loop)
@@ -129,15 +129,12 @@ class _Embedded:
 
     def stop_in_background(self) -> None:
         """Internal shutdown requests stop on one retained thread, never on the caller's (RUN-504)."""
-        from ..server.threads import spawn
-
         with self.stopper_lock:
             if self.stopper is None:
                 self.stopper = spawn("wurk-embedded-stop", lambda: self.stop(None))
 
     def _dashboard_signal(self, name: str) -> None:
-        from ..server.launcher import dump_threads
-        from ..server.threads import spawn
+        from ..server.launcher import dump_threads  # lazy: as in _boot, the engine only when used
 
         # The web server owns the process's signals, so dashboard signals are applied here (RUN-304).
         if name == "TERM":

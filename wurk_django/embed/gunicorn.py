@@ -33,6 +33,7 @@ import logging
 from typing import Any
 
 from .. import connection
+from ..conf import get_config
 from . import boot, embedded
 
 logger = logging.getLogger("wurk_django.embedded")
@@ -95,7 +96,6 @@ def post_worker_init(worker: Any) -> None:
     if not boot.current().embedded:
         boot.start("gunicorn post_worker_init")  # logs a refusal for modes that cannot run here
         return
-    from ..conf import get_config
 
     cfg = worker.cfg
     wurk_timeout = get_config().timeout

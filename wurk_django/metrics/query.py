@@ -21,6 +21,7 @@ from typing import Any
 
 import redis as redis_lib
 
+from .. import keys
 from ..connection import get_redis
 
 __all__ = [
@@ -58,21 +59,10 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def minute_key(moment: datetime) -> str:
-    """``j|%y%m%d|%-H:%M``: e.g. ``j|250214|8:43`` (CORE-211)."""
-    moment = _utc(moment)
-    return f"j|{moment:%y%m%d}|{moment.hour}:{moment:%M}"
-
-
-def ten_minute_key(moment: datetime) -> str:
-    """The minute key minus its last character: ``j|250214|8:4`` covers 8:40-8:49."""
-    return minute_key(moment)[:-1]
-
-
-def histogram_key(klass: str, moment: datetime) -> str:
-    """``h|<class>-<%-d>-<%-H>:<%-M>``: day, hour and minute without padding (CORE-212)."""
-    moment = _utc(moment)
-    return f"h|{klass}-{moment.day}-{moment.hour}:{moment.minute}"
+# The key formats live in wurk_django/keys.py; these names are the metrics API's.
+minute_key = keys.metrics_minute
+ten_minute_key = keys.metrics_ten_minutes
+histogram_key = keys.metrics_histogram
 
 
 def _iso(moment: datetime) -> str:

@@ -23,6 +23,7 @@ from collections import defaultdict
 
 import redis as redis_lib
 
+from .. import keys
 from ..conf import Config
 from ..connection import get_redis
 from ..writer import Writer
@@ -46,7 +47,7 @@ class UnitOfWork:
 
     @property
     def queue_key(self) -> str:
-        return f"queue:{self.queue}"
+        return keys.queue(self.queue)
 
     def acknowledge(self) -> None:
         """Nothing to do: BRPOP already removed the job from Redis."""
@@ -60,7 +61,7 @@ class BasicFetch:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.order = QueueOrder(config.queues)
-        self._keys = {name: f"queue:{name}" for name in self.order.names}
+        self._keys = {name: keys.queue(name) for name in self.order.names}
         self._done = threading.Event()
         self._concurrency = config.concurrency
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
@@ -72,9 +73,9 @@ class BasicFetch:
         if self._done.is_set():
             time.sleep(0.05)
             return None
-        keys = [self._keys[name] for name in self.order()]
+        queue_keys = [self._keys[name] for name in self.order()]
         try:
-            reply = self._redis().brpop(keys, timeout=BLOCK_SECONDS)
+            reply = self._redis().brpop(queue_keys, timeout=BLOCK_SECONDS)
         except redis_lib.RedisError as exc:
             self._outage.failed(exc)
             self._done.wait(ERROR_BACKOFF)
@@ -83,7 +84,7 @@ class BasicFetch:
         if reply is None:
             return None
         key, job = reply
-        return UnitOfWork(key.decode()[6:], job, self)
+        return UnitOfWork(key.decode()[len(keys.QUEUE_PREFIX):], job, self)
 
     def flush_acks(self) -> None:
         """Nothing is ever parked: BRPOP needs no ACK."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from .. import keys
 from ..conf import Config
 from ..connection import get_redis
 from .launcher import Launcher
@@ -15,7 +16,7 @@ def drained(launcher: Launcher) -> bool:
         return False
     pipe = get_redis(config=launcher.config).pipeline(transaction=False)
     for name in launcher.manager.fetcher.order.names:
-        pipe.llen(f"queue:{name}")
+        pipe.llen(keys.queue(name))
     return not any(pipe.execute()) and not launcher.state.busy_count()
 
 

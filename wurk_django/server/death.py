@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import payload, registry, signals
+from .. import keys, payload, registry, signals
+from ..connection import get_redis
 from ..errors import WurkError
 
 logger = logging.getLogger("wurk_django.worker")
@@ -89,10 +90,10 @@ def store(client: Any, raw: bytes | str, *, max_jobs: int, timeout: int, trim: b
     """
     now = time.time() if now is None else now
     pipe = client.pipeline(transaction=True)
-    pipe.zadd("dead", {raw: now})
+    pipe.zadd(keys.DEAD, {raw: now})
     if trim:
-        pipe.zremrangebyscore("dead", "-inf", now - timeout)
-        pipe.zremrangebyrank("dead", 0, -max_jobs)
+        pipe.zremrangebyscore(keys.DEAD, "-inf", now - timeout)
+        pipe.zremrangebyrank(keys.DEAD, 0, -max_jobs)
     pipe.execute()
 
 
@@ -121,8 +122,6 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         job = parse_or_raw(raw)
     if reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
         if redis is None:
-            from ..connection import get_redis
-
             redis = get_redis(config=config)
         store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,
               timeout=config.dead_timeout, trim=trim)
@@ -149,6 +148,8 @@ def _job_class(job: dict) -> Any:
 
 def run_handlers(job: dict, exc: BaseException, reason: str, config: Any) -> None:
     """Built-in handlers, then the user's; each failure is logged and the rest still run."""
+    # Lazy: features.install() imports the feature packages, whose install() imports
+    # this module to register here; and it must run at first use, not at import.
     from .. import features
 
     features.install()

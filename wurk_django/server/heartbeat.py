@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .. import __version__
+from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
 from .state import WorkerState, hostname
@@ -49,9 +49,9 @@ def flush_stats(state: WorkerState, config: Config | None = None) -> None:
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     pipe = get_redis(config=config).pipeline(transaction=False)
     for kind, count in (("processed", processed), ("failed", failed)):
-        pipe.incrby(f"stat:{kind}", count)
-        pipe.incrby(f"stat:{kind}:{day}", count)
-        pipe.expire(f"stat:{kind}:{day}", DAY_STATS_TTL)
+        pipe.incrby(keys.stat(kind), count)
+        pipe.incrby(keys.stat_on(kind, day), count)
+        pipe.expire(keys.stat_on(kind, day), DAY_STATS_TTL)
     pipe.execute()
 
 
@@ -98,11 +98,11 @@ class Heartbeat:
         self._check_rtt(rtt_us)
         work = self.state.work_snapshot()
         pipe = redis.pipeline(transaction=True)
-        pipe.unlink(f"{key}:work")
+        pipe.unlink(keys.work(key))
         if work:
-            pipe.hset(f"{key}:work", mapping=work)
-            pipe.expire(f"{key}:work", TTL)
-        pipe.sadd("processes", key)
+            pipe.hset(keys.work(key), mapping=work)
+            pipe.expire(keys.work(key), TTL)
+        pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
             "info": self.info(),
@@ -114,7 +114,7 @@ class Heartbeat:
             "rtt_us": rtt_us,
         })
         pipe.expire(key, TTL)
-        pipe.rpop(f"{key}-signals", 10)
+        pipe.rpop(keys.signals_list(key), 10)
         replies = pipe.execute()
         popped = replies[-1] or []
         for raw in popped:
@@ -135,6 +135,6 @@ class Heartbeat:
         """Remove this process from Redis after a clean stop (CORE-157)."""
         key = self.state.identity
         pipe = get_redis(config=self.launcher.config).pipeline(transaction=True)
-        pipe.srem("processes", key)
-        pipe.unlink(key, f"{key}:work")
+        pipe.srem(keys.PROCESSES, key)
+        pipe.unlink(key, keys.work(key))
         pipe.execute()

@@ -85,6 +85,8 @@ class Launcher:
         self._stop_started = False
 
     def _build_components(self) -> list[tuple[str, Component]]:
+        # Lazy: features.install() imports the feature packages, whose install() imports
+        # this module to register here; and it must run at first use, not at import.
         from .. import features
 
         features.install()

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from .. import payload
-from ..conf import Config
+from .. import keys, payload
+from ..conf import Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
+from . import death
 
 logger = logging.getLogger("wurk_django.worker")
 
 RECOVERY_THRESHOLD = 3
 RECOVERY_TTL = 72 * 3600
-KEY_PREFIX = "super_fetch:recovered:"
 
 
 class Poisoned(WurkError):
@@ -66,7 +66,7 @@ def on_poison(fn: Callable[[dict], None]) -> Registration:
 def _key(jid: str) -> str:
     if not jid:
         raise ValueError("a poison counter needs a non-empty jid")
-    return KEY_PREFIX + jid
+    return keys.recovered(jid)
 
 
 def recovery_count(jid: str, redis: redis_lib.Redis | None = None) -> int:
@@ -106,9 +106,6 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
 def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
     the death handlers and ``on_poison`` callbacks (PRO-153)."""
-    from ..conf import get_config
-    from . import death
-
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)

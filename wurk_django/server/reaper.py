@@ -26,6 +26,7 @@ import time
 
 import redis as redis_lib
 
+from .. import keys
 from ..conf import Config
 from ..connection import get_redis
 from ..writer import Writer
@@ -38,8 +39,6 @@ from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
-LOCK = "super_fetch:reaper"
-FULL_LOCK = "super_fetch:reaper:full"
 FULL_INTERVAL = 3600
 STALE_BEAT = 2 * BEAT_INTERVAL
 
@@ -53,11 +52,11 @@ def parse_private(key: str) -> tuple[str, str, int, str | None] | None:
         return None
     if len(parts) >= 5 and parts[-3].isdigit():
         public = "|".join(parts[:-4])
-        if public.startswith("queue:") and len(public) > len("queue:"):
+        if public.startswith(keys.QUEUE_PREFIX) and len(public) > len(keys.QUEUE_PREFIX):
             return public, parts[-4], int(parts[-3]), parts[-2]
     if parts[-2].isdigit():
         public = "|".join(parts[:-3])
-        if public.startswith("queue:") and len(public) > len("queue:"):
+        if public.startswith(keys.QUEUE_PREFIX) and len(public) > len(keys.QUEUE_PREFIX):
             return public, parts[-3], int(parts[-2]), None
     return None
 
@@ -100,16 +99,16 @@ class Reaper:
 
     def tick(self) -> None:
         redis = get_redis(config=self.config)
-        if redis.set(LOCK, 1, nx=True, ex=max(int(self.interval), 1)):
+        if redis.set(keys.REAPER_LOCK, 1, nx=True, ex=max(int(self.interval), 1)):
             self.sweep(full=False)
-        if redis.set(FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL):
+        if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL):
             self.sweep(full=True)
 
     def sweep(self, full: bool) -> int:
         """Reclaim every orphaned private list; returns how many jobs moved."""
         redis = get_redis(config=self.config)
         live = self._live_owners(redis)
-        patterns = ["queue:*|*"] if full else [f"queue:{name}|*" for name in self.queue_names]
+        patterns = [keys.PRIVATE_ALL] if full else [keys.private_pattern(name) for name in self.queue_names]
         moved = 0
         for pattern in patterns:
             for key in redis.scan_iter(match=pattern, count=1000 if full else 100):
@@ -125,7 +124,7 @@ class Reaper:
 
     def _live_owners(self, redis: redis_lib.Redis) -> dict[str, float]:
         """identity (and its ``host:pid`` prefix) -> last beat, for identities with ``info``."""
-        members = [m.decode() for m in redis.smembers("processes")]
+        members = [m.decode() for m in redis.smembers(keys.PROCESSES)]
         if not members:
             return {}
         pipe = redis.pipeline(transaction=False)
@@ -167,7 +166,7 @@ class Reaper:
         it sits in at least one list, so a crash mid-drain loses nothing.
         """
         redis = get_redis(config=self.config)
-        queue = public[len("queue:"):]
+        queue = public[len(keys.QUEUE_PREFIX):]
         writer = Writer(self.config, redis)
         moved = 0
         while True:

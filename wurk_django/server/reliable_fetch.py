@@ -22,6 +22,7 @@ from typing import Any
 
 import redis as redis_lib
 
+from .. import keys
 from ..conf import Config
 from ..connection import get_redis, send_commands, send_on
 from ..pause import PausedCache
@@ -34,12 +35,9 @@ from .state import NONCE, hostname
 logger = logging.getLogger("wurk_django.worker")
 
 ERROR_BACKOFF = 1.0
-RECOVERED_PREFIX = "super_fetch:recovered:"
-
-
 def private_list(queue: str, pid: int | None = None) -> str:
     """``queue:<q>|<host>|<pid>|<nonce>|0`` (PRO-110)."""
-    return f"queue:{queue}|{hostname()}|{pid or os.getpid()}|{NONCE}|0"
+    return keys.private_queue(queue, hostname(), pid or os.getpid(), NONCE)
 
 
 class ReliableUnit:
@@ -75,7 +73,7 @@ def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
     for unit in units:
         commands.append(("LREM", unit.private, 1, unit.job))
         if unit.jid:  # never DEL the bare prefix (PRO-155)
-            commands.append(("DEL", RECOVERED_PREFIX + unit.jid))
+            commands.append(("DEL", keys.recovered(unit.jid)))
     return commands
 
 
@@ -112,7 +110,7 @@ class ReliableFetch:
             self._keys_pid = pid
         found = self._keys.get(name)
         if found is None:
-            found = self._keys[name] = (f"queue:{name}", private_list(name, pid))
+            found = self._keys[name] = (keys.queue(name), private_list(name, pid))
         return found
 
     def private_lists(self) -> list[str]:

@@ -17,7 +17,7 @@ import random
 import time
 from typing import Any, NoReturn
 
-from .. import backtrace, payload, signals
+from .. import backtrace, keys, payload, signals
 from ..conf import Config
 from ..errors import RetryHandled, Shutdown
 from ..reporting import report
@@ -130,7 +130,7 @@ class Retrier:
             self._exhausted(job_class, msg, exc)
             return
         retry_at = now + delay + self._rng.randrange(10 * (count + 1))
-        Writer(self.config).add_to_set("retry", [(msg, retry_at)])
+        Writer(self.config).add_to_set(keys.RETRY, [(msg, retry_at)])
         logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
         signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
 

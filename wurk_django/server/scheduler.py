@@ -12,17 +12,18 @@ import logging
 import random
 import time
 
-from .. import payload
+from .. import keys, payload
 from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
 from ..scripts import script
 from . import death
+from .processes import prune_processes
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
-SETS = ("retry", "schedule")
+SETS = (keys.RETRY, keys.SCHEDULE)
 INITIAL_WAIT = 10
 
 
@@ -80,7 +81,7 @@ class Scheduler:
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""
         try:
-            count = max(int(get_redis(config=self.config).scard("processes")), 1)
+            count = max(int(get_redis(config=self.config).scard(keys.PROCESSES)), 1)
         except Exception:  # an outage only makes the interval less precise
             count = 1
         average = self.config.poll_interval_average or count * self.config.average_scheduled_poll_interval
@@ -89,9 +90,7 @@ class Scheduler:
         return average * self._rng.random() * 2
 
     def _prune_processes(self) -> None:
-        from ..api import ProcessSet
-
         try:
-            ProcessSet(clean=True)
+            prune_processes(get_redis(config=self.config))
         except Exception:
             logger.exception("could not prune the processes set")

@@ -29,9 +29,11 @@ from django.utils.json import normalize_json
 
 from .. import errors, payload, signals
 from ..asyncrun import run_coroutine
+from ..conf import get_config
 from ..connection import get_redis
 from ..job import Job
 from . import results
+from .backend import WurkBackend
 from .compat import TaskContext, TaskResultStatus, task_backends, task_finished, task_started
 
 _worker_id: str | None = None
@@ -75,8 +77,6 @@ def last_attempt(job: dict, max_retries: int, now: float | None = None) -> bool:
 
 
 def _sender(alias: str) -> type:
-    from .backend import WurkBackend
-
     try:
         backend = task_backends[alias]
     except Exception:  # noqa: BLE001 - this process may lack the alias; the signal still goes out
@@ -120,8 +120,6 @@ class TaskJob(Job):
             results.write(redis, jid, {"state": "interrupted"}, ttl)
             raise
         except BaseException as exc:
-            from ..conf import get_config
-
             final = last_attempt(job, (self._config or get_config()).max_retries)
             fields = self._fail(redis, jid, fields, exc, ttl, final=final)
             _apply(task_result, fields)

@@ -25,7 +25,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .. import payload
+from .. import keys, payload
 from .compat import (
     InvalidTask,
     InvalidTaskBackend,
@@ -54,7 +54,7 @@ _JSON_FIELDS = ("task", "args", "kwargs", "errors", "worker_ids", "return_value"
 
 
 def key(jid: str) -> str:
-    return f"status:{jid}"
+    return keys.task_status(jid)
 
 
 def valid_id(result_id: Any) -> bool:

@@ -11,13 +11,17 @@ import redis as redis_lib
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
+from ... import __version__
 from ...conf import Config, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
+from ...server.burst import drained
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
 from ...server.logwriter import BatchingStreamHandler, flush_all
 from ...server.os_signals import SignalPipe
+from ...server.swarm import run_swarm
+from ...server.threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -91,8 +95,6 @@ class Command(BaseCommand):
         if version is None:
             return
         if swarm:
-            from ...server.swarm import run_swarm
-
             sys.exit(run_swarm(config, pipe, processes))
 
         launcher = Launcher(config, on_signal=pipe.send_self)
@@ -119,9 +121,6 @@ class Command(BaseCommand):
             delay = min(delay * 2, 30.0)
 
     def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
-        from ...server.burst import drained
-        from ...server.threads import spawn
-
         stopping_since: float | None = None
         while not launcher.stopped.is_set():
             names = pipe.wait(0.5)
@@ -177,8 +176,6 @@ def _arg_error(message: str):
 
 
 def _version() -> str:
-    from ... import __version__
-
     return __version__
 
 

@@ -10,6 +10,7 @@ import threading
 
 from ...conf import Config
 from ...errors import ConfigurationError
+from ..threads import spawn
 from .slots import SHUTDOWN_GRACE, SwarmError
 from .supervisor import Swarm
 from .topology import assignments
@@ -56,7 +57,6 @@ def start_cohosted(config: Config | None = None) -> Swarm | None:
         logger.exception("wurk: co-hosted swarm boot failed")
         swarm.shutdown()
         return None
-    from ..threads import spawn
 
     holder["thread"] = spawn("wurk-swarm-supervisor", swarm.supervise)
     _cohosted = swarm

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from ... import connection
+from ... import connection, keys
 from ...conf import Config
 from .slots import SHUTDOWN_GRACE, child_identity
 
@@ -112,7 +112,7 @@ class Monitors:
 
     def _has_beaten(self, pid: int) -> bool:
         try:
-            return bool(self._redis().sismember("processes", child_identity(pid)))
+            return bool(self._redis().sismember(keys.PROCESSES, child_identity(pid)))
         except redis_lib.RedisError:
             return False  # not seen; the 30 s wait bounds it
 

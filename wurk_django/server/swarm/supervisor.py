@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import redis as redis_lib
 
-from ... import connection
+from ... import connection, keys
 from ...conf import Config
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
@@ -343,8 +343,8 @@ class Swarm(RollingRestarts, Monitors):
         identity = child_identity(pid)
         try:
             pipe = self._redis().pipeline(transaction=True)
-            pipe.srem("processes", identity)
-            pipe.unlink(identity, f"{identity}:work")
+            pipe.srem(keys.PROCESSES, identity)
+            pipe.unlink(identity, keys.work(identity))
             pipe.execute()
         except redis_lib.RedisError as exc:
             logger.warning("could not remove the heartbeat of dead child %s: %s", identity, exc)

@@ -1,0 +1,48 @@
+"""Who may see and change the Wurk pages: permissions, read-only mode, the authorize hook
+and the API bearer token (DJ-051, DJ-056). Imports no page, so every page may use it."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+
+from ..conf import get_config
+
+VIEW_PERMISSION = "wurk_django.view_dashboard"
+MANAGE_PERMISSION = "wurk_django.manage_jobs"
+
+
+def can_view(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
+
+
+def read_only() -> bool:
+    return bool(get_config()["ADMIN_READ_ONLY"])
+
+
+def can_manage(request: HttpRequest) -> bool:
+    """Whether this request may change anything (buttons are hidden otherwise)."""
+    user = request.user
+    return bool(can_view(request) and user.has_perm(MANAGE_PERMISSION) and not read_only())
+
+
+def authorize_hook(request: HttpRequest) -> bool:
+    """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051)."""
+    hook = get_config()["ADMIN_AUTHORIZE"]
+    if not hook:
+        return True
+    if isinstance(hook, str):
+        hook = import_string(hook)
+    return bool(hook(request, request.method, request.path))
+
+
+def bearer_ok(request: HttpRequest) -> bool:
+    """``Authorization: Bearer <WURK["API_TOKEN"]>``, compared in constant time."""
+    token = get_config()["API_TOKEN"]
+    header = request.headers.get("Authorization", "")
+    if not token or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[len("Bearer "):].strip().encode(), str(token).encode())
