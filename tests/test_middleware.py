@@ -219,3 +219,22 @@ def test_server_middleware_not_calling_next_skips_perform():  # CORE-114
     with wurk_settings(SERVER_MIDDLEWARE=[ServerSkip]):
         assert Skipped.perform_inline() is None  # CORE-088: None when halted
     assert TRACE == ["skip"]
+
+
+class OnlyFlagged:
+    @staticmethod
+    def applies(job):
+        return bool(job.get("flag"))
+
+    def __call__(self, job_class, job, queue, redis, call_next):
+        TRACE.append("flagged")
+        return call_next()
+
+
+def test_a_middleware_that_does_not_apply_is_skipped():
+    chain = Chain([OnlyFlagged])
+    assert not chain.applies_to({"class": "X"}) and chain.applies_to({"flag": True})
+    chain.invoke(("X", {"class": "X"}, "default", None), lambda: TRACE.append("core"))
+    chain.invoke(("X", {"flag": True}, "default", None), lambda: TRACE.append("core"))
+    assert TRACE == ["core", "flagged", "core"]
+    assert Chain([Outer]).applies_to({})  # no predicate: always applies

@@ -9,6 +9,12 @@ A middleware is a class whose instances are called once per job:
 
 A fresh instance is built per job from the arguments given at registration,
 so middleware can keep per-job state on ``self`` safely across threads.
+
+A middleware class may define ``applies(job) -> bool`` (a static method): a
+cheap test of whether it has anything to do with this job. The chain skips it
+when it says no, which must mean exactly what calling ``call_next()`` at once
+would have done. The built-in features use it so a job that uses none of them
+pays nothing for them; user middleware normally does not define it.
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ from django.utils.module_loading import import_string
 
 
 class Entry:
-    __slots__ = ("klass", "args", "kwargs")
+    __slots__ = ("klass", "args", "kwargs", "applies")
 
     def __init__(self, klass: Any, args: tuple = (), kwargs: dict | None = None) -> None:
         self.klass = import_string(klass) if isinstance(klass, str) else klass
         self.args = args
         self.kwargs = kwargs or {}
+        self.applies: Callable[[dict], bool] | None = getattr(self.klass, "applies", None)
 
     def make(self) -> Callable:
         return self.klass(*self.args, **self.kwargs)
@@ -94,11 +101,19 @@ class Chain:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def applies_to(self, job: dict) -> bool:
+        """Whether any middleware of this chain has something to do with ``job``."""
+        return any(e.applies is None or e.applies(job) for e in self._entries)
+
     def invoke(self, args: tuple, last: Callable[[], Any]) -> Any:
-        """Run every middleware around ``last``; each gets ``*args, call_next``."""
+        """Run every middleware that applies around ``last``; each gets ``*args, call_next``.
+        ``args[1]`` is the job dict on both sides."""
         if not self._entries:
             return last()
-        instances = [e.make() for e in self._entries]
+        job = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
+        instances = [e.make() for e in self._entries if e.applies is None or job is None or e.applies(job)]
+        if not instances:
+            return last()
 
         def step(i: int) -> Any:
             if i == len(instances):

@@ -26,6 +26,10 @@ HANDLED_EXITS: tuple[type[BaseException], ...] = (RetrySkip, Shutdown, RetryHand
 class BatchClientMiddleware:
     """Stamps the open batch's bid on every job pushed inside ``jobs()``."""
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return context.current_batch.get() is not None
+
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
         batch = context.current_batch.get()
         if batch is not None and not job.get("bid"):

@@ -28,6 +28,10 @@ def expired(expiry: Any, now: float | None = None) -> bool:
 class ExpiryMiddleware:
     """Server middleware: skip ``perform`` for a job whose ``expiry`` has passed."""
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return job.get("expiry") is not None
+
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
         expiry = job.get("expiry")
         if expiry is not None and expired(expiry):

@@ -220,11 +220,14 @@ class WurkBackend(BaseTaskBackend):
         """Native ``redis.asyncio`` push through the write path (DJ-017), unless a sync-only
         feature is in play (on-commit, client middleware, a testing mode)."""
         config = get_config()
-        if self.enqueue_on_commit or len(client_chain(config)) or testing.mode(config) is not None:
+        if self.enqueue_on_commit or testing.mode(config) is not None:
             return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         result, item, record = self._prepare(task, args, kwargs)
         validate(item)
         job = normalize(item, config)
+        if client_chain(config).applies_to(job):
+            # A middleware (the user's, or a feature this task uses) may do blocking I/O.
+            return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
         record["enqueued_at"] = payload.now_ms()
         writer = AsyncWriter(config)
