@@ -65,7 +65,7 @@ def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
     commands: list[tuple[Any, ...]] = []
     for unit in units:
         commands.append(("LREM", unit.private, 1, unit.job))
-        if unit.jid:  # never DEL the bare prefix (PRO-155)
+        if isinstance(unit.jid, str) and unit.jid:  # never DEL the bare prefix (PRO-155)
             commands.append(("DEL", RECOVERED_PREFIX + unit.jid))
     return commands
 
