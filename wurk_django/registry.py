@@ -56,13 +56,28 @@ def _allowed_prefixes() -> list[str]:
     return [app.name for app in apps.get_app_configs()]
 
 
+def may_import(module_name: str) -> bool:
+    """True when a payload may cause ``module_name`` to be imported.
+
+    Only modules inside an allowed prefix qualify, or modules this process has
+    imported already (importing those again runs no code).
+    """
+    import sys
+
+    if not module_name:
+        return False
+    if module_name in sys.modules:
+        return True
+    return any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes())
+
+
 def resolve(name: str) -> type[Job]:
     """The job class for ``name``; raises :class:`UnknownJobClass` when there is none."""
     found = _jobs.get(name)
     if found is not None:
         return found
     module_name = name.rpartition(".")[0]
-    if module_name and any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes()):
+    if module_name and may_import(module_name):
         try:
             importlib.import_module(module_name)
         except ImportError as exc:
