@@ -20,6 +20,12 @@ from django.utils.module_loading import import_string
 from .errors import ConfigurationError
 
 QUEUE_NAME = re.compile(r"^[a-z_:.\-0-9]+$", re.IGNORECASE)
+
+
+def is_queue_name(name: object) -> bool:
+    """The one queue-name rule, shared by the client, the worker and the admin:
+    letters, digits and ``_ : . -``, nothing else (no spaces, ``|`` or markup)."""
+    return isinstance(name, str) and QUEUE_NAME.fullmatch(name) is not None
 MODES = ("off", "standalone", "embedded", "swarm")
 
 # Every key the WURK dict may hold, with its default. Features add theirs here.
@@ -205,7 +211,7 @@ def parse_queue(spec: Any) -> tuple[str, int]:
     else:
         raise ConfigurationError(f"queue spec {spec!r} must be 'name' or 'name,weight'")
     name = str(name).strip()
-    if not QUEUE_NAME.match(name):
+    if not is_queue_name(name):
         raise ConfigurationError(f"queue name {name!r} must match {QUEUE_NAME.pattern}")
     try:
         weight = int(weight)

@@ -93,13 +93,14 @@ def parse_job(raw: bytes | str) -> dict:
     klass = job.get("class")
     if not isinstance(klass, str) or not klass or not isinstance(job.get("args"), list):
         raise InvalidJob("payload lacks a string 'class' or a list 'args'")
-    problem = _field_problem(job)
+    problem = field_problem(job)
     if problem:
         raise InvalidJob(problem)
     return job
 
 
-def _field_problem(job: dict) -> str | None:
+def field_problem(job: dict) -> str | None:
+    """What is wrong with a job's typed fields (the client refuses, the worker dead-sets), or ``None``."""
     if "jid" in job and (not isinstance(job["jid"], str) or not job["jid"]):
         return f"payload 'jid' must be a non-empty string, not {job['jid']!r:.100}"
     for key in ("queue", "wrapped", "bid", "retry_queue"):
@@ -108,9 +109,9 @@ def _field_problem(job: dict) -> str | None:
     retry = job.get("retry")
     if retry is not None and not isinstance(retry, bool) and not (_is_int(retry) and retry >= 0):
         return f"payload 'retry' must be true, false or an integer >= 0, not {retry!r:.100}"
-    if "retry_count" in job and job["retry_count"] is not None and not (
-            _is_int(job["retry_count"]) and job["retry_count"] >= 0):
-        return f"payload 'retry_count' must be an integer >= 0, not {job['retry_count']!r:.100}"
+    # -1 is legitimate: retrying a first failure by hand sets it there, as Sidekiq does.
+    if "retry_count" in job and job["retry_count"] is not None and not _is_int(job["retry_count"]):
+        return f"payload 'retry_count' must be an integer, not {job['retry_count']!r:.100}"
     retry_for = job.get("retry_for")
     if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, (int, float))):
         return f"payload 'retry_for' must be a number of seconds, not {retry_for!r:.100}"

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 
 from .. import pause
 from ..api import JobRecord, Queue, Stats
-from ..conf import QUEUE_NAME
+from ..conf import is_queue_name
 from .common import Page, keep_query, page_params, redirect_back, redis, render, short_args, url
 
 
@@ -25,7 +25,7 @@ def set_paused(name: str, paused: bool) -> None:
 
 
 def _queue(name: str) -> Queue:
-    if not QUEUE_NAME.match(name):
+    if not is_queue_name(name):
         raise Http404("no such queue")  # CORE-183
     return Queue(name)
 

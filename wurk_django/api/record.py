@@ -23,6 +23,13 @@ _MAILER_JOBS = frozenset({"ActionMailer::DeliveryJob", "ActionMailer::MailDelive
 _AJ_PREFIX = "_aj_"
 _AJ_GLOBALID = "_aj_globalid"
 ENCRYPTED_PLACEHOLDER = "[encrypted data]"
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$|^[A-Za-z0-9+/]{2}==$|^[A-Za-z0-9+/]{3}=$")
+
+
+def _looks_encrypted(value: object) -> bool:
+    """Ciphertext travels as one Base64 string; anything else under ``encrypt`` is plain text,
+    and a mask over plain text would tell the reader it is protected when it is not."""
+    return isinstance(value, str) and _BASE64.match(value) is not None
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 
 
@@ -248,7 +255,7 @@ class JobRecord:
                 return [params.get("params"), params.get("args")]
             return arguments
         args = list(self.args)
-        if args and payload.truthy(self.item.get("encrypt")):
+        if args and payload.truthy(self.item.get("encrypt")) and _looks_encrypted(args[-1]):
             args[-1] = ENCRYPTED_PLACEHOLDER
         return args
 
