@@ -30,6 +30,7 @@ def _task_payload(wrapped: str) -> bytes:
 
 
 def test_task_payload_naming_an_outside_module_imports_nothing(redis_db, burst, marker_module):
+    pytest.importorskip("django.tasks")
     name, marker = marker_module
     redis_db.lpush("queue:default", _task_payload(f"{name}.task"), _task_payload("this.x"))
     emptied, _log = burst()
@@ -42,6 +43,7 @@ def test_task_payload_naming_an_outside_module_imports_nothing(redis_db, burst, 
 
 
 def test_load_task_and_resolve_refuse_outside_modules(marker_module):
+    pytest.importorskip("django.tasks")
     name, marker = marker_module
     with pytest.raises(results.RefusedTask):
         results.load_task(f"{name}.task")
@@ -51,6 +53,7 @@ def test_load_task_and_resolve_refuse_outside_modules(marker_module):
 
 
 def test_allowed_prefix_may_be_imported(marker_module, settings):
+    pytest.importorskip("django.tasks")
     name, marker = marker_module
     settings.WURK = {**settings.WURK, "IMPORT_ON_MISS": [name]}
     from wurk_django.conf import reset_config
