@@ -18,6 +18,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..dead import bury
 from ..scripts import script
+from .outage import is_outage
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -90,5 +91,9 @@ class Scheduler:
 
         try:
             ProcessSet(clean=True)
-        except Exception:
-            logger.exception("could not prune the processes set")
+        except Exception as exc:
+            if not is_outage(exc):
+                logger.exception("could not prune the processes set")
+                return
+            self._pruned = False  # try again at the next tick; the loop reports the outage once
+            raise
