@@ -85,6 +85,35 @@ REDIS_KEYS = ("URL", "CACHE", "POOL_SIZE", "OPTIONS")
 TESTING_MODES = (None, "disable", "fake", "inline")
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def redis_url_problem(url: Any) -> str | None:
+    """What is wrong with a Redis URL (the scheme, a database that is not a number), or ``None``.
+
+    redis-py would otherwise fail later with a traceback (an unknown scheme) or
+    quietly use database 0 (``/abc``).
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    if not isinstance(url, str) or "://" not in url:
+        return f"{url!r} is not a Redis URL (redis://host:port/db)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        return f"{url!r} is not a valid URL: {exc}"
+    if parts.scheme not in REDIS_SCHEMES:
+        return f"{url!r} has scheme {parts.scheme!r}; use one of " + ", ".join(f"{s}://" for s in REDIS_SCHEMES)
+    databases = parse_qs(parts.query).get("db", [])
+    if parts.scheme != "unix" and parts.path not in ("", "/"):
+        databases.append(parts.path.lstrip("/"))
+    for db in databases:
+        if not db.isdigit():
+            return f"{url!r} names database {db!r}; a database is a number (redis://host:6379/0)"
+    return None
+
+
 def _is_int(v: Any, minimum: int | None = None) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
 
@@ -129,8 +158,9 @@ def _swarm_topology(v: Any) -> bool:
 
 # key -> (predicate, what the value must be)
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "REDIS_URL": (lambda v: v is None or (isinstance(v, str) and "://" in v), "a redis:// URL"),
-    "REDIS": (lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict"),
+    "REDIS_URL": (lambda v: v is None or redis_url_problem(v) is None, "a redis://host:port/<number> URL"),
+    "REDIS": (lambda v: v is None or isinstance(v, dict) or redis_url_problem(v) is None,
+              "a redis://host:port/<number> URL or a dict"),
     "CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "QUEUES": (lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs"),
     "TIMEOUT": (lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
@@ -244,6 +274,9 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     redis = raw.get("REDIS")
     if isinstance(redis, dict):
         found.extend(_redis_dict_problems(redis))
+    env_url = os.environ.get("REDIS_URL")
+    if not redis and not raw.get("REDIS_URL") and env_url and redis_url_problem(env_url):
+        found.append(Problem("REDIS_URL", f"(from the REDIS_URL environment variable) {redis_url_problem(env_url)}"))
     return found
 
 
@@ -254,8 +287,8 @@ def _redis_dict_problems(redis: dict[str, Any]) -> list[Problem]:
             found.append(Problem("REDIS", f"unknown key {sub!r}", "known keys: " + ", ".join(REDIS_KEYS), kind="redis"))
     if redis.get("URL") and redis.get("CACHE"):
         found.append(Problem("REDIS", "give either URL or CACHE, not both", kind="redis"))
-    if "URL" in redis and not (isinstance(redis["URL"], str) and "://" in redis["URL"]):
-        found.append(Problem("REDIS", f"URL {redis['URL']!r} is not a redis:// URL", kind="redis"))
+    if "URL" in redis and redis["URL"] is not None and redis_url_problem(redis["URL"]):
+        found.append(Problem("REDIS", f"URL {redis_url_problem(redis['URL'])}", kind="redis"))
     if "CACHE" in redis and not (isinstance(redis["CACHE"], str) and redis["CACHE"]):
         found.append(Problem("REDIS", f"CACHE {redis['CACHE']!r} is not a cache alias", kind="redis"))
     if "POOL_SIZE" in redis and not _is_int(redis["POOL_SIZE"], 1):
