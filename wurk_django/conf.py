@@ -64,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ITERATION_RUNTIME": None,  # seconds an iterable job runs before re-queueing itself
     "RELIABLE_PUSH": True,
     "RELIABLE_PUSH_BUFFER": 1000,
+    "RELIABLE_PUSH_EXIT_WAIT": 5,  # seconds a process retries its buffered pushes at exit
     "FETCH_POLL_INTERVAL": 2,
     "SUPER_FETCH_REAPER_INTERVAL": 60,
     "REAPER_ORPHAN_GRACE": 30,
@@ -193,6 +194,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "MAX_ITERATION_RUNTIME": (lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0"),
     "RELIABLE_PUSH": (lambda v: isinstance(v, bool), "True or False"),
     "RELIABLE_PUSH_BUFFER": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "RELIABLE_PUSH_EXIT_WAIT": (lambda v: _is_number(v) and 0 <= v <= 300, "seconds from 0 to 300"),
     "FETCH_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
     "SUPER_FETCH_REAPER_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
     "REAPER_ORPHAN_GRACE": (lambda v: _is_number(v) and v >= 0, "seconds >= 0 (0 disables)"),
@@ -410,6 +412,7 @@ class Config:
         self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
         self.reliable_push: bool = values["RELIABLE_PUSH"]
         self.reliable_push_buffer: int = values["RELIABLE_PUSH_BUFFER"]
+        self.reliable_push_exit_wait: float = values["RELIABLE_PUSH_EXIT_WAIT"]
         self.fetch_poll_interval: float = values["FETCH_POLL_INTERVAL"]
         self.reaper_interval: float = values["SUPER_FETCH_REAPER_INTERVAL"]
         self.reaper_orphan_grace: float = values["REAPER_ORPHAN_GRACE"]
