@@ -147,3 +147,13 @@ class CountedFailJob(Job):
 def broken_backtrace_cleaner(lines):
     """A BACKTRACE_CLEANER that fails: booking any failure with a backtrace then fails."""
     raise RuntimeError("the cleaner broke")
+
+
+class LoopJob(Job):
+    """Sleeps in short steps (interruptible at the shutdown deadline), noting its start."""
+
+    def perform(self, seconds, marker="loop"):
+        record("test:started", marker)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)

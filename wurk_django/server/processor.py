@@ -143,7 +143,7 @@ class Processor:
             except Shutdown:
                 failed = True
                 self._interrupted = True
-                self.joblog.fail(ctx, started)
+                self.joblog.requeued(ctx, started)
             except BookingFailed as booking:
                 failed = True
                 self.joblog.fail(ctx, started)
