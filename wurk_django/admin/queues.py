@@ -33,7 +33,8 @@ def _queue(name: str) -> Queue:
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     stats = Stats()
     rows = stats.queue_summaries()
-    return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows},
+    unserved = {row.name for row in stats.unserved_queues(rows)}
+    return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows, "unserved": unserved},
                   section="queues", title="Queues")
 
 
