@@ -68,3 +68,18 @@ def test_a_deep_job_does_not_stop_the_reaper_for_the_rest_of_its_list(redis_db):
     assert not redis_db.exists(orphan)
     # Not counted (it can never run): back on its queue, where the processor dead-sets it with its reason.
     assert deep in queued
+
+
+def test_jobs_of_one_crash_go_back_spaced_apart(redis_db):
+    # Item 4: the newest to the fetch end, each other one a crash-size further in, order kept.
+    orphan = private_list("default", _dead_pid())
+    crash = [f"{i:024x}" for i in range(100, 104)]
+    others = [f"{i:024x}" for i in range(200, 230)]
+    redis_db.lpush("queue:default", *[_job(j) for j in others])  # others[0] is fetched first
+    redis_db.lpush(orphan, *[_job(j) for j in crash])  # crash[-1] was fetched last
+    assert Reaper(["default"], grace=0).drain(orphan, "queue:default") == 4
+    fetch_order = [json.loads(raw)["jid"] for raw in reversed(redis_db.lrange("queue:default", 0, -1))]
+    positions = sorted(fetch_order.index(j) for j in crash)
+    assert positions[0] == 0  # the newest one is fetched next
+    assert all(b - a >= len(crash) for a, b in zip(positions, positions[1:], strict=False))
+    assert [j for j in fetch_order if j in others] == others  # the others keep their order

@@ -27,13 +27,18 @@ if #KEYS >= 4 then
 end
 local spacing = tonumber(ARGV[4])
 local depth = redis.call('LLEN', KEYS[1]) * spacing
-if depth > 0 and redis.call('LLEN', KEYS[2]) > depth then
-  -- The queue is fetched from its right end: insert left of the job at that depth.
-  local pivot = redis.call('LINDEX', KEYS[2], -depth)
-  redis.call('LINSERT', KEYS[2], 'BEFORE', pivot, ARGV[1])
-elseif depth > 0 then
-  redis.call('LPUSH', KEYS[2], ARGV[1])
-else
+if depth == 0 then
   redis.call('RPUSH', KEYS[2], ARGV[1])
+elseif depth <= 10000 and redis.call('LLEN', KEYS[2]) > depth then
+  -- The queue is fetched from its right end: lift the `depth` jobs nearest it,
+  -- put this one down, and the lifted ones back in their order. This costs
+  -- the depth, not the queue's length (LINSERT would scan the whole list).
+  local lifted = redis.call('RPOP', KEYS[2], depth)
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+  for i = #lifted, 1, -1 do
+    redis.call('RPUSH', KEYS[2], lifted[i])
+  end
+else
+  redis.call('LPUSH', KEYS[2], ARGV[1])
 end
 return count
