@@ -68,3 +68,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }
+if os.environ.get("WURK_TEST_NO_LOGGING"):
+    # As a project that never configured logging: Django's defaults only.
+    LOGGING = {"version": 1, "disable_existing_loggers": False}

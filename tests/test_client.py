@@ -197,10 +197,11 @@ def test_empty_queue_is_refused(queue):  # CORE-014
         normalize({"class": "X", "args": [], "queue": queue}, Config({}))
 
 
-def test_queue_is_stringified_and_retry_for_made_int():
-    job = normalize({"class": "X", "args": [], "queue": 7, "retry_for": 3600.9}, Config({}))
-    assert job["queue"] == "7"
+def test_retry_for_made_int_and_a_non_string_queue_refused():
+    job = normalize({"class": "X", "args": [], "retry_for": 3600.9}, Config({}))
     assert job["retry_for"] == 3600
+    with pytest.raises(ValueError, match="queue 7"):  # issue 12: no silent str(queue)
+        normalize({"class": "X", "args": [], "queue": 7}, Config({}))
 
 
 def test_given_jid_and_created_at_are_kept():  # CORE-013, CORE-016

@@ -9,6 +9,7 @@ carries an ``at``.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from typing import Any
@@ -17,7 +18,7 @@ import redis as redis_lib
 
 from . import payload, signals, testing
 from .arguments import check_arguments
-from .conf import Config, get_config
+from .conf import QUEUE_NAME, Config, get_config, is_queue_name
 from .connection import get_redis
 from .job import Job
 from .middleware import Chain, client_chain
@@ -55,8 +56,8 @@ def validate(item: Any) -> None:
         raise ValueError(f"job 'class' must be a Job subclass or a string, not {klass!r}")
     if isinstance(klass, str) and (not klass or "|" in klass):
         raise ValueError(f"job class name {klass!r} must be non-empty and free of '|'")
-    if "at" in item and (isinstance(item["at"], bool) or not isinstance(item["at"], (int, float))):
-        raise ValueError(f"job 'at' must be a number of epoch seconds, not {item['at']!r}")
+    if "at" in item and not _finite(item["at"]):
+        raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {item['at']!r}")
     if "tags" in item and not isinstance(item["tags"], list):
         raise ValueError(f"job 'tags' must be a list, not {item['tags']!r}")
     retry_for = item.get("retry_for")
@@ -64,6 +65,33 @@ def validate(item: Any) -> None:
         isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or retry_for > RETRY_FOR_MAX
     ):
         raise ValueError(f"job 'retry_for' must be seconds <= {RETRY_FOR_MAX}, not {retry_for!r}")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_options(job: dict) -> None:
+    """Refuse option values the worker would refuse (same rules), naming the bad one (CORE-080).
+    (``encrypt`` without a key is refused by the encryption middleware.)"""
+    queue = job.get("queue")
+    if not is_queue_name(queue):
+        raise ValueError(f"job {job.get('class')} has queue {queue!r}; queue names must match {QUEUE_NAME.pattern}")
+    if job.get("retry_queue") is not None and not is_queue_name(job["retry_queue"]):
+        raise ValueError(f"'retry_queue' {job['retry_queue']!r} must match {QUEUE_NAME.pattern}")
+    problem = payload.field_problem({k: v for k, v in job.items() if k != "jid" or v is not None})
+    if problem:
+        raise ValueError(problem.replace("payload ", "job option ", 1))
+    backtrace = job.get("backtrace")
+    if backtrace is not None and not isinstance(backtrace, (bool, int)):
+        raise ValueError(f"job option 'backtrace' must be true, false or a line count, not {backtrace!r}")
+    if job.get("dead") is not None and not isinstance(job["dead"], bool):
+        raise ValueError(f"job option 'dead' must be true or false, not {job['dead']!r}")
+    tags = job.get("tags")
+    if tags is not None and (not isinstance(tags, list) or not all(type(t) is str for t in tags)):
+        raise ValueError(f"job 'tags' must be a list of strings, not {tags!r}")
+    if "at" in job and not _finite(job["at"]):
+        raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
 
 
 def normalize(item: dict, config: Config) -> dict:
@@ -85,9 +113,8 @@ def _template(item: dict, config: Config) -> dict:
     for key in TRANSIENT_KEYS:
         job.pop(key, None)
     queue = job.get("queue")
-    if queue is None or str(queue) == "":
+    if queue is None or queue == "":
         raise ValueError(f"job {job['class']} has an empty queue name")
-    job["queue"] = str(queue)
     if not job.get("jid"):
         job["jid"] = None  # filled per job by _fill; placed here so the key order is Sidekiq's
     if job.get("retry_for") is not None:
@@ -102,6 +129,7 @@ def _template(item: dict, config: Config) -> dict:
             raise ValueError(f"'expires_in' must be seconds > 0 or a timedelta, not {expires_in!r}")
         job["expires_in"] = seconds
         job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
+    check_options(job)
     return job
 
 
@@ -180,8 +208,8 @@ class Client:
                     job["at"] = at[i]
                 elif at is not None:
                     job["at"] = at
-                if "at" in job and (isinstance(job["at"], bool) or not isinstance(job["at"], (int, float))):
-                    raise ValueError(f"job 'at' must be a number of epoch seconds, not {job['at']!r}")
+                if "at" in job and not _finite(job["at"]):
+                    raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
                 job = self._through_middleware(_fill(job))
                 if not job:
                     jids.append(None)

@@ -20,11 +20,46 @@ from django.utils.module_loading import import_string
 from .errors import ConfigurationError
 
 QUEUE_NAME = re.compile(r"^[a-z_:.\-0-9]+$", re.IGNORECASE)
+
+
+def is_queue_name(name: object) -> bool:
+    """The one queue-name rule, shared by the client, the worker and the admin:
+    letters, digits and ``_ : . -``, nothing else (no spaces, ``|`` or markup)."""
+    return isinstance(name, str) and QUEUE_NAME.fullmatch(name) is not None
 MODES = ("off", "standalone", "embedded", "swarm")
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
 REDIS_KEYS = ("URL", "CACHE", "POOL_SIZE", "OPTIONS")
 TESTING_MODES = (None, "disable", "fake", "inline")
+
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def redis_url_problem(url: Any) -> str | None:
+    """What is wrong with a Redis URL (the scheme, a database that is not a number), or ``None``.
+
+    redis-py would otherwise fail later with a traceback (an unknown scheme) or
+    quietly use database 0 (``/abc``).
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    if not isinstance(url, str) or "://" not in url:
+        return f"{url!r} is not a Redis URL (redis://host:port/db)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        return f"{url!r} is not a valid URL: {exc}"
+    if parts.scheme not in REDIS_SCHEMES:
+        return f"{url!r} has scheme {parts.scheme!r}; use one of " + ", ".join(f"{s}://" for s in REDIS_SCHEMES)
+    databases = parse_qs(parts.query).get("db", [])
+    if parts.scheme != "unix" and parts.path not in ("", "/"):
+        databases.append(parts.path.lstrip("/"))
+    for db in databases:
+        if not db.isdigit():
+            return f"{url!r} names database {db!r}; a database is a number (redis://host:6379/0)"
+    return None
 
 
 def _is_int(v: Any, minimum: int | None = None) -> bool:
@@ -105,11 +140,14 @@ FEATURES = "Features"
 SETTINGS: tuple[Setting, ...] = (
     # -- Redis --
     Setting("REDIS_URL", None,
-            lambda v: v is None or (isinstance(v, str) and "://" in v), "a redis:// URL",
+            lambda v: v is None or redis_url_problem(v) is None, "a redis://host:port/<number> URL",
             "Redis server URL (`redis://`, `rediss://`, `unix://`). `None`: the `REDIS_URL` environment variable,"
-            " else `redis://localhost:6379/0`.", REDIS),
+            " else `redis://localhost:6379/0`. Another scheme, a bad port or a database that is not a number"
+            " (`/abc`, `?db=x`) fails `manage.py check` and stops the worker with one line, the environment"
+            " variable included.", REDIS),
     Setting("REDIS", None,
-            lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict",
+            lambda v: v is None or isinstance(v, dict) or redis_url_problem(v) is None,
+            "a redis://host:port/<number> URL or a dict",
             "Richer form, wins over `REDIS_URL`: a URL string, or a dict with `URL`, `POOL_SIZE` (connections per"
             " pool, at least: see \"Redis server and connections\" below), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
             "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused; its"
@@ -227,8 +265,15 @@ SETTINGS: tuple[Setting, ...] = (
             lambda v: isinstance(v, bool), "True or False",
             "When Redis is unreachable, keep pushed jobs in an in-memory buffer (per process) and let a "
             "background thread deliver them, oldest first, once Redis answers; later pushes deliver the backlog "
-            "first. Jobs of a batch (`bid`) are never buffered. Buffered jobs are lost if the process exits, and "
-            "a push whose reply was lost may arrive twice (docs/reliability.md).", CLIENT),
+            "first. Jobs of a batch (`bid`) are never buffered. A push whose reply was lost may arrive twice "
+            "(docs/reliability.md). `False`: a push raises `redis.ConnectionError` at the call site instead. On by "
+            "default because a web request should not fail on a Redis blip; a script that must know at once (a "
+            "cron job whose exit status matters) sets it to `False`.", CLIENT),
+    Setting("RELIABLE_PUSH_EXIT_WAIT", 5,
+            lambda v: _is_number(v) and 0 <= v <= 300, "seconds from 0 to 300",
+            "Seconds a process that exits with jobs still buffered keeps retrying Redis; every job still "
+            "undelivered then is logged by jid at ERROR (on stderr when logging is not configured), never lost "
+            "without a word.", CLIENT),
     Setting("RELIABLE_PUSH_BUFFER", 1000,
             lambda v: _is_int(v, 1), "an integer >= 1",
             "How many jobs that buffer holds; a push that does not fit raises "
@@ -337,7 +382,7 @@ def parse_queue(spec: Any) -> tuple[str, int]:
     else:
         raise ConfigurationError(f"queue spec {spec!r} must be 'name' or 'name,weight'")
     name = str(name).strip()
-    if not QUEUE_NAME.match(name):
+    if not is_queue_name(name):
         raise ConfigurationError(f"queue name {name!r} must match {QUEUE_NAME.pattern}")
     try:
         weight = int(weight)
@@ -373,6 +418,9 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     redis = raw.get("REDIS")
     if isinstance(redis, dict):
         found.extend(_redis_dict_problems(redis))
+    env_url = os.environ.get("REDIS_URL")
+    if not redis and not raw.get("REDIS_URL") and env_url and redis_url_problem(env_url):
+        found.append(Problem("REDIS_URL", f"(from the REDIS_URL environment variable) {redis_url_problem(env_url)}"))
     return found
 
 
@@ -383,8 +431,8 @@ def _redis_dict_problems(redis: dict[str, Any]) -> list[Problem]:
             found.append(Problem("REDIS", f"unknown key {sub!r}", "known keys: " + ", ".join(REDIS_KEYS), kind="redis"))
     if redis.get("URL") and redis.get("CACHE"):
         found.append(Problem("REDIS", "give either URL or CACHE, not both", kind="redis"))
-    if "URL" in redis and not (isinstance(redis["URL"], str) and "://" in redis["URL"]):
-        found.append(Problem("REDIS", f"URL {redis['URL']!r} is not a redis:// URL", kind="redis"))
+    if "URL" in redis and redis["URL"] is not None and redis_url_problem(redis["URL"]):
+        found.append(Problem("REDIS", f"URL {redis_url_problem(redis['URL'])}", kind="redis"))
     if "CACHE" in redis and not (isinstance(redis["CACHE"], str) and redis["CACHE"]):
         found.append(Problem("REDIS", f"CACHE {redis['CACHE']!r} is not a cache alias", kind="redis"))
     if "POOL_SIZE" in redis and not _is_int(redis["POOL_SIZE"], 1):
@@ -506,6 +554,7 @@ class Config:
         self.enqueue_on_commit: bool = values["ENQUEUE_ON_COMMIT"]
         self.reliable_push: bool = values["RELIABLE_PUSH"]
         self.reliable_push_buffer: int = values["RELIABLE_PUSH_BUFFER"]
+        self.reliable_push_exit_wait: float = values["RELIABLE_PUSH_EXIT_WAIT"]
         self.fetch_poll_interval: float = values["FETCH_POLL_INTERVAL"]
         self.reaper_interval: float = values["SUPER_FETCH_REAPER_INTERVAL"]
         self.reaper_orphan_grace: float = values["REAPER_ORPHAN_GRACE"]

@@ -23,6 +23,19 @@ class InvalidJob(WurkError, ValueError):
     """A payload is missing ``class`` or ``args``, or holds values of the wrong type."""
 
 
+class BookingFailed(WurkError):
+    """Recording a job's failure raised (a hook, a cleaner, a payload that cannot be written back).
+
+    The job then goes to the dead set with both errors instead of running again.
+    """
+
+    def __init__(self, job_error: BaseException, internal: BaseException) -> None:
+        super().__init__(f"could not book the failure ({type(job_error).__name__}: {job_error}) "
+                         f"because {type(internal).__name__}: {internal}")
+        self.job_error = job_error
+        self.internal = internal
+
+
 class RedisVersionError(WurkError):
     """The Redis server is older than 7.0 (CORE-002)."""
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,6 +57,9 @@ def _run_at(when: Any) -> float:
     if isinstance(when, bool) or not isinstance(when, (int, float)):
         raise ValueError(f"a run time must be seconds, a timedelta or a datetime, not {when!r}")
     seconds = float(when)
+    if not math.isfinite(seconds):
+        # inf would be scheduled forever and never run; nan compares false and would run at once.
+        raise ValueError(f"a run time must be a finite number of seconds, not {when!r}")
     return time.time() + seconds if seconds < _ABSOLUTE_THRESHOLD else seconds
 
 

@@ -13,9 +13,13 @@ from typing import Any
 
 import orjson
 
+from .errors import InvalidJob
+
 __all__ = [
     "dumps",
     "loads",
+    "parse_job",
+    "MAX_DEPTH",
     "new_jid",
     "now_ms",
     "epoch_seconds",
@@ -31,6 +35,87 @@ def dumps(obj: Any) -> bytes:
 
 def loads(raw: bytes | str) -> Any:
     return orjson.loads(raw)
+
+
+# Ruby's JSON parser refuses documents nested deeper than 100 levels by default,
+# so no Sidekiq client can produce one; our encoder gives up at 254. A payload
+# past this limit is refused when it is read, before it can run or be re-booked.
+MAX_DEPTH = 100
+
+_INT = int
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` nests lists/dicts more than ``limit`` levels (the top level is 1)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _depth_possible(raw: bytes | str, limit: int) -> bool:
+    # Counting brackets is cheap C code; a payload with fewer brackets than the
+    # limit cannot be nested past it, which spares the walk for ordinary jobs.
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{") > limit
+    return raw.count(b"[") + raw.count(b"{") > limit
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, _INT) and not isinstance(value, bool)
+
+
+def parse_job(raw: bytes | str) -> dict:
+    """Read a fetched payload, or raise :class:`InvalidJob` saying what is wrong with it.
+
+    The rules are the ones every later step relies on: an object with a
+    non-empty string ``class`` and a list ``args``; a string ``jid``; a string
+    ``queue``; ``retry`` true/false/an integer; an integer ``retry_count``;
+    numbers for ``retry_for``; no nesting past :data:`MAX_DEPTH`.
+    """
+    try:
+        job = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidJob(f"Invalid JSON for job: {exc}") from None
+    if _depth_possible(raw, MAX_DEPTH) and too_deep(job):
+        raise InvalidJob(f"payload is nested deeper than {MAX_DEPTH} levels")
+    if not isinstance(job, dict):
+        raise InvalidJob(f"payload is JSON but not an object: {raw[:200]!r}")
+    klass = job.get("class")
+    if not isinstance(klass, str) or not klass or not isinstance(job.get("args"), list):
+        raise InvalidJob("payload lacks a string 'class' or a list 'args'")
+    problem = field_problem(job)
+    if problem:
+        raise InvalidJob(problem)
+    return job
+
+
+def field_problem(job: dict) -> str | None:
+    """What is wrong with a job's typed fields (the client refuses, the worker dead-sets), or ``None``."""
+    if "jid" in job and (not isinstance(job["jid"], str) or not job["jid"]):
+        return f"payload 'jid' must be a non-empty string, not {job['jid']!r:.100}"
+    for key in ("queue", "wrapped", "bid", "retry_queue"):
+        if job.get(key) is not None and not isinstance(job[key], str):
+            return f"payload {key!r} must be a string, not {job[key]!r:.100}"
+    retry = job.get("retry")
+    if retry is not None and not isinstance(retry, bool) and not (_is_int(retry) and retry >= 0):
+        return f"payload 'retry' must be true, false or an integer >= 0, not {retry!r:.100}"
+    # -1 is legitimate: retrying a first failure by hand sets it there, as Sidekiq does.
+    if "retry_count" in job and job["retry_count"] is not None and not _is_int(job["retry_count"]):
+        return f"payload 'retry_count' must be an integer, not {job['retry_count']!r:.100}"
+    retry_for = job.get("retry_for")
+    if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, (int, float))):
+        return f"payload 'retry_for' must be a number of seconds, not {retry_for!r:.100}"
+    return None
 
 
 def new_jid() -> str:

@@ -12,6 +12,7 @@ installed apps' packages), and the object found must be a registered job.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,19 @@ def _allowed_prefixes(config: Config | None = None) -> list[str]:
     return [app.name for app in apps.get_app_configs()]
 
 
+def may_import(module_name: str, config: Config | None = None) -> bool:
+    """True when a payload may cause ``module_name`` to be imported.
+
+    Only modules inside an allowed prefix qualify, or modules this process has
+    imported already (importing those again runs no code).
+    """
+    if not module_name:
+        return False
+    if module_name in sys.modules:
+        return True
+    return any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes(config))
+
+
 def resolve(name: str, config: Config | None = None) -> type[Job]:
     """The job class for ``name``; raises :class:`UnknownJobClass` when there is none.
     An unknown name is imported from its module when ``config``'s ``IMPORT_ON_MISS``
@@ -66,7 +80,7 @@ def resolve(name: str, config: Config | None = None) -> type[Job]:
     if found is not None:
         return found
     module_name = name.rpartition(".")[0]
-    if module_name and any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes(config)):
+    if module_name and may_import(module_name, config):
         try:
             importlib.import_module(module_name)
         except ImportError as exc:

@@ -11,13 +11,21 @@ Limits, on purpose: the buffer lives in this process's memory (a crash loses
 it), and a push whose reply was lost may have been applied, so a job can be
 delivered twice (at-least-once). Jobs belonging to a batch (``bid``) are never
 buffered.
+
+A short-lived process (a management command, a cron script) may end while
+jobs still wait. At interpreter exit the buffer is retried for up to
+``RELIABLE_PUSH_EXIT_WAIT`` seconds; every job still undelivered then is
+reported by jid at ERROR (on stderr when logging is not configured): never
+lost without a word. ``RELIABLE_PUSH = False`` makes pushes raise instead.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -55,6 +63,7 @@ class PushBuffer:
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
         self._wake = threading.Event()
+        self._writer: Writer | None = None  # the last writer, for the delivery at exit
 
     def __len__(self) -> int:
         return self._count
@@ -69,6 +78,7 @@ class PushBuffer:
             if self._count + len(jobs) > capacity:
                 raise PushBufferFull(capacity, jobs, cause) from cause
             first = self._count == 0
+            self._writer = writer
             self._groups.append(group)
             self._count += len(jobs)
             if self._flusher is None or not self._flusher.is_alive():
@@ -109,7 +119,44 @@ class PushBuffer:
                 logger.exception("delivering buffered pushes failed; will try again")
 
 
+    def deliver_at_exit(self, wait: float) -> list[dict]:
+        """Try for ``wait`` seconds to deliver what is left; return the jobs that were not."""
+        writer = self._writer
+        if writer is None or not self._count:
+            return []
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                if self.drain(writer):
+                    return []
+            except Exception:  # not only outages: whatever it is, report the jobs below
+                logger.exception("delivering buffered pushes at exit failed")
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
+        with self._lock:
+            return [job for jobs, _extra, _front in self._groups for job in jobs]
+
+
 _buffer = PushBuffer()
+
+
+def _at_exit() -> None:
+    buffer = _buffer
+    if not len(buffer) or buffer._writer is None:
+        return
+    wait = float(getattr(buffer._writer.config, "reliable_push_exit_wait", 5))
+    logger.warning("process exiting with %d job(s) waiting for Redis; retrying for up to %gs", len(buffer), wait)
+    lost = buffer.deliver_at_exit(wait)
+    for job in lost:
+        logger.error("job %s (%s, queue %s) was NOT delivered: Redis stayed unreachable until this process exited",
+                     job.get("jid"), job.get("class"), job.get("queue"))
+    if lost:
+        logger.error("%d pushed job(s) lost at exit; set WURK['RELIABLE_PUSH'] = False to make pushes raise instead",
+                     len(lost))
+
+
+atexit.register(_at_exit)
 
 
 def _reset_after_fork() -> None:

@@ -131,13 +131,20 @@ def test_action_mailer_delivery_jobs_show_mailer_and_method():
 
 def test_display_class_override_and_encrypted_last_arg_masked():
     # CORE-032 / CORE-036: display_class wins; encrypt masks the last arg only for display.
-    record = JobRecord(raw({"class": "Secret", "display_class": "Shown", "args": [1, "ciphertext"], "encrypt": True}))
+    record = JobRecord(raw({"class": "Secret", "display_class": "Shown", "args": [1, "Y2lwaGVydGV4dA=="],
+                            "encrypt": True}))
     assert record.display_class == "Shown"
     assert record.display_args == [1, "[encrypted data]"]
-    assert record.args == [1, "ciphertext"]  # the payload itself is untouched
+    assert record.args == [1, "Y2lwaGVydGV4dA=="]  # the payload itself is untouched
     # CORE-005: Ruby truthiness, 0 is true; false is false.
-    assert JobRecord(raw({"class": "S", "args": [1, 2], "encrypt": 0})).display_args == [1, "[encrypted data]"]
-    assert JobRecord(raw({"class": "S", "args": [1, 2], "encrypt": False})).display_args == [1, 2]
+    assert JobRecord(raw({"class": "S", "args": [1, "c2VjcmV0"], "encrypt": 0})).display_args == [1, "[encrypted data]"]
+    assert JobRecord(raw({"class": "S", "args": [1, "c2VjcmV0"], "encrypt": False})).display_args == [1, "c2VjcmV0"]
+    # Issue 12: no mask over plain text; only a Base64 string can be ciphertext.
+    # (and no plain text shown either: it is hidden under a label that says what it is).
+    hidden = "[hidden: stored unencrypted]"
+    assert JobRecord(raw({"class": "S", "args": [1, 2], "encrypt": True})).display_args == [1, hidden]
+    assert JobRecord(raw({"class": "S", "args": [{"card": "4111"}], "encrypt": True})).display_args == [hidden]
+    assert JobRecord(raw({"class": "S", "args": ["plain words"], "encrypt": True})).display_args == [hidden]
 
 
 def test_error_backtrace_decoding_is_lenient_and_corrupt_gives_none():

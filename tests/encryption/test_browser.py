@@ -29,7 +29,8 @@ def test_masked_row_and_delete_by_digest(page, redis_db):  # noqa: F811
         assert "4242424242424242" not in html and "legacy-9876-5432" not in html
         rows = page.locator("#wurk-queue-jobs tbody tr")
         assert rows.count() == 2
-        assert "[encrypted data]" in rows.nth(0).inner_text()
+        assert "[hidden: stored unencrypted]" in rows.nth(0).inner_text()  # legacy cleartext: hidden, not labelled encrypted
+        assert "[encrypted data]" in rows.nth(1).inner_text()
         rows.nth(0).locator("button", has_text="Delete").click()  # the newest: the legacy cleartext job
         page.wait_for_url(f"**{BASE}queues/default/")
         wait_for(lambda: redis_db.llen("queue:default") == 1, timeout=10, message="the job deleted")

@@ -134,3 +134,26 @@ class DatabaseJob(Job):
             cursor.execute("SELECT pg_backend_pid()")
             (pid,) = cursor.fetchone()
         record("test:db", f"{marker}:{pid}")
+
+
+class CountedFailJob(Job):
+    """Counts its runs in ``test:failruns``, then raises."""
+
+    def perform(self, *args):
+        get_redis().incr("test:failruns")
+        raise RuntimeError("counted failure")
+
+
+def broken_backtrace_cleaner(lines):
+    """A BACKTRACE_CLEANER that fails: booking any failure with a backtrace then fails."""
+    raise RuntimeError("the cleaner broke")
+
+
+class LoopJob(Job):
+    """Sleeps in short steps (interruptible at the shutdown deadline), noting its start."""
+
+    def perform(self, seconds, marker="loop"):
+        record("test:started", marker)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -110,16 +110,21 @@ def _processor(config: Config) -> Processor:
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b"[1,2]", b'"just a string"'])
-def test_unparseable_payload_is_stored_as_the_bytes_received(redis_db, deaths, raw):
+def test_unparseable_payload_is_stored_with_the_bytes_received_and_the_reason(redis_db, deaths, raw):
+    # CORE-110 and issue 12: nothing of what was received is lost (the text is the entry's only
+    # argument), and the entry says why it is there.
     handled = []
     config = Config(DEATH_HANDLERS=[lambda job, exc: handled.append((job, exc))])
     unit = _Unit(raw)
     _processor(config).process(unit)
     assert unit.acked
-    assert _dead(redis_db) == [raw]  # CORE-110: exactly what was received
+    [stored] = _dead(redis_db)
+    entry = payload.loads(stored)
+    assert entry["class"] == "<unparseable>" and entry["args"] == [raw.decode()]
+    assert entry["error_message"] and entry["error_class"].endswith("InvalidJob")
     (died,) = deaths
     assert died.reason == death.INVALID and isinstance(died.exc, InvalidJob)
-    assert died.job == {"args": [raw.decode()]}
+    assert died.job == entry
     assert handled == [(died.job, died.exc)]
 
 

@@ -16,6 +16,9 @@ from wurk_django import payload  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
+# tests.tasks is not an installed app: the worker may import its tasks only when told to.
+TASK_MODULES = {"WURK_TEST_EXTRA": json.dumps({"IMPORT_ON_MISS": ["tests.jobsapp", "tests.tasks"]})}
+
 
 def _finished(task, result_id):
     result = task.get_result(result_id)
@@ -26,7 +29,7 @@ def test_worker_runs_tasks_and_reports_results(backend, redis_db, worker_factory
     ok = sample.add.enqueue(20, 22)
     coro = sample.async_add.enqueue(1, 2)
     failed = sample.fail_once_only.enqueue("it broke")
-    worker_factory("-c", "2")
+    worker_factory("-c", "2", env=TASK_MODULES)
 
     done = wait_for(lambda: _finished(sample.add, ok.id), message="the add task")
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 42
@@ -42,7 +45,7 @@ def test_worker_runs_tasks_and_reports_results(backend, redis_db, worker_factory
 
 def test_failing_task_with_retries_waits_in_the_retry_set(backend, redis_db, worker_factory):
     result = sample.fail.enqueue("again later")
-    worker_factory("-c", "1")
+    worker_factory("-c", "1", env=TASK_MODULES)
     [raw] = wait_for(lambda: redis_db.zrange("retry", 0, -1), message="a retry entry")
     job = json.loads(raw)
     assert job["jid"] == result.id and job["wrapped"] == "tests.tasks.sample.fail"
@@ -57,7 +60,7 @@ def test_refused_payload_goes_to_dead_without_running(backend, redis_db, worker_
     job = payload.loads(raw)
     job["wrapped"] = "tests.tasks.sample.plain_function"
     redis_db.lpush("queue:default", payload.dumps(job))
-    worker_factory("-c", "1")
+    worker_factory("-c", "1", env=TASK_MODULES)
     [dead] = wait_for(lambda: redis_db.zrange("dead", 0, -1), message="a dead job")
     assert json.loads(dead)["jid"] == result.id
     assert redis_db.llen("test:tasks") == 0

@@ -76,6 +76,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "day_choices": [{"days": d, "current": d == days} for d in HISTORY_CHOICES],
         "history_chart": chart,
         "history_totals": {"processed": sum(processed.values()), "failed": sum(failed.values())},
+        "unserved": stats.unserved_queues(),
     }
     return render(request, model_admin, "dashboard.html", context, section="dashboard", title="Wurk dashboard")
 

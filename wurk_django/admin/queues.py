@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 
 from .. import pause
 from ..api import JobRecord, Queue, Stats
-from ..conf import QUEUE_NAME
+from ..conf import is_queue_name
 from .common import Page, keep_query, page_params, redirect_back, redis, render, short_args, url
 
 
@@ -26,7 +26,7 @@ def set_paused(name: str, paused: bool) -> None:
 
 
 def _queue(name: str) -> Queue:
-    if not QUEUE_NAME.match(name):
+    if not is_queue_name(name):
         raise Http404("no such queue")  # CORE-183
     return Queue(name)
 
@@ -34,7 +34,8 @@ def _queue(name: str) -> Queue:
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     stats = Stats()
     rows = stats.queue_summaries()
-    return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows},
+    unserved = {row.name for row in stats.unserved_queues(rows)}
+    return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows, "unserved": unserved},
                   section="queues", title="Queues")
 
 

@@ -24,6 +24,17 @@ ACTIVE_JOB_WRAPPERS = frozenset({
 _MAILER_JOBS = frozenset({"ActionMailer::DeliveryJob", "ActionMailer::MailDeliveryJob"})
 _AJ_PREFIX = "_aj_"
 _AJ_GLOBALID = "_aj_globalid"
+#: Shown instead of an argument that claims to be encrypted but is not (a job pushed
+#: raw with ``encrypt`` set): hidden, yet never labelled as protected when it is not.
+UNENCRYPTED_PLACEHOLDER = "[hidden: stored unencrypted]"
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$|^[A-Za-z0-9+/]{2}==$|^[A-Za-z0-9+/]{3}=$")
+
+
+def _looks_encrypted(value: object) -> bool:
+    """Ciphertext travels as our envelope or, from Ruby Sidekiq Enterprise, one Base64 string."""
+    return is_envelope(value) or (isinstance(value, str) and _BASE64.match(value) is not None)
+
+
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 
 
@@ -250,8 +261,11 @@ class JobRecord:
                 return [params.get("params"), params.get("args")]
             return arguments
         args = list(self.args)
-        if args and (payload.truthy(self.item.get("encrypt")) or is_envelope(args[-1])):
-            args[-1] = ENCRYPTED_PLACEHOLDER  # display only: the stored job is untouched (ENT-610)
+        # Display only: the stored job is untouched (ENT-610).
+        if args and is_envelope(args[-1]):
+            args[-1] = ENCRYPTED_PLACEHOLDER
+        elif args and payload.truthy(self.item.get("encrypt")):
+            args[-1] = ENCRYPTED_PLACEHOLDER if _looks_encrypted(args[-1]) else UNENCRYPTED_PLACEHOLDER
         return args
 
     # -- state held elsewhere ------------------------------------------------------

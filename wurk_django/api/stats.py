@@ -107,6 +107,20 @@ class Stats:
         summaries.sort(key=lambda s: -s.size)
         return summaries
 
+    def unserved_queues(self, summaries: list[QueueSummary] | None = None) -> list[QueueSummary]:
+        """Queues holding jobs that no live process fetches from: they will wait forever
+        unless a worker is started (or restarted) with that queue."""
+        from .process import ProcessSet
+
+        rows = self.queue_summaries() if summaries is None else summaries
+        waiting = [row for row in rows if row.size > 0]
+        if not waiting:
+            return []
+        served: set[str] = set()
+        for process in ProcessSet(clean=False, redis=self._redis):
+            served.update(process.queues)
+        return [row for row in waiting if row.name not in served]
+
     def reset(self, *names: str) -> None:
         """Set the lifetime counters to 0 (``processed`` and ``failed`` by default;
         other names are ignored). Per-day history is left alone."""

@@ -16,7 +16,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
+from typing import Any
 
 import redis as redis_lib
 
@@ -26,6 +28,31 @@ from ..errors import ConfigurationError, RedisVersionError
 from ..server.threads import spawn
 
 logger = logging.getLogger("wurk_django.embedded")
+
+
+def ensure_log_output(config: Any) -> bool:
+    """Give wurk's loggers a stderr handler when the host process left them with none.
+
+    A web server (gunicorn, uwsgi) usually configures only its own loggers; wurk's
+    INFO lines (boot, each job's start/done/fail) would then go nowhere, and the
+    silence would read as "no jobs ran". A project that configured ``wurk_django``
+    (a handler, or a level on it or on ``wurk_django.job``) or whose root logger
+    already takes INFO is left as it is. True when a handler was added.
+    """
+    from ..server.joblog import JSONFormatter, PlainFormatter
+
+    root = logging.getLogger("wurk_django")
+    if root.handlers or root.level != logging.NOTSET or logging.getLogger("wurk_django.job").level != logging.NOTSET:
+        return False
+    ancestor = logging.getLogger()
+    if ancestor.handlers and ancestor.isEnabledFor(logging.INFO):
+        return False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if config.log_format == "json" else PlainFormatter())
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
+    root.propagate = False
+    return True
 
 #: Backoff between boot attempts while Redis is unreachable.
 FIRST_RETRY_DELAY = 1.0
@@ -76,6 +103,7 @@ class _Embedded:
                         autodiscover_modules(module)
                     self.discovered = True
                 version = connection.check_server(connection.get_redis(config=config), config)
+                ensure_log_output(config)
                 launcher = Launcher(config, embedded=True, request_shutdown=self.stop_in_background,
                                     on_signal=self._dashboard_signal)
                 # Kept before run(): run() brings threads up one by one, and a raise

@@ -22,6 +22,7 @@ import redis as redis_lib
 
 from ..conf import Config
 from ..connection import get_redis
+from ..server.outage import OutageLog, is_outage
 from .query import BUCKET_BOUNDS_MS, bucket_index, histogram_key, minute_key
 
 logger = logging.getLogger("wurk_django.worker")
@@ -54,6 +55,7 @@ class _Counts:
 class MetricsTracker:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config
+        self._outage = OutageLog("job metrics flush", "; kept for the next flush")
         self._lock = threading.Lock()
         self._minutes: dict[int, dict[str, _Counts]] = {}
 
@@ -104,7 +106,12 @@ class MetricsTracker:
             pipe.execute()
         except redis_lib.RedisError as exc:
             self._merge_back(taken)
-            logger.warning("could not write job metrics (%s); kept for the next flush", exc)
+            if is_outage(exc):
+                self._outage.failed(exc)  # once per outage
+            else:
+                logger.warning("could not write job metrics (%s); kept for the next flush", exc)
+        else:
+            self._outage.succeeded()
 
     def _merge_back(self, taken: dict[int, dict[str, _Counts]]) -> None:
         with self._lock:

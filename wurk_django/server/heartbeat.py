@@ -19,6 +19,7 @@ import orjson
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
+from .outage import OutageLog, is_outage
 from .state import WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
@@ -63,6 +64,7 @@ class Heartbeat:
         self._info: bytes | None = None
         self._rtts: list[int] = []
         self._first = True
+        self._stats_outage = OutageLog("stat flush", "; counters are kept for the next beat")
 
     def info(self) -> bytes:
         if self._info is None:
@@ -88,8 +90,13 @@ class Heartbeat:
     def beat(self) -> None:
         try:
             flush_stats(self.state, self.launcher.config)
-        except Exception:
-            logger.exception("could not flush stat counters")
+        except Exception as exc:
+            if is_outage(exc):
+                self._stats_outage.failed(exc)
+            else:
+                logger.exception("could not flush stat counters")
+        else:
+            self._stats_outage.succeeded()
         key = self.state.identity
         redis = get_redis(config=self.launcher.config)
         started = time.monotonic_ns()

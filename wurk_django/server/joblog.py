@@ -45,6 +45,11 @@ class JobLogger:
         if not self.skip:
             _log("fail", {**ctx, "elapsed": _elapsed(started)})
 
+    def requeued(self, ctx: dict, started: int) -> None:
+        """Stopped by shutdown and put back on its queue: it did not fail and will run again."""
+        if not self.skip:
+            _log("requeued", {**ctx, "elapsed": _elapsed(started)})
+
 
 def _log(message: str, ctx: dict) -> None:
     if not logger.isEnabledFor(logging.INFO):

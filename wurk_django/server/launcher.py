@@ -162,6 +162,30 @@ class Launcher:
         self.stopped.set()
         logger.info("worker %s stopped", self.state.identity)
 
+    def deregister_now(self, budget: float = 2.0) -> bool:
+        """Hard exit path: remove this process's entry from ``processes`` within ``budget``
+        seconds, best effort, so the dashboard does not list a dead worker until pruning.
+
+        The heartbeat loop is stopped first (a beat landing afterwards would bring the
+        entry back); a beat stuck on Redis is not waited for past the budget.
+        """
+        deadline = time.monotonic() + budget
+        self.heartbeat_loop.terminate()
+        self.heartbeat_loop.join(timeout=max(deadline - time.monotonic(), 0) / 2)
+        done = threading.Event()
+
+        def clear() -> None:
+            try:
+                self.heartbeat.clear()
+                done.set()
+            except Exception as exc:
+                logger.warning("could not remove this process from the process list: %s", exc)
+
+        thread = threading.Thread(target=clear, name="deregister", daemon=True)
+        thread.start()
+        thread.join(max(deadline - time.monotonic(), 0))
+        return done.is_set()
+
     def _stop_reaper(self) -> None:
         if self.reaper is not None:
             self.reaper.stop()

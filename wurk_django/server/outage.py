@@ -1,7 +1,10 @@
 """Reporting a Redis outage once, and its end with the downtime (CORE-108).
 
-Every processor thread sees the same outage; logging each failure would print
-concurrency lines a second for as long as Redis is away.
+Every processor thread sees the same outage, and every periodic component
+(heartbeat, scheduler, reaper, stat flush...) too; logging each failure, with a
+traceback, would bury the one fact that matters. Each component keeps one
+:class:`OutageLog`: one WARNING line when its first call fails, one line when
+a call succeeds again, nothing in between and no traceback.
 """
 
 from __future__ import annotations
@@ -10,7 +13,19 @@ import logging
 import threading
 import time
 
+import redis as redis_lib
+
 logger = logging.getLogger("wurk_django.worker")
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for the errors of an unreachable or restarting Redis (not for a bad command)."""
+    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError))
+
+
+# A failure this soon after a recovery belongs to the same outage: pooled connections
+# opened before it fail once each when first reused.
+SETTLE_SECONDS = 5.0
 
 
 class OutageLog:
@@ -18,6 +33,7 @@ class OutageLog:
         self.what = what
         self.detail = detail
         self._since: float | None = None
+        self._recovered_at = -SETTLE_SECONDS
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException) -> None:
@@ -25,13 +41,17 @@ class OutageLog:
             first = self._since is None
             if first:
                 self._since = time.monotonic()
+                if self._since - self._recovered_at < SETTLE_SECONDS:
+                    first = False  # the tail of the outage already reported
         if first:
-            logger.error("%s failed%s: %s", self.what, self.detail, exc)
+            logger.warning("%s failed%s: %s", self.what, self.detail, exc)
 
     def succeeded(self) -> None:
         if self._since is None:  # the common case, without the lock
             return
         with self._lock:
             since, self._since = self._since, None
-        if since is not None:
+            already = since is not None and since - self._recovered_at < SETTLE_SECONDS
+            self._recovered_at = time.monotonic()
+        if since is not None and not already:
             logger.warning("%s recovered after %.1fs", self.what, time.monotonic() - since)

@@ -80,6 +80,16 @@ def clear(jid: str, redis: redis_lib.Redis | None = None) -> None:
         (redis or get_redis()).delete(_key(jid))
 
 
+def jid_of(raw: bytes) -> str | None:
+    """The payload's jid when it is a readable job with a string jid, else ``None`` (never counted)."""
+    try:
+        job = payload.parse_job(raw)
+    except Exception:  # refused later by the processor, with its reason
+        return None
+    jid = job.get("jid")
+    return jid if isinstance(jid, str) and jid else None
+
+
 def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill | None:
     """Count one recovery of ``raw``; return a :class:`Pill` if it is now poison.
 
@@ -113,7 +123,11 @@ def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
         job.setdefault("failed_at", payload.now_ms())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
-    death.die(job, error, reason=death.POISON, config=config or get_config())
+    try:
+        stored = payload.dumps(job)
+    except Exception:  # cannot be written back (parse_job refused it first in practice): keep the bytes
+        stored = raw
+    death.die(job, error, reason=death.POISON, config=config or get_config(), raw=stored)
     info = {"jid": pill.jid, "klass": pill.klass, "count": pill.count, "queue": pill.queue}
     with _callbacks_lock:
         callbacks = list(_callbacks)

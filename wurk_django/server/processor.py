@@ -13,12 +13,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import redis as redis_lib
+
 from .. import asyncrun, payload, registry, signals
 from ..client import Client
-from ..errors import InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
+from ..errors import BookingFailed, InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..reporting import report
-from . import database, death
-from .retry import error_class_name
+from . import database, invalid
+from .retry import error_class_name, error_message
 from .state import thread_id
 from .threads import spawn
 
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from .manager import Manager
 
 logger = logging.getLogger("wurk_django.worker")
+
+# Redis unreachable: the outcome of a job waits for it to come back.
+TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 
 class Processor:
@@ -45,6 +50,7 @@ class Processor:
         self.thread: threading.Thread | None = None
         self.tid = ""
         self._interrupted = False
+        self._give_backs = 0  # give-backs since this thread last acknowledged a job
 
     def start(self) -> None:
         self.thread = spawn(f"{self.manager.name}/processor", self.run)
@@ -86,20 +92,26 @@ class Processor:
         self.unit = unit
         try:
             self.process(unit)
+        except Exception as exc:
+            # A fault of the runtime itself while handling this job: this thread must live on,
+            # and the job must neither be lost nor run again at once.
+            report(exc, {"context": "processing a job", "jid": unit.jid}, self.config)
+            if self.killed:
+                pass  # hard shutdown requeued it already
+            elif isinstance(exc, TRANSIENT):
+                self._give_back(unit)
+            else:
+                self._end_unrunnable(unit, exc, f"the worker failed while handling this job: "
+                                                f"{error_class_name(exc)}: {error_message(exc)}")
         finally:
             self.unit = None
 
     def process(self, unit: Any) -> None:
         raw: bytes = unit.job
         try:
-            job = payload.loads(raw)
-            if not isinstance(job, dict):
-                raise InvalidJob(f"payload is JSON but not an object: {raw[:200]!r}")
-            if not isinstance(job.get("class"), str) or not isinstance(job.get("args"), list):
-                raise InvalidJob("payload lacks a string 'class' or a list 'args'")
-        except Exception as exc:  # any parse failure means the same: bury it
-            self._bury_invalid(unit, exc)
-            unit.acknowledge()
+            job = payload.parse_job(raw)
+        except InvalidJob as exc:  # never run, never re-queued: the dead set, with the reason
+            self._end_unrunnable(unit, exc, str(exc))
             return
         unit.jid = job.get("jid")
         queue = unit.queue
@@ -124,7 +136,12 @@ class Processor:
             except Shutdown:
                 failed = True
                 self._interrupted = True
+                self.joblog.requeued(ctx, started)
+            except BookingFailed as booking:
+                failed = True
                 self.joblog.fail(ctx, started)
+                self._failed(job, booking.job_error)
+                ack = self._bury(raw, booking, f"{job.get('class')}: {booking}", queue)
             except BaseException as exc:  # the global retry scope (CORE-120)
                 failed = True
                 self.joblog.fail(ctx, started)
@@ -135,6 +152,7 @@ class Processor:
             self.metrics.record(ctx["class"], (time.monotonic_ns() - started) / 1e6, failed and not skipped)
             if not self.killed:
                 if ack:
+                    self._give_backs = 0
                     unit.acknowledge()
                 elif not self._interrupted:
                     self._give_back(unit)
@@ -170,7 +188,13 @@ class Processor:
     def _give_back(self, unit: Any) -> None:
         """The outcome could not be recorded (Redis down mid-job): put the job back on
         its queue to run again, waiting for Redis as long as this worker is running.
-        If the worker stops first, the job stays in the private list for the reaper."""
+        If the worker stops first, the job stays in the private list for the reaper.
+
+        Give-backs in a row wait longer each time (up to 5 s), so a job whose
+        outcome can never be recorded cannot spin this thread in a tight loop."""
+        self._give_backs += 1
+        if self._give_backs > 1:
+            self.stop_flag.wait(min(0.1 * 2 ** self._give_backs, 5.0))
         delay = 0.5
         while True:
             try:
@@ -194,38 +218,34 @@ class Processor:
         except Shutdown:
             return False
         except Exception as internal:
-            # Redis down while booking, for instance: leave the job un-ACKed (CORE-113).
             report(internal, {"context": "Internal exception!", "job": job}, self.config)
-            return False
+            if isinstance(internal, TRANSIENT):
+                return False  # Redis down while booking: leave the job un-ACKed (CORE-113)
+            # Booking itself failed for this payload: running it again would fail the same
+            # way, so it ends in the dead set with both errors instead of looping.
+            reason = (f"could not book the failure of {job.get('class')} "
+                      f"({error_class_name(exc)}: {error_message(exc)}): "
+                      f"{error_class_name(internal)}: {error_message(internal)}")
+            return self._bury(raw, internal, reason, queue)
         return False
 
     def _failed(self, job: dict, exc: BaseException) -> None:
         report(exc, {"context": "Job raised exception", "job": job, "jid": job.get("jid")}, self.config)
         signals.send(signals.job_failed, job.get("class"), job=job, exception=exc)
 
-    def _bury_invalid(self, unit: Any, exc: Exception) -> None:
-        """A payload that cannot run dies with reason INVALID (CORE-110): a JSON object is
-        stored with the error added, anything else as the exact bytes received."""
-        raw: bytes = unit.job
+    def _end_unrunnable(self, unit: Any, exc: BaseException, reason: str) -> None:
+        """The dead set for a job that cannot run; if Redis cannot take it, give it back."""
+        if self._bury(unit.job, exc, reason, unit.queue):
+            unit.acknowledge()
+        else:
+            self._give_back(unit)
+
+    def _bury(self, raw: bytes, exc: BaseException, reason: str, queue: str) -> bool:
+        """True once ``raw`` is in the dead set with ``reason``."""
         try:
-            parsed = payload.loads(raw)
-        except Exception:  # not JSON at all
-            parsed = None
-        message = str(exc) if isinstance(exc, InvalidJob) else f"Invalid JSON for job: {exc}"
-        error = exc if isinstance(exc, InvalidJob) else InvalidJob(message)
-        if error is not exc:
-            error.__cause__ = exc
-        job: dict | None = None
-        stored = raw
-        if isinstance(parsed, dict):
-            job = {**parsed, "queue": parsed.get("queue") or unit.queue}
-            job.setdefault("jid", payload.new_jid())  # so the dashboard can address the entry
-            job.update({"error_class": error_class_name(error), "error_message": message,
-                        "failed_at": payload.now_ms()})
-            stored = payload.dumps(job)
-        logger.error("%s (queue %s): moved to the dead set", message, unit.queue)
-        try:
-            death.die(job, error, reason=death.INVALID, config=self.config, redis=self.manager.redis(), raw=stored)
+            invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.manager.redis())
+            return True
         except Exception as bury_exc:
-            report(bury_exc, {"context": "could not move an invalid payload to the dead set"}, self.config)
-            raise
+            report(bury_exc, {"context": "could not move a job that cannot run to the dead set"}, self.config)
+            return False
+

@@ -26,13 +26,13 @@ import time
 
 import redis as redis_lib
 
-from .. import keys
+from .. import keys, payload
 from ..conf import Config
 from ..connection import get_redis
-from ..writer import Writer
+from ..scripts import lua
 from . import poison
 from .heartbeat import BEAT_INTERVAL
-from .reliable_fetch import requeue_command
+from .reliable_fetch import private_list
 from .state import NONCE, hostname
 from .threads import spawn
 from .timer import TimerLoop
@@ -157,33 +157,61 @@ class Reaper:
         return False
 
     def drain(self, private: str, public: str) -> int:
-        """Give every job back to the fetch end of its queue, counting the recovery (PRO-141).
+        """Give every job back to its queue, counting the recovery (PRO-141, RUN-142).
 
-        The poison verdict comes *before* the job is visible on its queue:
-        pushed first, a poison pill would be fetched by a waiting thread and
-        take that worker down before the check could stop it. The job is
-        peeked, counted, then moved (or buried, then removed) — at every step
-        it sits in at least one list, so a crash mid-drain loses nothing.
+        Each job is moved and counted by one script (``lua/reclaim.lua``): the
+        count follows only a move this call made, so several reclaimers on one
+        list (swarm children or pods booting together) never count a job twice.
+        The poison verdict comes *before* the job is visible on its queue: a
+        poison pill goes to this process's own private list, is buried, then
+        removed; at every step each job sits in exactly one list, so a crash
+        mid-drain loses nothing. The jobs of one crash go back spaced apart
+        (see the script), so innocent neighbours of a job that kills its worker
+        do not share its fate.
         """
         redis = get_redis(config=self.config)
         queue = public[len(keys.QUEUE_PREFIX):]
-        writer = Writer(self.config, redis)
+        holding = private_list(queue)
+        spacing = int(redis.llen(private) or 0) + 1
         moved = 0
         while True:
             try:
                 raw = redis.lindex(private, -1)
                 if raw is None:
                     break
-                pill = poison.track(raw, queue, redis)
-                if pill is not None:
-                    poison.bury_pill(pill, raw, config=self.config)
-                    redis.lrem(private, 1, raw)
+                jid = poison.jid_of(raw)
+                if jid is None:  # nothing to count: the processor will refuse it with its reason
+                    result = _RECLAIM(redis, [private, public], [raw, 0, 0, spacing])
                 else:
-                    writer.send([requeue_command(private, public, raw)])
+                    result = _RECLAIM(redis, [private, public, keys.recovered(jid), holding],
+                                      [raw, poison.RECOVERY_THRESHOLD, poison.RECOVERY_TTL, spacing])
+                if result == -1:
+                    continue  # another reclaimer moved it first
                 moved += 1
+                if result >= poison.RECOVERY_THRESHOLD:
+                    self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
             except Exception:
                 logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)
                 return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
         return moved
+
+    def _bury(self, pill: poison.Pill, raw: bytes, holding: str) -> None:
+        try:
+            poison.bury_pill(pill, raw, config=self.config)
+        except Exception:
+            # Still in our own private list: recovered (and judged again) after this process ends.
+            logger.exception("could not bury poison pill %s; it waits in %s", pill.jid, holding)
+            return
+        get_redis(config=self.config).lrem(holding, 1, raw)
+
+
+_RECLAIM = lua("reclaim")
+
+
+def _class_of(raw: bytes) -> str | None:
+    try:
+        return payload.loads(raw).get("class")
+    except Exception:
+        return None

@@ -72,7 +72,7 @@ def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
     commands: list[tuple[Any, ...]] = []
     for unit in units:
         commands.append(("LREM", unit.private, 1, unit.job))
-        if unit.jid:  # never DEL the bare prefix (PRO-155)
+        if isinstance(unit.jid, str) and unit.jid:  # never DEL the bare prefix (PRO-155)
             commands.append(("DEL", keys.recovered(unit.jid)))
     return commands
 

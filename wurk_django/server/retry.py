@@ -17,9 +17,11 @@ import random
 import time
 from typing import Any, NoReturn
 
+import redis as redis_lib
+
 from .. import backtrace, keys, payload, signals
 from ..conf import Config
-from ..errors import RetryHandled, Shutdown
+from ..errors import BookingFailed, RetryHandled, Shutdown
 from ..reporting import report
 from ..writer import Writer
 from . import death
@@ -27,6 +29,8 @@ from . import death
 logger = logging.getLogger("wurk_django.worker")
 
 MESSAGE_LIMIT = 10_000
+# Redis unreachable: the booking is left to the caller, who keeps the job un-ACKed.
+TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 _UNREADABLE = "!!! ERROR MESSAGE THREW AN ERROR !!!"
 
 
@@ -80,7 +84,12 @@ class Retrier:
             msg["retry"] = job_class.get_options().get("retry", self.config.default_job_options.get("retry"))
         if not payload.truthy(msg["retry"]):
             raise exc
-        self._attempt(job_class, msg, queue, exc)
+        try:
+            self._attempt(job_class, msg, queue, exc)
+        except TRANSIENT:
+            raise
+        except Exception as internal:
+            raise BookingFailed(exc, internal) from internal
         raise RetryHandled(exc) from exc
 
     def global_(self, raw: bytes, queue: str, exc: BaseException) -> NoReturn:
@@ -89,6 +98,14 @@ class Retrier:
         msg = payload.loads(raw)
         if payload.truthy(msg.get("retry")):
             self._attempt(None, msg, queue, exc)
+        elif "retry" not in msg:
+            # No class to ask and no retry key (an unknown class pushed by hand, say):
+            # nobody chose to drop it, so it is kept in the dead set with the error.
+            msg.update({"queue": msg.get("queue") or queue, "error_message": error_message(exc),
+                        "error_class": error_class_name(exc), "failed_at": payload.now_ms()})
+            logger.error("%s jid=%s cannot run (%s: %s) and has no retry key: moved to the dead set",
+                         msg.get("class"), msg.get("jid"), msg["error_class"], msg["error_message"])
+            death.die(msg, exc, reason=death.INVALID, config=self.config)
         else:
             self._died(None, msg, exc, death.NO_RETRY)
         raise RetryHandled(exc) from exc

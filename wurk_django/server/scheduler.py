@@ -18,6 +18,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..scripts import script
 from . import death
+from .outage import is_outage
 from .processes import prune_processes
 from .timer import TimerLoop
 
@@ -92,5 +93,9 @@ class Scheduler:
     def _prune_processes(self) -> None:
         try:
             prune_processes(get_redis(config=self.config))
-        except Exception:
-            logger.exception("could not prune the processes set")
+        except Exception as exc:
+            if not is_outage(exc):
+                logger.exception("could not prune the processes set")
+                return
+            self._pruned = False  # try again at the next tick; the loop reports the outage once
+            raise

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from .outage import OutageLog, is_outage
 from .threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")
@@ -31,6 +32,7 @@ class TimerLoop:
         self._done = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.outage = OutageLog(name, "; will try again")
 
     @property
     def done(self) -> bool:
@@ -56,8 +58,13 @@ class TimerLoop:
         while True:
             try:
                 self._tick()
-            except Exception:
-                logger.exception("%s failed; will try again", self.name)
+            except Exception as exc:
+                if is_outage(exc):
+                    self.outage.failed(exc)  # one line per outage, no traceback (CORE-108)
+                else:
+                    logger.exception("%s failed; will try again", self.name)
+            else:
+                self.outage.succeeded()
             if not self._wait(self._interval()):
                 return
 

@@ -143,6 +143,13 @@ def load_task(module_path: Any) -> Task:
     """
     if not isinstance(module_path, str) or "." not in module_path:
         raise RefusedTask(f"{module_path!r} is not the dotted path of a task")
+    from .. import registry
+
+    module_name = module_path.rpartition(".")[0]
+    if not registry.may_import(module_name):
+        # A payload must never run a module's import-time code outside the allowed apps.
+        raise RefusedTask(f"{module_path!r} is outside the modules a payload may import "
+                          "(the installed apps, or WURK['IMPORT_ON_MISS'])")
     try:
         target = import_string(module_path)
     except ImportError as exc:

@@ -126,7 +126,8 @@ class Command(BaseCommand):
             names = pipe.wait(0.5)
             if burst and stopping_since is None and drained(launcher):
                 logger.info("queues are empty: stopping (--burst)")
-                names.append("TERM")
+                stopping_since = time.monotonic()
+                spawn("stopper", launcher.stop)
             for name in names:
                 if name in ("TERM", "INT"):
                     if stopping_since is None:
@@ -137,6 +138,7 @@ class Command(BaseCommand):
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
                         busy = [p for p in launcher.manager.alive_processors() if p.unit is not None]
                         launcher.manager.hard_shutdown(busy)
+                        launcher.deregister_now()
                         flush_all()
                         os._exit(1)
                 elif name == "TSTP":

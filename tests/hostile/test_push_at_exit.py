@@ -1,0 +1,85 @@
+"""Issue 12, item 10: a short-lived process never loses a push silently while Redis is down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from tests.support import ROOT, RedisServer
+
+pytestmark = pytest.mark.slow
+
+PORT = 7242  # this helper's port range; nothing listens here unless a test starts it
+SCRIPT = """
+import django
+django.setup()
+from tests.jobsapp.jobs import RecordJob
+print("PUSHED", RecordJob.perform_async("from a cron script"), flush=True)
+"""
+
+
+def _script(**wurk) -> subprocess.Popen:
+    extra = {"REDIS_URL": f"redis://127.0.0.1:{PORT}/0", **wurk}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "WURK_TEST_EXTRA": json.dumps(extra)}
+    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_undelivered_jobs_are_reported_by_jid_at_exit():
+    proc = _script(RELIABLE_PUSH_EXIT_WAIT=1)
+    out, err = proc.communicate(timeout=60)
+    jid = out.split()[-1]
+    assert len(jid) == 24
+    assert f"job {jid} (tests.jobsapp.jobs.RecordJob, queue default) was NOT delivered" in err
+    assert "1 pushed job(s) lost at exit" in err
+
+
+def test_the_report_is_at_error_level(caplog, monkeypatch):
+    from wurk_django import reliable_push
+    from wurk_django.conf import Config
+
+    class DownWriter:
+        config = Config({"RELIABLE_PUSH_EXIT_WAIT": 0})
+
+        def write(self, *args, **kwargs):
+            raise redis.ConnectionError("down")
+
+    buffer = reliable_push.PushBuffer()
+    monkeypatch.setattr(reliable_push, "_buffer", buffer)
+    monkeypatch.setattr(reliable_push.PushBuffer, "_run", lambda self, writer: None)  # no background flusher
+    buffer.add(DownWriter(), ([{"jid": "j1", "class": "C", "queue": "q"}], [], False), redis.ConnectionError("down"))
+    reliable_push._at_exit()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("job j1 (C, queue q) was NOT delivered" in m for m in errors)
+
+
+def test_buffered_jobs_are_delivered_if_redis_returns_before_the_wait_ends():
+    proc = _script(RELIABLE_PUSH_EXIT_WAIT=20)
+    server = RedisServer()
+    server.port, server.url = PORT, f"redis://127.0.0.1:{PORT}/0"
+    try:
+        jid = proc.stdout.readline().split()[-1]
+        server.start()  # while the exiting process is still retrying
+        _out, err = proc.communicate(timeout=60)
+        client = redis.Redis(port=PORT)
+        queued = [json.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)]
+        client.close()
+        assert queued == [jid]
+        assert "NOT delivered" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        server.stop()
+
+
+def test_reliable_push_off_raises_at_the_call_site():
+    proc = _script(RELIABLE_PUSH=False)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "PUSHED" not in out and "ConnectionError" in err
