@@ -72,6 +72,10 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
     "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
+    "LIMITER_BACKOFF": None,  # callable/dotted path (limiter, job, exc) -> seconds before a rate-limited job runs again
+    "LIMITER_ERRORS": [],  # more exception classes (or dotted paths) treated like limiter.OverLimit in jobs
+    "LIMITER_REDIS": None,  # {"URL": ..., "POOL_SIZE": 10}: a dedicated pool for limiter calls
+    "LIMITER_CAP_ACTION": "dead",  # a job rate-limited `reschedule` times: "dead" (wurk) or "retry" (Sidekiq Ent)
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -171,6 +175,14 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
+    "LIMITER_BACKOFF": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
+    "LIMITER_ERRORS": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (type, str)) for x in v),
+                       "a list of exception classes or dotted paths"),
+    "LIMITER_REDIS": (lambda v: v is None or (isinstance(v, dict) and set(v) <= {"URL", "POOL_SIZE"}
+                                              and (v.get("URL") is None or (isinstance(v["URL"], str) and "://" in v["URL"]))
+                                              and (v.get("POOL_SIZE") is None or _is_int(v["POOL_SIZE"], 1))),
+                      'None or {"URL": redis:// URL, "POOL_SIZE": integer >= 1}'),
+    "LIMITER_CAP_ACTION": (lambda v: v in ("dead", "retry"), '"dead" or "retry"'),
 }
 
 
