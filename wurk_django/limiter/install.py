@@ -1,0 +1,13 @@
+"""Plugs the rate limiters into the engine: the server middleware that reschedules a
+job that hit a limit, and the admin's Limits page."""
+
+from __future__ import annotations
+
+
+def install() -> None:
+    from .. import middleware
+    from .middleware import LimiterMiddleware
+
+    # Outside the user's middleware (they see a clean outcome) but inside batches,
+    # unique jobs and decryption, so a reschedule is "handled" to all of them.
+    middleware.register("server", "limiter", LimiterMiddleware, position=-20)
