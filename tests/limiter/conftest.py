@@ -1,8 +1,12 @@
-"""A clock the limiter scripts follow instead of reading Redis TIME themselves."""
+"""A clock the limiter scripts follow instead of reading Redis TIME themselves, and
+the admin login fixtures."""
 
 from __future__ import annotations
 
 import pytest
+
+# The admin page tests log in the way tests/admin does.
+from tests.admin.conftest import admin_client, manager, manager_client  # noqa: F401
 
 
 class Clock:

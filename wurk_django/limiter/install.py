@@ -11,3 +11,12 @@ def install() -> None:
     # Outside the user's middleware (they see a clean outcome) but inside batches,
     # unique jobs and decryption, so a reschedule is "handled" to all of them.
     middleware.register("server", "limiter", LimiterMiddleware, position=-20)
+
+    from ..admin.pages import Page, register
+
+    def urls(model_admin):
+        from . import admin
+
+        return admin.urls(model_admin)
+
+    register(Page("limits", "Limits", "wurk_limits", urls, 90))
