@@ -200,7 +200,7 @@ class Limiter:
         """Now, by the Redis clock (or the test clock), in epoch seconds."""
         if self.clock is not None:
             return self.clock()
-        s, us = redis_client().time()
+        s, us = send([("TIME",)])[0]
         return int(s) + int(us) / 1e6
 
     def _now_args(self) -> list[str]:
