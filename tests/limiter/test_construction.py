@@ -141,13 +141,18 @@ def test_unlimited_always_runs_and_touches_no_redis(redis_db):  # ENT-129
     assert not redis_db.keys("*")
 
 
-def test_limiter_defined_while_redis_is_down_still_constructs(monkeypatch, caplog):
+def test_limiter_defined_while_redis_is_down_still_constructs(monkeypatch, caplog, redis_db):
     from wurk_django.limiter import base
 
     def down(*_a, **_k):
         raise ConnectionError("redis is not there")
 
-    monkeypatch.setattr(base, "run", down)
-    lim = limiter.concurrent("early", 2)
-    assert lim.limit == 2
+    with monkeypatch.context() as patched:
+        patched.setattr(base, "run", down)
+        lim = limiter.concurrent("early", 2)
+    assert lim.limit == 2 and lim.unregistered
     assert "could not register limiter 'early'" in caplog.text
+    assert not redis_db.exists("lmtr:early")
+    lim.within_limit(lambda: None)  # Redis is back: the first use registers it
+    assert not lim.unregistered
+    assert redis_db.sismember("lmtr-list", "early")

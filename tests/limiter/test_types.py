@@ -107,6 +107,20 @@ def test_the_block_is_not_bounded_by_the_wait_and_errors_still_release(redis_db)
     assert erp.status()["held_time"] == 0  # whole seconds only
 
 
+def test_a_failed_release_does_not_fail_the_call_that_already_ran(redis_db, monkeypatch, caplog):
+    from wurk_django.limiter import concurrent_limiter as module
+
+    erp = limiter.concurrent("erp", 1, lock_timeout=5)
+
+    def down(*_a, **_k):
+        raise ConnectionError("redis went away")
+
+    monkeypatch.setattr(module, "send", down)
+    assert erp.within_limit(lambda: "charged once") == "charged once"
+    assert "could not release limiter 'erp'" in caplog.text
+    assert redis_db.zcard("lmtr-cs:erp") == 1  # left for lock_timeout to reclaim
+
+
 # -- bucket ----------------------------------------------------------------------------
 
 

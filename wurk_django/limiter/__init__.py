@@ -22,13 +22,13 @@ import inspect
 from typing import Any
 
 from .base import Held, Limiter, OverLimit
-from .bucket import Bucket
-from .concurrent import Concurrent
-from .leaky import Leaky
+from .bucket_limiter import Bucket
+from .concurrent_limiter import Concurrent
+from .leaky_limiter import Leaky
 from .listing import build, names
-from .points import Points
-from .unlimited import Unlimited
-from .window import Window
+from .points_limiter import Points
+from .unlimited_limiter import Unlimited
+from .window_limiter import Window
 
 TYPES: dict[str, type[Limiter]] = {
     "concurrent": Concurrent, "bucket": Bucket, "window": Window, "leaky": Leaky, "points": Points,

@@ -12,7 +12,7 @@ from django.urls import path
 from ..admin.common import Page, keep_query, page_params, redirect_back, render, url, when
 from . import listing
 from .base import redis_client, text
-from .concurrent import COUNTERS
+from .concurrent_limiter import COUNTERS
 from .options import NAME
 
 logger = logging.getLogger("wurk_django.limiter")

@@ -74,12 +74,14 @@ class _Acquisition:
         self.held: Held | None = None
 
     def __enter__(self) -> Held:
+        if self.limiter.unregistered:
+            self.limiter._try_register()
         self.held = self.limiter._take(**self.kwargs)
         return self.held
 
     def __exit__(self, *exc: Any) -> None:
         if self.held is not None and self.held.acquired:
-            self.limiter._give_back(self.held)
+            self.limiter._release(self.held)
 
 
 # -- Redis access ----------------------------------------------------------------------
@@ -146,13 +148,20 @@ class Limiter:
         #: Tests set a function returning epoch seconds (read from Redis TIME and then
         #: advanced) to drive the scripts' clock; None: the scripts read TIME.
         self.clock: Callable[[], float] | None = None
+        #: True while registration is owed: it failed at construction and is tried again at the first use.
+        self.unregistered = False
         if register:
-            try:
-                self.register()
-            except Exception as exc:
-                # Registration only feeds the dashboard's list: a limiter defined at
-                # import time must not break the import when Redis is not reachable yet.
-                logger.warning("could not register limiter %r yet (%s); it works all the same", name, exc)
+            self._try_register()
+
+    def _try_register(self) -> None:
+        try:
+            self.register()
+            self.unregistered = False
+        except Exception as exc:
+            # Registration only feeds the dashboard's list: a limiter defined at import
+            # time must not break the import when Redis (or settings) are not ready yet.
+            self.unregistered = True
+            logger.warning("could not register limiter %r yet (%s); it works all the same", self.name, exc)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.options_json}>"
@@ -219,13 +228,15 @@ class Limiter:
         of ``kwargs`` before ``fn`` is called.
         """
         mine = {k: kwargs.pop(k) for k in self.call_options if k in kwargs}
+        if self.unregistered:
+            self._try_register()
         held = self._take(**mine)
         if not held.acquired:
             return None
         try:
             return fn(*args, **kwargs)
         finally:
-            self._give_back(held)
+            self._release(held)
 
     def acquire(self, **kwargs: Any) -> _Acquisition:
         """``with limiter.acquire() as held:`` runs the body holding capacity.
@@ -241,6 +252,16 @@ class Limiter:
 
     def _take(self, **kwargs: Any) -> Held:
         raise NotImplementedError
+
+    def _release(self, held: Held) -> None:
+        """Give back what ``held`` holds. A failure here is logged, not raised: the call
+        already ran (a job that raised now would run it a second time), and a slot
+        that was not given back is reclaimed after ``lock_timeout`` anyway."""
+        try:
+            self._give_back(held)
+        except Exception as exc:
+            logger.warning("could not release limiter %r (%s); its slot frees itself after lock_timeout",
+                           self.name, exc)
 
     def _give_back(self, held: Held) -> None:
         """Release what ``held`` holds (only concurrent and points have anything to do)."""

@@ -10,7 +10,7 @@ from typing import Any
 from .. import keys
 from . import options as opts
 from .base import Held, Limiter, redis_client, run, text
-from .bucket import checked_used
+from .bucket_limiter import checked_used
 
 #: Longest pause between two attempts while waiting.
 MAX_SLEEP = 0.5
