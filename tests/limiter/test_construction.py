@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from wurk_django import limiter
-from wurk_django.limiter import listing
+from wurk_django.limiter import listing, options
 
 
 @pytest.mark.parametrize("make, named", [
@@ -77,6 +77,20 @@ def test_options_json_and_fingerprint_match_ruby(make, text, redis_db):
     assert meta == {b"type": lim.type.encode(), b"options": text.encode(), b"fingerprint": lim.fingerprint.encode()}
     assert 86400 * 89 < redis_db.ttl(f"lmtr:{lim.name}") <= 7776000
     assert redis_db.sismember("lmtr-list", lim.name)
+
+
+@pytest.mark.parametrize("value, ruby", [(0.5, "0.5"), (1.0, "1.0"), (1e-05, "1.0e-05"), (1.5e-05, "1.5e-05"),
+                                         (1e16, "1.0e+16"), (123456.789, "123456.789"), (2.5e20, "2.5e+20")])
+def test_floats_are_written_as_ruby_writes_them(value, ruby):  # ENT-004
+    assert options.ruby_float(value) == ruby
+    lim = limiter.points("p", 10, value, register=False)
+    assert lim.options_json == f'{{"initial":10,"refill":{ruby},"backoff":null,"ttl":7776000}}'
+
+
+def test_infinite_and_nan_are_refused():
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="wait_timeout"):
+            limiter.window("w", 1, "second", wait_timeout=bad, register=False)
 
 
 def test_registration_adds_to_the_list_only_when_metadata_is_new(redis_db):  # ENT-111

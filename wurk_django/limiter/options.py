@@ -8,6 +8,7 @@ failure is a ``ValueError`` that names the argument and the value given.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,7 @@ POLICIES = ("raise", "ignore", "skip")
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _integer(v: Any) -> bool:
@@ -102,5 +103,20 @@ def to_json(options: dict[str, Any]) -> str:
     """The options as Ruby's ``JSON.dump`` writes them: compact, in insertion order,
     a callable as ``"<proc>"``. Ruby and Python must produce the same bytes, since
     the fingerprint is a digest of this text."""
-    plain = {k: ("<proc>" if callable(v) else v) for k, v in options.items()}
-    return json.dumps(plain, separators=(",", ":"), ensure_ascii=False)
+    parts = []
+    for key, value in options.items():
+        if callable(value):
+            value = "<proc>"
+        text = ruby_float(value) if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{json.dumps(key, ensure_ascii=False)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+def ruby_float(value: float) -> str:
+    """A float as Ruby writes it: Python's shortest repr, except that Ruby keeps a
+    ``.0`` on the mantissa in exponent form (``1.0e-05``, where Python writes ``1e-05``)."""
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if e and "." not in mantissa:
+        return f"{mantissa}.0e{exponent}"
+    return text
