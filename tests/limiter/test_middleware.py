@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.support import wurk_settings
-from wurk_django import limiter, payload
+from wurk_django import limiter, payload, signals
 from wurk_django.conf import get_config
 from wurk_django.errors import RetrySkip
 from wurk_django.limiter.middleware import LimiterMiddleware, default_backoff
@@ -93,8 +93,26 @@ def test_configured_errors_are_rescheduled_with_the_default_cap(redis_db):  # EN
 def test_at_the_cap_the_job_goes_dead_with_the_reason(redis_db):  # ENT-153
     stripe = limiter.bucket("stripe", 1, "second", reschedule=3)
     job = a_job(overrated=2)
-    with pytest.raises(RetrySkip):
-        run(job, limiter.OverLimit(stripe))
+    seen = []
+
+    def note(sender, **kwargs):
+        seen.append((sender, kwargs["job"]["overrated"], kwargs["retry_at"]))
+
+    signals.job_rate_limited.connect(note)
+    died = []
+    signals.job_died.connect(lambda sender, **kw: died.append(kw["job"]["jid"]), weak=False, dispatch_uid="lim")
+    try:
+        with pytest.raises(RetrySkip):
+            run(job, limiter.OverLimit(stripe))
+        with pytest.raises(RetrySkip):
+            run(a_job(), limiter.OverLimit(stripe))  # a first time: rescheduled
+    finally:
+        signals.job_rate_limited.disconnect(note)
+        signals.job_died.disconnect(dispatch_uid="lim")
+    assert seen[0] == ("tests.limiter.jobs.Hammer", 3, None)
+    assert seen[1][1] == 1 and seen[1][2] > time.time()
+    assert died == [job["jid"]]  # death handlers and job_died ran
+    redis_db.delete("schedule")
     assert not redis_db.zcard("schedule")
     dead = payload.loads(redis_db.zrange("dead", 0, -1)[0])
     assert dead["jid"] == job["jid"] and dead["overrated"] == 3

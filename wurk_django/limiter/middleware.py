@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .. import payload
+from .. import payload, signals
 from ..client import Client
 from ..conf import Config, get_config
 from ..errors import RetrySkip
@@ -100,6 +100,7 @@ class LimiterMiddleware:
         again = {**job, "at": time.time() + max(delay, 0.0)}
         again.pop("enqueued_at", None)
         Client(config=config).push(again)
+        signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=again["at"])
         logger.info("%s jid=%s rate limited by %s (overrated=%d); runs again in %.1fs", job.get("class"),
                     job.get("jid"), getattr(limiter, "name", type(exc).__name__), job["overrated"], delay)
         raise RetrySkip() from None  # handled: acknowledge, book no failure and no retry
@@ -115,4 +116,6 @@ class LimiterMiddleware:
         logger.warning("%s jid=%s still rate limited after %d reschedules: moved to the dead set",
                        job.get("class"), job.get("jid"), job["overrated"])
         death.die(record, exc, reason=death.EXHAUSTED, config=config)
+        # Statsd's jobs.rate_limited counter (tagged worker:<class>) hangs off this signal.
+        signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=None)
         raise RetrySkip() from None
