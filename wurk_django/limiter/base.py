@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import redis as redis_lib
 
 from .. import keys
-from ..conf import get_config
+from ..conf import Config, get_config
 from ..scripts import lua
 from ..writer import Writer
 from . import options as opts
@@ -90,10 +90,10 @@ _dedicated: dict[tuple[int, str, int], redis_lib.Redis] = {}
 _dedicated_lock = threading.Lock()
 
 
-def redis_client() -> redis_lib.Redis:
+def redis_client(config: Config | None = None) -> redis_lib.Redis:
     """The limiters' connection: ``WURK["LIMITER_REDIS"]`` if set (a dedicated pool,
     so rate-limit traffic cannot starve job fetches), else the main pool."""
-    config = get_config()
+    config = config or get_config()
     spec = config.raw.get("LIMITER_REDIS")
     if not spec:
         from ..connection import get_redis
@@ -116,7 +116,8 @@ def redis_client() -> redis_lib.Redis:
 
 def send(commands: list[tuple[Any, ...]], client: redis_lib.Redis | None = None) -> list[Any]:
     """Send ``commands`` in one round trip (scripts as EVALSHA, resent as EVAL on NOSCRIPT)."""
-    return Writer(get_config(), redis=client or redis_client()).send(commands)
+    config = get_config()
+    return Writer(config, redis=client or redis_client(config)).send(commands)
 
 
 def run(script: str, keys_: list[str], args: list[Any], client: redis_lib.Redis | None = None) -> Any:
