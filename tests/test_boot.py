@@ -12,8 +12,9 @@ import types
 import pytest
 
 from tests.support import ROOT
-from wurk_django import boot, connection, embedded
-from wurk_django.boot import EMBEDDED, REFUSE, SKIP, SWARM, decide
+from wurk_django import connection
+from wurk_django.embed import boot, embedded
+from wurk_django.embed.boot import EMBEDDED, REFUSE, SKIP, SWARM, decide
 
 GUNICORN_ENV = {"SERVER_SOFTWARE": "gunicorn/27.0.1"}
 GUNICORN_ARGV = ["/venv/bin/gunicorn", "-c", "gunicorn.conf.py", "site.wsgi"]
@@ -223,7 +224,8 @@ import json, sys, threading
 sys.argv = {argv!r}
 import django
 django.setup()
-from wurk_django import boot, connection, embedded
+from wurk_django import connection
+from wurk_django.embed import boot, embedded
 print(json.dumps({{"action": boot.current().action, "attempted": embedded.attempted(),
                   "threads": threading.active_count()}}))
 """

@@ -156,3 +156,21 @@ def test_config_refuses_an_unknown_cache_alias():
     reset_config()
     with pytest.raises(ConfigurationError, match="nope"):
         get_config()
+
+
+def test_deploy_check_warns_about_an_evicting_redis(wurk):
+    import redis
+
+    from tests.local_redis import LocalRedis, free_port
+
+    port = free_port()
+    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--maxmemory-policy", "allkeys-lru")
+    client = redis.Redis(port=port)
+    try:
+        server.start(client.ping)
+        wurk(REDIS_URL=f"redis://127.0.0.1:{port}/0")
+        [message] = check_redis_server()
+        assert message.id == "wurk.W010" and "allkeys-lru" in message.msg
+    finally:
+        client.close()
+        server.stop()

@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from tests.support import ROOT, stop_process, wait_for
-from wurk_django import embedded
+from wurk_django.embed import embedded
 from wurk_django.gunicorn import drain_budget
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from wurk_django import Job, payload
 from wurk_django.backtrace import decompress
 from wurk_django.conf import Config
 from wurk_django.errors import RetryHandled, Shutdown
-from wurk_django.retry import Retrier, caused_by_shutdown, error_class_name
+from wurk_django.server.retry import Retrier, caused_by_shutdown, error_class_name
 
 
 def _raw(**fields) -> bytes:

@@ -17,7 +17,8 @@ class WurkConfig(AppConfig):
     def ready(self) -> None:
         # Only record and connect here: no Redis, no threads, no queries (RUN-840).
         setting_changed.connect(_settings_changed, dispatch_uid="wurk_django.settings_changed")
-        from . import boot, checks
+        from . import checks
+        from .embed import boot
 
         checks.register()
         # Decides whether this process may run embedded workers; starting is left to entry points (DJ-060).

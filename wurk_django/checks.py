@@ -8,7 +8,8 @@ Ids:
 * ``wurk.E001`` unknown key; ``wurk.E002`` wrong type or impossible value;
   ``wurk.E003`` bad queue spec; ``wurk.E004`` bad ``REDIS`` dict;
   ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
-  not a dict;
+  not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
+  exactly 32 bytes, an active version without a key...), never quoting a key;
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
   policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
 """
@@ -21,7 +22,8 @@ from django.core import checks
 
 from .errors import ConfigurationError
 
-_IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004"}
+_IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
+        "encryption": "wurk.E007"}
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -69,22 +71,23 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     import redis as redis_lib
 
     from . import conf
-    from .connection import MIN_VERSION, server_version
+    from .connection import MIN_VERSION, probe_redis, server_version
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
     try:
         config = conf.get_config()
-        client = redis_lib.Redis.from_url(
-            config.redis_url, **{**config.redis_options, "socket_connect_timeout": 2, "decode_responses": True})
+        client = probe_redis(config, timeout=2)
         try:
             version = server_version(client)
             try:
-                policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
+                reply = client.config_get("maxmemory-policy")
+                policy = reply.get(b"maxmemory-policy", reply.get("maxmemory-policy"))
+                policy = policy.decode() if isinstance(policy, bytes) else policy
             except redis_lib.ResponseError:
                 policy = None  # CONFIG is often disabled on managed Redis
         finally:
-            client.close()
+            client.connection_pool.disconnect()
     except (redis_lib.RedisError, OSError, ConfigurationError) as exc:
         return [checks.Warning(f"cannot reach Redis to check it: {exc}", obj="settings.WURK", id="wurk.W011")]
     messages: list[checks.CheckMessage] = []

@@ -22,62 +22,6 @@ from .errors import ConfigurationError
 QUEUE_NAME = re.compile(r"^[a-z_:.\-0-9]+$", re.IGNORECASE)
 MODES = ("off", "standalone", "embedded", "swarm")
 
-# Every key the WURK dict may hold, with its default. Features add theirs here.
-DEFAULTS: dict[str, Any] = {
-    "REDIS_URL": None,  # None: env REDIS_URL, else redis://localhost:6379/0
-    "REDIS": None,  # {"URL": ..., "CACHE": alias, "POOL_SIZE": n, "OPTIONS": {...}}
-    "CONCURRENCY": 5,
-    "QUEUES": ["default"],
-    "TIMEOUT": 25,
-    "POLL_INTERVAL_AVERAGE": None,
-    "AVERAGE_SCHEDULED_POLL_INTERVAL": 5,
-    "MAX_RETRIES": 25,
-    "DEAD_MAX_JOBS": 10_000,
-    "DEAD_TIMEOUT_IN_SECONDS": 180 * 24 * 3600,
-    "ON_COMPLEX_ARGUMENTS": "raise",
-    "DEFAULT_JOB_OPTIONS": {"retry": True, "queue": "default"},
-    "TAG": None,  # None: the project directory's name
-    "LABELS": [],
-    "ERROR_HANDLERS": [],
-    "DEATH_HANDLERS": [],
-    "CLIENT_MIDDLEWARE": [],
-    "SERVER_MIDDLEWARE": [],
-    "LOGGED_JOB_ATTRIBUTES": ["bid", "tags"],
-    "SKIP_DEFAULT_JOB_LOGGING": False,
-    "BACKTRACE_CLEANER": None,
-    "LOG_FORMAT": "plain",
-    "LOG_FLUSH_INTERVAL": 0.1,  # seconds INFO lines wait to be written in one batch; 0 writes each at once (RUN-706)
-    "VERBOSE": False,
-    "ENVIRONMENT": None,
-    "FETCH_CLASS": None,  # dotted path; None: the built-in fetcher
-    "AUTODISCOVER": ["jobs", "tasks"],
-    "IMPORT_ON_MISS": None,  # module prefixes a payload's class may be imported from
-    "MODE": "off",
-    "EMBEDDED_CONCURRENCY": 2,  # processor threads per web process when MODE is "embedded" (DJ-062)
-    "ENQUEUE_ON_COMMIT": False,
-    "MAX_ITERATION_RUNTIME": None,  # seconds an iterable job runs before re-queueing itself
-    "RELIABLE_PUSH": True,
-    "RELIABLE_PUSH_BUFFER": 1000,
-    "FETCH_POLL_INTERVAL": 2,
-    "SUPER_FETCH_REAPER_INTERVAL": 60,
-    "REAPER_ORPHAN_GRACE": 30,
-    "TESTING": None,  # None/"disable": real pushes; "fake" records them; "inline" runs them (DJ-031)
-    "ADMIN_READ_ONLY": False,  # admin dashboard refuses every POST and hides its buttons (DJ-051)
-    "ADMIN_AUTHORIZE": None,  # callable/dotted path (request, method, path) -> bool, asked last (DJ-051)
-    "API_TOKEN": None,  # bearer token for the stats JSON and Prometheus endpoints (DJ-056)
-    "SWARM": None,  # [{"count": n, "queues": [...], "concurrency": c}, ...]: the swarm topology (RUN-401)
-    "MEMORY_LIMIT_MB": None,  # RSS cap per swarm child; None: env WURK_MAXMEM_MB / SIDEKIQ_MAXMEM_MB; 0 off (RUN-407)
-    "SWARM_HEARTBEAT_TIMEOUT": 60,  # a swarm child whose beat stalls this long is replaced; 0/False off (RUN-408)
-    # -- features (each checked in detail by its own package) --
-    "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
-    "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
-    "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
-    "LIMITER_BACKOFF": None,  # callable/dotted path (limiter, job, exc) -> seconds before a rate-limited job runs again
-    "LIMITER_ERRORS": [],  # more exception classes (or dotted paths) treated like limiter.OverLimit in jobs
-    "LIMITER_REDIS": None,  # {"URL": ..., "POOL_SIZE": 10}: a dedicated pool for limiter calls
-    "LIMITER_CAP_ACTION": "dead",  # a job rate-limited `reschedule` times: "dead" (wurk) or "retry" (Sidekiq Ent)
-}
-
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
 REDIS_KEYS = ("URL", "CACHE", "POOL_SIZE", "OPTIONS")
 TESTING_MODES = (None, "disable", "fake", "inline")
@@ -125,65 +69,266 @@ def _swarm_topology(v: Any) -> bool:
     return True
 
 
-# key -> (predicate, what the value must be)
-_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "REDIS_URL": (lambda v: v is None or (isinstance(v, str) and "://" in v), "a redis:// URL"),
-    "REDIS": (lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict"),
-    "CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "QUEUES": (lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs"),
-    "TIMEOUT": (lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
-    "POLL_INTERVAL_AVERAGE": (lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0"),
-    "AVERAGE_SCHEDULED_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
-    "MAX_RETRIES": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "DEAD_MAX_JOBS": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "DEAD_TIMEOUT_IN_SECONDS": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "ON_COMPLEX_ARGUMENTS": (lambda v: v in ("raise", "warn", False), '"raise", "warn" or False'),
-    "DEFAULT_JOB_OPTIONS": (lambda v: isinstance(v, dict), "a dict"),
-    "TAG": (lambda v: v is None or isinstance(v, str), "a string"),
-    "LABELS": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "a list of strings"),
-    "ERROR_HANDLERS": (_callables, "a list of callables or dotted paths"),
-    "DEATH_HANDLERS": (_callables, "a list of callables or dotted paths"),
-    "CLIENT_MIDDLEWARE": (_middleware, "a list of middleware classes or dotted paths"),
-    "SERVER_MIDDLEWARE": (_middleware, "a list of middleware classes or dotted paths"),
-    "LOGGED_JOB_ATTRIBUTES": (lambda v: isinstance(v, (list, tuple)), "a list of payload keys"),
-    "SKIP_DEFAULT_JOB_LOGGING": (lambda v: isinstance(v, bool), "True or False"),
-    "BACKTRACE_CLEANER": (lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path"),
-    "LOG_FORMAT": (lambda v: v in ("plain", "json"), '"plain" or "json"'),
-    "LOG_FLUSH_INTERVAL": (lambda v: _is_number(v) and 0 <= v <= 10, "seconds from 0 to 10 (0: write each line at once)"),
-    "VERBOSE": (lambda v: isinstance(v, bool), "True or False"),
-    "ENVIRONMENT": (lambda v: v is None or isinstance(v, str), "a string"),
-    "FETCH_CLASS": (lambda v: v is None or isinstance(v, str) or callable(v), "a dotted path"),
-    "AUTODISCOVER": (lambda v: isinstance(v, (list, tuple)), "a list of module names"),
-    "IMPORT_ON_MISS": (lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes"),
-    "MODE": (lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES)),
-    "EMBEDDED_CONCURRENCY": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "ENQUEUE_ON_COMMIT": (lambda v: isinstance(v, bool), "True or False"),
-    "MAX_ITERATION_RUNTIME": (lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0"),
-    "RELIABLE_PUSH": (lambda v: isinstance(v, bool), "True or False"),
-    "RELIABLE_PUSH_BUFFER": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "FETCH_POLL_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
-    "SUPER_FETCH_REAPER_INTERVAL": (lambda v: _is_number(v) and v > 0, "seconds > 0"),
-    "REAPER_ORPHAN_GRACE": (lambda v: _is_number(v) and v >= 0, "seconds >= 0 (0 disables)"),
-    "TESTING": (lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"'),
-    "ADMIN_READ_ONLY": (lambda v: isinstance(v, bool), "True or False"),
-    "ADMIN_AUTHORIZE": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
-    "API_TOKEN": (lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters"),
-    "SWARM": (lambda v: v is None or _swarm_topology(v), "None or a list of {count, queues, concurrency} dicts"),
-    "MEMORY_LIMIT_MB": (lambda v: v is None or (_is_number(v) and v >= 0), "None or megabytes >= 0 (0 disables)"),
-    "SWARM_HEARTBEAT_TIMEOUT": (lambda v: v is False or (_is_number(v) and (v == 0 or v >= 20)),
-                                "seconds >= 20, or 0/False to disable"),
-    "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
-    "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
-    "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
-    "LIMITER_BACKOFF": (lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path"),
-    "LIMITER_ERRORS": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (type, str)) for x in v),
-                       "a list of exception classes or dotted paths"),
-    "LIMITER_REDIS": (lambda v: v is None or (isinstance(v, dict) and set(v) <= {"URL", "POOL_SIZE"}
-                                              and (v.get("URL") is None or (isinstance(v["URL"], str) and "://" in v["URL"]))
-                                              and (v.get("POOL_SIZE") is None or _is_int(v["POOL_SIZE"], 1))),
-                      'None or {"URL": redis:// URL, "POOL_SIZE": integer >= 1}'),
-    "LIMITER_CAP_ACTION": (lambda v: v in ("dead", "retry"), '"dead" or "retry"'),
-}
+@dataclass(frozen=True)
+class Setting:
+    """One key of ``settings.WURK``: its default, the check its value must pass (``want``
+    says in words what that is, for error messages), one line of documentation, and the
+    heading it is listed under in docs/configuration.md."""
+
+    name: str
+    default: Any
+    check: Callable[[Any], bool]
+    want: str
+    doc: str
+    section: str = "Features"
+    #: A feature's own detailed check, as a dotted path to ``fn(value) -> [messages]``,
+    #: used instead of the generic "is not <want>" message (imported only when the key
+    #: is set, so the settings table never imports a feature). ``kind`` names the
+    #: system check id the messages map to (see checks.py).
+    detail: str | None = None
+    kind: str = "value"
+
+
+# Headings of docs/configuration.md, in the order they are listed.
+REDIS = "Redis"
+WORKER = "Worker"
+RETRIES = "Retries and the dead set"
+CLIENT = "Client"
+LOGGING = "Logging"
+ADMIN = "Admin dashboard"
+SWARM = "Swarm"
+FEATURES = "Features"
+LIMITERS = "Rate limiters"
+
+# The one table of settings: DEFAULTS, problems() (and so the system checks and the
+# worker's boot check) and the table in docs/configuration.md all come from it.
+# One Setting per key; a feature adds its rows at the end, under FEATURES.
+SETTINGS: tuple[Setting, ...] = (
+    # -- Redis --
+    Setting("REDIS_URL", None,
+            lambda v: v is None or (isinstance(v, str) and "://" in v), "a redis:// URL",
+            "Redis server URL (`redis://`, `rediss://`, `unix://`). `None`: the `REDIS_URL` environment variable,"
+            " else `redis://localhost:6379/0`.", REDIS),
+    Setting("REDIS", None,
+            lambda v: v is None or isinstance(v, (str, dict)), "a URL or a dict",
+            "Richer form, wins over `REDIS_URL`: a URL string, or a dict with `URL`, `POOL_SIZE` (connections per"
+            " pool, at least: see \"Redis server and connections\" below), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
+            "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused; its"
+            " `KEY_PREFIX` never applies to job keys). Give `URL` or `CACHE`, not both.", REDIS),
+    # -- Worker --
+    Setting("CONCURRENCY", 5,
+            lambda v: _is_int(v, 1), "an integer >= 1",
+            "Job threads per worker process (integer >= 1).", WORKER),
+    Setting("QUEUES", ["default"],
+            lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs",
+            'Queues to fetch from, each `"name"` or `"name,weight"` (or `[name, weight]`). No weights: strict '
+            "order, a queue is only read when all before it are empty. All weights 1: random order. Otherwise "
+            "weighted random. Names may hold letters, digits, `_ : . -`.", WORKER),
+    Setting("TIMEOUT", 25,
+            lambda v: _is_number(v) and v > 0, "a number of seconds > 0",
+            "Shutdown grace: seconds running jobs get to finish after a stop request before they are pushed back "
+            "to their queue. Keep it below your process manager's kill timeout.", WORKER),
+    Setting("POLL_INTERVAL_AVERAGE", None,
+            lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0",
+            "Fixed average seconds between polls of the `schedule` and `retry` sets. `None`: scaled by the number"
+            " of live processes, so the cluster as a whole polls about every `AVERAGE_SCHEDULED_POLL_INTERVAL` "
+            "seconds.", WORKER),
+    Setting("AVERAGE_SCHEDULED_POLL_INTERVAL", 5,
+            lambda v: _is_number(v) and v > 0, "seconds > 0",
+            "The cluster-wide poll average used when `POLL_INTERVAL_AVERAGE` is `None`.", WORKER),
+    Setting("FETCH_CLASS", None,
+            lambda v: v is None or isinstance(v, str) or callable(v), "a dotted path",
+            "Dotted path of a fetcher class replacing the built-in one. `None`: reliable fetch - each fetched job"
+            " is moved to a private per-process list until it finishes, so a crashed worker's jobs are recovered.", WORKER),
+    Setting("FETCH_POLL_INTERVAL", 2,
+            lambda v: _is_number(v) and v > 0, "seconds > 0",
+            "Seconds a fetcher blocks waiting on an empty queue before looking again (and noticing paused "
+            "queues).", WORKER),
+    Setting("SUPER_FETCH_REAPER_INTERVAL", 60,
+            lambda v: _is_number(v) and v > 0, "seconds > 0",
+            "Seconds between sweeps that bring back jobs left in the private lists of processes that died.", WORKER),
+    Setting("REAPER_ORPHAN_GRACE", 30,
+            lambda v: _is_number(v) and v >= 0, "seconds >= 0 (0 disables)",
+            "Seconds a dead-looking process's private list must stay untouched before the reaper takes its jobs "
+            "back, so a worker that is still booting is left alone. `0` disables the grace.", WORKER),
+    Setting("MODE", "off",
+            lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES),
+            'Where a worker runs besides `manage.py wurk`: `"off"` (only the command), `"standalone"`, '
+            '`"embedded"` (worker threads inside the web server process) or `"swarm"` (forked children). See '
+            "docs/worker.md and docs/embedded.md.", WORKER),
+    Setting("EMBEDDED_CONCURRENCY", 2,
+            lambda v: _is_int(v, 1), "an integer >= 1",
+            'Job threads each web process runs when `MODE` is `"embedded"`. See docs/embedded.md.', WORKER),
+    Setting("TAG", None,
+            lambda v: v is None or isinstance(v, str), "a string",
+            "Label shown for the process in the Web UI. `None`: the name of the project directory (`BASE_DIR`).", WORKER),
+    Setting("LABELS", [],
+            lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "a list of strings",
+            "Extra strings shown next to the process in the Web UI.", WORKER),
+    Setting("AUTODISCOVER", ["jobs", "tasks"],
+            lambda v: isinstance(v, (list, tuple)), "a list of module names",
+            "Module names imported from every installed app when a worker starts, so job classes are registered "
+            "before the first fetch.", WORKER),
+    Setting("IMPORT_ON_MISS", None,
+            lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes",
+            "Module prefixes from which a job module may be imported when a payload names a class that is not "
+            "registered yet. `None`: the installed apps' packages. A payload never causes an import outside these"
+            " prefixes, and what it finds must be a registered job.", WORKER),
+    # -- Retries and the dead set --
+    Setting("MAX_RETRIES", 25,
+            lambda v: _is_int(v, 0), "an integer >= 0",
+            "How many retries `retry: True` means (about 20 days with the default back-off).", RETRIES),
+    Setting("DEAD_MAX_JOBS", 10_000,
+            lambda v: _is_int(v, 1), "an integer >= 1",
+            "Size cap of the dead set; older entries are trimmed when a job dies.", RETRIES),
+    Setting("DEAD_TIMEOUT_IN_SECONDS", 180 * 24 * 3600,
+            lambda v: _is_int(v, 1), "an integer >= 1",
+            "Age cap of the dead set (180 days).", RETRIES),
+    Setting("ERROR_HANDLERS", [],
+            _callables, "a list of callables or dotted paths",
+            "Callables (or dotted paths) called as `handler(exc, context, config)` for every failed job attempt, "
+            "after the built-in logging. Use them to report to an error tracker. A failing handler is logged; the"
+            " others still run.", RETRIES),
+    Setting("DEATH_HANDLERS", [],
+            _callables, "a list of callables or dotted paths",
+            "Callables (or dotted paths) called as `handler(job, exc)` whenever a job dies: retries exhausted, "
+            "discarded, `retry: False`, poison pill, invalid payload, a due job the scheduler could not push, or a "
+            "kill from the admin or the API (then `exc` is a `wurk_django.server.death.JobKilled`).", RETRIES),
+    Setting("BACKTRACE_CLEANER", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path",
+            "Callable (or dotted path) taking and returning the list of backtrace lines stored with `backtrace: "
+            "True` jobs, e.g. to drop framework frames.", RETRIES),
+    # -- Client --
+    Setting("DEFAULT_JOB_OPTIONS", {"retry": True, "queue": "default"},
+            lambda v: isinstance(v, dict), "a dict",
+            "Options under every push; class options and `set()` override them. Also what a job pushed by name "
+            "only (a Ruby class) gets.", CLIENT),
+    Setting("ON_COMPLEX_ARGUMENTS", "raise",
+            lambda v: v in ("raise", "warn", False), '"raise", "warn" or False',
+            'What a push does with an argument that is not plain JSON: `"raise"` a `ValueError` naming it, '
+            '`"warn"` (log, then convert tuples to lists and anything else to `str`), or `False` (convert '
+            "silently). See [jobs.md](jobs.md#arguments).", CLIENT),
+    Setting("CLIENT_MIDDLEWARE", [],
+            _middleware, "a list of middleware classes or dotted paths",
+            "Middleware run around every push, outermost first: classes or dotted paths, or `(class, {kwargs})` "
+            "pairs.", CLIENT),
+    Setting("SERVER_MIDDLEWARE", [],
+            _middleware, "a list of middleware classes or dotted paths",
+            "Middleware run around every job execution (and by `perform_inline`), same forms.", CLIENT),
+    Setting("ENQUEUE_ON_COMMIT", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Push inside a database transaction only once it commits (nothing is pushed on rollback). Per call: "
+            '`set(on_commit=True)` or `set(on_commit="alias")` for another database. Bulk pushes are never '
+            "deferred.", CLIENT),
+    Setting("MAX_ITERATION_RUNTIME", None,
+            lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0",
+            "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "
+            "re-queues itself; `None` runs until done or until the worker stops.", CLIENT),
+    Setting("RELIABLE_PUSH", True,
+            lambda v: isinstance(v, bool), "True or False",
+            "When Redis is unreachable, keep pushed jobs in an in-memory buffer (per process) and let a "
+            "background thread deliver them, oldest first, once Redis answers; later pushes deliver the backlog "
+            "first. Jobs of a batch (`bid`) are never buffered. Buffered jobs are lost if the process exits, and "
+            "a push whose reply was lost may arrive twice (docs/reliability.md).", CLIENT),
+    Setting("RELIABLE_PUSH_BUFFER", 1000,
+            lambda v: _is_int(v, 1), "an integer >= 1",
+            "How many jobs that buffer holds; a push that does not fit raises "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site (nothing is dropped silently).", CLIENT),
+    Setting("TESTING", None,
+            lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"',
+            'For test suites: `"fake"` records pushes in memory instead of Redis, `"inline"` runs them at once, '
+            '`None`/`"disable"` pushes for real.', CLIENT),
+    # -- Logging --
+    Setting("LOG_FORMAT", "plain",
+            lambda v: v in ("plain", "json"), '"plain" or "json"',
+            'Worker log lines as `"plain"` text or `"json"` (one object per line).', LOGGING),
+    Setting("LOG_FLUSH_INTERVAL", 0.1,
+            lambda v: _is_number(v) and 0 <= v <= 10, "seconds from 0 to 10 (0: write each line at once)",
+            "Seconds INFO lines wait to be written together by the worker's log writer (0 to 10; `0` writes each "
+            "line at once). WARNING and above are always written at once. See docs/worker.md, Logging.", LOGGING),
+    Setting("VERBOSE", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Debug-level worker logging.", LOGGING),
+    Setting("ENVIRONMENT", None,
+            lambda v: v is None or isinstance(v, str), "a string",
+            'Environment name (`"development"`, `"production"`...); in development failed jobs log their full '
+            "traceback.", LOGGING),
+    Setting("LOGGED_JOB_ATTRIBUTES", ["bid", "tags"],
+            lambda v: isinstance(v, (list, tuple)), "a list of payload keys",
+            "Payload keys added to the log context of each job's lines.", LOGGING),
+    Setting("SKIP_DEFAULT_JOB_LOGGING", False,
+            lambda v: isinstance(v, bool), "True or False",
+            'Drop the built-in "start"/"done"/"fail" line per job (your middleware logs instead).', LOGGING),
+    # -- Admin dashboard --
+    Setting("ADMIN_READ_ONLY", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "The dashboard in the Django admin shows data only: no buttons, every POST refused.", ADMIN),
+    Setting("ADMIN_AUTHORIZE", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) `(request, method, path) -> bool` asked last for every dashboard request, "
+            "on top of the admin permissions; `False` refuses.", ADMIN),
+    Setting("API_TOKEN", None,
+            lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters",
+            "Bearer token (16 characters or more) for the stats JSON and Prometheus endpoints; `None` leaves them"
+            " to logged-in staff only.", ADMIN),
+    # -- Swarm --
+    Setting("SWARM", None,
+            lambda v: v is None or _swarm_topology(v), "None or a list of {count, queues, concurrency} dicts",
+            'Topology for `manage.py wurk` as a swarm: a list of `{"count": n, "queues": [...], "concurrency": '
+            "c}` slots, each forked `count` times with those queues and threads. Setting it makes `manage.py "
+            "wurk` supervise a swarm (`--processes 0` runs one process instead). See [swarm.md](swarm.md).", SWARM),
+    Setting("MEMORY_LIMIT_MB", None,
+            lambda v: v is None or (_is_number(v) and v >= 0), "None or megabytes >= 0 (0 disables)",
+            "RSS cap per swarm child in MB; a child at or over it is replaced gracefully (new child first, then "
+            "the old one drains). `None`: the `WURK_MAXMEM_MB` (or `SIDEKIQ_MAXMEM_MB`) environment variable; `0`"
+            " disables. Linux only.", SWARM),
+    Setting("SWARM_HEARTBEAT_TIMEOUT", 60,
+            lambda v: v is False or (_is_number(v) and (v == 0 or v >= 20)), "seconds >= 20, or 0/False to disable",
+            "Seconds a swarm child's heartbeat may stand still before the supervisor replaces it (at least 20); "
+            "`0` or `False` disables.", SWARM),
+    # -- Features --
+    Setting("UNIQUE_JOBS", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Turns unique jobs on (`unique_for` on a job class does nothing until this is `True`); needed in every"
+            " pushing process and every worker; see docs/unique.md.", FEATURES),
+    Setting("ENCRYPTION", None,
+            lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS",
+            'Encrypted job arguments: `{"ACTIVE_VERSION": n, "KEYS": {n: base64 of a 32-byte key}}` (versions may'
+            " be ints or digit strings); checked by `wurk.E007`; see docs/encryption.md.", FEATURES,
+            # Its own messages: the generic one would print the value, i.e. the keys.
+            detail="wurk_django.encryption.keyring.problems", kind="encryption"),
+    Setting("PERIODIC", [],
+            lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts",
+            "Cron entries registered when a worker boots; see docs/periodic.md.", FEATURES),
+    # -- rate limiters (docs/limiters.md); read again for every job --
+    Setting("LIMITER_BACKOFF", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) `(limiter, job, exc) -> seconds`, how long a job that hit a"
+            " limit waits before it runs again when its limiter has no `backoff` of its own. `None`: 300 s ×"
+            " `overrated` plus 1..300 s; see docs/limiters.md.", LIMITERS),
+    Setting("LIMITER_ERRORS", [],
+            lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (type, str)) for x in v),
+            "a list of exception classes or dotted paths",
+            "More exception classes (or dotted paths) a job may raise to be rescheduled like"
+            " `limiter.OverLimit` (an HTTP 429 error from a partner API, say); `OverLimit` is always included.",
+            LIMITERS),
+    Setting("LIMITER_REDIS", None,
+            lambda v: v is None or (isinstance(v, dict) and set(v) <= {"URL", "POOL_SIZE"}
+                                    and (v.get("URL") is None or (isinstance(v["URL"], str) and "://" in v["URL"]))
+                                    and (v.get("POOL_SIZE") is None or _is_int(v["POOL_SIZE"], 1))),
+            'None or {"URL": redis:// URL, "POOL_SIZE": integer >= 1}',
+            '`{"URL": ..., "POOL_SIZE": 10}`, a dedicated connection pool for limiter calls;'
+            " `None` uses the main pool.", LIMITERS),
+    Setting("LIMITER_CAP_ACTION", "dead",
+            lambda v: v in ("dead", "retry"), '"dead" or "retry"',
+            "A job rate limited as many times as its limiter's `reschedule` cap (default 20)"
+            ' goes to the dead set with a `rate_limited:` message (`"dead"`, Ruby wurk) or into the normal'
+            ' retries (`"retry"`, Sidekiq Enterprise).', LIMITERS),
+)
+
+#: Every key the WURK dict may hold, with its default.
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -238,9 +383,12 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
             hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md for the keys"
             found.append(Problem(key, "unknown setting", hint, kind="unknown"))
             continue
-        check, want = _CHECKS.get(key, (lambda v: True, ""))
-        if not check(value):
-            found.append(Problem(key, f"{value!r} is not {want}"))
+        setting = _BY_NAME[key]
+        if setting.detail is not None:
+            detail = import_string(setting.detail)
+            found.extend(Problem(key, message, kind=setting.kind) for message in detail(value))
+        elif not setting.check(value):
+            found.append(Problem(key, f"{value!r} is not {setting.want}", kind=setting.kind))
     if "QUEUES" in raw and isinstance(raw["QUEUES"], (list, tuple)):
         for spec in raw["QUEUES"]:
             try:
@@ -431,3 +579,40 @@ def get_config() -> Config:
 def reset_config(**kwargs: Any) -> None:
     global _cached
     _cached = None
+
+
+# -- the table in docs/configuration.md -------------------------------------------------------
+
+MARKDOWN_BEGIN = ("<!-- settings table: generated from SETTINGS in wurk_django/conf.py by "
+                  "`python -m wurk_django.conf --markdown`; edit the rows there, not here -->")
+MARKDOWN_END = "<!-- end of the generated settings table -->"
+
+
+def _shown(value: Any) -> str:
+    """A default as a user writes it in settings.py (double quotes, no digit separators)."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def markdown() -> str:
+    """The settings tables of docs/configuration.md, one per section, between the two markers."""
+    lines = [MARKDOWN_BEGIN]
+    for section in dict.fromkeys(s.section for s in SETTINGS):
+        lines += ["", f"### {section}", "", "| Key | Default | Meaning |", "|---|---|---|"]
+        lines += [f"| `{s.name}` | `{_shown(s.default)}` | {s.doc.replace('|', chr(92) + '|')} |"
+                  for s in SETTINGS if s.section == section]
+    lines += ["", MARKDOWN_END]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m wurk_django.conf --markdown")
+    sys.stdout.write(markdown())

@@ -1,4 +1,14 @@
-"""Redis connections: one process-wide pool per purpose, rebuilt after a fork.
+"""Redis connections: the one place clients are built, always from a :class:`Config`.
+
+Three constructors, all taking the config explicitly (without one they fall
+back to :func:`get_config`, i.e. Django settings):
+
+* :func:`get_redis`: the process-wide client for a purpose (``main``,
+  ``fetch``, ``ack``), its pool sized from the config's concurrency and
+  rebuilt after a fork;
+* :func:`async_redis`: the ``redis.asyncio`` client for the running event loop;
+* :func:`probe_redis`: a private one-connection client with short timeouts,
+  for health and liveness checks that must never wait on a busy pool.
 
 Payloads are read as bytes (``decode_responses=False``) so a job can later be
 removed by its exact stored bytes (CORE-004). redis-py's own command retries
@@ -34,50 +44,126 @@ _lock = threading.Lock()
 _clients: dict[tuple[int, str, str], redis.Redis] = {}
 
 
-def _build(url: str, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
+#: Connections a ``main`` pool holds beyond one per processor thread: the heartbeat,
+#: the scheduler, the reaper, the metrics flush and a client push from the side.
+MAIN_POOL_EXTRAS = 5
+MIN_MAIN_POOL = 10
+PROBE_TIMEOUT = 0.5
+
+
+def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: int) -> dict[str, Any]:
+    """Pool options: ours, then the config's ``OPTIONS`` over them; the pool size and
+    bytes replies are not negotiable (wurk sizes its pools from the config)."""
     kwargs: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": socket_timeout,
         "socket_keepalive": True,
-        "retry": Retry(NoBackoff(), 0),
-        "max_connections": pool_size,
+        "retry": retry,
         "timeout": CHECKOUT_TIMEOUT,
         # RESP2 unless OPTIONS or the URL ask for 3 (redis-py 8 defaults to RESP3): the
         # per-job batches then run on the socket directly (wire.py, RUN-706).
         "protocol": 2,
     }
-    kwargs.update(options)
+    if config.redis_url.startswith("unix:"):
+        del kwargs["socket_keepalive"]  # a TCP option: redis-py's Unix connection refuses it
+    kwargs.update(config.redis_options)
+    kwargs["max_connections"] = pool_size
     kwargs["decode_responses"] = False
-    pool = redis.BlockingConnectionPool.from_url(url, **kwargs)
+    return kwargs
+
+
+def _build(config: Config, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
+    kwargs = _options(config, socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0), pool_size=pool_size)
+    kwargs.update(options)
+    pool = redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs)
     return redis.Redis(connection_pool=pool)
+
+
+def pool_size_for(config: Config, purpose: str = "main") -> int:
+    """Connections the ``purpose`` pool gets for ``config``: one per processor thread
+    plus the fixed extras (the fetch and ack pools: plus 2; main: plus
+    ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``), or ``REDIS["POOL_SIZE"]``
+    when that is more: a smaller pool would leave processor threads waiting."""
+    if purpose == "main":
+        size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
+    else:
+        size = config.concurrency + 2
+    redis_setting = config.raw.get("REDIS")
+    wanted = redis_setting.get("POOL_SIZE") if isinstance(redis_setting, dict) else None
+    return max(size, wanted or 0)
 
 
 def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0,
               config: Config | None = None) -> redis.Redis:
-    """The process-wide client for ``purpose``.
+    """The process-wide client for ``purpose``, built from ``config``.
 
     ``purpose="fetch"`` is for blocking reads: its socket timeout covers the
-    block time plus the normal read timeout (RUN-832). ``config`` saves a
-    settings lookup when the caller already holds the current one.
+    block time plus the normal read timeout (RUN-832). The pool holds
+    :func:`pool_size_for` connections unless ``pool_size`` says otherwise; when a
+    config asks for more than the pool already built for the same URL holds
+    (``manage.py wurk -c 50`` after a settings-sized check), a bigger pool takes
+    its place, so pools only grow.
     """
     config = config or get_config()
     url = config.redis_url
     key = (os.getpid(), purpose, url)
+    size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
-    if client is not None:
+    if client is not None and client.connection_pool.max_connections >= size:
         return client
     with _lock:
         client = _clients.get(key)
-        if client is None:
-            size = pool_size or max(config.concurrency + 5, 10)
-            options = dict(config.redis_options)
+        if client is None or client.connection_pool.max_connections < size:
+            options: dict[str, Any] = {}
             wanted = READ_TIMEOUT + block_seconds
-            if block_seconds and (options.get("socket_timeout") or wanted) < wanted:
+            configured = config.redis_options.get("socket_timeout")
+            if block_seconds and configured and configured < wanted:
                 # A cache's short socket_timeout would cut every blocking fetch short (DJ-003).
                 options["socket_timeout"] = wanted
-            client = _build(url, pool_size=size, socket_timeout=wanted, options=options)
+            # Holders of a replaced (smaller) client keep using it until they ask again.
+            client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
         return client
+
+
+_async_lock = threading.Lock()
+_async_clients: dict[int, tuple[Any, str, Any]] = {}
+
+
+def async_redis(config: Config | None = None) -> Any:
+    """The ``redis.asyncio`` client for the running event loop and ``config``'s URL
+    (an asyncio client cannot cross loops): the options of :func:`get_redis`, in an
+    unbounded pool."""
+    import asyncio
+
+    import redis.asyncio as aredis
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    config = config or get_config()
+    loop = asyncio.get_running_loop()
+    with _async_lock:
+        for ident, (other, _url, _client) in list(_async_clients.items()):
+            if other.is_closed():
+                del _async_clients[ident]
+        entry = _async_clients.get(id(loop))
+        if entry is None or entry[0] is not loop or entry[1] != config.redis_url:
+            kwargs = _options(config, socket_timeout=READ_TIMEOUT, retry=AsyncRetry(NoBackoff(), 0), pool_size=0)
+            # Unbounded, as redis.asyncio's own default: coroutines of a busy ASGI server
+            # must not queue for a connection behind a checkout timeout.
+            del kwargs["timeout"], kwargs["max_connections"]
+            pool = aredis.ConnectionPool.from_url(config.redis_url, **kwargs)
+            entry = _async_clients[id(loop)] = (loop, config.redis_url, aredis.Redis(connection_pool=pool))
+        return entry[2]
+
+
+def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT) -> redis.Redis:
+    """A new one-connection client with ``timeout``-second connect, read and checkout
+    timeouts, owned by the caller (close it with ``connection_pool.disconnect()``,
+    e.g. before a fork): health and liveness probes get a quick no, never a wait."""
+    config = config or get_config()
+    kwargs = _options(config, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), pool_size=1)
+    kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs))
 
 
 #: Connections each pool keeps checked out for :func:`send_commands` between calls.
@@ -123,6 +209,9 @@ def _stale(conn: Any) -> bool:
     sock = getattr(conn, "_sock", None)
     if sock is None:
         return False  # not connected: it connects on its next use
+    pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted, invisible to poll
+    if pending is not None and pending():
+        return True
     try:
         poller = select.poll()
         poller.register(sock, select.POLLIN)
@@ -183,10 +272,13 @@ def reset() -> None:
                 except Exception:  # closing a dead socket may fail; it is gone either way
                     pass
         _clients.clear()
+    with _async_lock:
+        _async_clients.clear()
 
 
 def _after_fork_in_child() -> None:
     _clients.clear()
+    _async_clients.clear()
     _forget_idle_stacks()
 
 
@@ -198,13 +290,13 @@ def server_version(client: redis.Redis) -> tuple[int, ...]:
     return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
 
 
-def check_server(client: redis.Redis) -> str:
+def check_server(client: redis.Redis, config: Config | None = None) -> str:
     """Refuse Redis < 7.0 (CORE-002); warn when keys may be evicted. Returns the version."""
     version = server_version(client)
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
         raise RedisVersionError(
-            f"wurk_django needs Redis 7.0 or newer; the server at {get_config().redis_url} is {shown}."
+            f"wurk_django needs Redis 7.0 or newer; the server at {(config or get_config()).redis_url} is {shown}."
         )
     try:
         policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")

@@ -26,21 +26,32 @@ logger = logging.getLogger("wurk_django")
 
 #: Packages under ``wurk_django`` that have an ``install`` module. Order is
 #: irrelevant: positions in each registry fix the order of execution.
-BUILTIN: tuple[str, ...] = ("limiter",)
+BUILTIN: tuple[str, ...] = ("unique", "encryption", "limiter")
 
 _lock = threading.RLock()
 _installed = False
+_installing = False
 
 
 def install() -> None:
-    """Install every built-in feature once (idempotent, thread-safe)."""
-    global _installed
+    """Install every built-in feature once (idempotent, thread-safe).
+
+    ``_installed`` turns true only once every feature is in: a thread that saw
+    it true early would build a chain without them (a push that skips the
+    unique lock). Other threads wait on the lock meanwhile; the installing
+    thread itself may come back here (an install importing a seam) and returns.
+    """
+    global _installed, _installing
     if _installed:
         return
     with _lock:
-        if _installed:
+        if _installed or _installing:
             return
-        _installed = True
-        for name in BUILTIN:
-            module = importlib.import_module(f"wurk_django.{name}.install")
-            module.install()
+        _installing = True
+        try:
+            for name in BUILTIN:
+                module = importlib.import_module(f"wurk_django.{name}.install")
+                module.install()
+            _installed = True
+        finally:
+            _installing = False

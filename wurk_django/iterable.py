@@ -135,7 +135,7 @@ class IterableJob(Job):
         """The iteration loop; subclasses define build_enumerator/each_iteration instead."""
         self.arguments = args
         key = f"it-{self.jid}"
-        redis = get_redis()
+        redis = get_redis(config=self._config)
         state = redis.hgetall(key)
         self._executions = int(state.get(b"ex", 0)) + 1
         self._runtime = float(state.get(b"rt", 0.0))
@@ -169,7 +169,7 @@ class IterableJob(Job):
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
         from .conf import get_config
 
-        limit = get_config().raw.get("MAX_ITERATION_RUNTIME")
+        limit = (self._config or get_config()).raw.get("MAX_ITERATION_RUNTIME")
         flushed_at = time.monotonic()
         for item, cursor in enumerator:
             self.current_object, self.cursor = item, cursor
@@ -187,7 +187,7 @@ class IterableJob(Job):
     def _flush(self, key: str) -> bool:
         """Save executions, cursor and runtime; True if the job was cancelled (CORE-223)."""
         runtime = self._runtime + (time.monotonic() - self._started)
-        pipe = get_redis().pipeline(transaction=True)
+        pipe = get_redis(config=self._config).pipeline(transaction=True)
         pipe.hset(key, mapping={"ex": self._executions, "c": payload.dumps(self.cursor), "rt": repr(runtime)})
         pipe.expire(key, STATE_TTL, nx=True)
         pipe.hget(key, "cancelled")
@@ -195,4 +195,4 @@ class IterableJob(Job):
 
     def _finish(self, key: str) -> None:
         self.on_complete()
-        get_redis().unlink(key)
+        get_redis(config=self._config).unlink(key)

@@ -13,7 +13,8 @@
     SendEmail.set(queue="critical").perform_in(60, 42, "welcome")
 
 Options are class attributes (``queue``, ``retry``, ``retry_for``,
-``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``name``), plus any extra
+``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``name``, ``unique_for``,
+``unique_until``, ``encrypt``), plus any extra
 payload keys in ``job_options``. Unset options fall back to
 ``WURK["DEFAULT_JOB_OPTIONS"]``.
 """
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
-                "display_class", "expires_in")
+                "display_class", "expires_in", "unique_for", "unique_until", "encrypt")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # CORE-086: below this an interval is relative
 
 
@@ -180,6 +181,12 @@ class Job:
     display_class: ClassVar[str | None] = None
     #: Seconds (or a timedelta) after creation past which the job is skipped, not run (PRO-310).
     expires_in: ClassVar[float | None] = None
+    #: Seconds (or a timedelta) a unique job's lock may live; needs ``WURK["UNIQUE_JOBS"]`` (ENT-202).
+    unique_for: ClassVar[int | float | dt.timedelta | None] = None
+    #: When a unique job's lock is released: ``"success"`` (default) or ``"start"``.
+    unique_until: ClassVar[str | None] = None
+    #: Encrypt the last positional argument (AES-256-GCM); needs ``WURK["ENCRYPTION"]`` (ENT-603).
+    encrypt: ClassVar[bool | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
 
@@ -194,6 +201,8 @@ class Job:
     bid: str | None = None
     payload: dict | None = None
     _stop_flag: Any = None
+    #: The worker's :class:`Config` while a worker runs the job (None inline: settings apply).
+    _config: Config | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -40,6 +40,15 @@ def signals_list(identity: str) -> str:
     return f"{identity}-signals"
 
 
+# -- unique jobs (ENT-203) ----------------------------------------------------------
+UNIQUE_PREFIX = "unique:"
+
+
+def unique_lock(digest: str) -> str:
+    """``unique:<sha256 hex of the job's canonical context>``: a STRING holding the owner's jid."""
+    return f"{UNIQUE_PREFIX}{digest}"
+
+
 # -- rate limiters (ENT-110) -----------------------------------------------------------
 # The Ruby wurk layout (Sidekiq Enterprise's own is undocumented), so Ruby and
 # Python processes share one limiter by name.

@@ -15,6 +15,7 @@ import time
 
 import redis as redis_lib
 
+from .conf import Config
 from .connection import get_redis
 
 PAUSED_KEY = "paused"
@@ -50,7 +51,8 @@ def is_paused(name: str, redis: redis_lib.Redis | None = None) -> bool:
 class PausedCache:
     """A fetcher's view of the ``paused`` set: at most ``CACHE_TTL`` seconds old."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config
         self._names: frozenset[str] = frozenset()
         self._read_at = -CACHE_TTL
         self._generation = -1
@@ -62,7 +64,7 @@ class PausedCache:
                 and self._pid == os.getpid()):
             return self._names
         generation = _current_generation
-        members = get_redis().smembers(PAUSED_KEY)
+        members = get_redis(config=self.config).smembers(PAUSED_KEY)
         self._names = frozenset(m.decode() if isinstance(m, bytes) else m for m in members)
         self._read_at = now
         self._generation = generation

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .errors import UnknownJobClass
 
 if TYPE_CHECKING:
+    from .conf import Config
     from .job import Job
 
 _jobs: dict[str, type[Job]] = {}
@@ -45,24 +46,28 @@ def registered() -> dict[str, type[Job]]:
     return dict(_jobs)
 
 
-def _allowed_prefixes() -> list[str]:
+def _allowed_prefixes(config: Config | None = None) -> list[str]:
     from django.apps import apps
 
     from .conf import get_config
 
-    configured = get_config().import_on_miss
+    configured = (config or get_config()).import_on_miss
     if configured is not None:
         return list(configured)
+    if not apps.ready:  # a worker run from a Config without Django apps: nothing is implied
+        return []
     return [app.name for app in apps.get_app_configs()]
 
 
-def resolve(name: str) -> type[Job]:
-    """The job class for ``name``; raises :class:`UnknownJobClass` when there is none."""
+def resolve(name: str, config: Config | None = None) -> type[Job]:
+    """The job class for ``name``; raises :class:`UnknownJobClass` when there is none.
+    An unknown name is imported from its module when ``config``'s ``IMPORT_ON_MISS``
+    (or the installed apps) allow that module."""
     found = _jobs.get(name)
     if found is not None:
         return found
     module_name = name.rpartition(".")[0]
-    if module_name and any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes()):
+    if module_name and any(module_name == p or module_name.startswith(p + ".") for p in _allowed_prefixes(config)):
         try:
             importlib.import_module(module_name)
         except ImportError as exc:

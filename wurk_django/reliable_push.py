@@ -26,7 +26,7 @@ import redis as redis_lib
 from .errors import WurkError
 
 if TYPE_CHECKING:
-    from .writer import Command, Writer
+    from .writer import AsyncWriter, Command, Writer
 
 logger = logging.getLogger("wurk_django.client")
 
@@ -59,7 +59,10 @@ class PushBuffer:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, writer: Writer, group: tuple[list[dict], list[Command], bool], cause: BaseException) -> None:
+    def add(self, writer: Writer, group: tuple[list[dict], list[Command], bool], cause: BaseException,
+            *, wake: bool = False) -> None:
+        """Queue ``group`` behind the buffered ones; ``wake`` asks the delivery thread to
+        try at once instead of at its next interval."""
         jobs = group[0]
         capacity = writer.config.reliable_push_buffer
         with self._lock:
@@ -72,6 +75,8 @@ class PushBuffer:
                 self._flusher = threading.Thread(target=self._run, args=(writer,), name="wurk-push-buffer",
                                                  daemon=True)
                 self._flusher.start()
+        if wake:
+            self._wake.set()
         if first:
             logger.warning("Redis unreachable (%s): buffering pushes locally (up to %d jobs)", cause, capacity)
 
@@ -133,3 +138,20 @@ def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = N
         if any("bid" in job for job in jobs):
             raise
         _buffer.add(writer, group, exc)
+
+
+async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command] | None = None,
+                   front: bool = False) -> None:
+    """:func:`deliver` for ``async`` callers. While older pushes wait in the buffer this
+    one queues behind them (the delivery thread keeps the order): draining here would
+    block the event loop on synchronous I/O."""
+    group = (jobs, list(extra or ()), front)
+    if len(_buffer):
+        _buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
+        return
+    try:
+        await writer.write(jobs, extra=group[1], front=front)
+    except TRANSIENT as exc:
+        if any("bid" in job for job in jobs):
+            raise
+        _buffer.add(writer.sync(), group, exc)

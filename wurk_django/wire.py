@@ -12,7 +12,10 @@ is what a failed batch disconnects. This module only talks on the socket
 between those points, and only where that is the plain RESP2 stream it
 expects: with hiredis missing, under RESP3 (push messages would interleave),
 or on a connection class without a socket, :func:`usable` says no and the
-caller takes redis-py's own path.
+caller takes redis-py's own path. TCP, TLS (``rediss://``: the socket is an
+``ssl.SSLSocket``, whose ``sendall``/``recv_into`` carry plaintext) and Unix
+sockets all qualify; tests/test_wire_transports.py runs each against its own
+redis-server.
 
 Error replies are turned into redis-py's exception classes by the
 connection's own parser (``ReadOnlyError``, ``NoScriptError``...), so callers

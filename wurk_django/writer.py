@@ -30,7 +30,7 @@ import redis as redis_lib
 
 from . import payload
 from .conf import Config, get_config
-from .connection import get_redis, send_commands
+from .connection import async_redis, get_redis, send_commands
 from .scripts import source_for_sha
 
 Command = tuple[Any, ...]
@@ -144,29 +144,107 @@ class Writer:
             try:
                 return self._send_once(commands)
             except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
-                failover = isinstance(exc, redis_lib.ReadOnlyError) or any(t in str(exc) for t in _FAILOVER_ERRORS)
-                if attempt == 2 or not failover:
+                if attempt == 2 or not _failover(exc):
                     raise
                 self.redis.connection_pool.disconnect()
         raise AssertionError("unreachable")
 
     def _send_once(self, commands: list[Command]) -> list[Any]:
         replies = send_commands(self.redis, commands, raise_errors=False)
-        retry = [i for i, (c, r) in enumerate(zip(commands, replies, strict=True))
-                 if isinstance(r, redis_lib.exceptions.NoScriptError) and c[0] == "EVALSHA"]
-        if retry:
-            # NOSCRIPT means that script did not run (every other command did): send
-            # exactly those again, with the script's text.
-            again: list[Command] = []
-            for i in retry:
-                text = source_for_sha(commands[i][1])
-                if text is None:
-                    raise replies[i]
-                again.append(("EVAL", text, *commands[i][2:]))
+        retry, again = _noscript_resends(commands, replies)
+        if again:
             for i, reply in zip(retry, send_commands(self.redis, again, raise_errors=False), strict=True):
                 replies[i] = reply
-        for reply in replies:
-            if isinstance(reply, redis_lib.ResponseError):
-                raise reply
-        return replies
+        return _checked(replies)
+
+
+class AsyncWriter:
+    """The :class:`Writer` for ``async`` callers, on ``redis.asyncio`` (DJ-017).
+
+    The same commands (:func:`push_commands`), the same write hooks and the same
+    policy (``READONLY`` redial, ``NOSCRIPT`` resend, the reliable-push buffer);
+    only the round trip awaits instead of blocking.
+    """
+
+    def __init__(self, config: Config | None = None, redis: Any = None) -> None:
+        self.config = config or get_config()
+        self._redis = redis
+
+    @property
+    def redis(self) -> Any:
+        return self._redis or async_redis(self.config)
+
+    def sync(self) -> Writer:
+        """The blocking writer for the same config (the reliable-push buffer delivers through it)."""
+        return Writer(self.config)
+
+    async def push(self, jobs: list[dict], *, extra: Iterable[Command] = (), front: bool = False) -> None:
+        """:meth:`Writer.push`, awaited."""
+        if not jobs and not extra:
+            return
+        if self.config.reliable_push:
+            from . import reliable_push
+
+            await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
+        else:
+            await self.write(jobs, extra=list(extra), front=front)
+
+    async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
+        """:meth:`Writer.write`, awaited."""
+        commands = list(extra or ()) + push_commands(jobs, front=front)
+        return await self.send(_apply_hooks(jobs, commands))
+
+    async def send(self, commands: list[Command]) -> list[Any]:
+        """:meth:`Writer.send`, awaited."""
+        for attempt in (1, 2):
+            try:
+                return await self._send_once(commands)
+            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
+                if attempt == 2 or not _failover(exc):
+                    raise
+                await self.redis.connection_pool.disconnect()
+        raise AssertionError("unreachable")
+
+    async def _send_once(self, commands: list[Command]) -> list[Any]:
+        replies = await _async_round_trip(self.redis, commands)
+        retry, again = _noscript_resends(commands, replies)
+        if again:
+            for i, reply in zip(retry, await _async_round_trip(self.redis, again), strict=True):
+                replies[i] = reply
+        return _checked(replies)
+
+
+async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    return list(await pipe.execute(raise_on_error=False))
+
+
+def _failover(exc: BaseException) -> bool:
+    # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
+    return isinstance(exc, redis_lib.ReadOnlyError) or any(t in str(exc) for t in _FAILOVER_ERRORS)
+
+
+def _noscript_resends(commands: list[Command], replies: list[Any]) -> tuple[list[int], list[Command]]:
+    """Where ``EVALSHA`` met ``NOSCRIPT``, and those commands again as ``EVAL``.
+
+    NOSCRIPT means that script did not run (every other command did), so exactly
+    those are sent again, with the script's text.
+    """
+    retry = [i for i, (c, r) in enumerate(zip(commands, replies, strict=True))
+             if isinstance(r, redis_lib.exceptions.NoScriptError) and c[0] == "EVALSHA"]
+    again: list[Command] = []
+    for i in retry:
+        text = source_for_sha(commands[i][1])
+        if text is None:
+            raise replies[i]
+        again.append(("EVAL", text, *commands[i][2:]))
+    return retry, again
+
+
+def _checked(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, redis_lib.ResponseError):
+            raise reply
+    return replies

@@ -154,3 +154,47 @@ def test_a_dedicated_limiter_pool_is_used_when_configured(redis_db):
         assert base.redis_client() is client
         limiter.concurrent("pooled", 1).within_limit(lambda: None)
     assert redis_db.exists("lmtr:pooled")
+
+
+def test_an_encrypted_job_stays_encrypted_when_rescheduled_and_when_it_dies(redis_db):  # ENT-151 step 7
+    import base64
+
+    from wurk_django import encryption
+    from wurk_django.encryption import envelope
+
+    secret = {"card": "4242424242424242"}
+    encryption.disable()
+    try:
+        with wurk_settings(ENCRYPTION={"ACTIVE_VERSION": 1, "KEYS": {1: base64.b64encode(bytes(32)).decode()}}):
+            stripe = limiter.window("stripe", 1, "second", reschedule=2)
+            # As the limiter middleware sees it: the encryption middleware further out opened it.
+            with pytest.raises(RetrySkip):
+                run(a_job(args=[7, secret], encrypt=True), limiter.OverLimit(stripe))
+            with pytest.raises(RetrySkip):
+                run(a_job(args=[8, secret], encrypt=True, overrated=1), limiter.OverLimit(stripe))
+            stored = redis_db.zrange("schedule", 0, -1) + redis_db.zrange("dead", 0, -1)
+            assert len(stored) == 2
+            for raw in stored:
+                assert b"4242424242424242" not in raw
+                job = payload.loads(raw)
+                assert envelope.is_envelope(job["args"][-1]) and job["args"][0] in (7, 8)
+                assert encryption.decrypt(job["args"][-1]) == secret
+    finally:
+        encryption.disable()
+
+
+def test_a_unique_job_keeps_its_lock_and_is_not_dropped_as_its_own_duplicate(redis_db):  # ENT-151 step 7
+    from wurk_django.client import Client
+    from wurk_django.unique import lock
+
+    with wurk_settings(UNIQUE_JOBS=True):
+        jid = Client().push({"class": "tests.limiter.jobs.Hammer", "args": [1], "queue": "default",
+                             "unique_for": 300})
+        job = payload.loads(redis_db.lrange("queue:default", 0, -1)[0])
+        key = lock.lock_key(job)
+        assert redis_db.get(key) == jid.encode()
+        with pytest.raises(RetrySkip):
+            run(job, limiter.OverLimit(limiter.concurrent("erp", 1)))
+        (again, _at), = scheduled(redis_db)
+        assert again["jid"] == jid and again["overrated"] == 1
+        assert redis_db.get(key) == jid.encode()  # still held by the same job

@@ -9,10 +9,12 @@ from collections import Counter
 
 import pytest
 
-from wurk_django import payload, poison
+from wurk_django import payload
 from wurk_django.api import Queue
 from wurk_django.conf import Config
+from wurk_django.connection import get_redis
 from wurk_django.pause import PausedCache, pause, unpause
+from wurk_django.server import poison
 from wurk_django.server.reaper import Reaper, parse_private
 from wurk_django.server.reliable_fetch import ReliableFetch, private_list
 from wurk_django.server.state import NONCE, hostname
@@ -67,6 +69,9 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
     fetcher.retrieve_work().acknowledge()
     fetcher.retrieve_work().requeue()
+    # The requeue went through the writer, which keeps its connection out of the pool:
+    # open the pool connection the first plain LMOVE below uses as well.
+    get_redis(config=fetcher.config).ping()
     sent: list[list[str]] = []
     single, many = Connection.send_command, Connection.pack_commands
     monkeypatch.setattr(Connection, "send_command",
@@ -200,7 +205,7 @@ def test_third_recovery_is_a_poison_pill(redis_db):
     assert redis_db.llen("queue:default") == 0  # PRO-152: the 3rd recovery kills it
     (entry,) = redis_db.zrange("dead", 0, -1)
     job = json.loads(entry)
-    assert job["error_class"] == "wurk_django.poison.Poisoned"
+    assert job["error_class"] == "wurk_django.server.poison.Poisoned"
     assert "recovered 3 times" in job["error_message"]
     assert died and died[0][0] == "p" * 24 and isinstance(died[0][1], poison.Poisoned)  # PRO-153
     assert poisoned == [{"jid": "p" * 24, "klass": "tests.jobsapp.jobs.RecordJob", "count": 3, "queue": "default"}]

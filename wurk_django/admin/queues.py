@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib import messages
@@ -64,7 +65,9 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
         "args": short_args(r.display_args),
         "jid": r.jid,
         "enqueued_at": r.enqueued_at,
-        "raw": r.value.decode("utf-8", "replace"),
+        # The Delete form names the job by a digest of its stored bytes, never the bytes:
+        # they may hold an argument the page itself masks (ENT-610).
+        "digest": hashlib.sha256(r.value).hexdigest(),
         "unreadable": r.parse_error,
     } for r in records]
     page = Page(number=number, count=count, total=size, items=jobs, base_query=keep_query(request, "direction"))
@@ -95,11 +98,29 @@ def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
     return redirect_back(request, url(request, "wurk_queues"))
 
 
+def find_by_digest(queue: Queue, digest: str, chunk: int = 1000) -> bytes | None:
+    """The stored bytes of the job whose SHA-256 is ``digest``, walking the list a window at a time."""
+    r = redis()
+    start = 0
+    while True:
+        values = r.lrange(queue.rname, start, start + chunk - 1)
+        for value in values:
+            if hashlib.sha256(value).hexdigest() == digest:
+                return value
+        if len(values) < chunk:
+            return None
+        start += chunk
+
+
 def delete_job(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
-    """Remove one job given its exact stored text (``LREM … 1``, CORE-004, CORE-194)."""
+    """Remove one job, named by the SHA-256 of its stored bytes (``LREM … 1``, CORE-004,
+    CORE-194). ``key_val`` (the exact stored text, Sidekiq's form field) is accepted too."""
     queue = _queue(name)
-    raw = request.POST.get("key_val", "")
-    if raw and queue.delete_job(raw.encode("utf-8")):
+    digest = request.POST.get("digest", "")
+    raw: bytes | None = request.POST.get("key_val", "").encode("utf-8") or None
+    if digest and raw is None:
+        raw = find_by_digest(queue, digest)
+    if raw and queue.delete_job(raw):
         messages.success(request, "Job deleted.")
     else:
         messages.warning(request, "That job is no longer in the queue.")

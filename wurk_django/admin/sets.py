@@ -247,7 +247,9 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
     elif action == "retry":
         done = job_set.retry_all()
     elif action == "kill":
-        done = job_set.kill_all()
+        # A kill from the dashboard is a death like any other: handlers and ``job_died``
+        # run for each job (a django.tasks result turns FAILED), with JobKilled as the cause.
+        done = job_set.kill_all(notify_failure=True)
     else:
         done = enqueue_all(job_set)
     notify(request, done, ALL_LABELS[action])

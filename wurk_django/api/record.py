@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import payload
+from ..encryption.envelope import PLACEHOLDER as ENCRYPTED_PLACEHOLDER
+from ..encryption.envelope import is_envelope
 from ._base import RedisClient, conn, latency_of, text, timestamp_at, to_float, to_int
 
 __all__ = ["JobRecord", "ACTIVE_JOB_WRAPPERS", "decode_backtrace"]
@@ -22,7 +24,6 @@ ACTIVE_JOB_WRAPPERS = frozenset({
 _MAILER_JOBS = frozenset({"ActionMailer::DeliveryJob", "ActionMailer::MailDeliveryJob"})
 _AJ_PREFIX = "_aj_"
 _AJ_GLOBALID = "_aj_globalid"
-ENCRYPTED_PLACEHOLDER = "[encrypted data]"
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 
 
@@ -235,7 +236,8 @@ class JobRecord:
     @property
     def display_args(self) -> list:
         """Arguments for people: ActiveJob bookkeeping removed; the last argument
-        hidden as ``"[encrypted data]"`` when the job is ``encrypt``-ed (CORE-036)."""
+        hidden as ``"[encrypted data]"`` when the job is ``encrypt``-ed or it is an
+        encryption envelope (CORE-036, ENT-610)."""
         if self.klass in ACTIVE_JOB_WRAPPERS:
             arguments = _strip_active_job(self._active_job_arguments()) if self.item.get("wrapped") else []
             job_class = self._wrapped_name()
@@ -248,8 +250,8 @@ class JobRecord:
                 return [params.get("params"), params.get("args")]
             return arguments
         args = list(self.args)
-        if args and payload.truthy(self.item.get("encrypt")):
-            args[-1] = ENCRYPTED_PLACEHOLDER
+        if args and (payload.truthy(self.item.get("encrypt")) or is_envelope(args[-1])):
+            args[-1] = ENCRYPTED_PLACEHOLDER  # display only: the stored job is untouched (ENT-610)
         return args
 
     # -- state held elsewhere ------------------------------------------------------

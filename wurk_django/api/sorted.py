@@ -11,6 +11,7 @@ from .. import payload
 from ..client import Client
 from ..conf import get_config
 from ..server import death
+from ..writer import Writer
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 
@@ -234,9 +235,8 @@ class JobSet(SortedSet):
             shift = initial - self.size
 
     def schedule(self, at: Score, job: dict | bytes | str) -> None:
-        """Add a job at time ``at`` (epoch seconds or datetime)."""
-        raw = payload.dumps(job) if isinstance(job, dict) else job
-        self.redis.zadd(self.name, {raw: epoch(at)})
+        """Add a job at time ``at`` (epoch seconds or datetime), through the write path."""
+        Writer(redis=self._redis).add_to_set(self.name, [(job, epoch(at))])
 
     def fetch(self, score: Score | tuple[Score, Score], jid: str | None = None) -> list[SortedEntry]:
         """Entries at one score, or within an inclusive ``(low, high)`` range;
@@ -358,9 +358,8 @@ class DeadSet(JobSet):
         ``notify_failure`` is false."""
         raw = payload.dumps(message) if isinstance(message, dict) else message
         error = ex if ex is not None else death.JobKilled()
-        reason = death.MANUAL if isinstance(error, death.JobKilled) else death.POISON
-        death.die(death.parse_or_raw(raw), error, reason=reason, config=get_config(), redis=self.redis, raw=raw,
-                  trim=trim, notify=notify_failure)
+        death.die(death.parse_or_raw(raw), error, reason=death.MANUAL, config=get_config(), redis=self.redis,
+                  raw=raw, trim=trim, notify=notify_failure)
         return True
 
     def trim(self) -> None:

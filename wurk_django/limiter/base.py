@@ -20,6 +20,7 @@ import redis as redis_lib
 
 from .. import keys
 from ..conf import Config, get_config
+from ..connection import get_redis
 from ..scripts import lua
 from ..writer import Writer
 from . import options as opts
@@ -96,21 +97,20 @@ def redis_client(config: Config | None = None) -> redis_lib.Redis:
     config = config or get_config()
     spec = config.raw.get("LIMITER_REDIS")
     if not spec:
-        from ..connection import get_redis
-
         return get_redis(config=config)
-    url = spec.get("URL") or config.redis_url
     size = int(spec.get("POOL_SIZE") or 10)
-    key = (os.getpid(), url, size)
+    key = (os.getpid(), spec.get("URL") or config.redis_url, size)
     client = _dedicated.get(key)
     if client is None:
-        from ..connection import READ_TIMEOUT, _build
-
         with _dedicated_lock:
             client = _dedicated.get(key)
             if client is None:
-                client = _dedicated[key] = _build(url, pool_size=size, socket_timeout=READ_TIMEOUT,
-                                                  options=dict(config.redis_options))
+                target = config
+                if spec.get("URL"):
+                    # Another server: the main connection settings do not apply to it.
+                    raw = {k: v for k, v in config.raw.items() if k not in ("REDIS", "REDIS_URL")}
+                    target = Config({**raw, "REDIS_URL": spec["URL"]})
+                client = _dedicated[key] = get_redis("limiter", pool_size=size, config=target)
     return client
 
 

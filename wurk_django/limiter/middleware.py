@@ -24,8 +24,8 @@ from .. import payload, signals
 from ..client import Client
 from ..conf import Config, get_config
 from ..errors import RetrySkip
-from ..retry import error_class_name
 from ..server import death
+from ..server.retry import error_class_name
 from .base import OverLimit
 from .options import DEFAULT_RESCHEDULE
 
@@ -62,6 +62,18 @@ def cap_of(limiter: Any) -> int:
     that carries no limiter, which gets the default)."""
     cap = getattr(limiter, "options", {}).get("reschedule") if limiter is not None else None
     return DEFAULT_RESCHEDULE if cap is None else int(cap)
+
+
+def _seal_again(record: dict, config: Config) -> None:
+    """An encrypted job reaches this middleware with its argument already decrypted
+    (decryption runs further out); what is stored must hold the envelope again, never
+    the clear value. A re-push gets that from the client chain; the dead set does not."""
+    if not payload.truthy(record.get("encrypt")):
+        return
+    from ..connection import get_redis
+    from ..encryption.middleware import EncryptionClientMiddleware
+
+    EncryptionClientMiddleware()(None, record, record.get("queue"), get_redis(config=config), lambda: True)
 
 
 class LimiterMiddleware:
@@ -113,6 +125,7 @@ class LimiterMiddleware:
         record = {**job, "error_class": error_class_name(exc),
                   "error_message": f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
                   "failed_at": payload.now_ms()}
+        _seal_again(record, config)
         logger.warning("%s jid=%s still rate limited after %d reschedules: moved to the dead set",
                        job.get("class"), job.get("jid"), job["overrated"])
         death.die(record, exc, reason=death.EXHAUSTED, config=config)

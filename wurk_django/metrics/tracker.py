@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import redis as redis_lib
 
+from ..conf import Config
 from ..connection import get_redis
 from .query import BUCKET_BOUNDS_MS, bucket_index, histogram_key, minute_key
 
@@ -51,7 +52,8 @@ class _Counts:
 
 
 class MetricsTracker:
-    def __init__(self) -> None:
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config
         self._lock = threading.Lock()
         self._minutes: dict[int, dict[str, _Counts]] = {}
 
@@ -78,7 +80,7 @@ class MetricsTracker:
             taken, self._minutes = self._minutes, {}
         if not taken:
             return
-        pipe = (redis or get_redis()).pipeline(transaction=False)
+        pipe = (redis or get_redis(config=self.config)).pipeline(transaction=False)
         for minute, classes in taken.items():
             moment = datetime.fromtimestamp(minute * 60, UTC)
             for key, ttl in ((minute_key(moment), MINUTE_TTL), (minute_key(moment)[:-1], TEN_MINUTE_TTL)):

@@ -13,7 +13,7 @@ def drained(launcher: Launcher) -> bool:
     """True when every queue this worker serves is empty and no job is running."""
     if launcher.state.busy_count():
         return False
-    pipe = get_redis().pipeline(transaction=False)
+    pipe = get_redis(config=launcher.config).pipeline(transaction=False)
     for name in launcher.manager.fetcher.order.names:
         pipe.llen(f"queue:{name}")
     return not any(pipe.execute()) and not launcher.state.busy_count()

@@ -49,5 +49,6 @@ def after_job() -> None:
 
 def close_thread_connections() -> None:
     """Connections are per thread: a processor closes its own when it exits."""
-    connections.close_all()
+    if settings.configured:  # a worker built from a Config alone has no databases to close
+        connections.close_all()
     _threads.open = False

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import payload, signals
+from .. import payload, registry, signals
 from ..errors import WurkError
 
 logger = logging.getLogger("wurk_django.worker")
@@ -43,6 +43,10 @@ SCHEDULER = "scheduler"  # a due job the scheduler could not push
 MANUAL = "manual"  # killed from the admin or the data API
 REASONS = (EXHAUSTED, NO_RETRY, DISCARDED, POISON, INVALID, SCHEDULER, MANUAL)
 _NOT_STORED = (NO_RETRY, DISCARDED)
+# ``dead: false`` is the job's wish about its own failures. A payload that cannot
+# run, a due job that could not be pushed and a kill by a person did not fail:
+# they are stored whatever the payload says, or they would be lost.
+_ALWAYS_STORED = (INVALID, SCHEDULER, MANUAL)
 
 
 class JobKilled(RuntimeError, WurkError):
@@ -115,7 +119,7 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         if raw is None:
             raise ValueError("die() needs the job or its raw bytes")
         job = parse_or_raw(raw)
-    if reason not in _NOT_STORED and job.get("dead") is not False:
+    if reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
         if redis is None:
             from ..connection import get_redis
 
@@ -127,7 +131,20 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
     if not notify:
         return
     run_handlers(job, exc, reason, config)
-    signals.send(signals.job_died, job_class or job.get("class"), job=job, exception=exc, reason=reason)
+    signals.send(signals.job_died, job_class or _job_class(job), job=job, exception=exc, reason=reason)
+
+
+def _job_class(job: dict) -> Any:
+    """The job class registered for the payload's ``class``, so receivers connected with
+    ``sender=SomeJob`` hear deaths decided outside a run (poison, kills, the scheduler);
+    the name itself when this process knows no such class."""
+    name = job.get("class")
+    if not isinstance(name, str):
+        return name
+    try:
+        return registry.resolve(name)
+    except Exception:  # unknown here, or an import that fails: the name still identifies it
+        return name
 
 
 def run_handlers(job: dict, exc: BaseException, reason: str, config: Any) -> None:

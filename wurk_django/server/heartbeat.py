@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..conf import Config
 from ..connection import get_redis
 from .state import WorkerState, hostname
 
@@ -40,13 +41,13 @@ def rss_kb() -> int:
     return 0
 
 
-def flush_stats(state: WorkerState) -> None:
+def flush_stats(state: WorkerState, config: Config | None = None) -> None:
     """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152)."""
     processed, failed = state.take_counts()
     if not processed and not failed:
         return
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    pipe = get_redis().pipeline(transaction=False)
+    pipe = get_redis(config=config).pipeline(transaction=False)
     for kind, count in (("processed", processed), ("failed", failed)):
         pipe.incrby(f"stat:{kind}", count)
         pipe.incrby(f"stat:{kind}:{day}", count)
@@ -86,11 +87,11 @@ class Heartbeat:
 
     def beat(self) -> None:
         try:
-            flush_stats(self.state)
+            flush_stats(self.state, self.launcher.config)
         except Exception:
             logger.exception("could not flush stat counters")
         key = self.state.identity
-        redis = get_redis()
+        redis = get_redis(config=self.launcher.config)
         started = time.monotonic_ns()
         redis.ping()
         rtt_us = (time.monotonic_ns() - started) // 1000
@@ -133,7 +134,7 @@ class Heartbeat:
     def clear(self) -> None:
         """Remove this process from Redis after a clean stop (CORE-157)."""
         key = self.state.identity
-        pipe = get_redis().pipeline(transaction=True)
+        pipe = get_redis(config=self.launcher.config).pipeline(transaction=True)
         pipe.srem("processes", key)
         pipe.unlink(key, f"{key}:work")
         pipe.execute()

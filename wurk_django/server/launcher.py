@@ -67,7 +67,7 @@ class Launcher:
         self.embedded = embedded
         self.state = WorkerState()
         self.started_at = time.time()
-        self.metrics = MetricsTracker()
+        self.metrics = MetricsTracker(config)
         self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,
                                       first_wait=FLUSH_INTERVAL)
         self.manager = Manager(config, self.state, self.metrics, request_shutdown=request_shutdown)
@@ -75,7 +75,8 @@ class Launcher:
         self.heartbeat = Heartbeat(self, on_signal or self._dashboard_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
         # Only a fetcher with private lists leaves anything to reap.
-        self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace)
+        self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace,
+                              config=config)
                        if hasattr(self.manager.fetcher, "private_lists") else None)
         self.components: list[tuple[str, Component]] = self._build_components()
         self.quieting = False
@@ -170,7 +171,7 @@ class Launcher:
         self.heartbeat_loop.join(timeout=None)
 
     def _final_flush(self) -> None:
-        flush_stats(self.state)
+        flush_stats(self.state, self.config)
 
     def _dashboard_signal(self, name: str) -> None:
         """Embedded mode applies dashboard signals itself, off the heartbeat thread (RUN-304)."""

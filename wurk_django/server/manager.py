@@ -18,10 +18,10 @@ from ..connection import get_redis
 from ..errors import Shutdown
 from ..metrics.tracker import MetricsTracker
 from ..middleware import server_chain
-from ..retry import Retrier
 from .joblog import JobLogger
 from .processor import Processor
 from .reliable_fetch import ReliableFetch
+from .retry import Retrier
 from .state import WorkerState
 from .threads import raise_in_thread
 
@@ -54,7 +54,7 @@ class Manager:
         self._stopping = False
 
     def redis(self) -> redis_lib.Redis:
-        return get_redis()
+        return get_redis(config=self.config)
 
     def start(self) -> None:
         with self._lock:

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import asyncrun, payload, registry, signals
 from ..client import Client
-from ..dead import bury
 from ..errors import InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..reporting import report
-from ..retry import error_class_name
-from . import database
+from . import database, death
+from .retry import error_class_name
 from .state import thread_id
 from .threads import spawn
 
@@ -150,12 +149,13 @@ class Processor:
     def _run(self, job: dict, raw: bytes, queue: str) -> Any:
         database.before_job()
         try:
-            job_class = registry.resolve(job["class"])
+            job_class = registry.resolve(job["class"], self.config)
             instance = job_class()
             instance.jid = job.get("jid")
             instance.bid = job.get("bid")
             instance.payload = job
             instance._stop_flag = self.stop_flag
+            instance._config = self.config
             signals.send(signals.job_started, job_class, job=job)
             try:
                 if len(self.chain):
@@ -211,27 +211,28 @@ class Processor:
         signals.send(signals.job_failed, job.get("class"), job=job, exception=exc)
 
     def _bury_invalid(self, unit: Any, exc: Exception) -> None:
-        """A payload that cannot run goes to the dead set, with the reason, unchanged otherwise (CORE-110)."""
+        """A payload that cannot run dies with reason INVALID (CORE-110): a JSON object is
+        stored with the error added, anything else as the exact bytes received."""
         raw: bytes = unit.job
         try:
             parsed = payload.loads(raw)
         except Exception:  # not JSON at all
             parsed = None
-        now_ms = payload.now_ms()
-        reason = str(exc) if isinstance(exc, InvalidJob) else f"Invalid JSON for job: {exc}"
+        message = str(exc) if isinstance(exc, InvalidJob) else f"Invalid JSON for job: {exc}"
+        error = exc if isinstance(exc, InvalidJob) else InvalidJob(message)
+        if error is not exc:
+            error.__cause__ = exc
+        job: dict | None = None
+        stored = raw
         if isinstance(parsed, dict):
-            entry = {**parsed, "queue": parsed.get("queue") or unit.queue}
-            entry.setdefault("jid", payload.new_jid())  # so the dashboard can address the entry
-        else:
-            # Keep the original text as the only argument so nothing is lost.
-            entry = {"class": "<unparseable>", "args": [raw.decode("utf-8", "replace")],
-                     "queue": unit.queue, "jid": payload.new_jid()}
-        entry.update({"error_class": error_class_name(exc if isinstance(exc, InvalidJob) else InvalidJob()),
-                      "error_message": reason, "failed_at": now_ms})
-        logger.error("%s (queue %s): moved to the dead set", reason, unit.queue)
+            job = {**parsed, "queue": parsed.get("queue") or unit.queue}
+            job.setdefault("jid", payload.new_jid())  # so the dashboard can address the entry
+            job.update({"error_class": error_class_name(error), "error_message": message,
+                        "failed_at": payload.now_ms()})
+            stored = payload.dumps(job)
+        logger.error("%s (queue %s): moved to the dead set", message, unit.queue)
         try:
-            bury(self.manager.redis(), payload.dumps(entry), max_jobs=self.config.dead_max_jobs,
-                 timeout=self.config.dead_timeout)
+            death.die(job, error, reason=death.INVALID, config=self.config, redis=self.manager.redis(), raw=stored)
         except Exception as bury_exc:
             report(bury_exc, {"context": "could not move an invalid payload to the dead set"}, self.config)
             raise

@@ -26,10 +26,12 @@ import time
 
 import redis as redis_lib
 
-from .. import poison
+from ..conf import Config
 from ..connection import get_redis
-from ..scripts import script
+from ..writer import Writer
+from . import poison
 from .heartbeat import BEAT_INTERVAL
+from .reliable_fetch import requeue_command
 from .state import NONCE, hostname
 from .threads import spawn
 from .timer import TimerLoop
@@ -71,8 +73,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Reaper:
-    def __init__(self, queue_names: list[str], interval: float = 60, grace: float = 30) -> None:
+    def __init__(self, queue_names: list[str], interval: float = 60, grace: float = 30,
+                 config: Config | None = None) -> None:
         self.queue_names = queue_names
+        self.config = config
         self.interval = interval
         self.grace = grace
         self.loop = TimerLoop("wurk-reaper", self.tick, lambda: self.interval, first_wait=interval)
@@ -95,7 +99,7 @@ class Reaper:
             return 0
 
     def tick(self) -> None:
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         if redis.set(LOCK, 1, nx=True, ex=max(int(self.interval), 1)):
             self.sweep(full=False)
         if redis.set(FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL):
@@ -103,7 +107,7 @@ class Reaper:
 
     def sweep(self, full: bool) -> int:
         """Reclaim every orphaned private list; returns how many jobs moved."""
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         live = self._live_owners(redis)
         patterns = ["queue:*|*"] if full else [f"queue:{name}|*" for name in self.queue_names]
         moved = 0
@@ -162,9 +166,9 @@ class Reaper:
         peeked, counted, then moved (or buried, then removed) — at every step
         it sits in at least one list, so a crash mid-drain loses nothing.
         """
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         queue = public[len("queue:"):]
-        requeue = script(redis, "reliable_requeue")
+        writer = Writer(self.config, redis)
         moved = 0
         while True:
             try:
@@ -173,10 +177,10 @@ class Reaper:
                     break
                 pill = poison.track(raw, queue, redis)
                 if pill is not None:
-                    poison.bury_pill(pill, raw)
+                    poison.bury_pill(pill, raw, config=self.config)
                     redis.lrem(private, 1, raw)
                 else:
-                    requeue(keys=[private, public], args=[raw])
+                    writer.send([requeue_command(private, public, raw)])
                 moved += 1
             except Exception:
                 logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)

@@ -25,7 +25,8 @@ import redis as redis_lib
 from ..conf import Config
 from ..connection import get_redis, send_commands, send_on
 from ..pause import PausedCache
-from ..scripts import script
+from ..scripts import lua
+from ..writer import Writer
 from .outage import OutageLog
 from .queues import QueueOrder
 from .state import NONCE, hostname
@@ -58,7 +59,15 @@ class ReliableUnit:
 
     def requeue(self) -> None:
         """Back to the fetch end of its queue, only if still ours (PRO-135)."""
-        script(get_redis(), "reliable_requeue")(keys=[self.private, self.queue_key], args=[self.job])
+        Writer(self.fetcher.config).send([requeue_command(self.private, self.queue_key, self.job)])
+
+
+def requeue_command(private: str, public: str, raw: bytes) -> tuple[Any, ...]:
+    """Move ``raw`` from ``private`` back to the fetch end of ``public``, only if it is
+    still there. Putting a fetched job back is not an enqueue: it goes through the
+    write policy (:meth:`Writer.send`) but write hooks never see it, so a feature does
+    not count the same job twice."""
+    return lua("reliable_requeue").command(keys=[private, public], args=[raw])
 
 
 def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
@@ -72,6 +81,7 @@ def _ack_commands(units: list[ReliableUnit]) -> list[tuple[Any, ...]]:
 
 class ReliableFetch:
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.order = QueueOrder(config.queues)
         self._concurrency = config.concurrency
         self.poll_interval = float(config.fetch_poll_interval)
@@ -79,7 +89,7 @@ class ReliableFetch:
         self._keys_pid = 0
         self._held: dict[int, list[ReliableUnit]] = {}
         self._held_lock = threading.Lock()
-        self._paused = PausedCache()
+        self._paused = PausedCache(config)
         self._done = threading.Event()
         self._active: dict[int, ReliableUnit] = {}  # thread -> the job it is running
         self._local = threading.local()
@@ -130,7 +140,7 @@ class ReliableFetch:
         if not any(taken.values()):
             return
         try:
-            send_commands(get_redis(), _ack_commands([u for units in taken.values() for u in units]))
+            send_commands(get_redis(config=self.config), _ack_commands([u for units in taken.values() for u in units]))
         except Exception:
             for ident, units in taken.items():
                 self._put_back(ident, units)
@@ -153,7 +163,7 @@ class ReliableFetch:
         local = self._local
         conn = getattr(local, "conn", None)
         if conn is None or local.pid != os.getpid():
-            local.pool = get_redis("ack", pool_size=self._concurrency + 2).connection_pool
+            local.pool = get_redis("ack", config=self.config).connection_pool
             conn = local.conn = local.pool.get_connection()
             local.pid = os.getpid()
         return conn
@@ -229,8 +239,8 @@ class ReliableFetch:
             with self._held_lock:
                 held = [unit.job for units in self._held.values() for unit in units]
             known = Counter(active) + Counter(held)
-            redis = get_redis()
-            requeue = script(redis, "reliable_requeue")
+            redis = get_redis(config=self.config)
+            writer = Writer(self.config, redis)
             given_back = 0
             for name in self.order.names:
                 public, private = self.keys(name)
@@ -238,7 +248,7 @@ class ReliableFetch:
                     if known[raw] > 0:
                         known[raw] -= 1
                         continue
-                    given_back += int(requeue(keys=[private, public], args=[raw]) or 0)
+                    given_back += int(writer.send([requeue_command(private, public, raw)])[0] or 0)
             self._needs_reconcile = False
             if given_back:
                 logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
@@ -268,13 +278,13 @@ class ReliableFetch:
                     self._put_back(threading.get_ident(), mine)
                     raise
             else:
-                job = get_redis().lmove(public, private, "RIGHT", "LEFT")
+                job = get_redis(config=self.config).lmove(public, private, "RIGHT", "LEFT")
             if job is not None:
                 return ReliableUnit(name, public, private, job, self)
         if self._done.is_set():
             return None
         public, private = self.keys(names[0])
-        blocking = get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=self.poll_interval)
+        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
         if job is None:
             return None
@@ -295,13 +305,9 @@ class ReliableFetch:
             return
         if not units:
             return
-        redis = get_redis()
-        requeue = script(redis, "reliable_requeue")
-        pipe = redis.pipeline(transaction=False)
-        for unit in units:
-            requeue(keys=[unit.private, unit.queue_key], args=[unit.job], client=pipe)
+        commands = [requeue_command(unit.private, unit.queue_key, unit.job) for unit in units]
         try:
-            moved = sum(int(r or 0) for r in pipe.execute())
+            moved = sum(int(r or 0) for r in Writer(self.config).send(commands))
             logger.info("pushed %d in-flight job(s) back to their queues", moved)
         except redis_lib.RedisError:
             logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))

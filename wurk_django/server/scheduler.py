@@ -16,8 +16,8 @@ from .. import payload
 from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
-from ..dead import bury
 from ..scripts import script
+from . import death
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -51,7 +51,7 @@ class Scheduler:
 
     def enqueue_due(self, now: float | None = None) -> int:
         """Push every job due by ``now``; returns how many moved."""
-        redis = get_redis()
+        redis = get_redis(config=self.config)
         pop = script(redis, "zpop_due")
         moved = 0
         for name in SETS:
@@ -64,20 +64,23 @@ class Scheduler:
         return moved
 
     def _push(self, set_name: str, raw: bytes) -> None:
+        job = None
         try:
             job = payload.loads(raw)
             if not isinstance(job, dict):
                 raise ValueError("not a JSON object")
             self.client.push(job)
         except Exception as exc:
-            # The member already left the set; never drop it on the floor.
+            # The member already left the set; never drop it on the floor: it dies as
+            # received (reason SCHEDULER), so the death handlers and ``job_died`` hear of it.
             logger.error("could not enqueue a due job from %s (%s); moved it to the dead set", set_name, exc)
-            bury(get_redis(), raw, max_jobs=self.config.dead_max_jobs, timeout=self.config.dead_timeout)
+            death.die(job if isinstance(job, dict) else None, exc, reason=death.SCHEDULER, config=self.config,
+                      raw=raw)
 
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""
         try:
-            count = max(int(get_redis().scard("processes")), 1)
+            count = max(int(get_redis(config=self.config).scard("processes")), 1)
         except Exception:  # an outage only makes the interval less precise
             count = 1
         average = self.config.poll_interval_average or count * self.config.average_scheduled_poll_interval

@@ -27,9 +27,7 @@ OPTIONS:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import threading
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -43,7 +41,9 @@ from .. import payload, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
 from ..conf import QUEUE_NAME, get_config
-from ..writer import Writer
+from ..connection import async_redis, get_redis
+from ..middleware import client_chain
+from ..writer import AsyncWriter, Writer
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -89,8 +89,30 @@ def _valid_retry(value: Any) -> bool:
     return value is None or isinstance(value, bool) or (isinstance(value, int) and value >= 0)
 
 
+def _write_groups(jobs: list[dict], records: dict[str, dict[str, Any]],
+                  ttl: int) -> list[tuple[list[dict], list[tuple[Any, ...]], bool]]:
+    """``(jobs, extra commands, front)`` per round trip: the result records ride with
+    their jobs as extra commands, and high-priority tasks go to the end workers take
+    from next (``front``: RPUSH, DJ-015)."""
+    groups: dict[bool, list[dict]] = defaultdict(list)
+    for job in jobs:
+        front = "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
+        groups[front].append(job)
+    planned = []
+    for front, group in groups.items():
+        extra: list[tuple[Any, ...]] = []
+        for job in group:
+            record = records.get(job["jid"])
+            fields = [part for pair in results.encode(record).items() for part in pair] if record else []
+            if fields:
+                key = results.key(job["jid"])
+                extra += [("HSET", key, *fields), ("EXPIRE", key, ttl)]
+        planned.append((group, extra, front))
+    return planned
+
+
 class _TaskClient(Client):
-    """The normal client, plus the result record in the push pipeline and RPUSH for high priority."""
+    """The normal client, plus the result record in the push round trip and RPUSH for high priority."""
 
     def __init__(self, records: dict[str, dict[str, Any]], ttl: int) -> None:
         super().__init__()
@@ -98,46 +120,12 @@ class _TaskClient(Client):
         self.ttl = ttl
 
     def raw_push(self, jobs: list[dict]) -> None:
-        # The result record rides in the same round trip as the push (extra commands on the
-        # one write path), so testing modes and the reliable-push buffer still apply.
+        # Extra commands on the one write path, so testing modes and the reliable-push buffer still apply.
         if testing.intercept(jobs, self.config):
             return
         writer = Writer(self.config, self._redis)
-        groups: dict[bool, list[dict]] = defaultdict(list)
-        for job in jobs:
-            # Workers take from the right end: RPUSH makes high-priority tasks next (DJ-015).
-            front = "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
-            groups[front].append(job)
-        for front, group in groups.items():
-            extra: list[tuple[Any, ...]] = []
-            for job in group:
-                record = self.records.get(job["jid"])
-                fields = [part for pair in results.encode(record).items() for part in pair] if record else []
-                if fields:
-                    key = results.key(job["jid"])
-                    extra += [("HSET", key, *fields), ("EXPIRE", key, self.ttl)]
+        for group, extra, front in _write_groups(jobs, self.records, self.ttl):
             writer.push(group, extra=extra, front=front)
-
-
-_async_lock = threading.Lock()
-_async_clients: dict[int, tuple[asyncio.AbstractEventLoop, str, Any]] = {}
-
-
-def _async_redis() -> Any:
-    """A ``redis.asyncio`` client for the running loop (clients cannot cross loops)."""
-    import redis.asyncio as aredis
-
-    loop = asyncio.get_running_loop()
-    config = get_config()
-    with _async_lock:
-        for ident, (other, _, _) in list(_async_clients.items()):
-            if other.is_closed():
-                del _async_clients[ident]
-        entry = _async_clients.get(id(loop))
-        if entry is None or entry[0] is not loop or entry[1] != config.redis_url:
-            client = aredis.Redis.from_url(config.redis_url, **{**config.redis_options, "decode_responses": False})
-            entry = _async_clients[id(loop)] = (loop, config.redis_url, client)
-        return entry[2]
 
 
 class WurkBackend(BaseTaskBackend):
@@ -229,27 +217,19 @@ class WurkBackend(BaseTaskBackend):
         return result
 
     async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        """Native ``redis.asyncio`` push (DJ-017), unless a sync-only feature is in play."""
+        """Native ``redis.asyncio`` push through the write path (DJ-017), unless a sync-only
+        feature is in play (on-commit, client middleware, a testing mode)."""
         config = get_config()
-        if self.enqueue_on_commit or config.client_middleware or testing.mode(config) is not None:
+        if self.enqueue_on_commit or len(client_chain(config)) or testing.mode(config) is not None:
             return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         result, item, record = self._prepare(task, args, kwargs)
         validate(item)
         job = normalize(item, config)
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
-        record["enqueued_at"] = now = payload.now_ms()
-        pipe = _async_redis().pipeline(transaction=False)
-        pipe.hset(results.key(result.id), mapping=results.encode(record))
-        pipe.expire(results.key(result.id), self.result_ttl)
-        if "at" in job:
-            body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
-            pipe.zadd("schedule", {payload.dumps(body): float(job["at"])})
-        else:
-            job["enqueued_at"] = now
-            pipe.sadd("queues", job["queue"])
-            push = pipe.rpush if task.priority > 0 else pipe.lpush
-            push(f"queue:{job['queue']}", payload.dumps(job))
-        await pipe.execute()
+        record["enqueued_at"] = payload.now_ms()
+        writer = AsyncWriter(config)
+        for group, extra, front in _write_groups([job], {result.id: record}, self.result_ttl):
+            await writer.push(group, extra=extra, front=front)
         _enqueued([job])
         self._after_push(result, record)
         return result
@@ -258,11 +238,9 @@ class WurkBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         """The result from Redis, from any process (DJ-018)."""
-        from ..connection import get_redis
-
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = results.read(get_redis(), result_id)
+        fields = results.read(get_redis(config=get_config()), result_id)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)
@@ -270,7 +248,7 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        raw = await _async_redis().hgetall(results.key(result_id))
+        raw = await async_redis(get_config()).hgetall(results.key(result_id))
         if not raw:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(results.decode(raw), result_id)

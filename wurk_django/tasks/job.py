@@ -95,7 +95,7 @@ class TaskJob(Job):
         jid = self.jid or job.get("jid")
         meta = job.get("task") or {}
         ttl = int(meta.get("result_ttl") or results.DEFAULT_TTL)
-        redis = get_redis()
+        redis = get_redis(config=self._config)
         task_args = list(task_args or [])
         task_kwargs = dict(task_kwargs or {})
         fields = self._start(redis, jid, job, meta, task_args, task_kwargs, ttl)
@@ -122,7 +122,7 @@ class TaskJob(Job):
         except BaseException as exc:
             from ..conf import get_config
 
-            final = last_attempt(job, get_config().max_retries)
+            final = last_attempt(job, (self._config or get_config()).max_retries)
             fields = self._fail(redis, jid, fields, exc, ttl, final=final)
             _apply(task_result, fields)
             task_finished.send(sender=sender, task_result=task_result)

@@ -107,7 +107,7 @@ class Command(BaseCommand):
         delay = 1.0
         while True:
             try:
-                return check_server(get_redis())
+                return check_server(get_redis(config=config), config)
             except RedisVersionError as exc:
                 self.stderr.write(f"wurk: {exc}")
                 sys.exit(1)

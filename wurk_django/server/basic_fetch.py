@@ -1,6 +1,6 @@
 """BasicFetch: Sidekiq's ``BRPOP`` fetcher, the wire-compatibility reference (CORE-104..109).
 
-Opt-in (``WURK["FETCH_CLASS"] = "wurk_django.server.fetch.BasicFetch"``): a
+Opt-in (``WURK["FETCH_CLASS"] = "wurk_django.server.basic_fetch.BasicFetch"``): a
 fetched job exists only in this process's memory until it finishes, so a hard
 kill loses it. The default, ``reliable_fetch.ReliableFetch``, keeps a copy in
 Redis instead; both share this interface:
@@ -25,6 +25,7 @@ import redis as redis_lib
 
 from ..conf import Config
 from ..connection import get_redis
+from ..writer import Writer
 from .outage import OutageLog
 from .queues import QueueOrder
 
@@ -51,11 +52,13 @@ class UnitOfWork:
         """Nothing to do: BRPOP already removed the job from Redis."""
 
     def requeue(self) -> None:
-        get_redis().rpush(self.queue_key, self.job)
+        # Putting a fetched job back is not an enqueue: the write policy, no write hooks.
+        Writer(self.fetcher.config).send([("RPUSH", self.queue_key, self.job)])
 
 
 class BasicFetch:
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.order = QueueOrder(config.queues)
         self._keys = {name: f"queue:{name}" for name in self.order.names}
         self._done = threading.Event()
@@ -63,7 +66,7 @@ class BasicFetch:
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
 
     def _redis(self) -> redis_lib.Redis:
-        return get_redis("fetch", pool_size=self._concurrency + 2, block_seconds=BLOCK_SECONDS)
+        return get_redis("fetch", block_seconds=BLOCK_SECONDS, config=self.config)
 
     def retrieve_work(self) -> UnitOfWork | None:
         if self._done.is_set():
@@ -96,10 +99,7 @@ class BasicFetch:
         for unit in units:
             by_queue[unit.queue_key].append(unit.job)
         try:
-            pipe = get_redis().pipeline(transaction=False)
-            for key, jobs in by_queue.items():
-                pipe.rpush(key, *jobs)
-            pipe.execute()
+            Writer(self.config).send([("RPUSH", key, *jobs) for key, jobs in by_queue.items()])
             logger.info("pushed %d in-flight job(s) back to their queues", len(units))
         except redis_lib.RedisError:
             logger.exception("could not push %d in-flight job(s) back to Redis", len(units))

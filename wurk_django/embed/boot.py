@@ -109,7 +109,7 @@ _recorded: tuple[int, Decision] | None = None
 
 
 def _decide_now() -> Decision:
-    from .conf import raw_settings
+    from ..conf import raw_settings
 
     try:
         mode = raw_settings().get("MODE", "off")
@@ -173,7 +173,7 @@ def start(source: str, *, drain_timeout: float | None = None) -> bool:
 def _hand_over_to_swarm(source: str) -> bool:
     """Give the process to the swarm supervisor, when one that can be co-hosted is installed (RUN-411)."""
     try:
-        from .server import swarm
+        from ..server import swarm
     except ImportError:
         swarm = None
     entry = getattr(swarm, "start_cohosted", None)

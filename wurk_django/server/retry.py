@@ -17,12 +17,12 @@ import random
 import time
 from typing import Any, NoReturn
 
-from . import backtrace, payload, signals
-from .conf import Config
-from .errors import RetryHandled, Shutdown
-from .reporting import report
-from .server import death
-from .writer import Writer
+from .. import backtrace, payload, signals
+from ..conf import Config
+from ..errors import RetryHandled, Shutdown
+from ..reporting import report
+from ..writer import Writer
+from . import death
 
 logger = logging.getLogger("wurk_django.worker")
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from . import payload
-from .connection import get_redis
-from .errors import WurkError
+from .. import payload
+from ..conf import Config
+from ..connection import get_redis
+from ..errors import WurkError
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -102,11 +103,11 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
     return Pill(jid, job.get("class"), count, queue, raw.decode("utf-8", "replace"))
 
 
-def bury_pill(pill: Pill, raw: bytes) -> None:
+def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
     the death handlers and ``on_poison`` callbacks (PRO-153)."""
-    from .conf import get_config
-    from .server import death
+    from ..conf import get_config
+    from . import death
 
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
@@ -115,7 +116,7 @@ def bury_pill(pill: Pill, raw: bytes) -> None:
         job.setdefault("failed_at", payload.now_ms())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
-    death.die(job, error, reason=death.POISON, config=get_config())
+    death.die(job, error, reason=death.POISON, config=config or get_config())
     info = {"jid": pill.jid, "klass": pill.klass, "count": pill.count, "queue": pill.queue}
     with _callbacks_lock:
         callbacks = list(_callbacks)

@@ -20,8 +20,8 @@ import threading
 
 import redis as redis_lib
 
-from . import connection
-from .errors import ConfigurationError, RedisVersionError
+from .. import connection
+from ..errors import ConfigurationError, RedisVersionError
 
 logger = logging.getLogger("wurk_django.embedded")
 
@@ -50,7 +50,7 @@ class _Embedded:
         self.discovered = False
 
     def _config(self):
-        from .conf import Config, get_config
+        from ..conf import Config, get_config
 
         concurrency = self.concurrency or get_config().embedded_concurrency
         return Config(CONCURRENCY=concurrency)
@@ -62,7 +62,7 @@ class _Embedded:
                 return False
             if self.launcher is not None:
                 return True
-            from .server.launcher import Launcher
+            from ..server.launcher import Launcher
 
             launcher = None
             try:
@@ -73,7 +73,7 @@ class _Embedded:
                     for module in config.autodiscover:
                         autodiscover_modules(module)
                     self.discovered = True
-                version = connection.check_server(connection.get_redis())
+                version = connection.check_server(connection.get_redis(config=config), config)
                 launcher = Launcher(config, embedded=True, request_shutdown=self.stop_in_background,
                                     on_signal=self._dashboard_signal)
                 # Kept before run(): run() brings threads up one by one, and a raise
@@ -99,7 +99,7 @@ class _Embedded:
             return True
 
     def retry_in_background(self) -> None:
-        from .server.threads import spawn
+        from ..server.threads import spawn
 
         if self.cancelled.is_set():
             return
@@ -129,15 +129,15 @@ class _Embedded:
 
     def stop_in_background(self) -> None:
         """Internal shutdown requests stop on one retained thread, never on the caller's (RUN-504)."""
-        from .server.threads import spawn
+        from ..server.threads import spawn
 
         with self.stopper_lock:
             if self.stopper is None:
                 self.stopper = spawn("wurk-embedded-stop", lambda: self.stop(None))
 
     def _dashboard_signal(self, name: str) -> None:
-        from .server.launcher import dump_threads
-        from .server.threads import spawn
+        from ..server.launcher import dump_threads
+        from ..server.threads import spawn
 
         # The web server owns the process's signals, so dashboard signals are applied here (RUN-304).
         if name == "TERM":

@@ -1,0 +1,178 @@
+"""wire.py's fast path over TLS (rediss://) and a Unix socket (issue 11, item 6).
+
+Each test starts its own redis-server (certificates made here with the openssl
+CLI) and runs pushes and the fetch + ACK batch through ``connection.send_commands``
+and ``send_on``, checking the fast path really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+
+from tests.local_redis import LocalRedis, free_port
+from wurk_django import payload, wire
+from wurk_django.conf import Config
+from wurk_django.connection import get_redis, send_commands, send_on
+from wurk_django.server.reliable_fetch import ReliableFetch
+from wurk_django.writer import Writer
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _certificates(where: Path) -> dict[str, str]:
+    """A CA and a server certificate for 127.0.0.1 / localhost signed by it."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is not installed")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=wurk test CA",
+             cwd=where)
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=where)
+    (where / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.crt", "-days", "1", "-extfile", "san.ext", cwd=where)
+    return {name: str(where / name) for name in ("ca.crt", "server.crt", "server.key")}
+
+
+@pytest.fixture(params=["tls", "unix"])
+def transport(request):
+    """``(Config, plain redis-py client)`` for a private server on that transport."""
+    tmp = Path(tempfile.mkdtemp(prefix="wurk-wire-"))
+    if request.param == "tls":
+        certs = _certificates(tmp)
+        port = free_port()
+        server = LocalRedis("--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+                            "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
+                            "--tls-ca-cert-file", certs["ca.crt"], "--tls-auth-clients", "no")
+        url = f"rediss://127.0.0.1:{port}/2"
+        options = {"ssl_ca_certs": certs["ca.crt"]}
+        plain = redis_lib.Redis.from_url(url, ssl_ca_certs=certs["ca.crt"])
+    else:
+        path = tmp / "redis.sock"
+        server = LocalRedis("--port", "0", "--unixsocket", str(path), "--unixsocketperm", "700")
+        url = f"unix://{path}?db=2"
+        options = {}
+        plain = redis_lib.Redis.from_url(url)
+    try:
+        server.start(plain.ping)
+    except RuntimeError as exc:
+        if request.param == "tls" and "TLS" in str(exc):
+            pytest.skip(f"this redis-server has no TLS support: {exc}")
+        raise
+    config = Config(raw={"REDIS": {"URL": url, "OPTIONS": options}, "TAG": "t", "QUEUES": ["default"],
+                         "FETCH_POLL_INTERVAL": 0.2})
+    try:
+        yield config, plain
+    finally:
+        plain.close()
+        get_redis(config=config).connection_pool.disconnect()
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def exchanges(monkeypatch):
+    """How many batches went through wire.exchange (the fast path)."""
+    calls: list[int] = []
+    real = wire.exchange
+
+    def counted(conn, commands):
+        calls.append(len(commands))
+        return real(conn, commands)
+
+    monkeypatch.setattr(wire, "exchange", counted)
+    return calls
+
+
+def _job(**extra) -> dict:
+    return {"class": "X", "args": [], "queue": "default", "jid": payload.new_jid(), "created_at": payload.now_ms(),
+            **extra}
+
+
+def test_the_fast_path_is_used_on_this_transport(transport):
+    config, _plain = transport
+    conn = get_redis(config=config).connection_pool.get_connection()
+    try:
+        conn.connect()
+        assert wire.usable(conn)
+    finally:
+        get_redis(config=config).connection_pool.release(conn)
+
+
+def test_pushes_round_trip_through_the_fast_path(transport, exchanges):
+    config, plain = transport
+    jobs = [_job() for _ in range(20)]
+    writer = Writer(config)
+    for job in jobs:
+        writer.push([job])
+    assert len(exchanges) == 20
+    assert [payload.loads(raw)["jid"] for raw in reversed(plain.lrange("queue:default", 0, -1))] == [
+        j["jid"] for j in jobs]
+    assert plain.smembers("queues") == {b"default"}
+
+
+def test_replies_larger_than_one_read_and_error_replies(transport, exchanges):
+    config, plain = transport
+    client = get_redis(config=config)
+    big = b"x" * 300_000  # several TLS records and several reads of the 64 KiB buffer
+    replies = send_commands(client, [("SET", "big", big), ("GET", "big"), ("EVALSHA", "0" * 40, 0),
+                                     ("STRLEN", "big")], raise_errors=False)
+    assert replies[:2] == [b"OK", big] and replies[3] == 300_000
+    assert isinstance(replies[2], redis_lib.exceptions.NoScriptError)
+    assert exchanges == [4]
+    assert plain.strlen("big") == 300_000
+
+
+def test_consecutive_batches_reuse_one_connection(transport):
+    config, plain = transport
+    client = get_redis(config=config)
+    first = send_commands(client, [("CLIENT", "ID")])[0]
+    assert [send_commands(client, [("CLIENT", "ID")])[0] for _ in range(5)] == [first] * 5
+    # Closed by the server while idle: replaced before use, not written to.
+    plain.execute_command("CLIENT", "KILL", "ID", first)
+    assert send_commands(client, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
+
+
+def test_fetch_and_ack_batches(transport, exchanges):
+    config, plain = transport
+    jobs = [_job() for _ in range(5)]
+    Writer(config).push(jobs)
+    fetcher = ReliableFetch(config)
+    try:
+        fetched = []
+        for _ in jobs:
+            unit = fetcher.retrieve_work()
+            unit.jid = json.loads(unit.job)["jid"]
+            fetched.append(unit.jid)
+            unit.acknowledge()
+        fetcher.flush_acks()
+        assert sorted(fetched) == sorted(j["jid"] for j in jobs)
+        # Fetches 2..5 carried the previous ACK on this thread's connection (send_on).
+        assert exchanges.count(3) == 4
+        assert not [key for key in plain.keys("queue:default|*") if plain.llen(key)]
+        assert plain.llen("queue:default") == 0
+    finally:
+        fetcher.release_thread_connection()
+        fetcher.terminate()
+
+
+def test_send_on_a_connection_of_this_transport(transport, exchanges):
+    config, _plain = transport
+    pool = get_redis(config=config).connection_pool
+    conn = pool.get_connection()
+    try:
+        assert send_on(conn, [("SET", "a", "1"), ("INCR", "a"), ("GET", "a")]) == [b"OK", 2, b"2"]
+        with pytest.raises(redis_lib.ResponseError, match="WRONGTYPE"):
+            send_on(conn, [("LPUSH", "a", "x"), ("GET", "a")])
+        assert send_on(conn, [("GET", "a")]) == [b"2"]  # still in step after the error
+    finally:
+        pool.release(conn)
+    assert len(exchanges) == 3

@@ -1,0 +1,314 @@
+"""The write path (issue 11, item 1): write hooks, NOSCRIPT resend, READONLY redial,
+for the blocking Writer and its async twin. Round trips are counted at the writer's
+one send function, so every command of a round trip is visible."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+import redis as redis_lib
+from django.conf import settings
+
+from tests.local_redis import LocalRedis, free_port
+from wurk_django import payload, scripts
+from wurk_django import writer as writer_module
+from wurk_django.conf import Config
+from wurk_django.writer import AsyncWriter, Writer, register_hook, unregister_hook
+
+# Pushes the job itself and marks it, atomically: what a feature's script would do instead of LPUSH.
+PUSH_AND_MARK = """
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[2])
+return 1
+"""
+
+
+def _known_script(text: str) -> str:
+    """Register ``text`` with this process the way ``scripts.lua()`` does; returns its SHA."""
+    sha = hashlib.sha1(text.encode()).hexdigest()
+    scripts._remember(sha, text)
+    return sha
+
+
+def _config(url: str | None = None, **extra) -> Config:
+    return Config(raw={"REDIS_URL": url or settings.WURK_TEST_REDIS_URL, "TAG": "t", **extra})
+
+
+def _job(queue: str = "default", **extra) -> dict:
+    return {"class": "X", "args": [], "queue": queue, "jid": payload.new_jid(), "retry": True,
+            "created_at": payload.now_ms(), **extra}
+
+
+class RoundTrips:
+    """Every round trip the writers make: a list of command lists."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.trips: list[list[tuple]] = []
+        real_sync, real_async = writer_module.send_commands, writer_module._async_round_trip
+
+        def sync(client, commands, **kwargs):
+            self.trips.append(list(commands))
+            return real_sync(client, commands, **kwargs)
+
+        async def async_(client, commands):
+            self.trips.append(list(commands))
+            return await real_async(client, commands)
+
+        monkeypatch.setattr(writer_module, "send_commands", sync)
+        monkeypatch.setattr(writer_module, "_async_round_trip", async_)
+
+
+@pytest.fixture
+def hooks():
+    names: list[str] = []
+
+    def add(name, hook, position=0):
+        names.append(name)
+        register_hook(name, hook, position=position)
+
+    yield add
+    for name in names:
+        unregister_hook(name)
+
+
+@pytest.fixture
+def trips(monkeypatch):
+    return RoundTrips(monkeypatch)
+
+
+# --- write hooks ----------------------------------------------------------------------------------
+
+
+def test_a_hook_sees_the_jobs_and_adds_commands_to_the_same_round_trip(redis_db, hooks, trips):
+    seen: list[list[str]] = []
+
+    def register_jids(jobs, commands):
+        seen.append([job["jid"] for job in jobs])
+        return [*commands, ("SADD", "hooked", *[job["jid"] for job in jobs])]
+
+    hooks("test-register", register_jids)
+    jobs = [_job(), _job(), _job("low", at=9_999_999_999)]
+    Writer(_config()).push(jobs)
+    assert seen == [[job["jid"] for job in jobs]]
+    assert len(trips.trips) == 1
+    assert trips.trips[0][-1][0] == "SADD"
+    assert redis_db.smembers("hooked") == {job["jid"].encode() for job in jobs}
+    assert redis_db.llen("queue:default") == 2 and redis_db.zcard("schedule") == 1
+
+
+def test_a_hook_can_replace_a_push_with_a_script_in_the_same_round_trip(redis_db, hooks, trips):
+    sha = _known_script(PUSH_AND_MARK)
+    redis_db.script_load(PUSH_AND_MARK)
+
+    def through_script(jobs, commands):
+        # The job of queue "marked" is pushed (and marked) by the script instead of LPUSH.
+        out = []
+        for command in commands:
+            if command[0] == "LPUSH" and command[1] == "queue:marked":
+                for body in command[2:]:
+                    out.append(("EVALSHA", sha, 2, "queue:marked", "marks", body, payload.loads(body)["jid"]))
+            else:
+                out.append(command)
+        return out
+
+    hooks("test-script", through_script)
+    marked, plain = _job("marked"), _job()
+    Writer(_config()).push([marked, plain])
+    assert len(trips.trips) == 1
+    assert [c[0] for c in trips.trips[0]] == ["SADD", "EVALSHA", "LPUSH"]
+    assert redis_db.smembers("marks") == {marked["jid"].encode()}
+    assert payload.loads(redis_db.lindex("queue:marked", 0))["jid"] == marked["jid"]
+    assert payload.loads(redis_db.lindex("queue:default", 0))["jid"] == plain["jid"]
+
+
+def test_hooks_run_in_position_order_each_seeing_the_previous_commands(redis_db, hooks):
+    order: list[str] = []
+
+    def hook(name):
+        def run(jobs, commands):
+            order.append(name)
+            return [*commands, ("RPUSH", "order", name)]
+        return run
+
+    hooks("test-late", hook("late"), position=20)
+    hooks("test-early", hook("early"), position=-10)
+    hooks("test-middle", hook("middle"), position=0)
+    Writer(_config()).push([_job()])
+    assert order == ["early", "middle", "late"]
+    assert redis_db.lrange("order", 0, -1) == [b"early", b"middle", b"late"]
+
+
+def test_add_to_set_runs_the_hooks_over_the_parsed_jobs(redis_db, hooks, trips):
+    seen: list[str] = []
+    hooks("test-set", lambda jobs, commands: seen.extend(j["jid"] for j in jobs) or commands)
+    job = _job()
+    Writer(_config()).add_to_set("retry", [(job, 123.0), (b'{"raw":"bytes"}', 124.0)])
+    assert seen == [job["jid"]]  # stored bytes are passed on as they are, not parsed
+    assert len(trips.trips) == 1 and redis_db.zcard("retry") == 2
+
+
+def test_the_async_writer_runs_the_same_hooks_in_one_round_trip(redis_db, hooks, trips):
+    hooks("test-async", lambda jobs, commands: [*commands, ("SADD", "hooked", *[j["jid"] for j in jobs])])
+    job, high = _job(), _job()
+
+    async def go():
+        writer = AsyncWriter(_config())
+        await writer.push([job])
+        await writer.push([high], extra=[("SET", "extra", "1")], front=True)
+
+    asyncio.run(go())
+    assert len(trips.trips) == 2
+    assert trips.trips[1][0] == ("SET", "extra", "1") and trips.trips[1][2][0] == "RPUSH"
+    assert redis_db.smembers("hooked") == {job["jid"].encode(), high["jid"].encode()}
+    # RPUSH puts the second one at the end workers take from next.
+    assert [payload.loads(raw)["jid"] for raw in redis_db.lrange("queue:default", 0, -1)] == [job["jid"], high["jid"]]
+
+
+# --- NOSCRIPT -------------------------------------------------------------------------------------
+
+
+def _flush_scripts(redis_db) -> None:
+    # Server-wide, but harmless: every writer falls back on NOSCRIPT.
+    redis_db.script_flush()
+
+
+def test_noscript_resends_only_the_unknown_script_as_eval(redis_db, trips):
+    text = "redis.call('INCR', KEYS[1]) return 'ran'"
+    sha = _known_script(text)
+    _flush_scripts(redis_db)
+    replies = Writer(_config()).send([("LPUSH", "before", "x"), ("EVALSHA", sha, 1, "ran"), ("INCR", "after")])
+    assert replies == [1, b"ran", 1]
+    assert len(trips.trips) == 2
+    assert trips.trips[1] == [("EVAL", text, 1, "ran")]  # only the script, with its text
+    # Everything ran exactly once.
+    assert redis_db.llen("before") == 1 and redis_db.get("ran") == b"1" and redis_db.get("after") == b"1"
+
+
+def test_noscript_in_the_async_writer(redis_db, trips):
+    text = "redis.call('INCR', KEYS[1]) return 'async'"
+    sha = _known_script(text)
+    _flush_scripts(redis_db)
+    replies = asyncio.run(AsyncWriter(_config()).send([("EVALSHA", sha, 1, "ran"), ("INCR", "after")]))
+    assert replies == [b"async", 1]
+    assert trips.trips[1] == [("EVAL", text, 1, "ran")]
+    assert redis_db.get("ran") == b"1" and redis_db.get("after") == b"1"
+
+
+def test_a_loaded_script_costs_one_round_trip(redis_db, trips):
+    text = "return 'loaded'"
+    sha = _known_script(text)
+    redis_db.script_load(text)
+    assert Writer(_config()).send([("EVALSHA", sha, 0)]) == [b"loaded"]
+    assert len(trips.trips) == 1
+
+
+def test_noscript_for_a_script_this_process_never_saw_is_raised(redis_db, trips):
+    _flush_scripts(redis_db)
+    with pytest.raises(redis_lib.exceptions.NoScriptError):
+        Writer(_config()).send([("EVALSHA", "0" * 40, 0), ("SET", "k", "v")])
+    assert len(trips.trips) == 1 and redis_db.get("k") == b"v"
+
+
+# --- READONLY after a failover (CORE-085) -----------------------------------------------------------
+
+
+@pytest.fixture
+def replica():
+    """A read-only replica whose primary is unreachable: every write is answered READONLY,
+    as the old primary answers after a failover."""
+    port = free_port()
+    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--replicaof", "127.0.0.1", str(free_port()))
+    client = redis_lib.Redis(port=port)
+    server.start(client.ping)
+    yield f"redis://127.0.0.1:{port}/0", client
+    client.close()
+    server.stop()
+
+
+def _promote_on_redial(pool, client, promoted: list[bool]) -> None:
+    """Make the writer's redial meet a promoted server (the failover finished meanwhile)."""
+    disconnect = pool.disconnect
+
+    def redial(*args, **kwargs):
+        client.execute_command("REPLICAOF", "NO", "ONE")
+        promoted.append(True)
+        return disconnect(*args, **kwargs)
+
+    pool.disconnect = redial
+
+
+def test_readonly_redials_and_sends_once_more(replica, trips):
+    url, client = replica
+    writer = Writer(_config(url))
+    promoted: list[bool] = []
+    _promote_on_redial(writer.redis.connection_pool, client, promoted)
+    job = _job()
+    writer.push([job])
+    assert promoted == [True] and len(trips.trips) == 2
+    assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]
+
+
+def test_readonly_twice_is_raised_and_nothing_is_written(replica, trips):
+    url, client = replica
+    with pytest.raises(redis_lib.ReadOnlyError):
+        Writer(_config(url)).push([_job()])
+    assert len(trips.trips) == 2
+    assert client.llen("queue:default") == 0
+
+
+def test_the_async_writer_redials_on_readonly(replica, trips):
+    url, client = replica
+    promoted: list[bool] = []
+    job = _job()
+
+    async def go():
+        writer = AsyncWriter(_config(url))
+        pool = writer.redis.connection_pool
+        disconnect = pool.disconnect
+
+        async def redial(*args, **kwargs):
+            client.execute_command("REPLICAOF", "NO", "ONE")
+            promoted.append(True)
+            return await disconnect(*args, **kwargs)
+
+        pool.disconnect = redial
+        await writer.push([job])
+
+    asyncio.run(go())
+    assert promoted == [True] and len(trips.trips) == 2
+    assert payload.loads(client.lindex("queue:default", 0))["jid"] == job["jid"]
+
+
+# --- the reliable-push buffer (PRO-320) -------------------------------------------------------------
+
+
+def test_async_pushes_are_buffered_through_an_outage_and_delivered_in_order(monkeypatch):
+    from tests.support import wait_for
+    from wurk_django import reliable_push
+
+    monkeypatch.setattr(reliable_push, "FLUSH_INTERVAL", 0.2)
+    monkeypatch.setattr(reliable_push, "_buffer", reliable_push.PushBuffer())
+    port = free_port()
+    config = _config(f"redis://127.0.0.1:{port}/0", RELIABLE_PUSH=True)
+    first, second = _job(), _job()
+
+    async def go():
+        writer = AsyncWriter(config)
+        await writer.push([first])  # nothing listens: kept in the buffer, not raised
+        assert reliable_push.buffered() == 1
+        await writer.push([second])  # queued behind the first, even once Redis answers
+        assert reliable_push.buffered() == 2
+
+    asyncio.run(go())
+    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1")
+    client = redis_lib.Redis(port=port)
+    try:
+        server.start(client.ping)
+        wait_for(lambda: reliable_push.buffered() == 0, timeout=15, message="the buffer to drain")
+        assert [payload.loads(raw)["jid"] for raw in reversed(client.lrange("queue:default", 0, -1))] == [
+            first["jid"], second["jid"]]
+    finally:
+        client.close()
+        server.stop()

@@ -1,0 +1,47 @@
+"""One racing process for the unique-job race test: ``python -m tests.unique.racer <threads>``.
+
+Waits for the test to set ``test:race:go``, then its threads push the same
+unique job at the same instant; prints the jids (or nulls) it got as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import django
+
+
+def main() -> None:
+    django.setup()
+    from tests.unique.jobs import SyncAccount
+    from wurk_django.connection import get_redis
+
+    threads = int(sys.argv[1])
+    redis = get_redis()
+    redis.ping()  # connect before the start signal
+    redis.rpush("test:race:ready", "1")
+    barrier = threading.Barrier(threads)
+    results: list = [None] * threads
+
+    def push(i: int) -> None:
+        barrier.wait()
+        results[i] = SyncAccount.perform_async(4242)
+
+    workers = [threading.Thread(target=push, args=(i,)) for i in range(threads)]
+    deadline = time.monotonic() + 30
+    while not redis.exists("test:race:go"):
+        if time.monotonic() > deadline:
+            raise SystemExit("no start signal")
+        time.sleep(0.005)
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

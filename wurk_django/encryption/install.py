@@ -1,0 +1,14 @@
+"""Plugs encrypted arguments into the engine (ENT-601): always installed; each
+middleware checks the job's ``encrypt`` flag and the keys in force when it runs."""
+
+from __future__ import annotations
+
+
+def install() -> None:
+    from .. import middleware
+    from .middleware import EncryptionClientMiddleware, EncryptionServerMiddleware
+
+    # Client: innermost, so it seals last and nothing else sees the envelope.
+    middleware.register("client", "encryption", EncryptionClientMiddleware, position=50)
+    # Server: outermost, so it opens first and puts the envelope back last.
+    middleware.register("server", "encryption", EncryptionServerMiddleware, position=-50)

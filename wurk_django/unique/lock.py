@@ -1,0 +1,167 @@
+"""The unique lock: its key, its lifetime, taking it and giving it back (ENT-202..208).
+
+One key per distinct job: ``unique:`` + SHA-256 of the canonical JSON of
+``[class, queue, args]`` (or of what the job class's ``unique_context(job)``
+returns). The push, the release after the job ran, the release when the job
+dies and :func:`locked` all derive it here, from the job as stored, so they
+can never disagree, nor disagree with Ruby processes sharing the database.
+
+The key holds the jid of the job that owns it. Only the owner may delete it,
+and the compare and the delete happen in one script: a lock that expired and
+was taken by a newer job must survive a late release by the old one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import time
+from typing import Any
+
+import redis as redis_lib
+
+from .. import canonical, keys, registry
+from ..scripts import lua
+
+logger = logging.getLogger("wurk_django.client")
+
+UNTIL_SUCCESS = "success"
+UNTIL_START = "start"
+UNTIL_VALUES = (UNTIL_SUCCESS, UNTIL_START)
+
+
+class UniqueConfigurationError(ValueError):
+    """A unique job's options cannot work (a bad ``unique_for``, or ``encrypt`` with ``unique_for``)."""
+
+
+def enabled(config: Any = None) -> bool:
+    """True when ``WURK["UNIQUE_JOBS"]`` is on; until then ``unique_for`` is ignored."""
+    if config is None:
+        from ..conf import get_config
+
+        config = get_config()
+    return bool(config["UNIQUE_JOBS"])
+
+
+def coerce_ttl(value: Any) -> int | None:
+    """Seconds a lock lives, from a ``unique_for`` value; ``None`` when the job is not unique.
+
+    Accepts an int, a float (truncated) or a ``timedelta``; ``None`` and ``False``
+    mean "not unique". Anything else, or less than one second, is a ``ValueError``.
+    """
+    if value is None or value is False:
+        return None
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value
+    else:
+        raise UniqueConfigurationError(f"unique_for must be seconds or a timedelta, not {value!r}")
+    if not math.isfinite(seconds) or int(seconds) < 1:
+        raise UniqueConfigurationError(f"unique_for must be at least 1 second, not {value!r}")
+    return int(seconds)
+
+
+def stored_ttl(value: Any) -> int | None:
+    """The TTL of a payload's ``unique_for`` as read back (lenient: anything unusable means not unique)."""
+    try:
+        return coerce_ttl(value)
+    except UniqueConfigurationError:
+        return None
+
+
+def check_until(value: Any) -> None:
+    """Refuse a ``unique_until`` typo at push time (a worker reads unknown values as "success")."""
+    if value is not None and value not in UNTIL_VALUES:
+        raise UniqueConfigurationError(f"unique_until must be 'success' or 'start', not {value!r}")
+
+
+def context_of(job: dict) -> Any:
+    """What identifies the job: the class's ``unique_context(job)`` if it has one,
+    else ``[class, queue, args]`` as stored."""
+    job_class = registry.registered().get(job.get("class"))
+    hook = getattr(job_class, "unique_context", None)
+    if callable(hook):
+        return hook(job)
+    return [job.get("class"), job.get("queue"), job.get("args")]
+
+
+def lock_key(job: dict) -> str:
+    """The Redis key of ``job``'s lock."""
+    return keys.unique_lock(canonical.sha256_hex(context_of(job)))
+
+
+def lifetime(ttl: int, at: Any, now: float | None = None) -> int:
+    """A scheduled job's lock covers the wait as well as the run: ``ttl`` plus the seconds until ``at``."""
+    if at is None:
+        return ttl
+    wait = math.ceil(float(at) - (time.time() if now is None else now))
+    return ttl + wait if wait > 0 else ttl
+
+
+def acquire(client: redis_lib.Redis, key: str, jid: str, ttl: int) -> tuple[bool, str | None]:
+    """Take the lock for ``jid``: ``(taken_now, holder)``; the holder is ``jid`` itself
+    when this call took it or the same job already held it."""
+    taken, holder = lua("unique/lua/acquire")(client, [key], [jid, ttl])
+    return bool(taken), holder.decode() if isinstance(holder, bytes) else holder
+
+
+def release_if_owner(client: redis_lib.Redis, key: str, owner: str) -> bool:
+    """Delete ``key`` if and only if it still holds ``owner``; True when deleted."""
+    return bool(lua("unique/lua/release_if_owner")(client, [key], [owner]))
+
+
+def release(job: dict, client: redis_lib.Redis | None = None) -> bool:
+    """Give back ``job``'s lock if the job still owns it."""
+    if client is None:
+        from ..connection import get_redis
+
+        client = get_redis()
+    return release_if_owner(client, lock_key(job), job["jid"])
+
+
+def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
+    """The jid holding the lock of a job, or ``None``: ``locked(SyncAccount, [42])``
+    or ``locked("critical", SyncAccount, [42])``.
+
+    Without a queue, the job class's own ``queue`` option is used (for a class
+    name, ``DEFAULT_JOB_OPTIONS["queue"]``).
+    """
+    from ..client import _job_class_of
+    from ..conf import get_config
+
+    if len(spec) == 2:
+        klass, args = spec
+        queue = None
+    elif len(spec) == 3:
+        queue, klass, args = spec
+    else:
+        raise TypeError("locked() takes (job_class, args) or (queue, job_class, args)")
+    if not isinstance(args, (list, tuple)):
+        raise ValueError(f"locked() needs the job's arguments as a list, not {args!r}")
+    config = get_config()
+    job_class = _job_class_of(klass)
+    name = job_class.job_name if job_class is not None else str(klass)
+    if queue is None:
+        options = job_class.get_options() if job_class is not None else {}
+        queue = options.get("queue") or config.default_job_options.get("queue") or "default"
+    job = {"class": name, "queue": str(queue), "args": list(args)}
+    if redis is None:
+        from ..connection import get_redis
+
+        redis = get_redis(config=config)
+    holder = redis.get(lock_key(job))
+    return holder.decode() if isinstance(holder, bytes) else holder
+
+
+def release_on_death(job: dict, exc: BaseException, reason: str) -> None:
+    """Death handler: a job the engine gave up on frees its lock; a kill by a person
+    (admin or API) keeps it until it expires, as in Sidekiq Enterprise."""
+    from ..server import death
+
+    if reason == death.MANUAL or isinstance(exc, death.JobKilled):
+        return
+    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None or not enabled():
+        return
+    release(job)

@@ -1,0 +1,87 @@
+"""The two middleware of unique jobs: lock on push, release when the job ran (ENT-204, ENT-205)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .. import payload, testing
+from ..arguments import check_arguments
+from ..conf import get_config
+from . import lock
+
+logger = logging.getLogger("wurk_django.client")
+worker_logger = logging.getLogger("wurk_django.worker")
+
+
+class UniqueClientMiddleware:
+    """Takes the job's lock before it is written; a live duplicate stops the push.
+
+    Runs outside the batch middleware, so a dropped duplicate never joins a batch.
+    """
+
+    def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Any) -> Any:
+        if job.get("unique_for") is None:
+            return call_next()
+        ttl = lock.coerce_ttl(job["unique_for"])
+        if ttl is None:
+            return call_next()
+        job["unique_for"] = ttl  # the payload carries whole seconds, whatever the caller gave
+        lock.check_until(job.get("unique_until"))
+        config = get_config()
+        if redis is None or not lock.enabled(config) or testing.mode(config) in ("fake", "inline"):
+            # Not enabled, or nothing will reach Redis (perform_inline, test modes): no lock.
+            return call_next()
+        if payload.truthy(job.get("encrypt")):
+            # Each push encrypts to different bytes, so the lock could never match a duplicate.
+            raise lock.UniqueConfigurationError(
+                f"{job['class']}: a job cannot be both unique (unique_for) and encrypted (encrypt)")
+        # The lock is keyed on the arguments exactly as they will be stored.
+        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
+        key = lock.lock_key(job)
+        taken, holder = lock.acquire(redis, key, job["jid"], lock.lifetime(ttl, job.get("at")))
+        if holder != job["jid"]:
+            logger.info("duplicate %s dropped (jid=%s blocked by jid=%s)", job["class"], job["jid"], holder)
+            return None
+        try:
+            result = call_next()
+        except BaseException:
+            if taken:
+                _give_back(redis, key, job)
+            raise
+        if not result and taken:
+            _give_back(redis, key, job)  # an inner middleware stopped the push
+        return result
+
+
+def _give_back(redis: Any, key: str, job: dict) -> None:
+    """Release a lock taken for a push that did not happen; a failure here only logs
+    (the lock then expires on its own) so the push's own error is what the caller sees."""
+    try:
+        lock.release_if_owner(redis, key, job["jid"])
+    except Exception as exc:
+        logger.warning("could not give back the unique lock of %s jid=%s: %s: %s",
+                       job["class"], job["jid"], type(exc).__name__, exc)
+
+
+class UniqueServerMiddleware:
+    """Releases the lock when the job starts (``unique_until="start"``) or after it
+    succeeded (default); a failure keeps it, so retries stay unique."""
+
+    def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
+        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled():
+            return call_next()
+        if job.get("unique_until") == lock.UNTIL_START:
+            self.release(job)
+            return call_next()
+        result = call_next()
+        self.release(job)
+        return result
+
+    @staticmethod
+    def release(job: dict) -> None:
+        try:
+            lock.release(job)
+        except Exception as exc:  # the TTL still bounds the lock
+            worker_logger.warning("could not release the unique lock of %s jid=%s: %s: %s",
+                                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
