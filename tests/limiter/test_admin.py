@@ -135,3 +135,20 @@ def test_get_never_resets(manager_client, limiters, redis_db):
 
 def test_empty_page(admin_client):
     assert b"No limiter yet" in admin_client.get(PAGE).content
+
+
+def test_installed_before_the_apps_are_ready_the_page_comes_with_the_first_request(monkeypatch):
+    from django.apps import apps
+    from django.core.signals import request_started
+
+    from wurk_django.admin import pages
+    from wurk_django.limiter import install
+
+    monkeypatch.setattr(apps, "ready", False)
+    monkeypatch.setattr(pages, "_pages", {k: v for k, v in pages._pages.items() if k != "limits"})
+    install.install()  # must not import the admin (its models need the app registry)
+    assert "limits" not in pages._pages
+    monkeypatch.setattr(apps, "ready", True)
+    request_started.send(sender=None)
+    assert pages._pages["limits"].position == 90
+    request_started.send(sender=None)  # once only

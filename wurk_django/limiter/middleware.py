@@ -45,8 +45,16 @@ def _load(entry: Any) -> Any:
     return import_string(entry) if isinstance(entry, str) else entry
 
 
-def _errors(config: Config) -> tuple[type[BaseException], ...]:
-    return (OverLimit, *(_load(e) for e in config.raw.get("LIMITER_ERRORS") or ()))
+def _listed(exc: Exception) -> bool:
+    """Is ``exc`` one of ``WURK["LIMITER_ERRORS"]``? Any job failure passes through
+    here, so a worker run from a bare Config (no Django settings) is not made to read
+    settings for it: without settings there is no such list."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return False
+    extra = get_config().raw.get("LIMITER_ERRORS") or ()
+    return bool(extra) and isinstance(exc, tuple(_load(e) for e in extra))
 
 
 def _backoff(limiter: Any, config: Config) -> Callable[[Any, dict, BaseException], float]:
@@ -83,10 +91,9 @@ class LimiterMiddleware:
         try:
             return call_next()
         except Exception as exc:
-            config = get_config()  # read again for every job, so settings changes apply at once
-            if not isinstance(exc, _errors(config)):
+            if not (isinstance(exc, OverLimit) or _listed(exc)):
                 raise
-            self.handle(exc, job, queue, config)
+            self.handle(exc, job, queue, get_config())  # read for every job: settings changes apply at once
 
     def handle(self, exc: Exception, job: dict, queue: str, config: Config) -> None:
         job["overrated"] = int(job.get("overrated", 0) or 0) + 1
