@@ -133,6 +133,7 @@ LOGGING = "Logging"
 ADMIN = "Admin dashboard"
 SWARM = "Swarm"
 FEATURES = "Features"
+LIMITERS = "Rate limiters"
 
 # The one table of settings: DEFAULTS, problems() (and so the system checks and the
 # worker's boot check) and the table in docs/configuration.md all come from it.
@@ -344,6 +345,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PERIODIC", [],
             lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts",
             "Cron entries registered when a worker boots; see docs/periodic.md.", FEATURES),
+    # -- rate limiters (docs/limiters.md); read again for every job --
+    Setting("LIMITER_BACKOFF", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) `(limiter, job, exc) -> seconds`, how long a job that hit a"
+            " limit waits before it runs again when its limiter has no `backoff` of its own. `None`: 300 s ×"
+            " `overrated` plus 1..300 s; see docs/limiters.md.", LIMITERS),
+    Setting("LIMITER_ERRORS", [],
+            lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (type, str)) for x in v),
+            "a list of exception classes or dotted paths",
+            "More exception classes (or dotted paths) a job may raise to be rescheduled like"
+            " `limiter.OverLimit` (an HTTP 429 error from a partner API, say); `OverLimit` is always included.",
+            LIMITERS),
+    Setting("LIMITER_REDIS", None,
+            lambda v: v is None or (isinstance(v, dict) and set(v) <= {"URL", "POOL_SIZE"}
+                                    and (v.get("URL") is None or (isinstance(v["URL"], str) and "://" in v["URL"]))
+                                    and (v.get("POOL_SIZE") is None or _is_int(v["POOL_SIZE"], 1))),
+            'None or {"URL": redis:// URL, "POOL_SIZE": integer >= 1}',
+            '`{"URL": ..., "POOL_SIZE": 10}`, a dedicated connection pool for limiter calls;'
+            " `None` uses the main pool.", LIMITERS),
+    Setting("LIMITER_CAP_ACTION", "dead",
+            lambda v: v in ("dead", "retry"), '"dead" or "retry"',
+            "A job rate limited as many times as its limiter's `reschedule` cap (default 20)"
+            ' goes to the dead set with a `rate_limited:` message (`"dead"`, Ruby wurk) or into the normal'
+            ' retries (`"retry"`, Sidekiq Enterprise).', LIMITERS),
 )
 
 #: Every key the WURK dict may hold, with its default.

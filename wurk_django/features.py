@@ -31,6 +31,7 @@ BUILTIN: tuple[str, ...] = (
     "unique",
     "encryption",
     "expiry",
+    "limiter",
 )
 
 _lock = threading.RLock()

@@ -161,3 +161,37 @@ def batch_keys(bid: str) -> list[str]:
 
 def batch_tag(tag: str) -> str:
     return f"tags:{tag}"
+
+
+# -- rate limiters (ENT-110) -----------------------------------------------------------
+# The Ruby wurk layout (Sidekiq Enterprise's own is undocumented), so Ruby and
+# Python processes share one limiter by name.
+LIMITER_LIST = "lmtr-list"  # SET of every registered limiter name (swept when metadata expires)
+
+
+def limiter_meta(name: str) -> str:
+    return f"lmtr:{name}"  # HASH type, options (JSON), fingerprint
+
+
+def limiter_slots(name: str) -> str:
+    return f"lmtr-cs:{name}"  # ZSET concurrent slot id -> expiry epoch
+
+
+def limiter_stats(name: str) -> str:
+    return f"lmtr-stats:{name}"  # HASH concurrent counters
+
+
+def limiter_bucket(name: str, epoch: int) -> str:
+    return f"lmtr-b:{name}:{epoch}"  # STRING count for period floor(now / interval)
+
+
+def limiter_window(name: str) -> str:
+    return f"lmtr-w:{name}"  # ZSET admission times
+
+
+def limiter_leaky(name: str) -> str:
+    return f"lmtr-l:{name}"  # HASH level, last
+
+
+def limiter_points(name: str) -> str:
+    return f"lmtr-p:{name}"  # HASH points, last

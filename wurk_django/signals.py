@@ -17,6 +17,7 @@ job_succeeded = Signal()  # sender, job, elapsed
 job_failed = Signal()  # sender, job, exception (every failed attempt)
 job_retried = Signal()  # sender, job, exception, retry_at
 job_died = Signal()  # sender, job, exception (dead set or discarded)
+job_rate_limited = Signal()  # sender, job, exception, retry_at (None: stopped at the reschedule cap)
 worker_startup = Signal()  # sender=Launcher
 worker_quiet = Signal()
 worker_shutdown = Signal()

@@ -1,0 +1,279 @@
+"""What every limiter shares: the name, options and fingerprint, registration in
+Redis, the call surface (``within_limit`` and ``acquire``), status, reset.
+
+A limiter object holds no mutable state, so one module-level instance is
+shared by every thread; each call that takes capacity gets its own
+:class:`Held` record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import redis as redis_lib
+
+from .. import keys
+from ..conf import Config, get_config
+from ..connection import get_redis
+from ..scripts import lua
+from ..writer import Writer
+from . import options as opts
+
+logger = logging.getLogger("wurk_django.limiter")
+
+
+class OverLimit(Exception):  # noqa: N818 - Sidekiq Enterprise's name
+    """The limiter refused capacity within its wait.
+
+    Inside a job the limiter middleware catches it and reschedules the job;
+    elsewhere (a view, a script) the caller handles it, usually as HTTP 429.
+    ``limiter`` is the limiter that refused; ``job`` is set by the middleware.
+    """
+
+    def __init__(self, limiter: Any, job: dict | None = None, message: str | None = None) -> None:
+        self.limiter = limiter
+        self.job = job
+        super().__init__(message or f"limit '{limiter.name}' ({limiter.type}) reached")
+
+
+class Held:
+    """One call's hold on a limiter: ``acquired`` is False when the policy skipped the call."""
+
+    __slots__ = ("limiter", "acquired", "slot", "started", "acquired_at", "estimate")
+
+    def __init__(self, limiter: Any, acquired: bool, *, slot: str | None = None, started: float = 0.0,
+                 acquired_at: float = 0.0, estimate: float = 0) -> None:
+        self.limiter = limiter
+        self.acquired = acquired
+        self.slot = slot
+        self.started = started
+        self.acquired_at = acquired_at
+        self.estimate = estimate
+
+    def __bool__(self) -> bool:
+        return self.acquired
+
+    def points_used(self, actual: float) -> float | None:
+        """Settle a points call with what it really cost (no-op for other types)."""
+        return None
+
+
+class _Acquisition:
+    """``with limiter.acquire() as held:``; the wait bounds only the entry, never the body."""
+
+    __slots__ = ("limiter", "kwargs", "held")
+
+    def __init__(self, limiter: Limiter, kwargs: dict[str, Any]) -> None:
+        self.limiter = limiter
+        self.kwargs = kwargs
+        self.held: Held | None = None
+
+    def __enter__(self) -> Held:
+        if self.limiter.unregistered:
+            self.limiter._try_register()
+        self.held = self.limiter._take(**self.kwargs)
+        return self.held
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held is not None and self.held.acquired:
+            self.limiter._release(self.held)
+
+
+# -- Redis access ----------------------------------------------------------------------
+
+_dedicated: dict[tuple[int, str, int], redis_lib.Redis] = {}
+_dedicated_lock = threading.Lock()
+
+
+def redis_client(config: Config | None = None) -> redis_lib.Redis:
+    """The limiters' connection: ``WURK["LIMITER_REDIS"]`` if set (a dedicated pool,
+    so rate-limit traffic cannot starve job fetches), else the main pool."""
+    config = config or get_config()
+    spec = config.raw.get("LIMITER_REDIS")
+    if not spec:
+        return get_redis(config=config)
+    size = int(spec.get("POOL_SIZE") or 10)
+    key = (os.getpid(), spec.get("URL") or config.redis_url, size)
+    client = _dedicated.get(key)
+    if client is None:
+        with _dedicated_lock:
+            client = _dedicated.get(key)
+            if client is None:
+                target = config
+                if spec.get("URL"):
+                    # Another server: the main connection settings do not apply to it.
+                    raw = {k: v for k, v in config.raw.items() if k not in ("REDIS", "REDIS_URL")}
+                    target = Config({**raw, "REDIS_URL": spec["URL"]})
+                client = _dedicated[key] = get_redis("limiter", pool_size=size, config=target)
+    return client
+
+
+def send(commands: list[tuple[Any, ...]], client: redis_lib.Redis | None = None) -> list[Any]:
+    """Send ``commands`` in one round trip (scripts as EVALSHA, resent as EVAL on NOSCRIPT)."""
+    config = get_config()
+    return Writer(config, redis=client or redis_client(config)).send(commands)
+
+
+def run(script: str, keys_: list[str], args: list[Any], client: redis_lib.Redis | None = None) -> Any:
+    """Run one limiter script (``wurk_django/limiter/lua/<script>.lua``) and return its reply."""
+    return send([lua(f"limiter/lua/{script}").command(keys_, args)], client)[0]
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- the base class ----------------------------------------------------------------------
+
+
+class Limiter:
+    """Base of the five Redis-backed limiter types."""
+
+    type: ClassVar[str] = ""
+    #: Keyword arguments of ``within_limit`` that belong to the limiter, not to ``fn``.
+    call_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str, options: dict[str, Any], *, register: bool = True) -> None:
+        self.name = opts.name(name)
+        self.options = options
+        self.options_json = opts.to_json(options)
+        self.fingerprint = hashlib.sha256(f"{self.type}|{self.name}|{self.options_json}".encode()).hexdigest()
+        self.ttl: int = options["ttl"]
+        self.policy: str = options.get("policy", "raise")
+        #: Tests set a function returning epoch seconds (read from Redis TIME and then
+        #: advanced) to drive the scripts' clock; None: the scripts read TIME.
+        self.clock: Callable[[], float] | None = None
+        #: True while registration is owed: it failed at construction and is tried again at the first use.
+        self.unregistered = False
+        if register:
+            self._try_register()
+
+    def _try_register(self) -> None:
+        try:
+            self.register()
+            self.unregistered = False
+        except Exception as exc:
+            # Registration only feeds the dashboard's list: a limiter defined at import
+            # time must not break the import when Redis (or settings) are not ready yet.
+            self.unregistered = True
+            logger.warning("could not register limiter %r yet (%s); it works all the same", self.name, exc)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.options_json}>"
+
+    # -- metadata ----------------------------------------------------------------------
+
+    @property
+    def meta_key(self) -> str:
+        return keys.limiter_meta(self.name)
+
+    def register(self) -> int:
+        """Write the metadata (type, options, fingerprint) and list the name; returns 1
+        when the name was newly added to the list."""
+        return int(run("register", [self.meta_key, keys.LIMITER_LIST],
+                       [self.name, self.type, self.options_json, self.fingerprint, self.ttl]))
+
+    def state_keys(self) -> list[str]:
+        """The keys holding this limiter's counters (what :meth:`reset` deletes)."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget every use so far; metadata and list membership stay."""
+        redis_client().delete(*self.state_keys())
+
+    def delete(self) -> None:
+        """Remove the limiter from Redis entirely: state, metadata and list membership."""
+        send([("DEL", *self.state_keys(), self.meta_key), ("SREM", keys.LIMITER_LIST, self.name)])
+
+    # -- status ------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """``{"used", "limit", "reset_at", "available"}``: ``reset_at`` is epoch seconds or None."""
+        raise NotImplementedError
+
+    @property
+    def size(self) -> float:
+        """Capacity in use now (the status's ``used``)."""
+        return self.status()["used"]
+
+    @staticmethod
+    def _status(used: float, limit: float | None, reset_at: float | None) -> dict[str, Any]:
+        return {"used": used, "limit": limit, "reset_at": reset_at, "available": limit is None or used < limit}
+
+    def redis_now(self) -> float:
+        """Now, by the Redis clock (or the test clock), in epoch seconds."""
+        if self.clock is not None:
+            return self.clock()
+        s, us = send([("TIME",)])[0]
+        return int(s) + int(us) / 1e6
+
+    def _now_args(self) -> list[str]:
+        """The optional trailing "now" argument of a script: only when a test drives the clock."""
+        return [] if self.clock is None else [repr(float(self.clock()))]
+
+    # -- the call surface --------------------------------------------------------------
+
+    def within_limit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once the limiter has room and return its result.
+
+        Waits up to the limiter's ``wait_timeout`` for room (the wait never bounds
+        ``fn`` itself), then raises :class:`OverLimit`; under ``policy="ignore"``
+        (or ``"skip"``) it returns None without running ``fn``. Limiter keywords
+        (``used=`` for bucket and window, ``estimate=`` for points) are taken out
+        of ``kwargs`` before ``fn`` is called.
+        """
+        mine = {k: kwargs.pop(k) for k in self.call_options if k in kwargs}
+        if self.unregistered:
+            self._try_register()
+        held = self._take(**mine)
+        if not held.acquired:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._release(held)
+
+    def acquire(self, **kwargs: Any) -> _Acquisition:
+        """``with limiter.acquire() as held:`` runs the body holding capacity.
+
+        Raises :class:`OverLimit` on entry when the wait runs out. Under
+        ``policy="ignore"`` nothing is raised and the body must check
+        ``held.acquired``.
+        """
+        unknown = set(kwargs) - set(self.call_options)
+        if unknown:
+            raise TypeError(f"{self.type} limiter acquire() got unexpected keywords {sorted(unknown)}")
+        return _Acquisition(self, kwargs)
+
+    def _take(self, **kwargs: Any) -> Held:
+        raise NotImplementedError
+
+    def _release(self, held: Held) -> None:
+        """Give back what ``held`` holds. A failure here is logged, not raised: the call
+        already ran (a job that raised now would run it a second time), and a slot
+        that was not given back is reclaimed after ``lock_timeout`` anyway."""
+        try:
+            self._give_back(held)
+        except Exception as exc:
+            logger.warning("could not release limiter %r (%s); its slot frees itself after lock_timeout",
+                           self.name, exc)
+
+    def _give_back(self, held: Held) -> None:
+        """Release what ``held`` holds (only concurrent and points have anything to do)."""
+
+    def _refused(self, deadline: float, pause: float) -> bool:
+        """After a refusal: False when the policy gives up, raise when the wait is over,
+        else sleep ``pause`` (cut to what is left of the wait) and return True."""
+        if self.policy != "raise":
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OverLimit(self)
+        time.sleep(min(max(pause, 0.0), left))
+        return True

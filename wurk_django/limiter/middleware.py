@@ -1,0 +1,141 @@
+"""What happens when a job hits a rate limit: it is rescheduled, not failed.
+
+A job that raises :class:`OverLimit` (or one of ``WURK["LIMITER_ERRORS"]``)
+is pushed again for later with the same jid, its ``overrated`` count one
+higher, and the current run ends as handled: acknowledged, with no retry and
+no failure booked. After ``reschedule`` such rounds (the limiter's option,
+else 20) the job stops bouncing: by default it goes to the dead set with a
+``rate_limited:`` message; with ``LIMITER_CAP_ACTION="retry"`` it enters the
+normal retry pipeline instead. A limiter with ``reschedule=0`` never
+reschedules: its ``OverLimit`` is an ordinary failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from .. import payload, signals
+from ..client import Client
+from ..conf import Config, get_config
+from ..errors import RetrySkip
+from ..server import death
+from ..server.retry import error_class_name
+from .base import OverLimit
+from .options import DEFAULT_RESCHEDULE
+
+logger = logging.getLogger("wurk_django.limiter")
+
+#: Prefix of the dead-set message of a job that was still rate limited at the cap.
+DEAD_REASON = "rate_limited"
+
+
+def default_backoff(_limiter: Any, job: dict, _exc: BaseException) -> float:
+    """Five minutes more for each time the job was already rate limited, plus up to
+    five minutes of jitter so a crowd of limited jobs does not return at once."""
+    return 300 * int(job.get("overrated", 0)) + random.randint(0, 299) + 1
+
+
+def _load(entry: Any) -> Any:
+    return import_string(entry) if isinstance(entry, str) else entry
+
+
+def _listed(exc: Exception) -> bool:
+    """Is ``exc`` one of ``WURK["LIMITER_ERRORS"]``? Any job failure passes through
+    here, so a worker run from a bare Config (no Django settings) is not made to read
+    settings for it: without settings there is no such list."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return False
+    extra = get_config().raw.get("LIMITER_ERRORS") or ()
+    return bool(extra) and isinstance(exc, tuple(_load(e) for e in extra))
+
+
+def _backoff(limiter: Any, config: Config) -> Callable[[Any, dict, BaseException], float]:
+    own = getattr(limiter, "options", {}).get("backoff") if limiter is not None else None
+    if own is not None:
+        return own
+    configured = config.raw.get("LIMITER_BACKOFF")
+    return _load(configured) if configured else default_backoff
+
+
+def cap_of(limiter: Any) -> int:
+    """How many times a job may be rescheduled for ``limiter`` (None: an error class
+    that carries no limiter, which gets the default)."""
+    cap = getattr(limiter, "options", {}).get("reschedule") if limiter is not None else None
+    return DEFAULT_RESCHEDULE if cap is None else int(cap)
+
+
+def _seal_again(record: dict, config: Config) -> None:
+    """An encrypted job reaches this middleware with its argument already decrypted
+    (decryption runs further out); what is stored must hold the envelope again, never
+    the clear value. A re-push gets that from the client chain; the dead set does not."""
+    if not payload.truthy(record.get("encrypt")):
+        return
+    from ..connection import get_redis
+    from ..encryption.middleware import EncryptionClientMiddleware
+
+    EncryptionClientMiddleware()(None, record, record.get("queue"), get_redis(config=config), lambda: True)
+
+
+class LimiterMiddleware:
+    """Server middleware: reschedule a job that ran into a rate limit."""
+
+    def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
+        try:
+            return call_next()
+        except Exception as exc:
+            if not (isinstance(exc, OverLimit) or _listed(exc)):
+                raise
+            self.handle(exc, job, queue, get_config())  # read for every job: settings changes apply at once
+
+    def handle(self, exc: Exception, job: dict, queue: str, config: Config) -> None:
+        job["overrated"] = int(job.get("overrated", 0) or 0) + 1
+        try:
+            exc.job = job  # error handlers can see which job was limited
+        except AttributeError:
+            pass
+        limiter = getattr(exc, "limiter", None)
+        cap = cap_of(limiter)
+        if cap == 0:
+            raise exc  # this limiter asked for no rescheduling: an ordinary failure
+        if job["overrated"] >= cap:
+            self.at_cap(exc, job, config)
+            return
+        try:
+            delay = float(_backoff(limiter, config)(limiter, job, exc))
+        except Exception:
+            logger.exception("limiter backoff failed for job %s; using the default", job.get("jid"))
+            delay = default_backoff(limiter, job, exc)
+        # Through the client: its middleware runs again (the arguments are encrypted
+        # again, the unique lock is checked against this same jid), and the write path
+        # stores it in the schedule set.
+        again = {**job, "at": time.time() + max(delay, 0.0)}
+        again.pop("enqueued_at", None)
+        Client(config=config).push(again)
+        signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=again["at"])
+        logger.info("%s jid=%s rate limited by %s (overrated=%d); runs again in %.1fs", job.get("class"),
+                    job.get("jid"), getattr(limiter, "name", type(exc).__name__), job["overrated"], delay)
+        raise RetrySkip() from None  # handled: acknowledge, book no failure and no retry
+
+    def at_cap(self, exc: Exception, job: dict, config: Config) -> None:
+        if config.raw.get("LIMITER_CAP_ACTION") == "retry":
+            raise exc  # Sidekiq Enterprise's behaviour: the normal retry pipeline
+        # A job still limited after this many rounds is saturating the limiter; more
+        # rounds (or 25 retries on top) would only add load. Stop it, visibly.
+        record = {**job, "error_class": error_class_name(exc),
+                  "error_message": f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
+                  "failed_at": payload.now_ms()}
+        _seal_again(record, config)
+        logger.warning("%s jid=%s still rate limited after %d reschedules: moved to the dead set",
+                       job.get("class"), job.get("jid"), job["overrated"])
+        death.die(record, exc, reason=death.EXHAUSTED, config=config)
+        # Statsd's jobs.rate_limited counter (tagged worker:<class>) hangs off this signal.
+        signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=None)
+        raise RetrySkip() from None
