@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
     "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
+    "STATSD": None,  # {"HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS"} or a client factory (PRO-350)
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -100,6 +101,19 @@ def _middleware(v: Any) -> bool:
         if not (isinstance(entry, str) or callable(entry)):
             return False
     return True
+
+
+def _statsd(v: Any) -> bool:
+    if v is None or callable(v) or isinstance(v, str):
+        return True
+    if not isinstance(v, dict) or set(v) - {"HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS"}:
+        return False
+    port = v.get("PORT", 8125)
+    tags = v.get("TAGS", [])
+    return (isinstance(v.get("HOST", ""), str) and _is_int(port, 1) and port < 65536
+            and isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)
+            and all(v.get(k) is None or callable(v[k]) or isinstance(v[k], str) for k in ("CLIENT", "OPTIONS"))
+            and (v.get("NAMESPACE") is None or isinstance(v["NAMESPACE"], str)))
 
 
 def _swarm_topology(v: Any) -> bool:
@@ -171,6 +185,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
+    "STATSD": (_statsd, "None, a client factory, or a dict of HOST, PORT (1-65535), TAGS (strings), "
+                        "NAMESPACE, CLIENT, OPTIONS"),
 }
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import redis as redis_lib
 
+from . import signals
 from .errors import WurkError
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class PushBuffer:
                     self._count -= len(jobs)
                     if not self._groups:
                         logger.warning("Redis is back: buffered pushes delivered")
+            _announce(jobs)
 
     def _run(self, writer: Writer) -> None:
         while self._count:
@@ -102,6 +104,17 @@ class PushBuffer:
                 self.drain(writer)
             except Exception:
                 logger.exception("delivering buffered pushes failed; will try again")
+
+
+def _announce(jobs: list[dict]) -> None:
+    if not signals.pushes_recovered.receivers:
+        return
+    per_queue: dict[str, int] = {}
+    for job in jobs:
+        queue = str(job.get("queue") or "default")
+        per_queue[queue] = per_queue.get(queue, 0) + 1
+    for queue, count in per_queue.items():
+        signals.send(signals.pushes_recovered, "reliable_push", queue=queue, count=count)
 
 
 _buffer = PushBuffer()

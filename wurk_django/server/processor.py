@@ -108,6 +108,7 @@ class Processor:
         if expiry is not None and _expired(expiry):
             # PRO-311: skipped, not failed and not retried; the ACK retires it.
             logger.info("skipping expired job %s jid=%s (expired at %s)", job.get("class"), unit.jid, expiry)
+            signals.send(signals.job_expired, job.get("class"), job=job, queue=queue)
             self.state.end(self.tid, False)
             unit.acknowledge()
             return

@@ -26,7 +26,7 @@ import time
 
 import redis as redis_lib
 
-from .. import poison
+from .. import poison, signals
 from ..connection import get_redis
 from ..scripts import script
 from .heartbeat import BEAT_INTERVAL
@@ -183,4 +183,5 @@ class Reaper:
                 return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
         return moved
