@@ -72,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
     "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
+    "MAX_JOBS": None,  # a worker process exits (a swarm child is replaced) after starting this many jobs
+    "HEALTH_PORT": None,  # HTTP port for /live and /ready probes; None: no listener
     "STATSD": None,  # {"HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS"} or a client factory (PRO-350)
 }
 
@@ -185,6 +187,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
+    "MAX_JOBS": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
+    "HEALTH_PORT": (lambda v: v is None or (_is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535"),
     "STATSD": (_statsd, "None, a client factory, or a dict of HOST, PORT (1-65535), TAGS (strings), "
                         "NAMESPACE, CLIENT, OPTIONS"),
 }
@@ -394,6 +398,8 @@ class Config:
         self.swarm: list[dict[str, Any]] | None = values["SWARM"]
         self.memory_limit_mb: float | None = values["MEMORY_LIMIT_MB"]
         self.swarm_heartbeat_timeout: float = float(values["SWARM_HEARTBEAT_TIMEOUT"] or 0)
+        self.max_jobs: int | None = values["MAX_JOBS"]
+        self.health_port: int | None = values["HEALTH_PORT"]
 
     @property
     def queue_mode(self) -> str:

@@ -18,6 +18,7 @@ import orjson
 
 from .. import __version__
 from ..connection import get_redis
+from .proctitle import set_title
 from .state import WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
@@ -90,6 +91,7 @@ class Heartbeat:
         except Exception:
             logger.exception("could not flush stat counters")
         key = self.state.identity
+        config = self.launcher.config
         redis = get_redis()
         started = time.monotonic_ns()
         redis.ping()
@@ -115,6 +117,8 @@ class Heartbeat:
         pipe.expire(key, TTL)
         pipe.rpop(f"{key}-signals", 10)
         replies = pipe.execute()
+        if not self.launcher.embedded:  # a web server's workers keep their own titles
+            set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
         popped = replies[-1] or []
         for raw in popped:
             name = raw.decode() if isinstance(raw, bytes) else str(raw)

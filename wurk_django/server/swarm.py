@@ -46,6 +46,7 @@ from ..conf import Config, parse_queue
 from ..errors import ConfigurationError
 from .child import flush_output, run_child
 from .launcher import dump_threads
+from .logfiles import reopen as reopen_logs
 from .logwriter import stop_writers
 from .os_signals import SignalPipe
 from .state import NONCE, hostname
@@ -66,7 +67,7 @@ COHOSTED_JOIN_SLACK = 1.0
 PROBE_TIMEOUT = 0.5
 
 GONE = -1000  # "exit code" of a pid waitpid no longer knows (ECHILD); no signal has this number
-_TRAPPED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1)
+_TRAPPED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class SwarmError(RuntimeError):
@@ -360,6 +361,9 @@ class Swarm:
             self._signal_all(signal.SIGTSTP)
         elif name == "USR1":
             self.rolling_restart()
+        elif name == "USR2":
+            reopen_logs()
+            self._signal_all(signal.SIGUSR2)
         elif name == "TTIN":
             dump_threads()
 
@@ -495,6 +499,12 @@ class Swarm:
             slot.pid = None
             if self.stopping:
                 logger.info("swarm child #%d (%d) stopped (%s)", child.index, child.pid, how)
+                return
+            if code == 0:
+                # A child only exits 0 unasked when it recycles itself (--max-jobs): replace it now.
+                slot.streak = 0
+                slot.due_at = now
+                logger.info("swarm child #%d (%d) recycled itself; starting a fresh one", child.index, child.pid)
                 return
             lived = now - child.spawned_at
             if lived >= BACKOFF_RESET_AFTER:
@@ -755,8 +765,6 @@ def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = No
         raise SwarmError("this platform cannot fork; run `manage.py wurk` without --processes")
     if sys.platform == "darwin":
         logger.warning("swarm mode on macOS is for development only")
-    # The child runs USR2 as ignore; the supervisor has nothing to reopen either.
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     try:
         swarm = Swarm(config, assignments(config, processes), pipe=pipe)
         return swarm.run()
