@@ -134,3 +134,25 @@ def test_tasks_page_permissions(client, redis_db, viewer):
     client.force_login(viewer)
     assert client.get(BASE + "tasks/").status_code == 200
     assert client.post(BASE + "tasks/").status_code in (403, 405)
+
+
+def test_prometheus_has_per_queue_and_per_class_series(admin_client, redis_db):
+    from datetime import UTC, datetime
+
+    from tests.metrics.test_query import sidekiq_flush
+
+    from .conftest import heartbeat
+
+    enqueue(redis_db, job(), job(queue="mail"))
+    redis_db.sadd("paused", "mail")
+    heartbeat(redis_db, busy=2, work={"t1": job("ReportJob", queue="mail"), "t2": job("ReportJob", queue="mail")})
+    sidekiq_flush(redis_db, datetime.now(UTC), {"ReportJob": {"p": 12, "f": 2, "ms": 5400}, "Mail\"Job": {"p": 3}})
+    text = admin_client.get(BASE + "prometheus").content.decode()
+    assert 'wurk_queue_paused{queue="mail"} 1' in text and 'wurk_queue_paused{queue="default"} 0' in text
+    assert 'wurk_running_jobs{queue="mail",class="ReportJob"} 2' in text
+    assert 'wurk_job_executions_last_hour{class="ReportJob"} 12' in text
+    assert 'wurk_job_failures_last_hour{class="ReportJob"} 2' in text
+    assert 'wurk_job_seconds_last_hour{class="ReportJob"} 5.4' in text
+    assert 'wurk_job_executions_last_hour{class="Mail\\"Job"} 3' in text  # label values are escaped
+    for line in text.splitlines():
+        assert line.startswith("#") or " " in line

@@ -9,8 +9,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from ..api import Stats, StatsHistory
+from ..api import Stats, StatsHistory, WorkSet
 from ..conf import get_config
+from ..metrics.query import MetricsQuery
 from .common import redis, render, summary
 
 HISTORY_CHOICES = (7, 30, 90)
@@ -141,6 +142,14 @@ def _label(value: str) -> str:
     return json.dumps(value)  # a quoted, escaped label value is valid Prometheus text
 
 
+def _running_by_queue_and_class() -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for _identity, _tid, work in WorkSet():
+        key = (work.queue or "", work.job.display_class)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
     """Counters and gauges in the Prometheus text format (DJ-056)."""
     stats = Stats()
@@ -166,4 +175,20 @@ def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
            [(f"{{queue={_label(q.name)}}}", q.size) for q in summaries])
     metric("wurk_queue_latency_seconds", "gauge", "Age of the oldest job per queue.",
            [(f"{{queue={_label(q.name)}}}", round(q.latency, 3)) for q in summaries])
+    metric("wurk_queue_paused", "gauge", "1 while the queue is paused.",
+           [(f"{{queue={_label(q.name)}}}", int(q.paused)) for q in summaries])
+    running = _running_by_queue_and_class()
+    metric("wurk_running_jobs", "gauge", "Jobs running now, per queue and job class.",
+           [(f"{{queue={_label(queue)},class={_label(klass)}}}", n) for (queue, klass), n in sorted(running.items())])
+    # Per-class execution figures over the last hour, from the Sidekiq 8 metrics
+    # buckets (the same numbers as the Metrics tab): gauges, not counters,
+    # because the buckets expire and a class total cannot be kept monotonic.
+    hour = MetricsQuery().top_jobs(minutes=60)
+    classes = sorted(hour.job_results.values(), key=lambda r: r.name)
+    metric("wurk_job_executions_last_hour", "gauge", "Executions per job class in the last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", r.processed) for r in classes])
+    metric("wurk_job_failures_last_hour", "gauge", "Failed executions per job class in the last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", r.failed) for r in classes])
+    metric("wurk_job_seconds_last_hour", "gauge", "Seconds spent by successful runs per job class, last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", round(r.total_seconds, 3)) for r in classes])
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
