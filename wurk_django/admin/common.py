@@ -185,13 +185,20 @@ def short_args(args: list, limit: int = ARGS_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def is_task(record: Any) -> bool:
+def task_shaped(record: Any) -> bool:
     """A ``django.tasks`` task pushed by :class:`wurk_django.tasks.WurkBackend`:
     ``args`` is ``[positional list, keyword dict]`` and ``task`` holds its options."""
     item = record.item if isinstance(record.item, dict) else {}
     args = item.get("args")
     return (isinstance(item.get("task"), dict) and isinstance(args, list) and len(args) == 2
             and isinstance(args[0], list) and isinstance(args[1], dict))
+
+
+def is_task(record: Any) -> bool:
+    """A task whose result the Tasks page can show (it exists from Django 6 on)."""
+    from ..tasks.compat import AVAILABLE
+
+    return AVAILABLE and task_shaped(record)
 
 
 def call_text(name: str, args: list, kwargs: dict, limit: int = ARGS_LIMIT) -> str:
@@ -204,7 +211,7 @@ def call_text(name: str, args: list, kwargs: dict, limit: int = ARGS_LIMIT) -> s
 def args_text(record: Any, limit: int = ARGS_LIMIT) -> str:
     """The Arguments column: a task as a call (``add(2, 40)``), any other job as its
     arguments in compact JSON."""
-    if is_task(record) and not payload.truthy(record.item.get("encrypt")):
+    if task_shaped(record) and not payload.truthy(record.item.get("encrypt")):
         name = str(record.item.get("wrapped") or record.klass).rsplit(".", 1)[-1]
         return call_text(name, record.item["args"][0], record.item["args"][1], limit)
     return short_args(record.display_args, limit)
