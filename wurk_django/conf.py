@@ -74,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
     "MAX_JOBS": None,  # a worker process exits (a swarm child is replaced) after starting this many jobs
     "HEALTH_PORT": None,  # HTTP port for /live and /ready probes; None: no listener
+    "HISTORY": {},  # {"ROLLUP_INTERVAL": 60, "SNAPSHOT_INTERVAL": None, "STREAM_CAP": 10000}; False: off (ENT-50x)
     "STATSD": None,  # {"HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS"} or a client factory (PRO-350)
 }
 
@@ -116,6 +117,16 @@ def _statsd(v: Any) -> bool:
             and isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)
             and all(v.get(k) is None or callable(v[k]) or isinstance(v[k], str) for k in ("CLIENT", "OPTIONS"))
             and (v.get("NAMESPACE") is None or isinstance(v["NAMESPACE"], str)))
+
+
+def _history(v: Any) -> bool:
+    if v is False:
+        return True
+    if not isinstance(v, dict) or set(v) - {"ROLLUP_INTERVAL", "SNAPSHOT_INTERVAL", "STREAM_CAP"}:
+        return False
+    rollup, snap, cap = v.get("ROLLUP_INTERVAL", 60), v.get("SNAPSHOT_INTERVAL"), v.get("STREAM_CAP", 10_000)
+    return ((_is_number(rollup) and (rollup == 0 or rollup >= 5)) and (snap is None or (_is_number(snap) and snap >= 1))
+            and _is_int(cap, 100))
 
 
 def _swarm_topology(v: Any) -> bool:
@@ -189,6 +200,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
     "MAX_JOBS": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
     "HEALTH_PORT": (lambda v: v is None or (_is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535"),
+    "HISTORY": (_history, "False or a dict of ROLLUP_INTERVAL (seconds, 0 off), SNAPSHOT_INTERVAL (None off) "
+                          "and STREAM_CAP (an integer >= 100)"),
     "STATSD": (_statsd, "None, a client factory, or a dict of HOST, PORT (1-65535), TAGS (strings), "
                         "NAMESPACE, CLIENT, OPTIONS"),
 }

@@ -38,3 +38,18 @@ def work(identity: str) -> str:
 
 def signals_list(identity: str) -> str:
     return f"{identity}-signals"
+
+
+# -- historical metrics (ENT-501..506) -------------------------------------------------
+HISTORY_STREAM = "history:metrics"  # STREAM of cluster snapshots
+HISTORY_LOCK = "history-rollup-lock"  # who rolls up when no leader election runs
+
+
+def throughput_rollup(bucket: str, start: int) -> str:
+    """``jr|<1m|5m|1h>|<epoch of the bucket start>``: HASH p, f, ms summed over classes."""
+    return f"jr|{bucket}|{start}"
+
+
+def queue_rollup(bucket: str, start: int) -> str:
+    """``qm|<1m|5m|1h>|<epoch of the bucket start>``: HASH ``<queue>|sz`` and ``<queue>|lt``."""
+    return f"qm|{bucket}|{start}"

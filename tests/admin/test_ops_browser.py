@@ -124,3 +124,30 @@ def test_tasks_page_with_a_real_worker(page, redis_db, worker_factory, settings)
     assert page.locator("#wurk-task-job").inner_text() == "In the retry set"
     shot(page, "ops-task-failed")
     del bad
+
+
+def test_historical_page_draws_its_charts(page, redis_db):  # noqa: F811
+    from datetime import UTC, datetime
+
+    from tests.metrics.test_query import sidekiq_flush
+    from wurk_django.api import Deploy
+    from wurk_django.history.rollup import rollup_queues, rollup_throughput
+
+    now = time.time()
+    for minutes_ago, count in ((14, 30), (9, 55), (5, 20), (2, 70)):
+        moment = datetime.fromtimestamp((now // 60 - minutes_ago) * 60, tz=UTC)
+        sidekiq_flush(redis_db, moment, {"ReportJob": {"p": count, "f": count // 10, "ms": count * 40}})
+    Deploy().mark("v2.0 deploy", at=datetime.fromtimestamp(now - 9 * 60, tz=UTC))
+    rollup_throughput(redis_db)
+    for name, size in (("default", 12), ("mail", 4)):
+        redis_db.sadd("queues", name)
+        for _ in range(size):
+            redis_db.lpush(f"queue:{name}", payload.dumps({"class": "ReportJob", "args": [], "jid": payload.new_jid(),
+                                                           "enqueued_at": payload.now_ms() - 5000}))
+    rollup_queues(redis_db)
+    page.goto(page.base + BASE + "history/")
+    assert "175 processed" in page.locator("#wurk-history-sum").inner_text()
+    assert page.locator('[data-line-chart="wurk-history-throughput"] svg polyline').count() == 2
+    assert page.locator('[data-line-chart="wurk-history-throughput"] svg line.mark').count() == 1
+    assert page.locator('[data-line-chart="wurk-history-sizes"] svg polyline').count() == 2
+    shot(page, "ops-historical")
