@@ -151,3 +151,18 @@ def test_historical_page_draws_its_charts(page, redis_db):  # noqa: F811
     assert page.locator('[data-line-chart="wurk-history-throughput"] svg line.mark').count() == 1
     assert page.locator('[data-line-chart="wurk-history-sizes"] svg polyline').count() == 2
     shot(page, "ops-historical")
+
+
+def test_profiles_pages(page, redis_db):  # noqa: F811
+    from tests.profiling.test_profiling import busy_function, napping_function
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    job = {"class": "reports.jobs.MonthlyReportJob", "args": [2025], "jid": "f" * 24, "profile": "monthly"}
+    server_chain(get_config()).invoke((None, job, "default"), lambda: (napping_function(), busy_function()))
+    page.goto(page.base + BASE + "profiles/")
+    assert page.locator("#wurk-profiles tbody tr[data-key]").count() == 1
+    shot(page, "ops-profiles")
+    page.locator("#wurk-profiles tbody tr a").first.click()
+    assert "napping_function" in page.locator("#wurk-profile-top").inner_text()
+    shot(page, "ops-profile")
