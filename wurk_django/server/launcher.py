@@ -79,7 +79,7 @@ class Launcher:
         self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace)
                        if hasattr(self.manager.fetcher, "private_lists") else None)
         self.components: list[tuple[str, Component]] = self._build_components()
-        if config.max_jobs:
+        if config.max_jobs and not embedded:  # a web server's workers are recycled by the web server
             self.state.max_jobs = config.max_jobs
             self.state.on_max_jobs = self._recycle
         self.health = None
