@@ -83,8 +83,10 @@ def test_pages_work_under_a_strict_csp(page, redis_db, settings):  # noqa: F811
         response = page.goto(page.base + BASE + path)
         assert "'nonce-" in response.headers["content-security-policy"]
     page.goto(page.base + BASE)
-    page.wait_for_selector("[data-line-chart] svg polyline")  # wurk.js ran under the policy
-    page.wait_for_function("Number(document.querySelector('#wurk-root').getAttribute('data-polls')) >= 1")
+    # wurk.js ran under the policy (generous timeouts: the machine may be busy).
+    page.wait_for_selector("[data-line-chart] svg polyline", timeout=30_000)
+    page.wait_for_function("Number(document.querySelector('#wurk-root').getAttribute('data-polls')) >= 1",
+                           timeout=30_000)
     assert violations == []
     shot(page, "ops-dashboard-csp")
 
