@@ -162,3 +162,27 @@ def test_prometheus_has_per_queue_and_per_class_series(admin_client, redis_db):
     assert 'wurk_job_executions_last_hour{class="Mail\\"Job"} 3' in text  # label values are escaped
     for line in text.splitlines():
         assert line.startswith("#") or " " in line
+
+
+NEW_PAGES = ["history/", "history/?range=7d", "profiles/", *(["tasks/"] if django.VERSION >= (6, 0) else [])]
+
+
+@pytest.mark.parametrize("page", NEW_PAGES)
+def test_new_pages_follow_the_dashboard_rules(client, redis_db, viewer, page):
+    from .conftest import make_user
+
+    assert client.get(BASE + page).status_code == 302  # anonymous: to the login page
+    client.force_login(make_user("plainstaff"))
+    assert client.get(BASE + page).status_code == 403  # staff without view_dashboard
+    client.force_login(viewer)
+    assert client.get(BASE + page).status_code == 200
+    assert client.post(BASE + page).status_code in (403, 405)  # read-only pages: GET only
+
+
+@pytest.mark.parametrize("page", NEW_PAGES)
+def test_new_pages_in_read_only_mode(admin_client, redis_db, page):
+    from tests.support import wurk_settings
+
+    with wurk_settings(ADMIN_READ_ONLY=True):
+        assert admin_client.get(BASE + page).status_code == 200
+        assert admin_client.post(BASE + page).status_code in (403, 405)

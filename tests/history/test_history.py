@@ -86,6 +86,8 @@ def test_snapshots_stream_and_statsd_gauges(redis_db):
 
     udp = UDPListener(7941)
     try:
+        redis_db.sadd("queues", "default", "mail")
+        redis_db.lpush("queue:mail", b"{}", b"{}")
         values = {"processed": 10, "failures": 2, "enqueued": 3, "retries": 0, "dead": 1, "scheduled": 0, "busy": 4}
         for i in range(3):
             snapshot(redis_db, collector=lambda i=i: {**values, "processed": 10 + i, "note": "x"}, cap=100,
@@ -95,6 +97,9 @@ def test_snapshots_stream_and_statsd_gauges(redis_db):
         assert points[0]["at"] <= points[1]["at"]
         assert udp.wait_for("sidekiq.processed:", 3)[-1] == "sidekiq.processed:12|g"
         assert udp.wait_for("sidekiq.busy:")[0] == "sidekiq.busy:4|g"
+        assert udp.wait_for("sidekiq.queue.size:", 6)[:2] == ["sidekiq.queue.size:0|g|#queue:default",
+                                                              "sidekiq.queue.size:2|g|#queue:mail"]
+        assert udp.wait_for("sidekiq.queue.latency:")[0] == "sidekiq.queue.latency:0|g|#queue:default"
     finally:
         udp.close()
 

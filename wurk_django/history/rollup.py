@@ -151,4 +151,25 @@ def snapshot(redis: Any, collector: Callable[[], dict[str, Any]] | None = None, 
         for name, value in values.items():
             if isinstance(value, (int, float)):
                 emit("gauge", name, value, to=statsd_client)
+        queue_gauges(redis, statsd_client)
     return values
+
+
+def queue_gauges(redis: Any, statsd_client: Any, now: float | None = None) -> None:
+    """Enterprise's per-queue gauges: ``sidekiq.queue.size`` for every queue and
+    ``sidekiq.queue.latency`` for ``default``, tagged ``queue:<name>``."""
+    from ..statsd import emit
+
+    now = time.time() if now is None else now
+    names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in redis.smembers(keys.QUEUES))
+    if not names:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(keys.queue(name))
+    pipe.lrange(keys.queue("default"), -1, -1)
+    *sizes, tail = pipe.execute()
+    for name, size in zip(names, sizes, strict=True):
+        emit("gauge", "queue.size", int(size), [f"queue:{name}"], to=statsd_client)
+    if "default" in names:
+        emit("gauge", "queue.latency", _latency(tail[0] if tail else None, now), ["queue:default"], to=statsd_client)
