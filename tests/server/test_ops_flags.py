@@ -183,3 +183,19 @@ def test_bad_flag_values_exit_1(redis_db, worker_factory):
         worker = worker_factory(*args)
         assert worker.wait(30) == 1
         assert message in worker.output()
+
+
+def test_swarm_children_share_the_health_port(redis_db, worker_factory):
+    port = HEALTH_PORT + 2
+    worker = worker_factory("--processes", "2", "-c", "1", "--health-port", str(port))
+    status, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(_get("/ready", port)), timeout=40,
+                            message="a ready child")
+    owner = body["identity"]
+    owner_pid = int(owner.split(":")[1])
+    assert owner_pid != worker.pid  # a child answers, never the supervisor
+    os.kill(owner_pid, signal.SIGKILL)
+    # The other child (or the replacement) takes the port within its 5 s retry.
+    _status, body = wait_for(lambda: (lambda r: r if r[0] == 200 and r[1]["identity"] != owner else None)(
+        _get("/live", port)), timeout=40, message="another child on the port")
+    assert int(body["identity"].split(":")[1]) not in (owner_pid, worker.pid)
+    assert worker.stop(timeout=30) == 0
