@@ -27,7 +27,7 @@ PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 def spans(monkeypatch):
     # Not the global provider (it can be set once per process, and would trace every
     # other test's pushes): wurk's tracer and the "web" tracer both come from PROVIDER.
-    monkeypatch.setattr("wurk_django.otel.tracer", lambda: PROVIDER.get_tracer("wurk_django"))
+    monkeypatch.setattr("wurk_django.otel.middleware.tracer", lambda: PROVIDER.get_tracer("wurk_django"))
     EXPORTER.clear()
     yield EXPORTER
     EXPORTER.clear()
@@ -95,3 +95,14 @@ def test_web_request_and_its_job_share_a_trace_across_processes(redis_db, tmp_pa
         assert span["kind"] == "SpanKind.CONSUMER"
     failed = next(s for s in done if "FailingJob" in s["attributes"]["wurk.job.class"])
     assert failed["status"]["status_code"] == "ERROR"
+
+
+def test_no_sdk_means_no_spans_and_nothing_in_the_payload(redis_db, monkeypatch):
+    from wurk_django import otel
+
+    monkeypatch.setattr("wurk_django.otel._cached", None)
+    monkeypatch.setattr("wurk_django.otel.middleware.tracer", otel.tracer)  # undo the fixture's provider
+    assert otel.tracer() is None  # this process never set a global provider
+    RecordJob.perform_async("plain")
+    [job] = queued(redis_db)
+    assert "traceparent" not in job

@@ -31,10 +31,26 @@ def available() -> bool:
     return trace is not None
 
 
+_cached: tuple[object, object] | None = None
+
+
 def tracer():
-    """The tracer of the current global provider (looked up per call: a provider set
-    after start-up, as tests and some frameworks do, is honoured)."""
-    return trace.get_tracer(TRACER_NAME)
+    """The ``wurk_django`` tracer of the global provider, or ``None`` while no SDK is set up.
+
+    Looked up per call (a provider installed after start-up, as some frameworks and
+    tests do, is honoured) and cached per provider: without an SDK a span would
+    record nothing yet cost a job several microseconds.
+    """
+    global _cached
+    if trace is None:
+        return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None
+    cached = _cached
+    if cached is None or cached[0] is not provider:
+        cached = _cached = (provider, provider.get_tracer(TRACER_NAME))
+    return cached[1]
 
 
 def attributes(job: dict, queue: str) -> dict:

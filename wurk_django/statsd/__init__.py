@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 
 from .client import UDPClient, format_metric
@@ -69,12 +70,13 @@ def set_options(fn: Callable[[str, dict, str], dict] | None) -> None:
 
 
 def _setting() -> Any:
-    from ..conf import get_config
-
+    # The raw setting, not a validated Config: this runs for every job, and
+    # ``manage.py check`` / the worker's boot already reported a bad value.
     try:
-        return get_config().raw.get("STATSD")
-    except Exception:  # settings not configured (a bare script): no metrics
+        raw = settings.WURK
+    except Exception:  # settings not configured (a bare script), or no WURK: no metrics
         return None
+    return raw.get("STATSD") if isinstance(raw, dict) else None
 
 
 def client() -> Any:
