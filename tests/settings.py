@@ -29,6 +29,12 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
+try:  # Django 6+: the CSP middleware, inert until a test sets SECURE_CSP (the admin's nonce tests)
+    import django.middleware.csp  # noqa: F401
+
+    MIDDLEWARE.append("django.middleware.csp.ContentSecurityPolicyMiddleware")
+except ImportError:
+    pass
 # Tests that serve real HTTP from a subprocess point this at their own URLs.
 ROOT_URLCONF = os.environ.get("WURK_TEST_URLCONF", "tests.urls")
 TEMPLATES = [

@@ -26,6 +26,8 @@ def is_queue_name(name: object) -> bool:
     """The one queue-name rule, shared by the client, the worker and the admin:
     letters, digits and ``_ : . -``, nothing else (no spaces, ``|`` or markup)."""
     return isinstance(name, str) and QUEUE_NAME.fullmatch(name) is not None
+
+
 MODES = ("off", "standalone", "embedded", "swarm")
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -83,6 +85,29 @@ def _middleware(v: Any) -> bool:
         if not (isinstance(entry, str) or callable(entry)):
             return False
     return True
+
+
+def _statsd(v: Any) -> bool:
+    if v is None or callable(v) or isinstance(v, str):
+        return True
+    if not isinstance(v, dict) or set(v) - {"HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS"}:
+        return False
+    port = v.get("PORT", 8125)
+    tags = v.get("TAGS", [])
+    return (isinstance(v.get("HOST", ""), str) and _is_int(port, 1) and port < 65536
+            and isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)
+            and all(v.get(k) is None or callable(v[k]) or isinstance(v[k], str) for k in ("CLIENT", "OPTIONS"))
+            and (v.get("NAMESPACE") is None or isinstance(v["NAMESPACE"], str)))
+
+
+def _history(v: Any) -> bool:
+    if v is False:
+        return True
+    if not isinstance(v, dict) or set(v) - {"ROLLUP_INTERVAL", "SNAPSHOT_INTERVAL", "STREAM_CAP"}:
+        return False
+    rollup, snap, cap = v.get("ROLLUP_INTERVAL", 60), v.get("SNAPSHOT_INTERVAL"), v.get("STREAM_CAP", 10_000)
+    return ((_is_number(rollup) and (rollup == 0 or rollup >= 5)) and (snap is None or (_is_number(snap) and snap >= 1))
+            and _is_int(cap, 100))
 
 
 def _swarm_topology(v: Any) -> bool:
@@ -369,6 +394,33 @@ SETTINGS: tuple[Setting, ...] = (
             "A job rate limited as many times as its limiter's `reschedule` cap (default 20)"
             ' goes to the dead set with a `rate_limited:` message (`"dead"`, Ruby wurk) or into the normal'
             ' retries (`"retry"`, Sidekiq Enterprise).', LIMITERS),
+    Setting("MAX_JOBS", None,
+            lambda v: v is None or _is_int(v, 1), "None or an integer >= 1",
+            "A worker process stops fetching after starting this many jobs, finishes them and exits with status 0"
+            " (a swarm child is replaced at once): recycles processes that leak memory. Ignored by embedded"
+            " workers. Same as `manage.py wurk --max-jobs N`.", WORKER),
+    Setting("HEALTH_PORT", None,
+            lambda v: v is None or (_is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535",
+            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
+            " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
+            " [operations.md](operations.md).", WORKER),
+    Setting("HISTORY", {},
+            _history, "False or a dict of ROLLUP_INTERVAL (seconds, 0 off), SNAPSHOT_INTERVAL (None off) and"
+            " STREAM_CAP (an integer >= 100)",
+            'Historical metrics (the admin\'s Historical tab): `{"ROLLUP_INTERVAL": 60, "SNAPSHOT_INTERVAL": None,'
+            ' "STREAM_CAP": 10000}`. Every `ROLLUP_INTERVAL` seconds one process (the leader) rolls throughput and'
+            " queue size/latency up into 1 m / 5 m / 1 h buckets (kept 1 / 7 / 30 days; `0` stops it); every"
+            " `SNAPSHOT_INTERVAL` seconds it appends the dashboard totals to the `history:metrics` stream (capped at"
+            " about `STREAM_CAP` entries) and sends them as statsd gauges when `STATSD` is set. `False` turns all"
+            " of it off. See [operations.md](operations.md).", FEATURES),
+    Setting("STATSD", None,
+            _statsd, "None, a client factory, or a dict of HOST, PORT (1-65535), TAGS (strings), NAMESPACE, CLIENT,"
+            " OPTIONS",
+            "Job metrics to statsd/DogStatsD with Sidekiq Pro's names (`sidekiq.jobs.count`, ...): `{\"HOST\":"
+            ' "127.0.0.1", "PORT": 8125, "TAGS": ["env:prod"], "NAMESPACE": None}`, or `{"CLIENT":'
+            ' "dotted.factory"}` (a callable returning an existing DogStatsD client), plus an optional `"OPTIONS":'
+            ' fn(class, job, queue) -> {"tags": [...], "sample_rate": r}`. Sent over non-blocking UDP (dropped,'
+            " never waited for). See [operations.md](operations.md).", FEATURES),
 )
 
 #: Every key the WURK dict may hold, with its default.
@@ -587,6 +639,8 @@ class Config:
         self.swarm: list[dict[str, Any]] | None = values["SWARM"]
         self.memory_limit_mb: float | None = values["MEMORY_LIMIT_MB"]
         self.swarm_heartbeat_timeout: float = float(values["SWARM_HEARTBEAT_TIMEOUT"] or 0)
+        self.max_jobs: int | None = values["MAX_JOBS"]
+        self.health_port: int | None = values["HEALTH_PORT"]
 
     @property
     def queue_mode(self) -> str:

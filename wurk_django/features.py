@@ -32,6 +32,10 @@ BUILTIN: tuple[str, ...] = (
     "encryption",
     "expiry",
     "limiter",
+    "statsd",
+    "otel",
+    "history",
+    "profiling",
 )
 
 _lock = threading.RLock()

@@ -195,3 +195,16 @@ def limiter_leaky(name: str) -> str:
 
 def limiter_points(name: str) -> str:
     return f"lmtr-p:{name}"  # HASH points, last
+# -- historical metrics (ENT-501..506) -------------------------------------------------
+HISTORY_STREAM = "history:metrics"  # STREAM of cluster snapshots
+HISTORY_LOCK = "history-rollup-lock"  # who rolls up when no leader election runs
+
+
+def throughput_rollup(bucket: str, start: int) -> str:
+    """``jr|<1m|5m|1h>|<epoch of the bucket start>``: HASH p, f, ms summed over classes."""
+    return f"jr|{bucket}|{start}"
+
+
+def queue_rollup(bucket: str, start: int) -> str:
+    """``qm|<1m|5m|1h>|<epoch of the bucket start>``: HASH ``<queue>|sz`` and ``<queue>|lt``."""
+    return f"qm|{bucket}|{start}"

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import redis as redis_lib
 
+from . import signals
 from .errors import WurkError
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ class PushBuffer:
                     self._count -= len(jobs)
                     if not self._groups:
                         logger.warning("Redis is back: buffered pushes delivered")
+            _announce(jobs)
 
     def _run(self, writer: Writer) -> None:
         while self._count:
@@ -136,6 +138,17 @@ class PushBuffer:
             time.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
         with self._lock:
             return [job for jobs, _extra, _front in self._groups for job in jobs]
+
+
+def _announce(jobs: list[dict]) -> None:
+    if not signals.pushes_recovered.receivers:
+        return
+    per_queue: dict[str, int] = {}
+    for job in jobs:
+        queue = str(job.get("queue") or "default")
+        per_queue[queue] = per_queue.get(queue, 0) + 1
+    for queue, count in per_queue.items():
+        signals.send(signals.pushes_recovered, "reliable_push", queue=queue, count=count)
 
 
 _buffer = PushBuffer()

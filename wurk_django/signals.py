@@ -21,6 +21,12 @@ job_rate_limited = Signal()  # sender, job, exception, retry_at (None: stopped a
 worker_startup = Signal()  # sender=Launcher
 worker_quiet = Signal()
 worker_shutdown = Signal()
+# Operational events (statsd and other metrics receivers listen to these).
+job_expired = Signal()  # sender, job, queue: skipped unrun because its ``expires_in`` passed
+jobs_recovered = Signal()  # sender="reaper", queue, count: jobs given back from a dead process's private list
+pushes_recovered = Signal()  # sender="reliable_push", queue, count: buffered pushes delivered after an outage
+batch_created = Signal()  # sender="batch", bid: a batch's first flush (sent by the batch feature)
+batch_succeeded = Signal()  # sender="batch", bid, duration (seconds from creation to :success)
 
 
 def send(signal: Signal, sender, **kwargs) -> None:

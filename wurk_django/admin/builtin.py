@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
+from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
 from . import busy, dashboard, metrics, queues, sets
 from .pages import Page, register
 
@@ -52,6 +53,15 @@ def _metrics_urls(admin):
     ]
 
 
+def _tasks_urls(admin):
+    from . import task_results  # needs django.tasks (Django 6+)
+
+    return [
+        path("tasks/", admin.wrap(task_results.index), name="wurk_tasks"),
+        path("tasks/<str:result_id>/", admin.wrap(task_results.detail), name="wurk_task"),
+    ]
+
+
 def _none(admin):
     return []
 
@@ -63,3 +73,5 @@ register(Page("scheduled", "Scheduled", "wurk_set", _sets_urls, 40, url_kwargs={
 register(Page("retries", "Retries", "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
 register(Page("dead", "Dead", "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))
 register(Page("metrics", "Metrics", "wurk_metrics", _metrics_urls, 70))
+if TASKS_AVAILABLE:
+    register(Page("tasks", "Tasks", "wurk_tasks", _tasks_urls, 130))

@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
-from .common import redirect_back, render, short_args, url, when
+from .common import args_text, redirect_back, render, url, when
 
 ACTIONS = {"quiet": "Quiet", "stop": "Stop"}
 
@@ -82,7 +82,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "queue": work.queue,
             "klass": record.display_class,
             "jid": record.jid,
-            "args": short_args(record.display_args),
+            "args": args_text(record),
             "run_at": work.run_at,
         })
     context = {

@@ -60,9 +60,36 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         "wurk_summary": summary(stats),
         "wurk_can_manage": can_manage(request),
         "wurk_stats_url": url(request, "wurk_stats"),
+        "wurk_poll": request.GET.get("poll") == "true",
+        "wurk_poll_url": _toggle_poll(request),
         **context,
     }
+    nonce = csp_nonce(request)
+    if nonce:
+        # Django 6's admin templates read ``csp_nonce`` too ({% csp_nonce_attr %}).
+        full.setdefault("csp_nonce", nonce)
     return TemplateResponse(request, f"wurk_django/admin/{template}", full, status=status)
+
+
+def csp_nonce(request: HttpRequest) -> str:
+    """This response's Content-Security-Policy nonce, from Django 6's CSP middleware or the
+    ``django-csp`` package; ``""`` when neither runs. Reading it makes it part of the header."""
+    # Not ``a or b``: Django's lazy nonce is falsy until first turned into text.
+    nonce = getattr(request, "_csp_nonce", None)
+    if nonce is None:
+        nonce = getattr(request, "csp_nonce", None)
+    return str(nonce) if nonce is not None else ""
+
+
+def _toggle_poll(request: HttpRequest) -> str:
+    """The current page's URL with live polling switched the other way (``?poll=true``)."""
+    params = request.GET.copy()
+    if params.get("poll") == "true":
+        params.pop("poll")
+    else:
+        params["poll"] = "true"
+    query = params.urlencode()
+    return request.path + (f"?{query}" if query else "")
 
 
 def redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
@@ -154,6 +181,38 @@ def short_args(args: list, limit: int = ARGS_LIMIT) -> str:
             parts.append(repr(arg))
     text = ", ".join(parts)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def task_shaped(record: Any) -> bool:
+    """A ``django.tasks`` task pushed by :class:`wurk_django.tasks.WurkBackend`:
+    ``args`` is ``[positional list, keyword dict]`` and ``task`` holds its options."""
+    item = record.item if isinstance(record.item, dict) else {}
+    args = item.get("args")
+    return (isinstance(item.get("task"), dict) and isinstance(args, list) and len(args) == 2
+            and isinstance(args[0], list) and isinstance(args[1], dict))
+
+
+def is_task(record: Any) -> bool:
+    """A task whose result the Tasks page can show (it exists from Django 6 on)."""
+    from ..tasks.compat import AVAILABLE
+
+    return AVAILABLE and task_shaped(record)
+
+
+def call_text(name: str, args: list, kwargs: dict, limit: int = ARGS_LIMIT) -> str:
+    """``add(2, 40, round=True)``: how the task was called, as Python would write it."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    text = f"{name}({', '.join(parts)})"
+    return text if len(text) <= limit else text[: limit - 2] + "…)"
+
+
+def args_text(record: Any, limit: int = ARGS_LIMIT) -> str:
+    """The Arguments column: a task as a call (``add(2, 40)``), any other job as its
+    arguments in compact JSON."""
+    if task_shaped(record) and not payload.truthy(record.item.get("encrypt")):
+        name = str(record.item.get("wrapped") or record.klass).rsplit(".", 1)[-1]
+        return call_text(name, record.item["args"][0], record.item["args"][1], limit)
+    return short_args(record.display_args, limit)
 
 
 def pretty(value: Any) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from .. import keys
-from ..api import Stats, StatsHistory
+from ..api import Stats, StatsHistory, WorkSet
+from ..metrics.query import MetricsQuery
 from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 
@@ -21,7 +22,20 @@ def today_counts() -> dict[str, int]:
     """Processed and failed so far in the current UTC day (CORE-056)."""
     day = datetime.now(UTC).date().isoformat()
     processed, failed = redis().mget([keys.stat_processed_on(day), keys.stat_failed_on(day)])
-    return {"processed": int(processed or 0), "failed": int(failed or 0)}
+    return {"processed": int(processed or 0), "failed": int(failed or 0), "date": day}
+
+
+def uptime_text(seconds: int) -> str:
+    """``"3 days"``, ``"5 h 12 min"``, ``"7 min"``: a fresh server is not "0 days" old."""
+    seconds = max(int(seconds), 0)
+    days, rest = divmod(seconds, 86400)
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}"
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else f"{seconds} s"
 
 
 def redis_info() -> dict[str, Any]:
@@ -36,6 +50,8 @@ def redis_info() -> dict[str, Any]:
     return {
         "redis_version": str(info.get("redis_version", version)),
         "uptime_in_days": int(info.get("uptime_in_days", 0)),
+        "uptime_in_seconds": int(info.get("uptime_in_seconds", 0)),
+        "uptime": uptime_text(int(info.get("uptime_in_seconds", 0))),
         "connected_clients": int(info.get("connected_clients", 0)),
         "used_memory_human": str(info.get("used_memory_human", "")),
         "used_memory_peak_human": str(info.get("used_memory_peak_human", "")),
@@ -77,6 +93,9 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "history_chart": chart,
         "history_totals": {"processed": sum(processed.values()), "failed": sum(failed.values())},
         "unserved": stats.unserved_queues(),
+        # Without today's count: the page adds the live "today" figure as it polls.
+        "history_base": {"processed": sum(v for d, v in processed.items() if d != history.start.isoformat()),
+                         "failed": sum(v for d, v in failed.items() if d != history.start.isoformat())},
     }
     return render(request, model_admin, "dashboard.html", context, section="dashboard", title="Wurk dashboard")
 
@@ -115,6 +134,14 @@ def _label(value: str) -> str:
     return json.dumps(value)  # a quoted, escaped label value is valid Prometheus text
 
 
+def _running_by_queue_and_class() -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for _identity, _tid, work in WorkSet():
+        key = (work.queue or "", work.job.display_class)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
     """Counters and gauges in the Prometheus text format (DJ-056)."""
     stats = Stats()
@@ -140,4 +167,20 @@ def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
            [(f"{{queue={_label(q.name)}}}", q.size) for q in summaries])
     metric("wurk_queue_latency_seconds", "gauge", "Age of the oldest job per queue.",
            [(f"{{queue={_label(q.name)}}}", round(q.latency, 3)) for q in summaries])
+    metric("wurk_queue_paused", "gauge", "1 while the queue is paused.",
+           [(f"{{queue={_label(q.name)}}}", int(q.paused)) for q in summaries])
+    running = _running_by_queue_and_class()
+    metric("wurk_running_jobs", "gauge", "Jobs running now, per queue and job class.",
+           [(f"{{queue={_label(queue)},class={_label(klass)}}}", n) for (queue, klass), n in sorted(running.items())])
+    # Per-class execution figures over the last hour, from the Sidekiq 8 metrics
+    # buckets (the same numbers as the Metrics tab): gauges, not counters,
+    # because the buckets expire and a class total cannot be kept monotonic.
+    hour = MetricsQuery().top_jobs(minutes=60)
+    classes = sorted(hour.job_results.values(), key=lambda r: r.name)
+    metric("wurk_job_executions_last_hour", "gauge", "Executions per job class in the last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", r.processed) for r in classes])
+    metric("wurk_job_failures_last_hour", "gauge", "Failed executions per job class in the last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", r.failed) for r in classes])
+    metric("wurk_job_seconds_last_hour", "gauge", "Seconds spent by successful runs per job class, last 60 minutes.",
+           [(f"{{class={_label(r.name)}}}", round(r.total_seconds, 3)) for r in classes])
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")

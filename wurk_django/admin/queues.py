@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from .. import pause
 from ..api import JobRecord, Queue, Stats
 from ..conf import is_queue_name
-from .common import Page, keep_query, page_params, redirect_back, redis, render, short_args, url
+from .common import Page, args_text, is_task, keep_query, page_params, redirect_back, redis, render, url
 
 
 def set_paused(name: str, paused: bool) -> None:
@@ -63,7 +63,8 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
     size, records = read_page(queue, number, count, oldest_first=oldest_first)
     jobs = [{
         "klass": r.display_class,
-        "args": short_args(r.display_args),
+        "args": args_text(r),
+        "task": is_task(r),
         "jid": r.jid,
         "enqueued_at": r.enqueued_at,
         # The Delete form names the job by a digest of its stored bytes, never the bytes:

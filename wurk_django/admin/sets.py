@@ -23,6 +23,8 @@ from ..api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
 from ..client import Client
 from .common import (
     Page,
+    args_text,
+    is_task,
     keep_query,
     notify,
     page_params,
@@ -30,7 +32,6 @@ from .common import (
     redirect_back,
     redis,
     render,
-    short_args,
     url,
 )
 
@@ -109,7 +110,8 @@ def row(entry: SortedEntry) -> dict[str, Any]:
         "queue": entry.queue,
         "klass": entry.display_class,
         "jid": entry.jid,
-        "args": short_args(entry.display_args),
+        "args": args_text(entry),
+        "task": is_task(entry),
         "retry_count": entry.get("retry_count"),
         "error": f"{entry.error_class}: {entry.error_message}" if entry.error_class else "",
         "unreadable": entry.parse_error,

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import overload
 
 from .. import keys
 from .. import pause as pausing
+from ..scripts import lua
 from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw, text
 from .record import JobRecord
 
 __all__ = ["Queue"]
+
+
+def _needles(field: str, value: str) -> list[str]:
+    """The literal JSON text ``"field":"value"`` as Sidekiq and orjson write it, and the
+    spaced form Python's ``json.dumps`` writes."""
+    encoded = json.dumps(value, ensure_ascii=False)
+    return [f'"{field}":{encoded}', f'"{field}": {encoded}']
 
 
 class Queue:
@@ -95,9 +105,49 @@ class Queue:
                 return record
         return None
 
-    def delete_job(self, value: bytes | str) -> bool:
-        """Remove one job given its exact stored bytes (``LREM … 1``, CORE-004)."""
-        return bool(self.redis.lrem(self.rname, 1, value))
+    @overload
+    def delete_job(self, jid_or_value: bytes) -> bool: ...
+
+    @overload
+    def delete_job(self, jid_or_value: str) -> JobRecord | bool | None: ...
+
+    def delete_job(self, jid_or_value: bytes | str) -> JobRecord | bool | None:
+        """Remove a job from this queue.
+
+        * ``delete_job("<jid>")`` (Sidekiq Pro's call): removes, in one atomic
+          server-side step, every entry whose payload holds that jid, and
+          returns the first one removed as a :class:`JobRecord` (``None`` if
+          there was none). An empty jid raises ``ValueError``.
+        * ``delete_job(b"<exact stored bytes>")`` (or a ``str`` starting with
+          ``{``, i.e. a whole payload): ``LREM`` of exactly that entry;
+          returns whether it was there.
+        """
+        if isinstance(jid_or_value, bytes) or (isinstance(jid_or_value, str) and jid_or_value.startswith("{")):
+            return bool(self.redis.lrem(self.rname, 1, jid_or_value))
+        if not isinstance(jid_or_value, str):
+            raise TypeError(f"delete_job takes a jid (str) or a stored payload (bytes), not {jid_or_value!r}")
+        if not jid_or_value.strip():
+            raise ValueError(f"delete_job needs a non-empty jid, not {jid_or_value!r}")
+        raw = lua("fast_delete_job")(self.redis, [self.rname], _needles("jid", jid_or_value))
+        return JobRecord(raw, self.name, redis=self._redis) if raw else None
+
+    def delete_by_class(self, klass: type | str) -> int:
+        """Remove every job of this class from the queue in one atomic step; returns how many.
+
+        ``klass`` is a job class (its wire name is used) or the name as stored in
+        the payload's ``class`` (e.g. ``"myapp.jobs.SendEmail"`` or Ruby's ``"HardJob"``).
+        Only the top-level ``class`` matches: jobs whose ``wrapped`` class is
+        ``klass`` are left alone.
+        """
+        if isinstance(klass, type):
+            name = getattr(klass, "job_name", None) or f"{klass.__module__}.{klass.__qualname__}"
+        elif isinstance(klass, str):
+            name = klass
+        else:
+            raise TypeError(f"delete_by_class takes a class or a class name, not {klass!r}")
+        if not name.strip():
+            raise ValueError(f"delete_by_class needs a non-empty class name, not {klass!r}")
+        return int(lua("fast_delete_by_class")(self.redis, [self.rname], _needles("class", name)))
 
     def clear(self) -> bool:
         """Drop every job and forget the queue: ``MULTI UNLINK queue:<n>; SREM queues <n>``."""

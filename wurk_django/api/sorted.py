@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 from .. import keys, payload
 from ..client import Client
@@ -203,8 +204,27 @@ class SortedSet:
     def _entry(self, score: float, value: bytes) -> SortedEntry:
         return SortedEntry(self, score, value)  # type: ignore[arg-type]
 
-    def scan(self, match: str, count: int = 100) -> Iterator[SortedEntry]:
-        """Entries whose JSON contains ``match`` (``ZSCAN``; ``*`` in ``match`` = your own glob)."""
+    def scan(self, match: str, count: int = 100,
+             callback: Callable[[SortedEntry], Any] | None = None) -> Iterator[SortedEntry] | int:
+        """Entries whose JSON contains ``match`` (``ZSCAN``; ``*`` in ``match`` = your own glob).
+
+        Without ``callback``: a generator of entries. With one (Sidekiq Pro's
+        block form): ``callback(entry)`` for each, at once, and the number of
+        entries seen is returned; an entry may ``delete()``, ``retry()`` or
+        ``kill()`` itself from the callback.
+        """
+        if not isinstance(match, str) or not match:
+            raise ValueError(f"scan needs a non-empty text to match, not {match!r}")
+        entries = self._scan(match, count)
+        if callback is None:
+            return entries
+        seen = 0
+        for entry in entries:
+            callback(entry)
+            seen += 1
+        return seen
+
+    def _scan(self, match: str, count: int) -> Iterator[SortedEntry]:
         pattern = match if "*" in match else f"*{match}*"
         for value, score in self.redis.zscan_iter(self.name, match=pattern, count=count):
             yield self._entry(score, value)
@@ -253,7 +273,7 @@ class JobSet(SortedSet):
 
     def find_job(self, jid: str) -> SortedEntry | None:
         """The entry with this jid (``ZSCAN MATCH *jid*``, then an exact jid check)."""
-        for entry in self.scan(jid):
+        for entry in self._scan(jid, 100):
             if entry.jid == jid:
                 return entry
         return None

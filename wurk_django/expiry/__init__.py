@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import signals
+
 logger = logging.getLogger("wurk_django.worker")
 
 
@@ -36,5 +38,6 @@ class ExpiryMiddleware:
         expiry = job.get("expiry")
         if expiry is not None and expired(expiry):
             logger.info("skipping expired job %s jid=%s (expired at %s)", job.get("class"), job.get("jid"), expiry)
+            signals.send(signals.job_expired, job.get("class"), job=job, queue=queue)
             return None
         return call_next()

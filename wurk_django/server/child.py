@@ -21,6 +21,7 @@ from django.dispatch import Signal
 from .. import connection
 from ..conf import Config
 from .launcher import Launcher, dump_threads
+from .logfiles import reopen as reopen_logs
 from .os_signals import SignalPipe
 from .threads import spawn
 
@@ -222,3 +223,5 @@ def _dispatch(launcher: Launcher, pipe: SignalPipe) -> None:
                 launcher.quiet()
             elif name == "TTIN":
                 dump_threads()
+            elif name == "USR2":
+                reopen_logs()

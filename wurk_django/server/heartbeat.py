@@ -20,6 +20,7 @@ from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
 from .outage import OutageLog, is_outage
+from .proctitle import set_title
 from .state import WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
@@ -98,7 +99,8 @@ class Heartbeat:
         else:
             self._stats_outage.succeeded()
         key = self.state.identity
-        redis = get_redis(config=self.launcher.config)
+        config = self.launcher.config
+        redis = get_redis(config=config)
         started = time.monotonic_ns()
         redis.ping()
         rtt_us = (time.monotonic_ns() - started) // 1000
@@ -123,6 +125,8 @@ class Heartbeat:
         pipe.expire(key, TTL)
         pipe.rpop(keys.signals_list(key), 10)
         replies = pipe.execute()
+        if not self.launcher.embedded:  # a web server's workers keep their own titles
+            set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
         popped = replies[-1] or []
         for raw in popped:
             name = raw.decode() if isinstance(raw, bytes) else str(raw)

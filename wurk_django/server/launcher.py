@@ -72,13 +72,22 @@ class Launcher:
                                       first_wait=FLUSH_INTERVAL)
         self.manager = Manager(config, self.state, self.metrics, request_shutdown=request_shutdown)
         self.scheduler = Scheduler(config)
-        self.heartbeat = Heartbeat(self, on_signal or self._dashboard_signal)
+        self._on_signal = on_signal or self._dashboard_signal
+        self.heartbeat = Heartbeat(self, self._on_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
         # Only a fetcher with private lists leaves anything to reap.
         self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace,
                               config=config)
                        if hasattr(self.manager.fetcher, "private_lists") else None)
         self.components: list[tuple[str, Component]] = self._build_components()
+        if config.max_jobs and not embedded:  # a web server's workers are recycled by the web server
+            self.state.max_jobs = config.max_jobs
+            self.state.on_max_jobs = self._recycle
+        self.health = None
+        if config.health_port and not embedded:
+            from .health import HealthListener
+
+            self.health = HealthListener(self, config.health_port)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -110,6 +119,8 @@ class Launcher:
         for _name, component in self.components:
             component.start()
         self.metrics_loop.start()
+        if self.health is not None:
+            self.health.start()  # last: ready only once everything above runs (RUN-110)
         signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
                     self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
@@ -160,6 +171,11 @@ class Launcher:
             except Exception:
                 logger.exception("shutdown step %s failed", getattr(step, "__name__", step))
         self.stopped.set()
+        if self.health is not None:
+            try:
+                self.health.stop()
+            except Exception:
+                logger.exception("closing the health listener failed")
         logger.info("worker %s stopped", self.state.identity)
 
     def deregister_now(self, budget: float = 2.0) -> bool:
@@ -185,6 +201,13 @@ class Launcher:
         thread.start()
         thread.join(max(deadline - time.monotonic(), 0))
         return done.is_set()
+
+    def _recycle(self) -> None:
+        """``--max-jobs`` reached: stop fetching now, then stop as if told to (TERM).
+        Standalone exits 0 so its supervisor starts a fresh one; a swarm child is replaced."""
+        logger.info("started %d jobs (--max-jobs): finishing the running ones and exiting", self.state.max_jobs)
+        spawn("max-jobs-quiet", self.quiet)
+        self._on_signal("TERM")
 
     def _stop_reaper(self) -> None:
         if self.reaper is not None:

@@ -12,7 +12,7 @@ import select
 import signal
 
 NAMES = {signal.SIGTERM: "TERM", signal.SIGINT: "INT", signal.SIGTSTP: "TSTP", signal.SIGTTIN: "TTIN",
-         signal.SIGUSR1: "USR1"}
+         signal.SIGUSR1: "USR1", signal.SIGUSR2: "USR2"}
 _CODES = {name: bytes([sig]) for sig, name in NAMES.items()}
 
 

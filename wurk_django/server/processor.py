@@ -84,10 +84,12 @@ class Processor:
             report(exc, {"context": "fetch"}, self.config)
             time.sleep(1)
             return
+        self.state.last_fetch = time.monotonic()
         if unit is None:
             return
-        if self.done:
-            unit.requeue()  # fetched after quiet began: back to the fetch end, unrun (CORE-107)
+        if self.done or not self.state.admit():
+            # Fetched after quiet began (or past --max-jobs): back to the fetch end, unrun (CORE-107).
+            unit.requeue()
             return
         self.unit = unit
         try:

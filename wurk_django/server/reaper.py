@@ -26,7 +26,7 @@ import time
 
 import redis as redis_lib
 
-from .. import keys, payload
+from .. import keys, payload, signals
 from ..conf import Config
 from ..connection import get_redis
 from ..scripts import lua
@@ -195,6 +195,7 @@ class Reaper:
                 return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
         return moved
 
     def _bury(self, pill: poison.Pill, raw: bytes, holding: str) -> None:

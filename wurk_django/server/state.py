@@ -7,6 +7,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from .. import payload
 
@@ -63,6 +64,12 @@ class WorkerState:
         self._busy: dict[str, tuple[str, bytes, int]] = {}
         self.processed = 0
         self.failed = 0
+        # --max-jobs: how many jobs this process may start before it recycles itself.
+        self.max_jobs: int | None = None
+        self.started_jobs = 0
+        self.on_max_jobs: Callable[[], None] | None = None
+        # When a processor last came back from a fetch (the health listener's "ready").
+        self.last_fetch = time.monotonic()
 
     # Busy map (CORE-077): tid -> (queue, raw payload, run_at).
     def begin(self, tid: str, queue: str, raw: bytes) -> None:
@@ -75,6 +82,20 @@ class WorkerState:
             self.processed += 1
             if failed:
                 self.failed += 1
+
+    def admit(self) -> bool:
+        """May this process start one more job? False once ``max_jobs`` have been started;
+        the job that reaches the limit calls ``on_max_jobs`` once."""
+        if self.max_jobs is None:
+            return True
+        with self._lock:
+            if self.started_jobs >= self.max_jobs:
+                return False
+            self.started_jobs += 1
+            reached = self.started_jobs == self.max_jobs
+        if reached and self.on_max_jobs is not None:
+            self.on_max_jobs()
+        return True
 
     def busy_count(self) -> int:
         return len(self._busy)

@@ -18,6 +18,7 @@ from ...errors import ConfigurationError, RedisVersionError
 from ...server.burst import drained
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
+from ...server.logfiles import reopen as reopen_logs
 from ...server.logwriter import BatchingStreamHandler, flush_all
 from ...server.os_signals import SignalPipe
 from ...server.swarm import run_swarm
@@ -25,6 +26,7 @@ from ...server.threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")
 
+RELOAD_ENV = "RUN_MAIN"  # Django's autoreloader marks the child it restarts with RUN_MAIN=true
 BANNER = "wurk_django {version}: {identity} pid {pid}, concurrency {concurrency}, queues {queues}, Redis {redis}"
 
 
@@ -59,6 +61,15 @@ class Command(BaseCommand):
                             "is set (docs/swarm.md)")
         parser.add_argument("--burst", action="store_true",
                             help="stop once the queues are empty and no job is running")
+        parser.add_argument("--max-jobs", type=_positive_int, metavar="N",
+                            help="exit (status 0) after starting N jobs so a supervisor starts a fresh process; "
+                            "in a swarm the child is replaced at once")
+        parser.add_argument("--health-port", type=_port, metavar="PORT",
+                            help="serve HTTP GET /live and /ready on PORT for container probes")
+        parser.add_argument("--pidfile", metavar="PATH", help="write the process id to PATH (removed at exit)")
+        parser.add_argument("--reload", action="store_true", default=None,
+                            help="restart when Python code changes, like runserver (default: settings.DEBUG)")
+        parser.add_argument("--no-reload", action="store_false", dest="reload", help="never auto-reload")
         # -v is Django's --verbosity; level 2+ turns on DEBUG logs.
 
     def handle(self, *args, **options) -> None:
@@ -76,6 +87,8 @@ class Command(BaseCommand):
                 ENVIRONMENT=options.get("environment"),
                 LOG_FORMAT=options.get("log_format"),
                 VERBOSE=True if options.get("verbosity", 1) >= 2 else None,
+                MAX_JOBS=options.get("max_jobs"),
+                HEALTH_PORT=options.get("health_port"),
             )
         except ConfigurationError as exc:
             self.stderr.write(f"wurk: {exc}")
@@ -85,6 +98,22 @@ class Command(BaseCommand):
         if swarm and options.get("burst"):
             self.stderr.write("wurk: --burst runs a single process; use it without --processes or WURK['SWARM']")
             sys.exit(1)
+        if swarm and options.get("pidfile"):
+            self.stderr.write("wurk: --pidfile runs with a single process; a swarm supervisor takes none")
+            sys.exit(1)
+        reload = options.get("reload")
+        if swarm and reload:
+            self.stderr.write("wurk: --reload runs a single process; use it without --processes or WURK['SWARM']")
+            sys.exit(1)
+        if reload is None:
+            from django.conf import settings
+
+            reload = bool(settings.DEBUG) and not swarm and not options.get("burst")
+        if reload and os.environ.get(RELOAD_ENV) != "true":
+            from ...server.reload import run_watcher_parent
+
+            _configure_logging(config)
+            sys.exit(run_watcher_parent())
         _configure_logging(config)
         for module in config.autodiscover:
             autodiscover_modules(module)
@@ -97,12 +126,30 @@ class Command(BaseCommand):
         if swarm:
             sys.exit(run_swarm(config, pipe, processes))
 
+        pidfile = options.get("pidfile")
+        if pidfile:
+            _write_pidfile(pidfile)
         launcher = Launcher(config, on_signal=pipe.send_self)
         logger.info(BANNER.format(version=_version(), identity=launcher.state.identity, pid=os.getpid(),
                                   concurrency=config.concurrency, queues=",".join(config.queue_names),
                                   redis=version))
-        launcher.run()
-        self._supervise(launcher, pipe, burst=options.get("burst", False))
+        watcher = None
+        if reload:
+            from ...server.reload import CodeWatcher
+
+            watcher = CodeWatcher(lambda path: pipe.send_self("TERM"))
+        try:
+            launcher.run()
+            if watcher is not None:
+                watcher.start()
+            self._supervise(launcher, pipe, burst=options.get("burst", False))
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            if pidfile:
+                _remove_pidfile(pidfile)
+        if watcher is not None and watcher.changed is not None:
+            sys.exit(3)  # the autoreloader's "start me again"
 
     def _connect(self, config: Config, pipe: SignalPipe) -> str | None:
         """Wait for a Redis >= 7.0, with backoff; TERM/INT while waiting exits cleanly."""
@@ -147,6 +194,8 @@ class Command(BaseCommand):
                     dump_threads()
                 elif name == "USR1":
                     logger.info("USR1 ignored by a standalone worker")
+                elif name == "USR2":
+                    reopen_logs()
         pipe.restore()
         logging.shutdown()
 
@@ -169,6 +218,47 @@ def _positive_float(value: str) -> float:
     if number <= 0:
         raise _arg_error(f"{value!r} must be more than 0")
     return number
+
+
+def _port(value: str) -> int:
+    number = _positive_int(value)
+    if number > 65535:
+        raise _arg_error(f"{value!r} is not a TCP port (1-65535)")
+    return number
+
+
+def _write_pidfile(path: str) -> None:
+    """Write our pid to ``path``, refusing if it names another live process."""
+    try:
+        with open(path) as existing:
+            other = int(existing.read().strip() or 0)
+    except (OSError, ValueError):
+        other = 0
+    if other and other != os.getpid():
+        try:
+            os.kill(other, 0)
+        except ProcessLookupError:
+            pass  # stale: that process is gone
+        except PermissionError:  # alive, owned by another user
+            raise SystemExit(f"wurk: pidfile {path} names running process {other}") from None
+        else:
+            raise SystemExit(f"wurk: pidfile {path} names running process {other}")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+        os.replace(tmp, path)  # atomic: a reader never sees a half-written file
+    except OSError as exc:
+        raise SystemExit(f"wurk: cannot write pidfile {path}: {exc}") from None
+
+
+def _remove_pidfile(path: str) -> None:
+    try:
+        with open(path) as handle:
+            if handle.read().strip() == str(os.getpid()):
+                os.unlink(path)
+    except OSError:
+        pass
 
 
 def _arg_error(message: str):

@@ -36,6 +36,7 @@ from ... import connection, keys
 from ...conf import Config
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
+from ..logfiles import reopen as reopen_logs
 from ..logwriter import stop_writers
 from ..os_signals import SignalPipe
 from .monitors import LIVENESS_CHECK_INTERVAL, MEMORY_CHECK_INTERVAL, Monitors, memory_limit_kb
@@ -57,7 +58,7 @@ logger = logging.getLogger("wurk_django.swarm")
 
 TICK = 0.2
 TERM_RESEND_INTERVAL = 1.0
-_TRAPPED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1)
+_TRAPPED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass
@@ -187,6 +188,9 @@ class Swarm(RollingRestarts, Monitors):
             self._signal_all(signal.SIGTSTP)
         elif name == "USR1":
             self.rolling_restart()
+        elif name == "USR2":
+            reopen_logs()
+            self._signal_all(signal.SIGUSR2)
         elif name == "TTIN":
             dump_threads()
 
@@ -323,6 +327,12 @@ class Swarm(RollingRestarts, Monitors):
             if self.stopping:
                 logger.info("swarm child #%d (%d) stopped (%s)", child.index, child.pid, how)
                 return
+            if code == 0:
+                # A child only exits 0 unasked when it recycles itself (--max-jobs): replace it now.
+                slot.streak = 0
+                slot.due_at = now
+                logger.info("swarm child #%d (%d) recycled itself; starting a fresh one", child.index, child.pid)
+                return
             lived = now - child.spawned_at
             if lived >= BACKOFF_RESET_AFTER:
                 slot.streak = 0
@@ -420,8 +430,6 @@ def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = No
         raise SwarmError("this platform cannot fork; run `manage.py wurk` without --processes")
     if sys.platform == "darwin":
         logger.warning("swarm mode on macOS is for development only")
-    # The child runs USR2 as ignore; the supervisor has nothing to reopen either.
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     try:
         swarm = Swarm(config, assignments(config, processes), pipe=pipe)
         return swarm.run()

@@ -104,9 +104,34 @@
     });
   }
 
+  var parsed = {};
   function readJSON(id) {
-    var node = document.getElementById(id);
-    return node ? JSON.parse(node.textContent) : null;
+    /* Parsed once and kept: the live poll edits the history data in place. */
+    if (!(id in parsed)) {
+      var node = document.getElementById(id);
+      parsed[id] = node ? JSON.parse(node.textContent) : null;
+    }
+    return parsed[id];
+  }
+
+  /* The history chart's last day is today: keep it (and the N-day totals) equal to
+     the live "today" numbers instead of the figures of the moment the page loaded. */
+  function followToday(today) {
+    var data = readJSON("wurk-history-data");
+    var chart = document.querySelector('[data-line-chart="wurk-history-data"]');
+    if (data && chart && data.labels.length && data.labels[data.labels.length - 1] === today.date) {
+      var last = data.labels.length - 1;
+      data.series[0].values[last] = today.processed;
+      data.series[1].values[last] = today.failed;
+      lineChart(chart, data, chart.getAttribute("data-unit"));
+    }
+    var totals = document.getElementById("wurk-history-totals");
+    if (totals) {
+      ["processed", "failed"].forEach(function (k) {
+        var base = Number(totals.getAttribute("data-base-" + k) || 0);
+        totals.querySelector('[data-history-total="' + k + '"]').textContent = base + today[k];
+      });
+    }
   }
 
   function drawStatic() {
@@ -155,6 +180,8 @@
           set("today_failed", data.today.failed);
           set("connected_clients", data.redis.connected_clients);
           set("used_memory_human", data.redis.used_memory_human);
+          if (data.redis.uptime) { set("uptime", data.redis.uptime); }
+          if (data.today.date) { followToday(data.today); }
           if (last) {
             samples.labels.push(data.server_utc_time.slice(0, 8));
             samples.processed.push(Math.max(s.processed - last.processed, 0));
@@ -185,6 +212,36 @@
     schedule();
   }
 
+  /* ?poll=true on a list page: fetch the page again every few seconds and swap in its
+     content, unless the user is busy with it (a box ticked, a field focused). */
+  function pollPage() {
+    var root = document.getElementById("wurk-root");
+    if (!root || !root.hasAttribute("data-poll")) { return; }
+    var seconds = Number(root.getAttribute("data-poll")) || 5;
+    function busy() {
+      var active = document.activeElement;
+      if (active && active.closest && active.closest("#wurk-root form") && active.tagName !== "A") { return true; }
+      return document.querySelector('#wurk-root input[type=checkbox]:checked') !== null;
+    }
+    function refresh() {
+      if (busy() || document.hidden) { return; }
+      fetch(window.location.href, {credentials: "same-origin", headers: {"Accept": "text/html"}})
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+        .then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById("wurk-root");
+          var current = document.getElementById("wurk-root");
+          if (!fresh || !current || busy()) { return; }
+          current.innerHTML = fresh.innerHTML;
+          parsed = {};
+          drawStatic();
+          current.setAttribute("data-polls", String(Number(current.getAttribute("data-polls") || 0) + 1));
+        })
+        .catch(function () { /* the next tick tries again */ });
+    }
+    setInterval(refresh, seconds * 1000);
+  }
+
   function forms() {
     document.addEventListener("click", function (event) {
       var button = event.target.closest("[data-confirm]");
@@ -206,5 +263,6 @@
     forms();
     drawStatic();
     live();
+    pollPage();
   });
 }());

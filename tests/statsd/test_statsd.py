@@ -1,0 +1,212 @@
+"""statsd / DogStatsD metrics (PRO-350, PRO-351): real UDP listeners, a real worker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.jobsapp.jobs import FailingJob, RecordJob
+from tests.statsd.listener import UDPListener
+from tests.support import wait_for, wurk_settings
+from wurk_django import payload, statsd
+from wurk_django.conf import problems
+from wurk_django.statsd.client import UDPClient, format_metric
+
+PORT = 7911
+
+
+@pytest.fixture
+def listener():
+    udp = UDPListener(PORT)
+    yield udp
+    udp.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_client():
+    statsd.set_client(None)
+    statsd.set_options(None)
+    yield
+    statsd.set_client(None)
+    statsd.set_options(None)
+
+
+def test_format_is_dogstatsd_and_tags_cannot_break_the_line():
+    assert format_metric("sidekiq.jobs.count", "c", 1, ["worker:A", "queue:q"], None) == \
+        "sidekiq.jobs.count:1|c|#worker:A,queue:q"
+    assert format_metric("m", "d", 12.5, [], 0.5) == "m:12.5|d|@0.5"
+    assert format_metric("m", "g", 3.0, ["a|b,c#d\ne"], None) == "m:3|g|#a_b_c_d_e"
+
+
+def test_udp_client_sends_with_constant_tags_and_namespace(listener):
+    client = UDPClient("127.0.0.1", PORT, tags=["env:test"], namespace="app")
+    client.increment("sidekiq.jobs.count", tags=["queue:q"])
+    client.distribution("x", 4.25)
+    assert listener.wait_for("app.sidekiq.jobs.count") == ["app.sidekiq.jobs.count:1|c|#env:test,queue:q"]
+    assert listener.wait_for("app.x") == ["app.x:4.25|d|#env:test"]
+    client.close()
+
+
+def test_udp_client_never_raises_and_counts_drops():
+    # Nobody listens on this port: the kernel may refuse later sends (ICMP); none may raise.
+    client = UDPClient("127.0.0.1", 7912)
+    for _ in range(50):
+        client.increment("nobody.listens")
+
+    class FullSocket:
+        def sendto(self, data, addr):
+            raise BlockingIOError("send buffer full")
+
+        def close(self):
+            pass
+
+    client._sock = FullSocket()  # a send buffer that is always full
+    before = client.dropped
+    client.gauge("g", 1)
+    assert client.dropped == before + 1
+    assert client._sock is not None
+
+
+def test_socket_is_non_blocking():
+    client = UDPClient("127.0.0.1", 7912)
+    sock, _addr = client._socket()
+    assert sock.getblocking() is False
+    client.close()
+
+
+def test_bad_settings_are_reported():
+    assert not problems({"STATSD": {"HOST": "127.0.0.1", "PORT": 8125, "TAGS": ["a:b"]}})
+    assert not problems({"STATSD": "tests.statsd.test_statsd.make_client"})
+    for bad in ({"PORT": 0}, {"PORT": "8125"}, {"TAGS": "env:prod"}, {"HOST": 1}, {"BOGUS": 1}, 42):
+        found = problems({"STATSD": bad})
+        assert found and found[0].key == "STATSD", bad
+
+
+def test_invalid_client_setting_turns_metrics_off_without_raising(caplog):
+    with wurk_settings(STATSD={"CLIENT": "no.such.factory"}):
+        assert statsd.client() is None
+        statsd.emit("increment", "jobs.count")  # a no-op, no exception
+    assert "could not be built" in caplog.text
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def increment(self, metric, value=1, tags=None, sample_rate=None):
+        self.calls.append(("increment", metric, value, tags, sample_rate))
+
+    def histogram(self, metric, value, tags=None, sample_rate=None):
+        self.calls.append(("histogram", metric, value, tags, sample_rate))
+
+
+RECORDER = _Recorder()
+
+
+def make_client():
+    return RECORDER
+
+
+def test_client_factory_setting_and_histogram_fallback():
+    RECORDER.calls.clear()
+    with wurk_settings(STATSD={"CLIENT": "tests.statsd.test_statsd.make_client"}):
+        assert statsd.client() is RECORDER
+        statsd.emit("distribution", "jobs.perform_dist", 5, ["queue:q"])
+    assert RECORDER.calls == [("histogram", "sidekiq.jobs.perform_dist", 5, ["queue:q"], None)]
+
+
+def test_options_and_dd_rate_override_tags_and_sample_rate():
+    statsd.set_options(lambda klass, job, queue: {"tags": [f"cls:{klass}"], "sample_rate": 0.5})
+    tags, rate = statsd.job_tags("A", {"dd_rate": 0.25}, "q")
+    assert tags == ["cls:A"] and rate == 0.25
+    statsd.set_options(None)
+    assert statsd.job_tags("A", {}, "q") == (["worker:A", "queue:q"], None)
+
+
+def test_client_is_rebuilt_after_fork_and_on_reassignment(monkeypatch):
+    statsd.set_client(lambda: _Recorder())
+    first = statsd.client()
+    assert statsd.client() is first
+    monkeypatch.setattr("os.getpid", lambda: -1)  # as a forked child sees it
+    assert statsd.client() is not first
+
+
+def test_a_failing_client_never_raises():
+    class Broken:
+        def increment(self, *a, **k):
+            raise OSError("boom")
+
+    statsd.set_client(Broken())
+    statsd.emit("increment", "jobs.count")
+
+
+def test_recovered_fetch_and_poison_from_the_reaper(redis_db, listener):
+    from wurk_django.server.reaper import Reaper
+
+    healthy = payload.dumps({"class": "tests.jobsapp.jobs.RecordJob", "args": [1], "jid": "a" * 24,
+                             "queue": "default"})
+    pill = payload.dumps({"class": "tests.jobsapp.jobs.RecordJob", "args": [2], "jid": "b" * 24,
+                          "queue": "default"})
+    redis_db.set("super_fetch:recovered:" + "b" * 24, 2)  # the third recovery makes it poison
+    redis_db.rpush("queue:default_private", healthy, pill)
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        assert Reaper(["default"]).drain("queue:default_private", "queue:default") == 2
+    assert listener.wait_for("sidekiq.jobs.recovered.fetch") == ["sidekiq.jobs.recovered.fetch:2|c|#queue:default"]
+    assert listener.wait_for("sidekiq.jobs.poison") == [
+        "sidekiq.jobs.poison:1|c|#worker:tests.jobsapp.jobs.RecordJob,queue:default"]
+
+
+def test_recovered_push_after_an_outage(redis_db, listener):
+    from wurk_django import reliable_push
+    from wurk_django.conf import get_config
+    from wurk_django.writer import Writer
+
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        writer = Writer(get_config())
+        buffer = reliable_push.PushBuffer()
+        jobs = [{"class": "X", "args": [], "jid": payload.new_jid(), "queue": "low",
+                 "created_at": payload.now_ms()} for _ in range(3)]
+        buffer._groups.append((jobs, [], False))
+        buffer._count = 3
+        assert buffer.drain(writer)
+    assert redis_db.llen("queue:low") == 3
+    assert listener.wait_for("sidekiq.jobs.recovered.push") == ["sidekiq.jobs.recovered.push:3|c|#queue:low"]
+
+
+@pytest.mark.slow
+def test_worker_process_emits_pro_metrics(redis_db, worker_factory, listener):
+    RecordJob.perform_async("ok")
+    FailingJob.perform_async("bad")
+    expired = payload.dumps({"class": "tests.jobsapp.jobs.RecordJob", "args": ["late"], "jid": "c" * 24,
+                             "queue": "default", "created_at": 1, "enqueued_at": 1, "expiry": 2})
+    redis_db.lpush("queue:default", expired)
+    extra = {"STATSD": {"HOST": "127.0.0.1", "PORT": PORT, "TAGS": ["env:test"]}}
+    worker = worker_factory("-c", "2", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+    record = "worker:tests.jobsapp.jobs.RecordJob,queue:default"
+    failing = "worker:tests.jobsapp.jobs.FailingJob,queue:default"
+    counts = listener.wait_for("sidekiq.jobs.count", 2)
+    assert sorted(counts) == sorted([f"sidekiq.jobs.count:1|c|#env:test,{record}",
+                                     f"sidekiq.jobs.count:1|c|#env:test,{failing}"])
+    assert listener.wait_for("sidekiq.jobs.success") == [f"sidekiq.jobs.success:1|c|#env:test,{record}"]
+    assert listener.wait_for("sidekiq.jobs.failure") == [f"sidekiq.jobs.failure:1|c|#env:test,{failing}"]
+    assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2
+    dist = listener.wait_for("sidekiq.jobs.perform_dist", 2)
+    assert all("|d|#env:test,worker:" in line for line in dist)
+    assert listener.wait_for("sidekiq.jobs.expired") == [f"sidekiq.jobs.expired:1|c|#env:test,{record}"]
+    wait_for(lambda: redis_db.zcard("retry") == 1, message="the failure in retry")
+    assert worker.stop() == 0
+    assert b"late" not in redis_db.lrange("test:ran", 0, -1)
+
+
+def test_statsd_off_sends_nothing(redis_db, listener):
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    chain = server_chain(get_config())
+    assert chain.invoke((None, {"class": "A", "args": []}, "q"), lambda: 7) == 7
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        # The same chain once statsd is on: the datagram proves the listener would have seen one.
+        assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "q"), lambda: 8) == 8
+    assert [line.split(":")[0] for line in listener.wait_for("sidekiq.jobs", 4)] == [
+        "sidekiq.jobs.count", "sidekiq.jobs.success", "sidekiq.jobs.perform", "sidekiq.jobs.perform_dist"]

@@ -1,0 +1,83 @@
+"""The launcher component that runs the rollups and snapshots in one worker process."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .. import keys
+from ..connection import get_redis
+from ..server.timer import TimerLoop
+from . import leader_check
+from .rollup import STREAM_CAP, rollup_queues, rollup_throughput, snapshot
+
+logger = logging.getLogger("wurk_django.worker")
+
+DEFAULTS = {"ROLLUP_INTERVAL": 60, "SNAPSHOT_INTERVAL": None, "STREAM_CAP": STREAM_CAP}
+
+
+def settings_of(config: Any) -> dict[str, Any] | None:
+    raw = config.raw.get("HISTORY", {})
+    if raw is False:
+        return None
+    return {**DEFAULTS, **(raw or {})}
+
+
+class HistoryComponent:
+    """Leader-gated timers; none ticks at start (the first tick is one interval in)."""
+
+    def __init__(self, launcher: Any, options: dict[str, Any]) -> None:
+        self.launcher = launcher
+        self.options = options
+        self.loops: list[TimerLoop] = []
+        rollup = options["ROLLUP_INTERVAL"]
+        if rollup:
+            self.loops.append(TimerLoop("history-rollup", self.rollup_tick, lambda: rollup, first_wait=rollup))
+        every = options["SNAPSHOT_INTERVAL"]
+        if every:
+            self.loops.append(TimerLoop("history-snapshot", self.snapshot_tick, lambda: every, first_wait=every))
+
+    def start(self) -> None:
+        for loop in self.loops:
+            loop.start()
+
+    def stop(self) -> None:
+        for loop in self.loops:
+            loop.terminate()
+        for loop in self.loops:
+            loop.join(3)
+
+    def leads(self, task: str, interval: float) -> bool:
+        """Whether this process should run ``task`` now: the leader check if one is set,
+        else the ``leader`` component, else a per-interval lock in Redis."""
+        check = leader_check()
+        if check is not None:
+            return bool(check(self.launcher))
+        leader = self.launcher.component("leader")
+        if leader is not None:
+            probe = getattr(leader, "is_leader", None) or getattr(leader, "leader", None)
+            return bool(probe() if callable(probe) else probe)
+        # No leader election in this deployment: one process per interval takes a lock.
+        return bool(get_redis().set(f"{keys.HISTORY_LOCK}:{task}", self.launcher.state.identity, nx=True,
+                                    ex=max(int(interval) - 1, 1)))
+
+    def rollup_tick(self) -> None:
+        if not self.leads("rollup", self.options["ROLLUP_INTERVAL"]):
+            return
+        redis = get_redis()
+        rollup_throughput(redis)
+        rollup_queues(redis)
+
+    def snapshot_tick(self) -> None:
+        if not self.leads("snapshot", self.options["SNAPSHOT_INTERVAL"]):
+            return
+        from .. import statsd
+
+        snapshot(get_redis(), cap=self.options["STREAM_CAP"], statsd_client=statsd.client())
+
+
+def factory(launcher: Any) -> HistoryComponent | None:
+    options = settings_of(launcher.config)
+    if options is None or launcher.embedded:
+        return None
+    return HistoryComponent(launcher, options)

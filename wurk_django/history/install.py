@@ -1,0 +1,21 @@
+"""Register the rollup component (launcher position 30) and the Historical admin page (120)."""
+
+from __future__ import annotations
+
+from ..server.launcher import register_component
+from .component import factory
+
+COMPONENT_POSITION = 30
+
+
+def install() -> None:
+    register_component("history", factory, position=COMPONENT_POSITION)
+    from ..admin.pages import Page, register
+
+    register(Page("history", "Historical", "wurk_history", _urls, 120))
+
+
+def _urls(model_admin):
+    from .admin import urls  # the admin views load only where the admin's URLs are built
+
+    return urls(model_admin)

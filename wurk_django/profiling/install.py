@@ -1,0 +1,22 @@
+"""Register the profiling middleware (innermost on the server side: it times the job's own
+code) and the Profiles admin page."""
+
+from __future__ import annotations
+
+from .. import middleware
+from .middleware import ProfileMiddleware
+
+MIDDLEWARE_POSITION = 20
+
+
+def install() -> None:
+    middleware.register("server", "profile", ProfileMiddleware, position=MIDDLEWARE_POSITION)
+    from ..admin.pages import Page, register
+
+    register(Page("profiles", "Profiles", "wurk_profiles", _urls, 140))
+
+
+def _urls(model_admin):
+    from .admin import urls
+
+    return urls(model_admin)

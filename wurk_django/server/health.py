@@ -1,0 +1,141 @@
+"""HTTP health probes for container orchestrators (``manage.py wurk --health-port``).
+
+``GET /live`` answers 200 while the worker process is running (its stop has
+not completed): a liveness probe restarts a process that stopped answering.
+``GET /ready`` answers 200 only while Redis answers a PING and the process is
+fetching: not quiet, and a processor came back from a fetch within the last
+30 seconds (or every processor is busy with a job). Anything else is 503 with
+the reasons in a small JSON body.
+
+The listener binds all interfaces. Swarm children share one port: the first
+child to bind it serves; the others retry every 5 seconds, so the port
+outlives any one child.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import redis as redis_lib
+
+logger = logging.getLogger("wurk_django.worker")
+
+READY_WINDOW = 30.0  # seconds since a processor last came back from a fetch
+RETRY_BIND = 5.0  # seconds between tries at a port another process holds
+PING_TIMEOUT = 1.0  # a probe's own timeout is often 1 s
+
+
+class HealthListener:
+    def __init__(self, launcher: Any, port: int, host: str = "0.0.0.0") -> None:
+        self.launcher = launcher
+        self.port = port
+        self.host = host
+        self.server: ThreadingHTTPServer | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._redis: redis_lib.Redis | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="wurk-health", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        warned = False
+        while not self._stop.is_set():
+            try:
+                server = ThreadingHTTPServer((self.host, self.port), _handler(self))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    logger.error("health listener cannot bind port %s: %s", self.port, exc)
+                    return
+                if not warned:
+                    warned = True
+                    logger.info("health port %s is in use (another swarm child?); retrying every %.0fs",
+                                self.port, RETRY_BIND)
+                self._stop.wait(RETRY_BIND)
+                continue
+            server.daemon_threads = True
+            self.server = server
+            logger.info("health listener on port %s (/live, /ready)", self.port)
+            server.serve_forever(poll_interval=0.25)
+            return
+
+    def stop(self) -> None:
+        self._stop.set()
+        server = self.server
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(3)
+        if self._redis is not None:
+            self._redis.close()
+
+    # -- the checks --------------------------------------------------------------
+
+    def live(self) -> tuple[bool, list[str]]:
+        if self.launcher.stopped.is_set():
+            return False, ["stopped"]
+        return True, []
+
+    def ready(self) -> tuple[bool, list[str]]:
+        reasons = []
+        launcher = self.launcher
+        if launcher.stopped.is_set():
+            reasons.append("stopped")
+        elif launcher.quieting:
+            reasons.append("quiet")
+        else:
+            idle_for = time.monotonic() - launcher.state.last_fetch
+            all_busy = launcher.state.busy_count() >= launcher.config.concurrency
+            if idle_for > READY_WINDOW and not all_busy:
+                reasons.append(f"no fetch for {idle_for:.0f}s")
+        try:
+            self._client().ping()
+        except Exception as exc:
+            reasons.append(f"redis: {exc.__class__.__name__}")
+        return not reasons, reasons
+
+    def _client(self) -> redis_lib.Redis:
+        if self._redis is None:
+            config = self.launcher.config
+            options = {**config.redis_options, "socket_timeout": PING_TIMEOUT,
+                       "socket_connect_timeout": PING_TIMEOUT}
+            self._redis = redis_lib.Redis.from_url(config.redis_url, **options)
+        return self._redis
+
+
+def _handler(listener: HealthListener) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/live":
+                ok, reasons = listener.live()
+            elif path == "/ready":
+                ok, reasons = listener.ready()
+            else:
+                self._send(404, {"error": "try /live or /ready"})
+                return
+            self._send(200 if ok else 503, {"status": "ok" if ok else "unavailable", "reasons": reasons,
+                                            "identity": listener.launcher.state.identity})
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass  # probes every few seconds would drown the job log
+
+    return Handler

@@ -1,0 +1,172 @@
+"""Job metrics to statsd / DogStatsD, with Sidekiq Pro's names and tags.
+
+Turn it on with ``WURK["STATSD"] = {"HOST": "127.0.0.1", "PORT": 8125, "TAGS": ["env:prod"]}``,
+or hand over a client you already have with ``{"CLIENT": "myproject.metrics.statsd_client"}``
+(a callable returning an object with DogStatsD's ``increment``/``gauge``/``distribution``
+methods, such as ``datadog.dogstatsd.DogStatsd``). Every name starts with ``sidekiq.``,
+so Sidekiq Pro dashboards and monitors work unchanged:
+
+========================================  =============  ==================
+metric                                    type           tags
+========================================  =============  ==================
+``sidekiq.jobs.count``                    counter        worker, queue
+``sidekiq.jobs.success`` / ``.failure``   counter        worker, queue
+``sidekiq.jobs.perform``                  gauge (ms)     worker, queue
+``sidekiq.jobs.perform_dist``             distribution   worker, queue
+``sidekiq.jobs.expired``                  counter        worker, queue
+``sidekiq.jobs.recovered.fetch``          counter        queue
+``sidekiq.jobs.recovered.push``           counter        queue
+``sidekiq.jobs.poison``                   counter        worker, queue
+``sidekiq.batch.created``                 counter        -
+``sidekiq.batch.duration_dist``           distribution   -
+========================================  =============  ==================
+
+Metrics are sent over UDP on a non-blocking socket: when statsd is down or
+slow they are dropped, never waited for, and a failing client never changes a
+job's outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .client import UDPClient, format_metric
+
+__all__ = ["UDPClient", "client", "emit", "format_metric", "job_tags", "set_client", "set_options"]
+
+logger = logging.getLogger("wurk_django.statsd")
+
+PREFIX = "sidekiq."
+SETTING_KEYS = ("HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS")
+
+_lock = threading.Lock()
+# (pid, the setting object it was built from, client or None)
+_memo: tuple[int, Any, Any] | None = None
+_override: Any = None  # set_client(): a client or a factory, wins over the setting
+_options: Callable[[str, dict, str], dict] | None = None
+
+
+def set_client(client_or_factory: Any) -> None:
+    """Use this client (or ``factory() -> client``) instead of ``WURK["STATSD"]``; ``None`` goes
+    back to the setting. Resolved lazily, again after a fork (Pro's ``config.dogstatsd = ...``)."""
+    global _override, _memo
+    with _lock:
+        _override = client_or_factory
+        _memo = None
+
+
+def set_options(fn: Callable[[str, dict, str], dict] | None) -> None:
+    """``fn(class_name, job, queue) -> {"tags": [...], "sample_rate": r}`` replaces the default
+    tags (``worker:<class>``, ``queue:<q>``) of the per-job metrics (Pro's ``Statsd.options``)."""
+    global _options
+    _options = fn
+
+
+def _setting() -> Any:
+    # The raw setting, not a validated Config: this runs for every job, and
+    # ``manage.py check`` / the worker's boot already reported a bad value.
+    try:
+        raw = settings.WURK
+    except Exception:  # settings not configured (a bare script), or no WURK: no metrics
+        return None
+    return raw.get("STATSD") if isinstance(raw, dict) else None
+
+
+def client() -> Any:
+    """The statsd client of this process, or ``None`` when statsd is off.
+
+    Built once per process from ``set_client()`` or ``WURK["STATSD"]``, again
+    after a fork (a child must not share its parent's socket) or when the
+    setting changes.
+    """
+    global _memo
+    source = _override if _override is not None else _setting()
+    memo = _memo
+    pid = os.getpid()
+    if memo is not None and memo[0] == pid and memo[1] is source:
+        return memo[2]
+    with _lock:
+        memo = _memo
+        if memo is not None and memo[0] == pid and memo[1] is source:
+            return memo[2]
+        built = None
+        try:
+            built = _build(source)
+        except Exception:
+            logger.exception("statsd client could not be built; metrics are off in this process")
+        _memo = (pid, source, built)
+        return built
+
+
+def _build(source: Any) -> Any:
+    if source is None or source is False:
+        return None
+    if isinstance(source, dict):
+        custom = source.get("CLIENT")
+        if custom:
+            factory = import_string(custom) if isinstance(custom, str) else custom
+            return factory()
+        return UDPClient(source.get("HOST") or "127.0.0.1", source.get("PORT") or 8125,
+                         tags=source.get("TAGS") or (), namespace=source.get("NAMESPACE"))
+    if isinstance(source, str):
+        source = import_string(source)
+    if callable(source) and not hasattr(source, "increment"):
+        return source()
+    return source  # already a client
+
+
+def setting_options() -> Callable[[str, dict, str], dict] | None:
+    if _options is not None:
+        return _options
+    source = _setting()
+    fn = source.get("OPTIONS") if isinstance(source, dict) else None
+    return import_string(fn) if isinstance(fn, str) else fn
+
+
+def job_tags(klass: str, job: dict, queue: str) -> tuple[list[str], float | None]:
+    """Tags and sample rate for one job's metrics: ``worker:<class>``, ``queue:<q>`` unless an
+    options function says otherwise; the job's ``dd_rate`` key overrides the sample rate."""
+    tags: list[str] = [f"worker:{klass}", f"queue:{queue}"]
+    rate: float | None = None
+    fn = setting_options()
+    if fn is not None:
+        try:
+            custom = fn(klass, job, queue) or {}
+            tags = list(custom.get("tags", tags))
+            rate = custom.get("sample_rate", rate)
+        except Exception:
+            logger.exception("statsd options function failed; using the default tags")
+    dd_rate = job.get("dd_rate")
+    if isinstance(dd_rate, (int, float)) and not isinstance(dd_rate, bool) and 0 < dd_rate <= 1:
+        rate = float(dd_rate)
+    return tags, rate
+
+
+def emit(kind: str, name: str, value: float = 1, tags: Iterable[str] | None = None,
+         sample_rate: float | None = None, *, to: Any = None) -> None:
+    """Send ``sidekiq.<name>`` with ``kind`` = ``increment``, ``gauge``, ``distribution``...
+
+    A no-op when statsd is off; a client error is logged, never raised.
+    """
+    target = to if to is not None else client()
+    if target is None:
+        return
+    method = getattr(target, kind, None)
+    if method is None and kind == "distribution":
+        method = getattr(target, "histogram", None)  # older clients lack distributions
+    if method is None:
+        return
+    try:
+        kwargs: dict[str, Any] = {"tags": list(tags) if tags else None}
+        if sample_rate is not None:
+            kwargs["sample_rate"] = sample_rate
+        method(PREFIX + name, value, **kwargs)
+    except Exception:
+        logger.warning("statsd %s %s failed", kind, name, exc_info=True)

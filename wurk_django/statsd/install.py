@@ -1,0 +1,57 @@
+"""Plug statsd into the engine: a server middleware for per-job metrics, signal
+receivers for expired/recovered jobs and batches, a death handler for poison pills.
+
+Everything checks ``statsd.client()`` at run time, so with ``WURK["STATSD"]``
+unset each hook costs one attribute lookup and sends nothing.
+"""
+
+from __future__ import annotations
+
+from .. import middleware, signals
+from ..server import death
+from . import client, emit, job_tags
+from .middleware import StatsdMiddleware
+
+#: Inside the user's SERVER_MIDDLEWARE, right around ``perform``: the timing is
+#: the job's own work, as with Pro's middleware added at the end of the chain.
+MIDDLEWARE_POSITION = 10
+
+
+def _expired(sender, job: dict, queue: str, **_kw) -> None:
+    if client() is not None:
+        tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
+        emit("increment", "jobs.expired", 1, tags, rate)
+
+
+def _recovered_fetch(sender, queue: str, count: int, **_kw) -> None:
+    emit("increment", "jobs.recovered.fetch", count, [f"queue:{queue}"])
+
+
+def _recovered_push(sender, queue: str, count: int, **_kw) -> None:
+    emit("increment", "jobs.recovered.push", count, [f"queue:{queue}"])
+
+
+def _batch_created(sender, **_kw) -> None:
+    emit("increment", "batch.created", 1)
+
+
+def _batch_succeeded(sender, duration: float, **_kw) -> None:
+    emit("distribution", "batch.duration_dist", duration)
+
+
+def _poison(job: dict, exc: BaseException, reason: str) -> None:
+    if reason == death.POISON and client() is not None:
+        queue = str(job.get("queue") or "default")
+        tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
+        emit("increment", "jobs.poison", 1, tags, rate)
+
+
+def install() -> None:
+    middleware.register("server", "statsd", StatsdMiddleware, position=MIDDLEWARE_POSITION)
+    death.register_handler("statsd", _poison, position=90)
+    # weak=False: these module functions live for the process anyway.
+    signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
+    signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")
+    signals.pushes_recovered.connect(_recovered_push, weak=False, dispatch_uid="wurk_statsd_recovered_push")
+    signals.batch_created.connect(_batch_created, weak=False, dispatch_uid="wurk_statsd_batch_created")
+    signals.batch_succeeded.connect(_batch_succeeded, weak=False, dispatch_uid="wurk_statsd_batch_succeeded")
