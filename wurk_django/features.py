@@ -8,7 +8,7 @@ registers what the feature adds to the engine's seams:
 * commands carried in the same round trip as a push: :func:`wurk_django.writer.register_hook`;
 * what happens when a job dies: :func:`wurk_django.server.death.register_handler`;
 * background components of a worker process: :func:`wurk_django.server.launcher.register_component`;
-* admin pages: :func:`wurk_django.admin.pages.register`.
+* admin pages: :func:`wurk_django.admin_pages.register`.
 
 ``install()`` runs once per process, lazily, the first time any seam is read,
 so a process that never builds a chain or a launcher pays nothing. It must not

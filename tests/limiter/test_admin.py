@@ -137,18 +137,14 @@ def test_empty_page(admin_client):
     assert b"No limiter yet" in admin_client.get(PAGE).content
 
 
-def test_installed_before_the_apps_are_ready_the_page_comes_with_the_first_request(monkeypatch):
-    from django.apps import apps
-    from django.core.signals import request_started
+def test_install_registers_the_page_without_importing_the_admin():
+    # A worker run from a bare Config has no app registry: install() must not import the
+    # admin package (its models need the registry); the page's views load with the URLs.
+    import subprocess
+    import sys
 
-    from wurk_django.admin import pages
-    from wurk_django.limiter import install
-
-    monkeypatch.setattr(apps, "ready", False)
-    monkeypatch.setattr(pages, "_pages", {k: v for k, v in pages._pages.items() if k != "limits"})
-    install.install()  # must not import the admin (its models need the app registry)
-    assert "limits" not in pages._pages
-    monkeypatch.setattr(apps, "ready", True)
-    request_started.send(sender=None)
-    assert pages._pages["limits"].position == 90
-    request_started.send(sender=None)  # once only
+    code = ("import sys; from wurk_django import admin_pages; from wurk_django.limiter import install; "
+            "install.install(); assert 'limits' in admin_pages._pages; "
+            "assert 'wurk_django.admin' not in sys.modules and 'django.contrib.admin' not in sys.modules")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=str(__import__("pathlib").Path(__file__).parents[2]))

@@ -112,7 +112,8 @@ def test_bad_payloads_and_a_job_that_kills_its_worker(redis_db, worker_factory, 
     started = time.monotonic()
 
     def dead() -> dict:
-        """Dead entries by jid; a payload that was not a JSON object is kept as its bytes (CORE-110)."""
+        """Dead entries by jid (a payload that was not a JSON object is kept as the text of an
+        ``<unparseable>`` entry, with its reason: CORE-110, issue 12)."""
         entries = {}
         for member in redis_db.zrange("dead", 0, -1):
             try:
@@ -139,8 +140,9 @@ def test_bad_payloads_and_a_job_that_kills_its_worker(redis_db, worker_factory, 
 
     wait_for(lambda: not missing(), timeout=30, message="the other jobs")
     others = [d for jid, d in dead().items() if jid != killer]
-    assert sorted(d for d in others if isinstance(d, bytes)) == [b'"just a string"', b"{broken"]
-    assert [d["error_message"] for d in others if isinstance(d, dict)] == [
+    assert sorted(d["args"][0] for d in others if d.get("class") == "<unparseable>") == ['"just a string"', "{broken"]
+    assert all(d["error_message"] for d in others)
+    assert [d["error_message"] for d in others if d.get("class") != "<unparseable>"] == [
         "payload lacks a string 'class' or a list 'args'"]
     assert supervisor.stop() == 0
     _report(capsys, "poison pill", jobs=len(jids), bad_payloads=3, worker_deaths=len(victims),

@@ -138,9 +138,13 @@ def test_bad_payloads_go_to_dead_and_the_worker_keeps_running(redis_db, worker_f
     worker = worker_factory("-c", "1")
     wait_for(lambda: _ran(redis_db) == ["fine"], message="the good job")
     dead = wait_for(lambda: redis_db.zcard("dead") == 3 and redis_db.zrange("dead", 0, -1), message="3 dead")
-    # CORE-110: what is not a JSON object is kept exactly as received; an object gets its error.
-    assert b"{not json" in dead and b"[1,2]" in dead
-    (invalid,) = [json.loads(d) for d in dead if d.startswith(b'{"')]
+    # CORE-110: what is not a JSON object is kept as the text received, with the reason; an
+    # object gets its error.
+    entries = [json.loads(d) for d in dead]
+    kept = sorted(e["args"][0] for e in entries if e["class"] == "<unparseable>")
+    assert kept == ["[1,2]", "{not json"]
+    assert all(e["error_message"] for e in entries)
+    (invalid,) = [e for e in entries if e["class"] != "<unparseable>"]
     assert "lacks" in invalid["error_message"]
     assert worker.alive()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
+from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
 from . import busy, dashboard, metrics, queues, sets
-from .pages import Page, register
 
 POST = ("GET", "HEAD", "POST")
 

@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from .. import payload
+from ..admin_pages import pages
 from ..api import Stats
 from ..connection import get_redis
 from .access import can_manage
-from .pages import pages
 
 DEFAULT_COUNT = 25  # rows per page (CORE-242)
 MAX_COUNT = 200  # DJ-055

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.urls import URLPattern
 from django.views.decorators.cache import never_cache
 
+from ..admin_pages import pages
 from . import builtin  # noqa: F401  (registers the core pages)
 from .access import (  # noqa: F401  (kept importable from here)
     MANAGE_PERMISSION,
@@ -22,7 +23,6 @@ from .access import (  # noqa: F401  (kept importable from here)
     can_view,
     read_only,
 )
-from .pages import pages
 
 View = Callable[..., HttpResponse]
 

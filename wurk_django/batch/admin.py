@@ -225,10 +225,3 @@ def _urls(admin: Any) -> list:
         path("batches/<str:bid>/", admin.wrap(detail, methods=admin.POST), name="wurk_batch"),
         path("batches/<str:bid>.json", admin.api(status_json), name="wurk_batch_status"),
     ]
-
-
-def register_pages() -> None:
-    from ..admin.pages import Page as AdminPage
-    from ..admin.pages import register
-
-    register(AdminPage("batches", "Batches", "wurk_batches", _urls, 80))

@@ -14,6 +14,14 @@ def install() -> None:
     middleware.register("server", "batch", BatchServerMiddleware, position=-40)
     writer.register_hook("batch", hooks.write_hook, position=20)
     death.register_handler("batch", deaths.on_death, position=20)
-    from .admin import register_pages
+    from ..admin_pages import Page, register
 
-    register_pages()
+    # Only the page's entry here: its views (and the admin package, which needs the app
+    # registry) load when the admin builds its URLs, so a worker run from a bare Config works.
+    register(Page("batches", "Batches", "wurk_batches", _urls, 80))
+
+
+def _urls(model_admin):
+    from .admin import _urls as urls
+
+    return urls(model_admin)

@@ -10,7 +10,7 @@ COMPONENT_POSITION = 30
 
 def install() -> None:
     register_component("history", factory, position=COMPONENT_POSITION)
-    from ..admin.pages import Page, register
+    from ..admin_pages import Page, register
 
     register(Page("history", "Historical", "wurk_history", _urls, 120))
 

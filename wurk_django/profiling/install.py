@@ -11,7 +11,7 @@ MIDDLEWARE_POSITION = 20
 
 def install() -> None:
     middleware.register("server", "profile", ProfileMiddleware, position=MIDDLEWARE_POSITION)
-    from ..admin.pages import Page, register
+    from ..admin_pages import Page, register
 
     register(Page("profiles", "Profiles", "wurk_profiles", _urls, 140))
 

@@ -2,7 +2,7 @@
 
 A feature adds its pages from its ``install()``::
 
-    from wurk_django.admin.pages import Page, register
+    from wurk_django.admin_pages import Page, register
 
     register(Page(
         key="batches", label="Batches", url_name="wurk_batches", position=80,
@@ -18,6 +18,11 @@ permission and read-only mode for POST) or ``model_admin.api`` (JSON with the
 bearer token), so a feature's page has exactly the rules of the others.
 A view renders with :func:`wurk_django.admin.common.render` and ``section=key``
 so its tab shows as the current one.
+
+This module lives outside the ``admin`` package on purpose: importing that
+package imports the admin and the models, which a worker started from a bare
+``Config`` (no Django settings) cannot do, and every feature's ``install()``
+registers its page here. Keep the views behind the ``urls`` callable.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ def pages() -> list[Page]:
     # Lazy: features.install() imports the feature packages, and their install()
     # imports this module to register pages; it also must run at first use, not
     # at import (install() may not run before Django is set up).
-    from .. import features
+    from . import features
 
     features.install()
     with _lock:
