@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_JOBS": False,  # unique jobs on (ENT-201)
     "ENCRYPTION": None,  # {"ACTIVE_VERSION": n, "KEYS": {n: base64 key}} (ENT-6xx)
     "PERIODIC": [],  # cron entries registered at worker boot (ENT-4xx)
+    "LEADER": None,  # {"TTL": 30, "RENEW_INTERVAL": 15, "FOLLOWER_INTERVAL": 60, "INITIAL_WAIT": 1, "CACHE_TTL": 5}
 }
 
 #: Sub-keys of a ``WURK["REDIS"]`` dict.
@@ -171,7 +172,23 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
     "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
+    "LEADER": (lambda v: v is None or _leader_tuning(v),
+               "None or a dict of TTL, RENEW_INTERVAL, FOLLOWER_INTERVAL, INITIAL_WAIT, CACHE_TTL seconds "
+               "(RENEW_INTERVAL < TTL)"),
 }
+
+
+LEADER_KEYS = ("TTL", "RENEW_INTERVAL", "FOLLOWER_INTERVAL", "INITIAL_WAIT", "CACHE_TTL")
+
+
+def _leader_tuning(v: Any) -> bool:
+    if not isinstance(v, dict) or set(v) - set(LEADER_KEYS):
+        return False
+    if not all(_is_number(x) and x >= 0 for x in v.values()):
+        return False
+    if any(v.get(k, 1) <= 0 for k in ("TTL", "RENEW_INTERVAL", "FOLLOWER_INTERVAL")):
+        return False
+    return v.get("RENEW_INTERVAL", 15) < v.get("TTL", 30)
 
 
 @dataclass(frozen=True)

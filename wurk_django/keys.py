@@ -38,3 +38,23 @@ def work(identity: str) -> str:
 
 def signals_list(identity: str) -> str:
     return f"{identity}-signals"
+
+
+# -- leader election (ENT-301..309) -----------------------------------------------------
+# LEADER ("dear-leader") above holds the leader's identity.
+LEADER_TOKEN = "leader-token"  # INCR'd at each promotion: the fencing token of a term
+LEADER_INFO = "leader-info"  # HASH identity, since, token of the current term (wurk_django only)
+
+
+# -- periodic jobs (ENT-401..415) -------------------------------------------------------
+PERIODIC = "periodic"  # SET of loop ids (lids)
+
+
+def loop(lid: str) -> str:
+    """HASH schedule, klass, options, tz, paused, lf (last fire), nf (next fire)."""
+    return f"loops:{lid}"
+
+
+def loop_history(lid: str) -> str:
+    """LIST of JSON [fired_at, jid], newest first, at most 25."""
+    return f"loop-history:{lid}"

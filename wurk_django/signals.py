@@ -20,6 +20,7 @@ job_died = Signal()  # sender, job, exception (dead set or discarded)
 worker_startup = Signal()  # sender=Launcher
 worker_quiet = Signal()
 worker_shutdown = Signal()
+leader_elected = Signal()  # sender=Leader, identity, token (the term's fencing token), leader
 
 
 def send(signal: Signal, sender, **kwargs) -> None:
