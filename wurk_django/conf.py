@@ -171,11 +171,16 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
                                 "seconds >= 20, or 0/False to disable"),
     "UNIQUE_JOBS": (lambda v: isinstance(v, bool), "True or False"),
     "ENCRYPTION": (lambda v: v is None or isinstance(v, dict), "None or a dict with ACTIVE_VERSION and KEYS"),
-    "PERIODIC": (lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts"),
+    "PERIODIC": (lambda v: _periodic_shape(v), "a list of {'cron': ..., 'job': ...} dicts (see docs/periodic.md)"),
     "LEADER": (lambda v: v is None or _leader_tuning(v),
                "None or a dict of TTL, RENEW_INTERVAL, FOLLOWER_INTERVAL, INITIAL_WAIT, CACHE_TTL seconds "
                "(RENEW_INTERVAL < TTL)"),
 }
+
+
+def _periodic_shape(v: Any) -> bool:
+    # The shape only; problems() adds what is wrong inside each entry (schedule, options).
+    return isinstance(v, (list, tuple)) and all(isinstance(e, dict) and "cron" in e and "job" in e for e in v)
 
 
 LEADER_KEYS = ("TTL", "RENEW_INTERVAL", "FOLLOWER_INTERVAL", "INITIAL_WAIT", "CACHE_TTL")
@@ -196,7 +201,8 @@ class Problem:
     key: str
     message: str
     hint: str = ""
-    #: "unknown" (no such key), "value" (wrong type or value), "queue" or "redis"; the system checks map it to an id.
+    #: "unknown" (no such key), "value" (wrong type or value), "queue", "redis" or "periodic";
+    #: the system checks map it to an id.
     kind: str = "value"
 
     def __str__(self) -> str:
@@ -255,6 +261,11 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     redis = raw.get("REDIS")
     if isinstance(redis, dict):
         found.extend(_redis_dict_problems(redis))
+    if "PERIODIC" in raw and _periodic_shape(raw["PERIODIC"]):
+        from .periodic.config import entry_problems
+
+        for message in entry_problems(raw["PERIODIC"]):
+            found.append(Problem("PERIODIC", message, "see docs/periodic.md", kind="periodic"))
     return found
 
 

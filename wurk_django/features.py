@@ -26,7 +26,7 @@ logger = logging.getLogger("wurk_django")
 
 #: Packages under ``wurk_django`` that have an ``install`` module. Order is
 #: irrelevant: positions in each registry fix the order of execution.
-BUILTIN: tuple[str, ...] = ("leader",)
+BUILTIN: tuple[str, ...] = ("leader", "periodic")
 
 _lock = threading.RLock()
 _installed = False
