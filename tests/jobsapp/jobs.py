@@ -134,3 +134,10 @@ class DatabaseJob(Job):
             cursor.execute("SELECT pg_backend_pid()")
             (pid,) = cursor.fetchone()
         record("test:db", f"{marker}:{pid}")
+
+
+class CronRecordJob(Job):
+    """Fired by periodic loops in the process tests: records ``marker:jid`` in ``test:cron``."""
+
+    def perform(self, marker):
+        record("test:cron", f"{marker}:{self.jid}")
