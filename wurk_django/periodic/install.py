@@ -14,7 +14,15 @@ def build(launcher: Any):
     return Poller(launcher.config, clock=from_env())
 
 
+def _urls(admin: Any) -> list:
+    from .admin import urls
+
+    return urls(admin)
+
+
 def install() -> None:
+    from ..admin.pages import Page, register
     from ..server.launcher import register_component
 
     register_component("periodic", build, position=POSITION)
+    register(Page("periodic", "Periodic", "wurk_periodic", _urls, 100))
