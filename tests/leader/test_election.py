@@ -235,3 +235,14 @@ def test_leader_component_is_registered_at_position_10():
 
     features.install()
     assert launcher._components["leader"][0] == 10
+
+
+def test_a_failed_term_record_still_holds_and_renews(redis_db, monkeypatch):
+    # Winning the lock is what counts: if INCR leader-token fails, the process still leads
+    # (and keeps the renew cadence), it just has no fencing token for this term.
+    a = fast("a:1:x")
+    monkeypatch.setattr(redis_db.__class__, "incr", lambda self, *a, **k: (_ for _ in ()).throw(ConnectionError("x")))
+    a._redis = redis_db
+    assert a.campaign() is True
+    assert a.held and a.token is None
+    assert redis_db.get("dear-leader") == b"a:1:x"

@@ -136,16 +136,17 @@ class Leader:
         return won
 
     def _promoted(self) -> None:
-        redis = self.redis
-        self.token = int(redis.incr(keys.LEADER_TOKEN))
-        self.since = time.time()
+        # Held first: whatever fails below, the lock is ours and must be renewed on the leader's cadence.
         self._held = True
+        self.since = time.time()
+        redis = self.redis
         try:
+            self.token = int(redis.incr(keys.LEADER_TOKEN))
             redis.hset(keys.LEADER_INFO, mapping={"identity": self.identity, "since": repr(self.since),
                                                   "token": self.token})
         except Exception:
-            logger.exception("leader: could not record when this term began")
-        logger.info("leader: %s is now the cluster leader (term %d)", self.identity, self.token)
+            logger.exception("leader: could not record this term (fencing token %s)", self.token)
+        logger.info("leader: %s is now the cluster leader (term %s)", self.identity, self.token)
         for listener in [*self._listeners, _send_signal]:
             try:
                 listener(self)
