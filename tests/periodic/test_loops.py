@@ -231,3 +231,23 @@ def test_check_command(redis_db, capsys):
             call_command("wurk_check_periodic")
     assert "missing.jobs.Gone" in capsys.readouterr().err
     assert redis_db.dbsize() == 0  # the check touches no Redis
+
+
+def test_verify_rolls_back_on_error(redis_db):
+    # ENT-406 ConfigTester.verify
+    def bad(mgr):
+        mgr.register("0 4 * * *", NIGHTLY)
+        mgr.register("0 4 * * *", "missing.jobs.Gone")
+
+    with pytest.raises(ValueError, match="missing.jobs.Gone"):
+        periodic.verify(bad)
+    assert redis_db.scard("periodic") == 0 and redis_db.dbsize() == 0
+    loops = periodic.verify(lambda mgr: mgr.register("0 4 * * *", NIGHTLY))
+    assert [loop.klass for loop in loops] == [NIGHTLY]
+
+
+def test_manager_tz_is_the_default_for_later_calls(redis_db):
+    # ENT-401: mgr.tz sets the default; a per-call tz overrides it
+    manager = registration.Manager(tz="Asia/Tokyo")
+    assert manager.register("0 4 * * *", NIGHTLY).tz == "Asia/Tokyo"
+    assert manager.register("0 5 * * *", NIGHTLY, tz="Europe/Paris").tz == "Europe/Paris"

@@ -12,7 +12,7 @@ import time
 
 from tests.support import wait_for
 
-SPEED = 15
+SPEED = 12
 SECONDS_PER_MINUTE = 60 / SPEED
 LEADER = {"TTL": 1, "RENEW_INTERVAL": 0.3, "FOLLOWER_INTERVAL": 0.3, "INITIAL_WAIT": 0, "CACHE_TTL": 0.2}
 EVERY_MINUTE = {"cron": "* * * * *", "job": "tests.jobsapp.jobs.CronRecordJob", "args": ["tick"]}

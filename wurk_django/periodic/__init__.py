@@ -21,12 +21,12 @@ from typing import Any
 
 from .loops import Loop, LoopSet, set_paused
 from .poller import enqueue_now, fire
-from .registration import Manager, configure, register, unregister
+from .registration import Manager, configure, register, unregister, verify
 from .schedule import Schedule
 
 __all__ = [
     "Loop", "LoopSet", "Manager", "Schedule", "configure", "enqueue_now", "fire", "pause", "register",
-    "unpause", "unregister",
+    "unpause", "unregister", "verify",
 ]
 
 

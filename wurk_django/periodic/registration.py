@@ -140,6 +140,20 @@ def configure(block: Callable[[Manager], Any], redis: Any = None) -> Manager:
     return manager
 
 
+def verify(block: Callable[[Manager], Any], redis: Any = None) -> list[Loop]:
+    """Run a registration block as a dry run that must succeed: every schedule parses and
+    every class resolves. On an error, whatever the block stored is removed again and the
+    error is raised; on success the loops stay registered (no pruning)."""
+    manager = Manager(redis)
+    try:
+        block(manager)
+    except Exception:
+        for lid in list(manager.written):
+            manager.unregister(lid)
+        raise
+    return list(manager.written.values())
+
+
 def boot(entries: Any, redis: Any = None) -> Manager:
     """Register ``WURK["PERIODIC"]`` and the code registrations as one block, then prune.
 
