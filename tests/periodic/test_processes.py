@@ -98,3 +98,30 @@ def test_cron_fires_once_per_tick_across_three_workers_and_a_leader_kill(redis_d
     assert by_pid[third].alive()
     missed = [w for w in workers if "missed tick" in w.output()]
     assert not missed
+
+
+def test_two_processes_that_both_believe_they_lead_fire_each_tick_once(redis_db, worker_factory):
+    # ENT-308, ENT-412/413: with a long is_leader cache and renew interval, the old
+    # leader keeps acting as leader for seconds after the lock moved. Both pollers
+    # tick; the claim script lets exactly one of them fire each slot.
+    slow_to_notice = {"TTL": 30, "RENEW_INTERVAL": 12, "FOLLOWER_INTERVAL": 0.3, "INITIAL_WAIT": 0, "CACHE_TTL": 12}
+    env = {
+        "WURK_TEST_EXTRA": json.dumps({"LEADER": slow_to_notice, "PERIODIC": [EVERY_MINUTE]}),
+        "WURK_TEST_CLOCK": f"{time.time():.3f},{SPEED}",
+    }
+    workers = [worker_factory("-c", "1", env=env) for _ in range(2)]
+    by_pid = {w.pid: w for w in workers}
+    wait_for(lambda: leader_pid(redis_db) in by_pid, timeout=30, message="a leader")
+    wait_for(lambda: len(lids(redis_db)) == 1, timeout=10, message="the loop")
+    tick = lids(redis_db)["tick"]
+    wait_for(lambda: len(fires(redis_db, tick)) >= 1, timeout=30, message="a first tick")
+    old = leader_pid(redis_db)
+    other = next(pid for pid in by_pid if pid != old)
+    identity = next(m.decode() for m in redis_db.smembers("processes") if f":{other}:" in m.decode())
+    # Hand the lock over behind the old leader's back: it will not notice for up to 12 s.
+    redis_db.set("dear-leader", identity, ex=30)
+    count = len(fires(redis_db, tick))
+    wait_for(lambda: len(fires(redis_db, tick)) >= count + 2, timeout=30, message="two ticks with two leaders")
+    history = fires(redis_db, tick)
+    assert_once_per_minute(history)
+    assert any("fired by another process" in w.output() for w in workers), "the two leaders never overlapped"

@@ -177,6 +177,8 @@ class Poller:
         claimed = lua("periodic/lua/claim_fire")(
             redis, [keys.loop(loop.lid)], [nf_raw or str(slot), str(now), "" if future is None else str(future)])
         if not claimed:
+            # Only around a leader handover: another process that also believed it led took the slot.
+            logger.info("periodic: loop %s slot %d was fired by another process", loop.lid, slot)
             return None
         if future is None:
             logger.info("periodic: loop %s (%s) has no further fire time", loop.lid, loop.klass)
