@@ -251,3 +251,16 @@ def test_manager_tz_is_the_default_for_later_calls(redis_db):
     manager = registration.Manager(tz="Asia/Tokyo")
     assert manager.register("0 4 * * *", NIGHTLY).tz == "Asia/Tokyo"
     assert manager.register("0 5 * * *", NIGHTLY, tz="Europe/Paris").tz == "Europe/Paris"
+
+
+def test_check_command_reports_every_problem_at_once(redis_db, capsys):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    entries = [{"cron": "0 4 * *", "job": NIGHTLY}, {"cron": "0 4 * * *", "job": "missing.jobs.Gone"},
+               {"cron": "*/5 * * * *", "job": NIGHTLY}]
+    with wurk_settings(PERIODIC=entries), pytest.raises(CommandError, match="2 periodic job problem"):
+        call_command("wurk_check_periodic")
+    captured = capsys.readouterr()
+    assert "entry 0" in captured.err and "5 fields" in captured.err and "missing.jobs.Gone" in captured.err
+    assert "every 5 minutes" in captured.out

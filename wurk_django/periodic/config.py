@@ -74,13 +74,18 @@ def job_name(job: Any) -> str:
 
 def resolve_job(name: str) -> None:
     """Raise ``ValueError`` unless a job class answers to ``name`` (imports its module if allowed)."""
-    from ..errors import UnknownJobClass
-    from ..registry import resolve
+    from ..errors import ConfigurationError, UnknownJobClass
+    from ..registry import registered, resolve
 
     try:
         resolve(name)
     except UnknownJobClass as exc:
         raise ValueError(f"periodic job {name!r}: {exc}") from None
+    except ConfigurationError:
+        # Other WURK settings are broken (reported on their own); judge by what is imported.
+        if name not in registered():
+            raise ValueError(f"periodic job {name!r} is not registered (modules were not imported: "
+                             "WURK has other errors)") from None
 
 
 def entry_loop(entry: Any) -> Loop:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import autodiscover_modules
 
 from ...conf import raw_settings
 from ...periodic.config import build_loop, entry_loop, resolve_job, zone_warnings
@@ -14,9 +15,15 @@ from ...periodic.registration import code_registrations
 class Command(BaseCommand):
     help = ("Check WURK['PERIODIC'] and periodic.register() calls: cron strings, job classes, options and "
             "time zones; print each loop's id and next run. Touches no Redis. Exits 1 on an error.")
+    requires_system_checks: list[str] = []  # this command is the check; it reports every problem itself
 
     def handle(self, *args, **options) -> None:
-        entries = raw_settings().get("PERIODIC") or []
+        raw = raw_settings()
+        entries = raw.get("PERIODIC") or []
+        # Import the job modules as a worker does at boot, so classes resolve the same way.
+        autodiscover = raw.get("AUTODISCOVER", ["jobs", "tasks"])
+        if isinstance(autodiscover, (list, tuple)):
+            autodiscover_modules(*autodiscover)
         errors: list[str] = []
         found = []
         if not isinstance(entries, (list, tuple)):
