@@ -50,6 +50,13 @@ def leader_info(redis: Any = None) -> dict[str, Any]:
     same_term = bool(identity) and info.get("identity") == identity
     return {
         "identity": identity,
-        "since": float(info["since"]) if same_term and info.get("since") else None,
-        "token": int(info["token"]) if same_term and info.get("token") else None,
+        "since": _number(info.get("since"), float) if same_term else None,
+        "token": _number(info.get("token"), int) if same_term else None,
     }
+
+
+def _number(value: Any, kind: type) -> Any:
+    try:
+        return kind(value) if value else None
+    except ValueError:
+        return None
