@@ -54,6 +54,7 @@ class Poller:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.registered = False
+        self._leading = False
 
     @property
     def redis(self):
@@ -142,7 +143,12 @@ class Poller:
 
     def tick(self) -> list[str]:
         """Fire every due loop if this process leads; returns the jids pushed."""
-        if not self.is_leader():
+        leading = self.is_leader()
+        if leading != self._leading:
+            self._leading = leading
+            logger.info("periodic: this process %s", "leads: it fires periodic jobs now" if leading
+                        else "no longer leads: another process fires periodic jobs")
+        if not leading:
             return []
         fired = []
         for loop in LoopSet(self.redis):
