@@ -113,6 +113,7 @@ def test_two_processes_that_both_believe_they_lead_fire_each_tick_once(redis_db,
     }
     workers = [worker_factory("-c", "1", env=env) for _ in range(2)]
     by_pid = {w.pid: w for w in workers}
+    wait_for(lambda: redis_db.scard("processes") == 2, timeout=30, message="both workers to beat")
     wait_for(lambda: leader_pid(redis_db) in by_pid, timeout=30, message="a leader")
     wait_for(lambda: len(lids(redis_db)) == 1, timeout=10, message="the loop")
     tick = lids(redis_db)["tick"]
