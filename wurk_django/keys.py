@@ -43,7 +43,7 @@ def signals_list(identity: str) -> str:
 # -- leader election (ENT-301..309) -----------------------------------------------------
 # LEADER ("dear-leader") above holds the leader's identity.
 LEADER_TOKEN = "leader-token"  # INCR'd at each promotion: the fencing token of a term
-LEADER_INFO = "leader-info"  # HASH identity, since, token of the current term (wurk_django only)
+LEADER_INFO = "leader-info"  # HASH identity, since, token of the current term, with the lock's TTL (wurk_django only)
 
 
 # -- periodic jobs (ENT-401..415) -------------------------------------------------------

@@ -246,3 +246,12 @@ def test_a_failed_term_record_still_holds_and_renews(redis_db, monkeypatch):
     assert a.campaign() is True
     assert a.held and a.token is None
     assert redis_db.get("dear-leader") == b"a:1:x"
+
+
+def test_term_record_lives_as_long_as_the_lock(redis_db, leaders):
+    a = leaders("a:1:x", ttl=5)
+    a.campaign()
+    assert 0 < redis_db.pttl("leader-info") <= 5000
+    redis_db.pexpire("leader-info", 100)
+    a.campaign()  # a renewal extends it too
+    assert redis_db.pttl("leader-info") > 4000

@@ -127,6 +127,8 @@ class Leader:
                                               [self.identity, int(self.ttl * 1000)]))
         if won and not self._held:
             self._promoted()
+        elif won:
+            self._keep_info()
         elif not won and self._held:
             logger.warning("leader: %s lost the lock to another process", self.identity)
             self._held = False
@@ -142,8 +144,11 @@ class Leader:
         redis = self.redis
         try:
             self.token = int(redis.incr(keys.LEADER_TOKEN))
-            redis.hset(keys.LEADER_INFO, mapping={"identity": self.identity, "since": repr(self.since),
-                                                  "token": self.token})
+            pipe = redis.pipeline(transaction=True)
+            pipe.hset(keys.LEADER_INFO, mapping={"identity": self.identity, "since": repr(self.since),
+                                                 "token": self.token})
+            pipe.pexpire(keys.LEADER_INFO, int(self.ttl * 1000))
+            pipe.execute()
         except Exception:
             logger.exception("leader: could not record this term (fencing token %s)", self.token)
         logger.info("leader: %s is now the cluster leader (term %s)", self.identity, self.token)
@@ -152,6 +157,13 @@ class Leader:
                 listener(self)
             except Exception as exc:  # a listener never takes leadership away
                 report(exc, {"context": "leader_elected listener failed"}, self.config)
+
+    def _keep_info(self) -> None:
+        # The term record lives as long as the lock, so no stale record outlives a leader.
+        try:
+            self.redis.pexpire(keys.LEADER_INFO, int(self.ttl * 1000))
+        except Exception:
+            logger.debug("leader: could not extend leader-info", exc_info=True)
 
     def release(self) -> bool:
         """Give the lock up if we still own it (a compare-and-delete on the server)."""
