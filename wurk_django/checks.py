@@ -10,6 +10,9 @@ Ids:
   ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
   not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
   exactly 32 bytes, an active version without a key...), never quoting a key;
+* ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
+  ``wurk.E021`` a periodic job class cannot be found; ``wurk.W020`` a periodic
+  time zone is unknown (the loop would run on UTC);
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
   policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
 """
@@ -26,7 +29,8 @@ from .connection import MIN_VERSION, probe_redis, server_version
 from .errors import ConfigurationError
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
-        "encryption": "wurk.E007"}
+        "encryption": "wurk.E007",
+        "periodic": "wurk.E020"}
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -99,6 +103,45 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     return messages
 
 
+def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Periodic jobs: every class a ``PERIODIC`` entry or a ``periodic.register`` call names
+    exists, and every time zone is known. (Malformed entries are ``check_settings``'s.)"""
+    from . import conf
+    from .periodic.config import build_loop, entry_loop, resolve_job, zone_warnings
+    from .periodic.registration import code_registrations
+
+    try:
+        entries = conf.raw_settings().get("PERIODIC") or []
+    except ConfigurationError:
+        return []
+    if not conf._periodic_shape(entries) or conf.problems():
+        return []  # check_settings reports those; resolving classes needs valid settings
+    messages: list[checks.CheckMessage] = []
+    loops = []
+    for index, entry in enumerate(entries):
+        try:
+            loops.append((f"WURK['PERIODIC'] entry {index}", entry_loop(entry)))
+        except ValueError:
+            continue  # reported by check_settings
+    for cron, job, tz, options in code_registrations():
+        try:
+            loops.append((f"periodic.register({cron!r}, {job!r})", build_loop(cron, job, tz, options)))
+        except ValueError as exc:
+            messages.append(checks.Error(str(exc), obj="periodic.register", id="wurk.E020"))
+    for where, loop in loops:
+        try:
+            resolve_job(loop.klass)
+        except ValueError as exc:
+            messages.append(checks.Error(
+                f"{where}: {exc}", hint="name a Job subclass by its dotted path or its `name`",
+                obj="settings.WURK", id="wurk.E021"))
+    for message in zone_warnings(entries):
+        messages.append(checks.Warning(f"WURK['PERIODIC'] {message}", hint="use an IANA name like 'Europe/Paris'",
+                                       obj="settings.WURK", id="wurk.W020"))
+    return messages
+
+
 def register() -> None:
     checks.register(check_settings, "wurk")
+    checks.register(check_periodic, "wurk")
     checks.register(check_redis_server, "wurk", deploy=True)

@@ -368,9 +368,19 @@ SETTINGS: tuple[Setting, ...] = (
             # Its own messages: the generic one would print the value, i.e. the keys.
             detail="wurk_django.encryption.keyring.problems", kind="encryption"),
     Setting("PERIODIC", [],
-            lambda v: isinstance(v, (list, tuple)), "a list of periodic job dicts",
-            "Cron entries registered when a worker boots; see docs/periodic.md.", FEATURES),
-    # -- rate limiters (docs/limiters.md); read again for every job --
+            lambda v: _periodic_shape(v), "a list of {'cron': ..., 'job': ...} dicts (see docs/periodic.md)",
+            'Cron entries registered when a worker boots: a list of `{"cron": "0 4 * * *", "job":'
+            ' "shop.jobs.Nightly", "queue": ..., "args": [...], "tz": "Asia/Tokyo", ...}` dicts, fired once per'
+            " tick by the cluster's leader; see [periodic.md](periodic.md).", FEATURES,
+            detail="wurk_django.conf.periodic_problems", kind="periodic"),
+    Setting("LEADER", None,
+            lambda v: v is None or _leader_tuning(v),
+            "None or a dict of TTL, RENEW_INTERVAL, FOLLOWER_INTERVAL, INITIAL_WAIT, CACHE_TTL seconds"
+            " (RENEW_INTERVAL < TTL)",
+            'Leader-election tuning, seconds: `{"TTL": 30, "RENEW_INTERVAL": 15, "FOLLOWER_INTERVAL": 60,'
+            ' "INITIAL_WAIT": 1, "CACHE_TTL": 5}` (any subset; `RENEW_INTERVAL` must stay below `TTL`). The'
+            " defaults are Sidekiq Enterprise's; `WURK_LEADER=false` in a process's environment keeps it from"
+            " ever leading. See [periodic.md](periodic.md).", FEATURES),
     Setting("LIMITER_BACKOFF", None,
             lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
             "Callable (or dotted path) `(limiter, job, exc) -> seconds`, how long a job that hit a"
@@ -428,12 +438,40 @@ DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
+def _periodic_shape(v: Any) -> bool:
+    # The shape only; problems() adds what is wrong inside each entry (schedule, options).
+    return isinstance(v, (list, tuple)) and all(isinstance(e, dict) and "cron" in e and "job" in e for e in v)
+
+
+def periodic_problems(v: Any) -> list[str]:
+    """What is wrong with ``WURK["PERIODIC"]``: its shape, then each entry (schedule, options)."""
+    if not _periodic_shape(v):
+        return [f"{v!r} is not a list of {{'cron': ..., 'job': ...}} dicts (see docs/periodic.md)"]
+    from .periodic.config import entry_problems
+
+    return list(entry_problems(v))
+
+
+LEADER_KEYS = ("TTL", "RENEW_INTERVAL", "FOLLOWER_INTERVAL", "INITIAL_WAIT", "CACHE_TTL")
+
+
+def _leader_tuning(v: Any) -> bool:
+    if not isinstance(v, dict) or set(v) - set(LEADER_KEYS):
+        return False
+    if not all(_is_number(x) and x >= 0 for x in v.values()):
+        return False
+    if any(v.get(k, 1) <= 0 for k in ("TTL", "RENEW_INTERVAL", "FOLLOWER_INTERVAL")):
+        return False
+    return v.get("RENEW_INTERVAL", 15) < v.get("TTL", 30)
+
+
 @dataclass(frozen=True)
 class Problem:
     key: str
     message: str
     hint: str = ""
-    #: "unknown" (no such key), "value" (wrong type or value), "queue" or "redis"; the system checks map it to an id.
+    #: "unknown" (no such key), "value" (wrong type or value), "queue", "redis" or "periodic";
+    #: the system checks map it to an id.
     kind: str = "value"
 
     def __str__(self) -> str:

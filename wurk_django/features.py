@@ -36,6 +36,8 @@ BUILTIN: tuple[str, ...] = (
     "otel",
     "history",
     "profiling",
+    "leader",
+    "periodic",
 )
 
 _lock = threading.RLock()

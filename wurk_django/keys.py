@@ -208,3 +208,21 @@ def throughput_rollup(bucket: str, start: int) -> str:
 def queue_rollup(bucket: str, start: int) -> str:
     """``qm|<1m|5m|1h>|<epoch of the bucket start>``: HASH ``<queue>|sz`` and ``<queue>|lt``."""
     return f"qm|{bucket}|{start}"
+# -- leader election (ENT-301..309) -----------------------------------------------------
+# LEADER ("dear-leader") above holds the leader's identity.
+LEADER_TOKEN = "leader-token"  # INCR'd at each promotion: the fencing token of a term
+LEADER_INFO = "leader-info"  # HASH identity, since, token of the current term, with the lock's TTL (wurk_django only)
+
+
+# -- periodic jobs (ENT-401..415) -------------------------------------------------------
+PERIODIC = "periodic"  # SET of loop ids (lids)
+
+
+def loop(lid: str) -> str:
+    """HASH schedule, klass, options, tz, paused, lf (last fire), nf (next fire)."""
+    return f"loops:{lid}"
+
+
+def loop_history(lid: str) -> str:
+    """LIST of JSON [fired_at, jid], newest first, at most 25."""
+    return f"loop-history:{lid}"

@@ -27,6 +27,7 @@ jobs_recovered = Signal()  # sender="reaper", queue, count: jobs given back from
 pushes_recovered = Signal()  # sender="reliable_push", queue, count: buffered pushes delivered after an outage
 batch_created = Signal()  # sender="batch", bid: a batch's first flush (sent by the batch feature)
 batch_succeeded = Signal()  # sender="batch", bid, duration (seconds from creation to :success)
+leader_elected = Signal()  # sender=Leader, identity, token (the term's fencing token), leader
 
 
 def send(signal: Signal, sender, **kwargs) -> None:

@@ -3,13 +3,14 @@
 Every enqueue goes through a :class:`Writer`: ``perform_async/in/at/bulk``,
 the ``django.tasks`` backend (``aenqueue`` through its twin
 :class:`AsyncWriter`, on ``redis.asyncio``), the reliable-push drain,
-scheduled promotion, retry booking, the data API's retry/add-to-queue moves,
+retry booking, the data API's retry/add-to-queue moves,
 and whatever features re-push (batch callbacks, limiter reschedules). That
 gives one connection policy (a ``READONLY`` reply after a failover redials and
 sends once more) and one seam for features.
 
-Putting a fetched job back on its queue (a requeue at shutdown, the reaper's
-recovery) is not an enqueue: it is sent with :meth:`Writer.send`, so it gets
+Promoting a due job from ``schedule``/``retry`` is one atomic script of the
+scheduler's (``lua/promote_due.lua``), and putting a fetched job back on its
+queue (a requeue at shutdown, the reaper's recovery) is not an enqueue either: it is sent with :meth:`Writer.send`, so it gets
 the policy, but the write hooks never see it.
 
 The seam is a *write hook*: ``hook(jobs, commands) -> commands``. It sees the

@@ -157,3 +157,10 @@ class LoopJob(Job):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class CronRecordJob(Job):
+    """Fired by periodic loops in the process tests: records ``marker:jid`` in ``test:cron``."""
+
+    def perform(self, marker):
+        record("test:cron", f"{marker}:{self.jid}")

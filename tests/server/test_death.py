@@ -147,19 +147,16 @@ def test_scheduler_burial_of_an_unreadable_member(redis_db, deaths):
     assert died.reason == death.SCHEDULER and died.job == {"args": ["{scheduled garbage"]}
 
 
-def test_scheduler_burial_of_a_job_it_could_not_push(redis_db, deaths, monkeypatch):
-    raw = _raw(dead=False)  # a job's "dead: false" is about its failures: this one is kept
-    redis_db.zadd("retry", {raw: 1})
+def test_scheduler_burial_of_a_due_member_that_is_not_a_job(redis_db, deaths):
+    # The reliable scheduler pushes and takes out in one script (PRO-330); a member that is not
+    # job JSON goes to the dead set in that same step, and the death path tells the handlers.
+    redis_db.zadd("retry", {b"{not a job": 1})
     scheduler = Scheduler(Config())
-
-    def refuse(job):
-        raise ValueError("no room")
-
-    monkeypatch.setattr(scheduler.client, "push", refuse)
-    assert scheduler.enqueue_due() == 1
-    assert _dead(redis_db) == [raw]
+    assert scheduler.enqueue_due() == 0
+    assert _dead(redis_db) == [b"{not a job"] and redis_db.zcard("retry") == 0
     (died,) = deaths
-    assert died.reason == death.SCHEDULER and died.sender is RecordJob and str(died.exc) == "no room"
+    assert died.reason == death.SCHEDULER and isinstance(died.exc, InvalidJob)
+    assert died.job == {"args": ["{not a job"]}
 
 
 # -- decided by a person ----------------------------------------------------------------------

@@ -109,5 +109,5 @@ class WurkAdmin(admin.ModelAdmin):
     POST = ("GET", "HEAD", "POST")
 
     def get_urls(self) -> list[URLPattern]:
-        """Every registered page's URLs (:mod:`wurk_django.admin.pages`)."""
+        """Every registered page's URLs (:mod:`wurk_django.admin_pages`)."""
         return [pattern for page in pages() for pattern in page.urls(self)]

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import keys
+from .. import keys, signals
 from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
@@ -258,6 +258,8 @@ class Batch:
         sentinel = f"hold:{jid}" if jid else f"hold:{secrets.token_hex(12)}"
         commands.append(scripts.hold_command(self.bid, sentinel, self._expires_in))
         writer.send(commands)
+        if created:
+            signals.send(signals.batch_created, "batch", bid=self.bid)
         self._written = True
         self._staged = []
         buffer = Buffer(self.bid, autoflush)

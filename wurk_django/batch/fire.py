@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any
 
-from .. import keys, payload, testing
+from .. import keys, payload, signals, testing
 from ..conf import Config, get_config
 from ..connection import get_redis
 from ..writer import Writer
@@ -153,9 +153,20 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
             context.restore(tokens)
     if event == "success":
         _apply_linger(bid, fields, config)
+        if signals.batch_succeeded.receivers:
+            created = _created_at(fields)
+            signals.send(signals.batch_succeeded, "batch", bid=bid,
+                         duration=max(time.time() - created, 0.0) if created else 0.0)
     elif event == "death" and parent:
         fire_event(parent, "death", None, config)  # every ancestor dies once with it
     return True
+
+
+def _created_at(fields: dict[str, str] | None) -> float | None:
+    try:
+        return float((fields or {}).get("created_at") or 0) or None
+    except (TypeError, ValueError):
+        return None
 
 
 def fire_death(bid: str, config: Config | None = None) -> bool:

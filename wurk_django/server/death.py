@@ -110,17 +110,22 @@ def parse_or_raw(raw: bytes | str) -> dict:
 
 
 def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis: Any = None,
-        raw: bytes | str | None = None, job_class: Any = None, trim: bool = True, notify: bool = True) -> None:
+        raw: bytes | str | None = None, job_class: Any = None, trim: bool = True, notify: bool = True,
+        stored: bool = False) -> None:
     """End ``job`` for good: store it (with ``raw`` as the stored bytes when given),
     then handlers, then ``job_died``. ``job`` may be ``None`` when only ``raw`` exists
-    (an unparseable payload): handlers then get :func:`parse_or_raw`'s dict."""
+    (an unparseable payload): handlers then get :func:`parse_or_raw`'s dict.
+    ``stored=True``: a script already put it in the dead set atomically with taking it
+    from where it was; only the handlers and the signal remain."""
     if reason not in REASONS:
         raise ValueError(f"unknown death reason {reason!r}; one of {REASONS}")
     if job is None:
         if raw is None:
             raise ValueError("die() needs the job or its raw bytes")
         job = parse_or_raw(raw)
-    if reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
+    if stored:
+        pass
+    elif reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
         if redis is None:
             redis = get_redis(config=config)
         store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,

@@ -1,7 +1,10 @@
 """The scheduled poller: moves due jobs from ``retry`` and ``schedule`` onto queues (CORE-145..148).
 
-Each due job is taken by an atomic pop-by-score script, so any number of
-workers (Ruby ones included) can poll the same sets without double pushes.
+Due jobs are taken from the set and pushed onto their queues by one script
+(Sidekiq Pro's reliable scheduler), so a worker that dies mid-sweep loses no
+job and any number of workers (Ruby ones included) can poll the same sets
+without double pushes. Promotion re-stamps ``enqueued_at`` and leaves the rest
+of the payload byte for byte as it was; client middleware does not run again.
 Polls are spread out so the whole cluster polls about once per
 ``AVERAGE_SCHEDULED_POLL_INTERVAL`` seconds.
 """
@@ -13,9 +16,9 @@ import random
 import time
 
 from .. import keys, payload
-from ..client import Client
 from ..conf import Config
 from ..connection import get_redis
+from ..errors import InvalidJob
 from ..scripts import script
 from . import death
 from .outage import is_outage
@@ -26,12 +29,12 @@ logger = logging.getLogger("wurk_django.worker")
 
 SETS = (keys.RETRY, keys.SCHEDULE)
 INITIAL_WAIT = 10
+BATCH = 500  # due jobs promoted per script call
 
 
 class Scheduler:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.client = Client(config=config)
         self._rng = random.Random()
         first = self._rng.random() * 5
         if config.poll_interval_average is None:
@@ -52,32 +55,31 @@ class Scheduler:
         self.enqueue_due()
 
     def enqueue_due(self, now: float | None = None) -> int:
-        """Push every job due by ``now``; returns how many moved."""
+        """Move every job due by ``now`` onto its queue; returns how many moved.
+
+        Each call of the promote script takes up to ``BATCH`` due jobs out of the
+        set and pushes them in the same atomic step, so a worker dying mid-sweep
+        loses nothing and two workers never push one job twice.
+        """
         redis = get_redis(config=self.config)
-        pop = script(redis, "zpop_due")
+        promote = script(redis, "promote_due")
         moved = 0
         for name in SETS:
             while not self.loop.done:
-                raw = pop(keys=[name], args=[payload.score(now if now is not None else time.time())])
-                if raw is None:
+                at = now if now is not None else time.time()
+                taken, buried, *members = promote(keys=[name, keys.QUEUES, keys.DEAD],
+                                                  args=[payload.score(at), keys.QUEUE_PREFIX, int(at * 1000), BATCH])
+                moved += int(taken) - int(buried)
+                if buried:
+                    logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set",
+                                 buried, name)
+                for raw in members:
+                    # The script stored them in the same step; the death path tells the handlers.
+                    death.die(None, InvalidJob(f"a due job in {name} is not valid job JSON"),
+                              reason=death.SCHEDULER, config=self.config, raw=raw, stored=True)
+                if int(taken) < BATCH:
                     break
-                self._push(name, raw)
-                moved += 1
         return moved
-
-    def _push(self, set_name: str, raw: bytes) -> None:
-        job = None
-        try:
-            job = payload.loads(raw)
-            if not isinstance(job, dict):
-                raise ValueError("not a JSON object")
-            self.client.push(job)
-        except Exception as exc:
-            # The member already left the set; never drop it on the floor: it dies as
-            # received (reason SCHEDULER), so the death handlers and ``job_died`` hear of it.
-            logger.error("could not enqueue a due job from %s (%s); moved it to the dead set", set_name, exc)
-            death.die(job if isinstance(job, dict) else None, exc, reason=death.SCHEDULER, config=self.config,
-                      raw=raw)
 
     def interval(self) -> float:
         """About one poll per average interval across all processes (CORE-148)."""

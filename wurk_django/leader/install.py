@@ -1,0 +1,47 @@
+"""Plugs leader election into the worker: a launcher component that campaigns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+POSITION = 10  # before every leader-gated component (periodic 20, rollups 30)
+
+
+def build(launcher: Any):
+    from . import set_current
+    from .election import Leader
+
+    tuning = launcher.config.raw.get("LEADER") or {}
+    leader = Leader(
+        launcher.config,
+        identity=launcher.state.identity,
+        **{name.lower(): value for name, value in tuning.items()},
+    )
+    set_current(leader)
+    return _Component(leader)
+
+
+class _Component:
+    """Starts the campaign with the worker; stops (and releases the lock) with it."""
+
+    def __init__(self, leader) -> None:
+        self.leader = leader
+
+    def start(self) -> None:
+        self.leader.start()
+
+    def stop(self) -> None:
+        from . import current, set_current
+
+        self.leader.stop()
+        if current() is self.leader:
+            set_current(None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.leader, name)
+
+
+def install() -> None:
+    from ..server.launcher import register_component
+
+    register_component("leader", build, position=POSITION)

@@ -1,0 +1,28 @@
+"""Plugs periodic jobs into the worker (the poller component) and the admin (the Periodic page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+POSITION = 20  # after the leader (10), whose promotion it listens to
+
+
+def build(launcher: Any):
+    from .clock import from_env
+    from .poller import Poller
+
+    return Poller(launcher.config, clock=from_env())
+
+
+def _urls(admin: Any) -> list:
+    from .admin import urls
+
+    return urls(admin)
+
+
+def install() -> None:
+    from ..admin_pages import Page, register
+    from ..server.launcher import register_component
+
+    register_component("periodic", build, position=POSITION)
+    register(Page("periodic", "Periodic", "wurk_periodic", _urls, 100))

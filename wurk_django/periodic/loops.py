@@ -1,0 +1,214 @@
+"""Periodic loops in Redis: the ``periodic`` set, ``loops:<lid>`` hashes and their fire history.
+
+The layout is Sidekiq Enterprise's as Ruby wurk writes it, so Ruby and Python
+processes share loops: a loop id (lid) is the first 16 hex characters of
+``sha1("<schedule>|<class>|<options as Ruby JSON, keys sorted>")``, where the
+options are every register option except the time zone. Registering the same
+loop again rewrites the same keys, so booting is idempotent; ``paused`` is
+only set when the hash has none, so a pause from the dashboard survives deploys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+
+from .. import keys
+from ..connection import get_redis
+from . import zones
+from .canonical import ruby_json
+from .schedule import parse
+
+HISTORY_LENGTH = 25
+#: Register options that describe the loop, not the job it pushes.
+LOOP_ONLY_OPTIONS = ("tz", "paused", "label")
+
+
+def lid_for(schedule: str, klass: str, options: dict[str, Any]) -> str:
+    """The loop id: stable across processes and languages for the same registration."""
+    ordered = {k: options[k] for k in sorted(options) if k != "tz"}
+    digest = hashlib.sha1(f"{schedule}|{klass}|{ruby_json(ordered)}".encode()).hexdigest()
+    return digest[:16]
+
+
+@dataclass
+class Loop:
+    """One registered periodic job, as stored in ``loops:<lid>``."""
+
+    lid: str
+    schedule: str
+    klass: str
+    options: dict[str, Any] = field(default_factory=dict)
+    tz: str = ""
+    paused: bool = False
+    last_fire: int | None = None  # ``lf``
+    next_fire: int | None = None  # ``nf``
+
+    @classmethod
+    def build(cls, schedule: str, klass: str, options: dict[str, Any], tz: str) -> Loop:
+        ordered = {k: options[k] for k in sorted(options) if k != "tz"}
+        return cls(lid_for(schedule, klass, ordered), schedule, klass, ordered, tz,
+                   paused=bool(ordered.get("paused", False)))
+
+    @classmethod
+    def from_hash(cls, lid: str, data: dict[bytes | str, bytes | str]) -> Loop:
+        text = {_text(k): _text(v) for k, v in data.items()}
+        try:
+            options = json.loads(text.get("options") or "{}")
+        except ValueError:
+            options = {}
+        return cls(
+            lid=lid,
+            schedule=text.get("schedule", ""),
+            klass=text.get("klass", ""),
+            options=options if isinstance(options, dict) else {},
+            tz=text.get("tz", ""),
+            paused=text.get("paused") == "1",
+            last_fire=_int(text.get("lf")),
+            next_fire=_int(text.get("nf")),
+        )
+
+    # -- what the loop pushes ------------------------------------------------------------
+
+    @property
+    def queue(self) -> str:
+        return str(self.options.get("queue") or "default")
+
+    @property
+    def args(self) -> list[Any]:
+        args = self.options.get("args", [])
+        return list(args) if isinstance(args, list) else [args]
+
+    @property
+    def label(self) -> str:
+        return str(self.options.get("label") or "")
+
+    def job_item(self) -> dict[str, Any]:
+        """The push for one fire: the loop's job options over the class's own (queue, retry...)."""
+        item = {k: v for k, v in self.options.items() if k not in LOOP_ONLY_OPTIONS}
+        item["class"] = self.klass
+        item["args"] = self.args
+        return item
+
+    # -- when it fires -------------------------------------------------------------------
+
+    @property
+    def zone(self) -> tzinfo:
+        return zones.resolve(self.tz)
+
+    def next_fire_at(self, after: float) -> int | None:
+        return parse(self.schedule).next_fire_at(after, self.zone)
+
+    def describe(self) -> str:
+        try:
+            return parse(self.schedule).describe()
+        except ValueError as exc:
+            return f"invalid: {exc}"
+
+    def local(self, epoch: float | None) -> datetime | None:
+        """``epoch`` as an aware datetime in the loop's zone."""
+        return None if epoch is None else datetime.fromtimestamp(epoch, self.zone)
+
+    def history(self, redis: Any = None) -> list[tuple[int, str | None]]:
+        """The last fires, newest first: ``(fired_at epoch, jid)``."""
+        redis = redis or get_redis()
+        out = []
+        for raw in redis.lrange(keys.loop_history(self.lid), 0, HISTORY_LENGTH - 1):
+            try:
+                fired_at, jid = json.loads(raw)
+                out.append((int(fired_at), jid))
+            except (ValueError, TypeError):
+                continue
+        return out
+
+
+# -- storage ---------------------------------------------------------------------------
+
+
+def persist(loop: Loop, redis: Any = None) -> None:
+    """``SADD periodic`` and write ``loops:<lid>`` (``paused`` only if not set yet)."""
+    redis = redis or get_redis()
+    key = keys.loop(loop.lid)
+    pipe = redis.pipeline(transaction=True)
+    pipe.sadd(keys.PERIODIC, loop.lid)
+    pipe.hset(key, mapping={"schedule": loop.schedule, "klass": loop.klass,
+                            "options": ruby_json(loop.options), "tz": loop.tz})
+    pipe.hsetnx(key, "paused", "1" if loop.paused else "0")
+    pipe.execute()
+
+
+def unregister(lid: str, redis: Any = None) -> None:
+    """Forget a loop: it stops firing and leaves the dashboard."""
+    redis = redis or get_redis()
+    pipe = redis.pipeline(transaction=True)
+    pipe.srem(keys.PERIODIC, lid)
+    pipe.delete(keys.loop(lid), keys.loop_history(lid))
+    pipe.execute()
+
+
+def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
+    """Pause or unpause a registered loop; False when there is no such loop.
+
+    Stored in Redis, so it holds across deploys (registration never overwrites it).
+    """
+    redis = redis or get_redis()
+    if not redis.exists(keys.loop(lid)):
+        return False
+    redis.hset(keys.loop(lid), "paused", "1" if paused else "0")
+    return True
+
+
+def record_fire(lid: str, fired_at: int, jid: str | None, redis: Any = None) -> None:
+    redis = redis or get_redis()
+    pipe = redis.pipeline(transaction=False)
+    pipe.lpush(keys.loop_history(lid), ruby_json([fired_at, jid]))
+    pipe.ltrim(keys.loop_history(lid), 0, HISTORY_LENGTH - 1)
+    pipe.execute()
+
+
+class LoopSet:
+    """Every registered loop, read in one round trip."""
+
+    def __init__(self, redis: Any = None) -> None:
+        self.redis = redis or get_redis()
+
+    def lids(self) -> list[str]:
+        return sorted(_text(m) for m in self.redis.smembers(keys.PERIODIC))
+
+    def __len__(self) -> int:
+        return int(self.redis.scard(keys.PERIODIC))
+
+    size = property(__len__)
+
+    def __iter__(self) -> Iterator[Loop]:
+        lids = self.lids()
+        if not lids:
+            return iter(())
+        pipe = self.redis.pipeline(transaction=False)
+        for lid in lids:
+            pipe.hgetall(keys.loop(lid))
+        return iter([Loop.from_hash(lid, data) for lid, data in zip(lids, pipe.execute(), strict=True) if data])
+
+    def fetch(self, lid: str) -> Loop | None:
+        data = self.redis.hgetall(keys.loop(lid))
+        return Loop.from_hash(lid, data) if data else None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return int(float(value))
+        except ValueError:
+            return None
