@@ -10,8 +10,9 @@ sends once more) and one seam for features.
 
 Promoting a due job from ``schedule``/``retry`` is one atomic script of the
 scheduler's (``lua/promote_due.lua``), and putting a fetched job back on its
-queue (a requeue at shutdown, the reaper's recovery) is not an enqueue either: it is sent with :meth:`Writer.send`, so it gets
-the policy, but the write hooks never see it.
+queue (a requeue at shutdown, the reaper's recovery) is not an enqueue either:
+it is sent with :meth:`Writer.send`, so it gets the policy, but the write hooks
+never see it.
 
 The seam is a *write hook*: ``hook(jobs, commands) -> commands``. It sees the
 jobs of one round trip and the commands about to carry them, and returns the
