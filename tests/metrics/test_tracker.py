@@ -16,7 +16,11 @@ NOW = time.time()
 
 @pytest.fixture(autouse=True)
 def frozen_clock(monkeypatch):
-    """Record every execution at one instant, so no test straddles a minute boundary."""
+    """Record every execution at one instant, so no test straddles a minute boundary. The
+    instant is taken when the test starts, not at import: the readers look back from the
+    real clock, and a long suite runs this module many minutes after collecting it."""
+    global NOW
+    NOW = time.time()
     monkeypatch.setattr(tracker_module.time, "time", lambda: NOW)
 
 

@@ -19,6 +19,10 @@ _CONTEXT_KEYS = ("traceparent", "tracestate")
 class PublishSpan:
     """Client side: a PRODUCER span per push; the trace context goes into the payload."""
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return tracer() is not None  # no SDK set up: nothing to record, skip the middleware
+
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
         spans = tracer()
         if spans is None:
@@ -36,6 +40,10 @@ class PublishSpan:
 
 class ProcessSpan:
     """Server side: a CONSUMER span per run, child of the context found in the payload."""
+
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return tracer() is not None
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
         spans = tracer()
