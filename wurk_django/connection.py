@@ -28,10 +28,12 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from . import wire
 from .conf import Config, get_config
 from .errors import RedisVersionError
+from .redis_target import RedisTarget
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -54,6 +56,7 @@ PROBE_TIMEOUT = 0.5
 def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: int) -> dict[str, Any]:
     """Pool options: ours, then the config's ``OPTIONS`` over them; the pool size and
     bytes replies are not negotiable (wurk sizes its pools from the config)."""
+    target = config.redis_target
     kwargs: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": socket_timeout,
@@ -64,19 +67,65 @@ def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: in
         # per-job batches then run on the socket directly (wire.py, RUN-706).
         "protocol": 2,
     }
-    if config.redis_url.startswith("unix:"):
+    if target.url.startswith("unix:"):
         del kwargs["socket_keepalive"]  # a TCP option: redis-py's Unix connection refuses it
+    if target.tls:
+        # The certificate chain is checked by default in every redis-py release; the
+        # host name only from redis-py 6 on. Check both unless the settings say otherwise.
+        kwargs["ssl_check_hostname"] = True
     kwargs.update(config.redis_options)
     kwargs["max_connections"] = pool_size
     kwargs["decode_responses"] = False
     return kwargs
 
 
+class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
+    """A pool of connections to the primary a Redis Sentinel names, with the checkout
+    timeout and fixed size of :class:`redis.BlockingConnectionPool`.
+
+    Each new connection asks the sentinels for the primary's address; when that
+    address changes, idle connections are closed so that they redial it. A
+    connection still attached to a demoted primary answers ``READONLY`` and is
+    closed then (see :func:`send_on`).
+    """
+
+    def disconnect(self, inuse_connections: bool = True) -> None:
+        if inuse_connections:
+            redis.BlockingConnectionPool.disconnect(self)
+            return
+        # redis-py 5.x's BlockingConnectionPool.disconnect() has no inuse_connections argument.
+        for conn in [c for c in list(self.pool.queue) if c is not None]:
+            conn.disconnect()
+
+
+_sentinels: dict[tuple[int, str], Any] = {}
+
+
+def _sentinel_manager(target: RedisTarget) -> Any:
+    """The process's :class:`redis.sentinel.Sentinel` for ``target``'s sentinels."""
+    key = (os.getpid(), target.identity)
+    manager = _sentinels.get(key)
+    if manager is None:
+        from redis.sentinel import Sentinel
+
+        options = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": READ_TIMEOUT,
+                   **target.sentinel_options}
+        manager = _sentinels[key] = Sentinel(list(target.sentinels), sentinel_kwargs=options)
+    return manager
+
+
+def _pool(config: Config, kwargs: dict[str, Any]) -> redis.BlockingConnectionPool:
+    """A blocking pool for ``config``'s Redis: from its URL, or through its sentinels."""
+    target = config.redis_target
+    if target.is_sentinel:
+        return BlockingSentinelPool(target.service, _sentinel_manager(target), **kwargs)
+    return redis.BlockingConnectionPool.from_url(target.url, **kwargs)
+
+
 def _build(config: Config, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
     kwargs = _options(config, socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0), pool_size=pool_size)
     kwargs.update(options)
-    pool = redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs)
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis(connection_pool=_pool(config, kwargs))
 
 
 def pool_size_for(config: Config, purpose: str = "main") -> int:
@@ -105,8 +154,7 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     its place, so pools only grow.
     """
     config = config or get_config()
-    url = config.redis_url
-    key = (os.getpid(), purpose, url)
+    key = (os.getpid(), purpose, config.redis_target.identity)
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
@@ -127,11 +175,11 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
 
 
 _async_lock = threading.Lock()
-_async_clients: dict[int, tuple[Any, str, Any]] = {}
+_async_clients: dict[tuple[int, str], tuple[Any, str, Any]] = {}
 
 
 def async_redis(config: Config | None = None) -> Any:
-    """The ``redis.asyncio`` client for the running event loop and ``config``'s URL
+    """The ``redis.asyncio`` client for the running event loop and ``config``'s Redis
     (an asyncio client cannot cross loops): the options of :func:`get_redis`, in an
     unbounded pool."""
     import asyncio
@@ -145,14 +193,25 @@ def async_redis(config: Config | None = None) -> Any:
         for ident, (other, _url, _client) in list(_async_clients.items()):
             if other.is_closed():
                 del _async_clients[ident]
-        entry = _async_clients.get(id(loop))
-        if entry is None or entry[0] is not loop or entry[1] != config.redis_url:
+        target = config.redis_target
+        key = (id(loop), target.identity)
+        entry = _async_clients.get(key)
+        if entry is None or entry[0] is not loop:
             kwargs = _options(config, socket_timeout=READ_TIMEOUT, retry=AsyncRetry(NoBackoff(), 0), pool_size=0)
             # Unbounded, as redis.asyncio's own default: coroutines of a busy ASGI server
             # must not queue for a connection behind a checkout timeout.
             del kwargs["timeout"], kwargs["max_connections"]
-            pool = aredis.ConnectionPool.from_url(config.redis_url, **kwargs)
-            entry = _async_clients[id(loop)] = (loop, config.redis_url, aredis.Redis(connection_pool=pool))
+            if target.is_sentinel:
+                from redis.asyncio.sentinel import Sentinel
+                from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
+
+                options = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": READ_TIMEOUT,
+                           **target.sentinel_options}
+                manager = Sentinel(list(target.sentinels), sentinel_kwargs=options)
+                pool = AsyncSentinelPool(target.service, manager, **kwargs)
+            else:
+                pool = aredis.ConnectionPool.from_url(target.url, **kwargs)
+            entry = _async_clients[key] = (loop, target.identity, aredis.Redis(connection_pool=pool))
         return entry[2]
 
 
@@ -163,7 +222,7 @@ def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT)
     config = config or get_config()
     kwargs = _options(config, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), pool_size=1)
     kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
-    return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs))
+    return redis.Redis(connection_pool=_pool(config, kwargs))
 
 
 #: Connections each pool keeps checked out for :func:`send_commands` between calls.
@@ -238,6 +297,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     """
     if wire.usable(conn):
         replies = wire.exchange(conn, commands)
+        _close_if_demoted(conn, replies)
         if raise_errors:
             for reply in replies:
                 if isinstance(reply, redis.ResponseError):
@@ -253,12 +313,33 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
             except redis.ResponseError as exc:
                 replies.append(exc)
                 error = error or exc
+            except redis.ConnectionError as exc:
+                if str(exc) != _SENTINEL_DEMOTED:
+                    raise
+                # redis-py's Sentinel connection turns READONLY into this error after
+                # closing itself; the rest of the replies are lost with the socket.
+                raise redis.ReadOnlyError("READONLY the primary was demoted (Sentinel)") from exc
     except BaseException:
         conn.disconnect()
         raise
+    _close_if_demoted(conn, replies)
     if error is not None and raise_errors:
         raise error
     return replies
+
+
+_SENTINEL_DEMOTED = "The previous master is now a slave"
+
+
+def _close_if_demoted(conn: Any, replies: list[Any]) -> None:
+    """A ``READONLY`` reply means this socket reaches a replica: a primary demoted by
+    a failover, or a DNS name that now points elsewhere. Close it, so the next use
+    dials again (and asks the sentinels, for a Sentinel pool) instead of meeting
+    the same replica."""
+    for reply in replies:
+        if isinstance(reply, redis.ReadOnlyError):
+            conn.disconnect()
+            return
 
 
 def reset() -> None:
@@ -278,6 +359,7 @@ def reset() -> None:
 
 def _after_fork_in_child() -> None:
     _clients.clear()
+    _sentinels.clear()
     _async_clients.clear()
     _forget_idle_stacks()
 

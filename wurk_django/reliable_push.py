@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
@@ -109,13 +110,38 @@ class PushBuffer:
                 logger.exception("delivering buffered pushes failed; will try again")
 
 
-_buffer = PushBuffer()
+# One buffer per Redis (shard): a job waits for, and is delivered to, the server it was pushed to.
+_buffers: dict[str, PushBuffer] = {}
+_buffers_lock = threading.Lock()
+
+
+def _buffer_for(writer: Writer | AsyncWriter) -> PushBuffer:
+    key = writer.config.redis_target.identity
+    buffer = _buffers.get(key)
+    if buffer is None:
+        with _buffers_lock:
+            buffer = _buffers.setdefault(key, PushBuffer())
+    return buffer
 
 
 def _reset_after_fork() -> None:
     # A child must not deliver the parent's jobs a second time (PRO-007).
-    global _buffer
-    _buffer = PushBuffer()
+    global _buffers
+    _buffers = {}
+
+
+def _refused(exc: BaseException) -> bool:
+    """True for a failure waiting cannot cure: the server's TLS certificate was
+    refused (a wrong CA or host name). Buffering would hide a misconfiguration
+    behind jobs that are never delivered."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -123,21 +149,22 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def buffered() -> int:
     """How many jobs are waiting for Redis in this process."""
-    return len(_buffer)
+    return sum(len(buffer) for buffer in list(_buffers.values()))
 
 
 def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> None:
     """Write ``jobs`` through ``writer``, buffering them if Redis is unreachable."""
     group = (jobs, list(extra or ()), front)
-    if len(_buffer) and not _buffer.drain(writer):
-        _buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
+    buffer = _buffer_for(writer)
+    if len(buffer) and not buffer.drain(writer):
+        buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
         return
     try:
         writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs):
+        if any("bid" in job for job in jobs) or _refused(exc):
             raise
-        _buffer.add(writer, group, exc)
+        buffer.add(writer, group, exc)
 
 
 async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command] | None = None,
@@ -146,12 +173,13 @@ async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command
     one queues behind them (the delivery thread keeps the order): draining here would
     block the event loop on synchronous I/O."""
     group = (jobs, list(extra or ()), front)
-    if len(_buffer):
-        _buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
+    buffer = _buffer_for(writer)
+    if len(buffer):
+        buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
         return
     try:
         await writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs):
+        if any("bid" in job for job in jobs) or _refused(exc):
             raise
-        _buffer.add(writer.sync(), group, exc)
+        buffer.add(writer.sync(), group, exc)
