@@ -28,12 +28,10 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import SentinelConnectionPool
 
-from . import wire
+from . import sentinel, wire
 from .conf import Config, get_config
 from .errors import RedisVersionError
-from .redis_target import RedisTarget
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -79,46 +77,11 @@ def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: in
     return kwargs
 
 
-class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
-    """A pool of connections to the primary a Redis Sentinel names, with the checkout
-    timeout and fixed size of :class:`redis.BlockingConnectionPool`.
-
-    Each new connection asks the sentinels for the primary's address; when that
-    address changes, idle connections are closed so that they redial it. A
-    connection still attached to a demoted primary answers ``READONLY`` and is
-    closed then (see :func:`send_on`).
-    """
-
-    def disconnect(self, inuse_connections: bool = True) -> None:
-        if inuse_connections:
-            redis.BlockingConnectionPool.disconnect(self)
-            return
-        # redis-py 5.x's BlockingConnectionPool.disconnect() has no inuse_connections argument.
-        for conn in [c for c in list(self.pool.queue) if c is not None]:
-            conn.disconnect()
-
-
-_sentinels: dict[tuple[int, str], Any] = {}
-
-
-def _sentinel_manager(target: RedisTarget) -> Any:
-    """The process's :class:`redis.sentinel.Sentinel` for ``target``'s sentinels."""
-    key = (os.getpid(), target.identity)
-    manager = _sentinels.get(key)
-    if manager is None:
-        from redis.sentinel import Sentinel
-
-        options = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": READ_TIMEOUT,
-                   **target.sentinel_options}
-        manager = _sentinels[key] = Sentinel(list(target.sentinels), sentinel_kwargs=options)
-    return manager
-
-
 def _pool(config: Config, kwargs: dict[str, Any]) -> redis.BlockingConnectionPool:
     """A blocking pool for ``config``'s Redis: from its URL, or through its sentinels."""
     target = config.redis_target
     if target.is_sentinel:
-        return BlockingSentinelPool(target.service, _sentinel_manager(target), **kwargs)
+        return sentinel.pool(target, kwargs)
     return redis.BlockingConnectionPool.from_url(target.url, **kwargs)
 
 
@@ -205,9 +168,7 @@ def async_redis(config: Config | None = None) -> Any:
                 from redis.asyncio.sentinel import Sentinel
                 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
 
-                options = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": READ_TIMEOUT,
-                           **target.sentinel_options}
-                manager = Sentinel(list(target.sentinels), sentinel_kwargs=options)
+                manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel.sentinel_options(target))
                 pool = AsyncSentinelPool(target.service, manager, **kwargs)
             else:
                 pool = aredis.ConnectionPool.from_url(target.url, **kwargs)
@@ -295,6 +256,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     afterwards (or, with ``raise_errors=False``, left in its place in the list). A connection that failed mid-way is closed (it reconnects on its
     next use).
     """
+    sentinel.follow_primary(conn)
     if wire.usable(conn):
         replies = wire.exchange(conn, commands)
         _close_if_demoted(conn, replies)
@@ -359,7 +321,6 @@ def reset() -> None:
 
 def _after_fork_in_child() -> None:
     _clients.clear()
-    _sentinels.clear()
     _async_clients.clear()
     _forget_idle_stacks()
 

@@ -134,3 +134,13 @@ class DatabaseJob(Job):
             cursor.execute("SELECT pg_backend_pid()")
             (pid,) = cursor.fetchone()
         record("test:db", f"{marker}:{pid}")
+
+
+class FileRecordJob(Job):
+    """Appends ``value time pid`` to the file named by ``WURK_TEST_RECORD_FILE``: outside
+    Redis, so a failover that loses writes cannot lose the record of a run."""
+
+    def perform(self, value):
+        line = f"{value} {time.time():.3f} {os.getpid()}\n"
+        with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
+            out.write(line)
