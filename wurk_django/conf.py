@@ -13,6 +13,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -456,6 +457,8 @@ class Config:
         self._set_target(resolve(values["REDIS"], fallback_url=redis_url(values)))
         #: The name of the shard this config points at (see :meth:`for_shard`).
         self.shard: str = "default"
+        #: What :meth:`for_shard` was given (``None`` for the default Redis).
+        self.shard_spec: str | dict[str, Any] | None = None
         self._root: Config | None = None
         self._shards: dict[str, Config] = {}
         hook = values["ON_REDIS_ERROR"]
@@ -535,6 +538,7 @@ class Config:
         derived = copy.copy(root)
         derived._set_target(target)
         derived.shard = name
+        derived.shard_spec = shard
         derived._root = root
         derived._shards = {}
         root._shards[key] = derived
@@ -568,13 +572,25 @@ def _default_tag() -> str:
 _cached: tuple[int, Config] | None = None
 
 
-def get_config() -> Config:
-    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes."""
+#: The shard of the enclosing ``wurk_django.via()`` block (see shards.py).
+VIA: ContextVar[Any] = ContextVar("wurk_via", default=None)
+
+
+def base_config() -> Config:
+    """The config of ``settings.WURK`` itself, ignoring any ``via()`` block."""
     global _cached
     raw = raw_settings()
     if _cached is None or _cached[0] != id(raw):
         _cached = (id(raw), Config(raw))
     return _cached[1]
+
+
+def get_config() -> Config:
+    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes;
+    inside a ``wurk_django.via()`` block, pointed at that block's Redis shard."""
+    config = base_config()
+    shard = VIA.get()
+    return config if shard is None else config.for_shard(shard)
 
 
 def reset_config(**kwargs: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from . import busy, dashboard, metrics, queues, sets
+from . import busy, dashboard, metrics, queues, sets, shard_select
 from .pages import Page, register
 
 POST = ("GET", "HEAD", "POST")
@@ -52,6 +52,11 @@ def _metrics_urls(admin):
     ]
 
 
+def _shard_urls(admin):
+    return [path("shard/", admin.wrap(shard_select.select, methods=("POST",), changes_jobs=False),
+                 name="wurk_shard")]
+
+
 def _none(admin):
     return []
 
@@ -63,3 +68,4 @@ register(Page("scheduled", "Scheduled", "wurk_set", _sets_urls, 40, url_kwargs={
 register(Page("retries", "Retries", "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
 register(Page("dead", "Dead", "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))
 register(Page("metrics", "Metrics", "wurk_metrics", _metrics_urls, 70))
+register(Page("shard", "Redis shard", "wurk_shard", _shard_urls, 1000, tab=False))

@@ -44,6 +44,7 @@ def summary(stats: Stats | None = None) -> dict[str, int]:
 def render(request: HttpRequest, model_admin: Any, template: str, context: dict[str, Any],
            *, section: str, title: str, status: int = 200) -> HttpResponse:
     """A page in the admin chrome, with the tabs and summary bar."""
+    from . import shard_select
     from .options import can_manage
 
     stats = context.pop("stats", None)
@@ -62,6 +63,7 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         "wurk_summary": summary(stats),
         "wurk_can_manage": can_manage(request),
         "wurk_stats_url": url(request, "wurk_stats"),
+        **shard_select.context(request),
         **context,
     }
     return TemplateResponse(request, f"wurk_django/admin/{template}", full, status=status)

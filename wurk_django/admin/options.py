@@ -14,6 +14,7 @@ from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 
 from ..conf import get_config
+from ..shards import via
 from . import dashboard
 
 VIEW_PERMISSION = "wurk_django.view_dashboard"
@@ -54,6 +55,21 @@ def secure_headers(response: HttpResponse) -> HttpResponse:
     return response
 
 
+def _on_shard(request: HttpRequest, view: View, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Run ``view`` (and render its template) on the shard the session selected, so
+    every Redis read of the page goes there."""
+    from .shard_select import selected
+
+    shard = selected(request)
+    if shard is None:
+        return view(request, *args, **kwargs)
+    with via(shard):
+        response = view(request, *args, **kwargs)
+        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+            response.render()  # a TemplateResponse renders lazily, after this block otherwise
+        return response
+
+
 class WurkAdmin(admin.ModelAdmin):
     """Puts the dashboard, busy, queues, scheduled/retries/dead and metrics pages
     under ``<admin>/wurk_django/dashboard/``.
@@ -85,8 +101,11 @@ class WurkAdmin(admin.ModelAdmin):
 
     # -- pages ---------------------------------------------------------------------
 
-    def wrap(self, view: View, *, methods: tuple[str, ...] = ("GET", "HEAD")) -> View:
-        """Permission checks, then ``admin_site.admin_view`` around them."""
+    def wrap(self, view: View, *, methods: tuple[str, ...] = ("GET", "HEAD"), changes_jobs: bool = True) -> View:
+        """Permission checks, then ``admin_site.admin_view`` around them. The view runs
+        on the Redis shard chosen in the page's selector. ``changes_jobs=False``: a
+        POST that only sets a view preference, allowed to viewers and in read-only
+        mode."""
         site = self.admin_site
 
         @wraps(view)
@@ -96,14 +115,14 @@ class WurkAdmin(admin.ModelAdmin):
                 return HttpResponseNotAllowed(methods)
             if not can_view(request):
                 raise PermissionDenied("wurk_django.view_dashboard is needed to see the Wurk pages")
-            if request.method not in ("GET", "HEAD"):
+            if request.method not in ("GET", "HEAD") and changes_jobs:
                 if read_only():
                     raise PermissionDenied("the Wurk dashboard is read-only (WURK['ADMIN_READ_ONLY'])")
                 if not request.user.has_perm(MANAGE_PERMISSION):
                     raise PermissionDenied("wurk_django.manage_jobs is needed to change jobs")
             if not authorize_hook(request):
                 raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
-            return secure_headers(view(request, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
         return site.admin_view(checked)
 
@@ -121,7 +140,7 @@ class WurkAdmin(admin.ModelAdmin):
                 response = HttpResponse('{"error":"unauthorized"}', status=401, content_type="application/json")
                 response["WWW-Authenticate"] = 'Bearer realm="wurk"'
                 return secure_headers(response)
-            return secure_headers(view(request, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
         return never_cache(checked)
 
