@@ -10,8 +10,9 @@ Ids:
   ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
   not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
   exactly 32 bytes, an active version without a key...), never quoting a key;
-* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
-  policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
+* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
+  ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
+  unreachable.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     import redis as redis_lib
 
     from . import conf
-    from .connection import MIN_VERSION, probe_redis, server_version
+    from .connection import MIN_VERSION, cluster_enabled, cluster_refusal, probe_redis, server_version
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
@@ -79,6 +80,8 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
         config = conf.get_config()
         client = probe_redis(config, timeout=2)
         try:
+            if cluster_enabled(client):
+                return [checks.Error(cluster_refusal(config.redis_url), obj="settings.WURK", id="wurk.E011")]
             version = server_version(client)
             try:
                 reply = client.config_get("maxmemory-policy")

@@ -31,7 +31,7 @@ from redis.retry import Retry
 
 from . import sentinel, wire
 from .conf import Config, get_config
-from .errors import RedisVersionError
+from .errors import RedisClusterError, RedisVersionError
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -333,14 +333,35 @@ def server_version(client: redis.Redis) -> tuple[int, ...]:
     return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
 
 
+def cluster_refusal(url: str) -> str:
+    """The one line that says why a Redis Cluster is refused and what to do instead."""
+    return (f"Redis at {url} is a Redis Cluster node (cluster_enabled:1), which wurk_django refuses: its Lua "
+            "scripts touch several keys at once, and a cluster runs them only when all those keys are on one node; "
+            "use one Redis primary and spread load over several with WURK['SHARDS'] (docs/redis.md).")
+
+
+def cluster_enabled(client: redis.Redis) -> bool:
+    """True when ``client``'s server is a Redis Cluster node (``INFO cluster``)."""
+    try:
+        info = client.info("cluster")
+    except redis.ResponseError as exc:
+        # A cluster node refuses SELECT, which a URL with a database number sends at connect.
+        if "cluster mode" in str(exc):
+            return True
+        raise
+    return str(info.get("cluster_enabled", 0)) == "1"
+
+
 def check_server(client: redis.Redis, config: Config | None = None) -> str:
-    """Refuse Redis < 7.0 (CORE-002); warn when keys may be evicted. Returns the version."""
+    """Refuse Redis < 7.0 (CORE-002) and Redis Cluster (RUN-606); warn when keys may be
+    evicted. Returns the version."""
+    url = (config or get_config()).redis_url
+    if cluster_enabled(client):
+        raise RedisClusterError(cluster_refusal(url))
     version = server_version(client)
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
-        raise RedisVersionError(
-            f"wurk_django needs Redis 7.0 or newer; the server at {(config or get_config()).redis_url} is {shown}."
-        )
+        raise RedisVersionError(f"wurk_django needs Redis 7.0 or newer; the server at {url} is {shown}.")
     try:
         policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")
         if policy not in (b"noeviction", "noeviction"):
