@@ -32,6 +32,7 @@ from redis.retry import Retry
 from . import sentinel, wire
 from .conf import Config, get_config
 from .errors import RedisClusterError, RedisVersionError
+from .redis_errors import NotSent
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -82,7 +83,40 @@ def _pool(config: Config, kwargs: dict[str, Any]) -> redis.BlockingConnectionPoo
     target = config.redis_target
     if target.is_sentinel:
         return sentinel.pool(target, kwargs)
-    return redis.BlockingConnectionPool.from_url(target.url, **kwargs)
+    pool = redis.BlockingConnectionPool.from_url(target.url, **kwargs)
+    pool.connection_class = _redialing_after_readonly(pool.connection_class)
+    return pool
+
+
+_redialing: dict[type, type] = {}
+
+
+def _redialing_after_readonly(cls: type) -> type:
+    """``cls`` with one change: after a ``READONLY`` reply the connection dials again
+    before its next command. A failover behind a DNS name leaves connections open
+    to the demoted primary, which answers every write with ``READONLY``; without
+    this a pooled connection would meet it again on every checkout. The redial
+    waits for the next command so that a pipeline's remaining replies are still
+    read from the same socket."""
+    found = _redialing.get(cls)
+    if found is None:
+
+        class Redialing(cls):  # type: ignore[misc, valid-type]
+            def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    return super().read_response(*args, **kwargs)
+                except redis.ReadOnlyError:
+                    self._wurk_demoted = True
+                    raise
+
+            def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+                if self.__dict__.pop("_wurk_demoted", False):
+                    self.disconnect()
+                super().send_packed_command(*args, **kwargs)
+
+        Redialing.__name__ = Redialing.__qualname__ = f"Redialing{cls.__name__}"
+        found = _redialing[cls] = Redialing
+    return found
 
 
 def _build(config: Config, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
@@ -210,7 +244,10 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
         except IndexError:  # another thread took the last one
             pass
     if conn is None:
-        conn = pool.get_connection()
+        try:
+            conn = pool.get_connection()  # connects (or fails to) before anything is sent
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise NotSent(f"could not connect to Redis: {exc}") from exc
     elif _stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
@@ -257,6 +294,14 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     next use).
     """
     sentinel.follow_primary(conn)
+    if getattr(conn, "_sock", True) is None:
+        # Connect first and on its own: a failure here provably sent nothing, which
+        # is what allows the write path to try again (wurk_django.redis_errors).
+        try:
+            conn.connect()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            raise NotSent(f"could not connect to Redis: {exc}") from exc
     if wire.usable(conn):
         replies = wire.exchange(conn, commands)
         _close_if_demoted(conn, replies)

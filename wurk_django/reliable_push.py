@@ -90,7 +90,9 @@ class PushBuffer:
                 group = self._groups[0]
             jobs, extra, front = group
             try:
-                writer.write(jobs, extra=extra, front=front)
+                # One connect attempt: the buffer is tried again soon anyway, and a push
+                # waiting behind it must not sit through the back-off on every call.
+                writer.write(jobs, extra=extra, front=front, connect_attempts=1)
             except TRANSIENT:
                 return False
             with self._lock:

@@ -49,7 +49,7 @@ def test_a_rediss_url_with_its_ca_pushes_over_tls(tls):
     assert payload.loads(tls.client(1).lpop("queue:default"))["jid"] == job["jid"]
     conn = get_redis(config=config).connection_pool.get_connection()
     try:
-        assert type(conn).__name__ == "SSLConnection"
+        assert isinstance(conn, redis_lib.SSLConnection)
         assert conn.cert_reqs == __import__("ssl").CERT_REQUIRED and conn.check_hostname is True
     finally:
         get_redis(config=config).connection_pool.release(conn)
