@@ -106,6 +106,18 @@ def test_precedence_set_then_via_then_class_then_queue(shards):
     assert [j["args"][0] for j in queued(default)] == ["set beats via"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_on_commit_push_keeps_the_shard_of_its_via_block(shards):
+    from django.db import transaction
+
+    default, a, _b = shards
+    with transaction.atomic():
+        with via("a"):
+            PlainJob.set(on_commit=True).perform_async("deferred")
+        assert a.llen("queue:default") == 0  # not before the commit
+    assert [j["args"] for j in queued(a)] == [["deferred"]] and default.llen("queue:default") == 0
+
+
 def test_bad_shards_are_refused_at_the_call_site(shards):
     with pytest.raises(ValueError, match="unknown Redis shard 'nope'; the known shards are a, b, default"):
         with via("nope"):
