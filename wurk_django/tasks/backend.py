@@ -40,7 +40,7 @@ from django.db import transaction
 from .. import payload, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
-from ..conf import QUEUE_NAME, get_config
+from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import async_redis, get_redis
 from ..middleware import client_chain
 from ..writer import AsyncWriter, Writer
@@ -119,11 +119,11 @@ class _TaskClient(Client):
         self.records = records
         self.ttl = ttl
 
-    def raw_push(self, jobs: list[dict]) -> None:
+    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
         # Extra commands on the one write path, so testing modes and the reliable-push buffer still apply.
         if testing.intercept(jobs, self.config):
             return
-        writer = Writer(self.config, self._redis)
+        writer = Writer(config or self.config, self._redis)
         for group, extra, front in _write_groups(jobs, self.records, self.ttl):
             writer.push(group, extra=extra, front=front)
 
