@@ -212,3 +212,23 @@ def test_the_selector_needs_csrf_and_login(client, db, shards):
 
 def test_no_selector_without_shards(admin_client, redis_db):
     assert 'name="shard"' not in admin_client.get(f"{BASE}queues/").content.decode()
+
+
+def test_django_tasks_follow_queue_shards_sync_and_async(shards, settings):
+    pytest.importorskip("django.tasks")
+    from tests.tasks import sample
+    from tests.tasks.conftest import WURK_TASKS
+
+    default, a, _b = shards
+    settings.TASKS = WURK_TASKS
+    with wurk_settings(SHARDS=get_config().raw["SHARDS"], QUEUE_SHARDS={"default": "a"}):
+        first = sample.add.enqueue(1, 2)
+
+        async def push_async():
+            return await sample.add.aenqueue(3, 4)
+
+        second = asyncio.run(push_async())
+        assert sorted(j["jid"] for j in queued(a)) == sorted([first.id, second.id])
+        assert default.llen("queue:default") == 0
+        with via("a"):  # its result lives on that shard too
+            assert sample.add.get_result(first.id).args == [1, 2]

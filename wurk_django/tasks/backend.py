@@ -37,7 +37,7 @@ from asgiref.sync import sync_to_async
 from django.core import checks
 from django.db import transaction
 
-from .. import payload, testing
+from .. import payload, shards, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
 from ..conf import QUEUE_NAME, Config, get_config
@@ -227,7 +227,7 @@ class WurkBackend(BaseTaskBackend):
         job = normalize(item, config)
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
         record["enqueued_at"] = payload.now_ms()
-        writer = AsyncWriter(config)
+        writer = AsyncWriter(shards.route(config, queue=job["queue"]))  # WURK["QUEUE_SHARDS"], as enqueue()
         for group, extra, front in _write_groups([job], {result.id: record}, self.result_ttl):
             await writer.push(group, extra=extra, front=front)
         _enqueued([job])
