@@ -8,15 +8,11 @@ and ``send_on``, checking the fast path really ran.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 import redis as redis_lib
 
-from tests.local_redis import LocalRedis, free_port
+from tests.redis_servers import TLSRedis, UnixRedis
 from wurk_django import payload, wire
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis, send_commands, send_on
@@ -24,50 +20,14 @@ from wurk_django.server.reliable_fetch import ReliableFetch
 from wurk_django.writer import Writer
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _certificates(where: Path) -> dict[str, str]:
-    """A CA and a server certificate for 127.0.0.1 / localhost signed by it."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is not installed")
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=wurk test CA",
-             cwd=where)
-    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=where)
-    (where / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.crt", "-days", "1", "-extfile", "san.ext", cwd=where)
-    return {name: str(where / name) for name in ("ca.crt", "server.crt", "server.key")}
-
-
 @pytest.fixture(params=["tls", "unix"])
 def transport(request):
     """``(Config, plain redis-py client)`` for a private server on that transport."""
-    tmp = Path(tempfile.mkdtemp(prefix="wurk-wire-"))
-    if request.param == "tls":
-        certs = _certificates(tmp)
-        port = free_port()
-        server = LocalRedis("--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-                            "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
-                            "--tls-ca-cert-file", certs["ca.crt"], "--tls-auth-clients", "no")
-        url = f"rediss://127.0.0.1:{port}/2"
-        options = {"ssl_ca_certs": certs["ca.crt"]}
-        plain = redis_lib.Redis.from_url(url, ssl_ca_certs=certs["ca.crt"])
-    else:
-        path = tmp / "redis.sock"
-        server = LocalRedis("--port", "0", "--unixsocket", str(path), "--unixsocketperm", "700")
-        url = f"unix://{path}?db=2"
-        options = {}
-        plain = redis_lib.Redis.from_url(url)
-    try:
-        server.start(plain.ping)
-    except RuntimeError as exc:
-        if request.param == "tls" and "TLS" in str(exc):
-            pytest.skip(f"this redis-server has no TLS support: {exc}")
-        raise
-    config = Config(raw={"REDIS": {"URL": url, "OPTIONS": options}, "TAG": "t", "QUEUES": ["default"],
+    server = TLSRedis() if request.param == "tls" else UnixRedis()
+    server.start()
+    options = {"ssl_ca_certs": server.certs["ca.crt"]} if request.param == "tls" else {}
+    plain = server.client(2)
+    config = Config(raw={"REDIS": {"URL": server.url(2), "OPTIONS": options}, "TAG": "t", "QUEUES": ["default"],
                          "FETCH_POLL_INTERVAL": 0.2})
     try:
         yield config, plain
@@ -75,7 +35,6 @@ def transport(request):
         plain.close()
         get_redis(config=config).connection_pool.disconnect()
         server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture

@@ -289,7 +289,7 @@ def test_async_pushes_are_buffered_through_an_outage_and_delivered_in_order(monk
     from wurk_django import reliable_push
 
     monkeypatch.setattr(reliable_push, "FLUSH_INTERVAL", 0.2)
-    monkeypatch.setattr(reliable_push, "_buffer", reliable_push.PushBuffer())
+    monkeypatch.setattr(reliable_push, "_buffers", {})
     port = free_port()
     config = _config(f"redis://127.0.0.1:{port}/0", RELIABLE_PUSH=True)
     first, second = _job(), _job()

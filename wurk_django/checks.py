@@ -13,8 +13,9 @@ Ids:
 * ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
   ``wurk.E021`` a periodic job class cannot be found; ``wurk.W020`` a periodic
   time zone is unknown (the loop would run on UTC);
-* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.W010`` eviction
-  policy is not ``noeviction``, ``wurk.W011`` Redis unreachable.
+* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
+  ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
+  unreachable.
 """
 
 from __future__ import annotations
@@ -71,12 +72,18 @@ def _hint_for(key: str) -> str:
 
 def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Deploy-only: the configured Redis is reachable, >= 7.0 and does not evict keys."""
+
+    from . import conf
+    from .connection import cluster_enabled, cluster_refusal
+
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
     try:
         config = conf.get_config()
         client = probe_redis(config, timeout=2)
         try:
+            if cluster_enabled(client):
+                return [checks.Error(cluster_refusal(config.redis_url), obj="settings.WURK", id="wurk.E011")]
             version = server_version(client)
             try:
                 reply = client.config_get("maxmemory-policy")

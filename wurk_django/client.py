@@ -27,7 +27,7 @@ from .writer import Writer
 logger = logging.getLogger("wurk_django.client")
 
 # Accepted from callers but never written to Redis (CORE-038).
-TRANSIENT_KEYS = ("pool", "client_class", "wait", "wait_until", "sync", "on_commit")
+TRANSIENT_KEYS = ("pool", "client_class", "wait", "wait_until", "sync", "on_commit", "shard")
 RETRY_FOR_MAX = 1_000_000_000
 
 
@@ -155,14 +155,33 @@ class Client:
     def push(self, item: dict) -> str | None:
         """Push one job; returns its jid, or ``None`` if a middleware stopped it."""
         validate(item)
+        target = self._route(item)
         job = normalize(item, self.config)
-        job = self._through_middleware(job)
+        target = target or self._route_queue(item, job["queue"])
+        job = self._through_middleware(job, target)
         if not job:
             return None
         job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
-        self.raw_push([job])
+        self.raw_push([job], config=target)
         _enqueued([job])
         return job["jid"]
+
+    def _route(self, item: dict) -> Config | None:
+        """The shard's config when the push names one or runs inside ``via()``; ``None``
+        when the job's class or queue decides (known after normalizing)."""
+        if self._redis is not None:
+            return self.config  # an explicit client wins over any shard
+        from . import shards
+
+        named = item.get("shard")
+        if named is not None or shards.current() is not None:
+            return shards.route(self.config, named=named)
+        return None
+
+    def _route_queue(self, item: dict, queue: str) -> Config:
+        from . import shards
+
+        return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue)
 
     def push_bulk(self, item: dict) -> list[str | None]:
         """Push many jobs of one class: ``item["args"]`` is a list of argument lists (CORE-089).
@@ -196,7 +215,9 @@ class Client:
         # and argument check.
         shared = {**item, "args": []}
         validate(shared)
+        target = self._route(shared)
         template = _template(shared, self.config)
+        target = target or self._route_queue(shared, template["queue"])
         jids: list[str | None] = []
         for start in range(0, len(args_list), batch_size):
             batch = []
@@ -210,7 +231,7 @@ class Client:
                     job["at"] = at
                 if "at" in job and not _finite(job["at"]):
                     raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
-                job = self._through_middleware(_fill(job))
+                job = self._through_middleware(_fill(job), target)
                 if not job:
                     jids.append(None)
                     continue
@@ -218,21 +239,23 @@ class Client:
                 batch.append(job)
                 jids.append(job["jid"])
             if batch:
-                self.raw_push(batch)
+                self.raw_push(batch, config=target)
                 _enqueued(batch)
         return jids
 
-    def _through_middleware(self, job: dict) -> dict | None:
+    def _through_middleware(self, job: dict, target: Config | None = None) -> dict | None:
         if not len(self.middleware):
             return job
-        result = self.middleware.invoke((job["class"], job, job["queue"], self.redis), lambda: job)
+        redis = self._redis or get_redis(config=target or self.config)
+        result = self.middleware.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 
-    def raw_push(self, jobs: list[dict]) -> None:
-        """Write normalized jobs through the one write path (CORE-083/084)."""
+    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
+        """Write normalized jobs through the one write path (CORE-083/084), to
+        ``config``'s Redis (a shard) or this client's."""
         if testing.intercept(jobs, self.config):
             return
-        Writer(self.config, self._redis).push(jobs)
+        Writer(config or self.config, self._redis).push(jobs)
 
 
 def _enqueued(jobs: list[dict]) -> None:

@@ -8,16 +8,21 @@ command at boot and by Django's system checks) instead of being ignored.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from django.utils.module_loading import import_string
 
 from .errors import ConfigurationError
+from .redis_target import REDIS_KEYS, RedisTarget, cache_redis_params, dict_problems, resolve
+
+__all__ = ["REDIS_KEYS", "Config", "cache_redis_params", "get_config", "problems"]
 
 QUEUE_NAME = re.compile(r"^[a-z_:.\-0-9]+$", re.IGNORECASE)
 
@@ -30,8 +35,6 @@ def is_queue_name(name: object) -> bool:
 
 MODES = ("off", "standalone", "embedded", "swarm")
 
-#: Sub-keys of a ``WURK["REDIS"]`` dict.
-REDIS_KEYS = ("URL", "CACHE", "POOL_SIZE", "OPTIONS")
 TESTING_MODES = (None, "disable", "fake", "inline")
 
 
@@ -176,8 +179,27 @@ SETTINGS: tuple[Setting, ...] = (
             "a redis://host:port/<number> URL or a dict",
             "Richer form, wins over `REDIS_URL`: a URL string, or a dict with `URL`, `POOL_SIZE` (connections per"
             " pool, at least: see \"Redis server and connections\" below), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
-            "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused; its"
-            " `KEY_PREFIX` never applies to job keys). Give `URL` or `CACHE`, not both.", REDIS),
+            "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused, its"
+            " django-redis `SENTINELS` form included; its `KEY_PREFIX` never applies to job keys), or `SENTINELS` "
+            "(`[(host, port), ...]`) with `SERVICE` (the master name the sentinels watch) and optional "
+            "`SENTINEL_OPTIONS` (redis-py arguments for the sentinels; `OPTIONS` are for the Redis servers, `db` "
+            "included). Give one of `URL`, `CACHE` or `SENTINELS`. See docs/redis.md.", REDIS),
+    Setting("SHARDS", {},
+            lambda v: isinstance(v, dict) and all(isinstance(k, str) and k for k in v), "a dict of name: Redis",
+            "Other Redis servers jobs can be pushed to, by name: each value a URL or a dict of the `REDIS` form. "
+            "Push to one with `wurk_django.via(\"name\")`, `Job.set(shard=\"name\")`, a job class's `shard` "
+            "attribute or `QUEUE_SHARDS`; run workers against one with `manage.py wurk --shard name`. The name "
+            "`\"default\"` always means `REDIS`. See docs/redis.md.", REDIS),
+    Setting("QUEUE_SHARDS", {},
+            lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+            "a dict of queue name: shard name",
+            "Queue name to shard name (a key of `SHARDS`): jobs pushed to that queue go to that shard unless "
+            "the push names a shard itself.", REDIS),
+    Setting("ON_REDIS_ERROR", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) called as `hook(event)` for every Redis error the write path retries, "
+            "refuses to replay or gives up on; `event` has `error`, `attempt`, `retried`, `pool` and `action` "
+            "(see docs/redis.md, Replay policy). A failing hook is logged and ignored.", REDIS),
     # -- Worker --
     Setting("CONCURRENCY", 5,
             lambda v: _is_int(v, 1), "an integer >= 1",
@@ -536,71 +558,40 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
     env_url = os.environ.get("REDIS_URL")
     if not redis and not raw.get("REDIS_URL") and env_url and redis_url_problem(env_url):
         found.append(Problem("REDIS_URL", f"(from the REDIS_URL environment variable) {redis_url_problem(env_url)}"))
+    found.extend(_shard_problems(raw))
     return found
 
 
 def _redis_dict_problems(redis: dict[str, Any]) -> list[Problem]:
-    found = []
-    for sub in redis:
-        if sub not in REDIS_KEYS:
-            found.append(Problem("REDIS", f"unknown key {sub!r}", "known keys: " + ", ".join(REDIS_KEYS), kind="redis"))
-    if redis.get("URL") and redis.get("CACHE"):
-        found.append(Problem("REDIS", "give either URL or CACHE, not both", kind="redis"))
-    if "URL" in redis and redis["URL"] is not None and redis_url_problem(redis["URL"]):
-        found.append(Problem("REDIS", f"URL {redis_url_problem(redis['URL'])}", kind="redis"))
-    if "CACHE" in redis and not (isinstance(redis["CACHE"], str) and redis["CACHE"]):
-        found.append(Problem("REDIS", f"CACHE {redis['CACHE']!r} is not a cache alias", kind="redis"))
-    if "POOL_SIZE" in redis and not _is_int(redis["POOL_SIZE"], 1):
-        found.append(Problem("REDIS", f"POOL_SIZE {redis['POOL_SIZE']!r} is not an integer >= 1", kind="redis"))
-    if "OPTIONS" in redis and not isinstance(redis["OPTIONS"], dict):
-        found.append(Problem("REDIS", "OPTIONS must be a dict of redis-py connection arguments", kind="redis"))
+    found = [Problem("REDIS", message, kind="redis") for message in dict_problems(redis)]
+    url = redis.get("URL")
+    if isinstance(url, str) and "://" in url and redis_url_problem(url):
+        # A scheme redis-py does not know, or a database that is not a number.
+        found.append(Problem("REDIS", f"URL {redis_url_problem(url)}", kind="redis"))
     return found
 
 
-# Cache OPTIONS that are about the cache itself, not the connection (django-redis and Django's RedisCache).
-_CACHE_ONLY_OPTIONS = {
-    "CLIENT_CLASS", "SERIALIZER", "COMPRESSOR", "PARSER_CLASS", "CONNECTION_POOL_CLASS", "IGNORE_EXCEPTIONS",
-    "LOG_IGNORED_EXCEPTIONS", "CLOSE_CONNECTION", "REPLICA_READ_ONLY", "SENTINELS", "SENTINEL_KWARGS",
-    "pool_class", "parser_class", "serializer",
-}
-_DJANGO_REDIS_RENAMES = {"PASSWORD": "password", "SOCKET_TIMEOUT": "socket_timeout",
-                         "SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout"}
-
-
-def cache_redis_params(alias: str) -> tuple[str, dict[str, Any]]:
-    """``(url, redis-py kwargs)`` copied from the Redis cache ``alias`` (DJ-002).
-
-    Only the server address and connection arguments are reused: wurk opens its
-    own pool, and the cache's ``KEY_PREFIX``/``VERSION`` never apply to wurk keys.
-    """
-    from django.conf import settings
-
-    caches = getattr(settings, "CACHES", {}) or {}
-    if alias not in caches:
-        raise ConfigurationError(f"WURK['REDIS']['CACHE'] names cache {alias!r}, which is not in settings.CACHES")
-    params = caches[alias]
-    backend = str(params.get("BACKEND", ""))
-    if "redis" not in backend.lower():
-        raise ConfigurationError(f"cache {alias!r} uses {backend!r}, not a Redis cache backend")
-    location = params.get("LOCATION")
-    if isinstance(location, str):
-        # Django's RedisCache takes "primary,replica,..."; wurk writes, so it needs the primary.
-        location = location.split(",")[0].strip()
-    elif isinstance(location, (list, tuple)) and location:
-        location = str(location[0])
-    if not isinstance(location, str) or "://" not in location:
-        raise ConfigurationError(f"cache {alias!r} has no redis:// LOCATION (got {params.get('LOCATION')!r})")
-    options: dict[str, Any] = {}
-    for name, value in (params.get("OPTIONS") or {}).items():
-        if name in _CACHE_ONLY_OPTIONS:
-            continue
-        if name == "CONNECTION_POOL_KWARGS" and isinstance(value, dict):
-            options.update(value)
-        else:
-            options[_DJANGO_REDIS_RENAMES.get(name, name)] = value
-    # wurk sizes its own pool from CONCURRENCY; the cache's cap is for request threads.
-    options.pop("max_connections", None)
-    return location, options
+def _shard_problems(raw: dict[str, Any]) -> list[Problem]:
+    found = []
+    shards = raw.get("SHARDS")
+    if isinstance(shards, dict):
+        for name, value in shards.items():
+            if isinstance(value, str):
+                if redis_url_problem(value):
+                    found.append(Problem("SHARDS", f"{name!r}: {redis_url_problem(value)}", kind="redis"))
+            elif isinstance(value, dict):
+                found.extend(Problem("SHARDS", f"{name!r}: {m}", kind="redis") for m in dict_problems(value))
+            else:
+                found.append(Problem("SHARDS", f"{name!r}: {value!r} is neither a URL nor a dict", kind="redis"))
+    else:
+        shards = {}
+    queue_shards = raw.get("QUEUE_SHARDS")
+    if isinstance(queue_shards, dict):
+        for queue, name in queue_shards.items():
+            if isinstance(name, str) and name != "default" and name not in shards:
+                found.append(Problem("QUEUE_SHARDS", f"queue {queue!r} names shard {name!r}, which is not in SHARDS",
+                                     kind="redis"))
+    return found
 
 
 def redis_url(raw: dict[str, Any] | None = None) -> str:
@@ -631,12 +622,15 @@ class Config:
             raise ConfigurationError("; ".join(str(p) for p in bad))
         values = {**DEFAULTS, **raw, **{k.upper(): v for k, v in overrides.items() if v is not None}}
         self.raw = values
-        self.redis_url = redis_url(values)
-        self.redis_options: dict[str, Any] = dict((values["REDIS"] or {}).get("OPTIONS", {})) if isinstance(values["REDIS"], dict) else {}
-        self.redis_cache_alias: str | None = values["REDIS"].get("CACHE") if isinstance(values["REDIS"], dict) else None
-        if self.redis_cache_alias:
-            self.redis_url, cache_options = cache_redis_params(self.redis_cache_alias)
-            self.redis_options = {**cache_options, **self.redis_options}
+        self._set_target(resolve(values["REDIS"], fallback_url=redis_url(values)))
+        #: The name of the shard this config points at (see :meth:`for_shard`).
+        self.shard: str = "default"
+        #: What :meth:`for_shard` was given (``None`` for the default Redis).
+        self.shard_spec: str | dict[str, Any] | None = None
+        self._root: Config | None = None
+        self._shards: dict[str, Config] = {}
+        hook = values["ON_REDIS_ERROR"]
+        self.on_redis_error: Callable[[Any], Any] | None = _load(hook) if hook else None
         self.concurrency: int = values["CONCURRENCY"]
         self.queues: list[tuple[str, int]] = [parse_queue(q) for q in values["QUEUES"]]
         self.timeout: float = float(values["TIMEOUT"])
@@ -680,6 +674,47 @@ class Config:
         self.max_jobs: int | None = values["MAX_JOBS"]
         self.health_port: int | None = values["HEALTH_PORT"]
 
+    def _set_target(self, target: RedisTarget) -> None:
+        self.redis_target = target
+        self.redis_url = target.url
+        self.redis_options: dict[str, Any] = dict(target.options)
+        self.redis_cache_alias: str | None = target.cache_alias
+
+    def for_shard(self, shard: str | dict[str, Any] | None) -> Config:
+        """This config pointed at another Redis: a name in ``WURK["SHARDS"]``
+        (``"default"`` or ``None``: the config's own ``REDIS``), a URL, or a dict of
+        the ``REDIS`` form; every other setting stays the same. Raises
+        ``ValueError`` naming an unknown shard or a bad value."""
+        root = self._root or self
+        if shard is None or shard == "default":
+            return root
+        if not isinstance(shard, (str, dict)):
+            raise ValueError(f"a Redis shard is a name, a URL or a dict, not {shard!r}")
+        key = shard if isinstance(shard, str) else repr(sorted(shard.items(), key=lambda kv: str(kv[0])))
+        found = root._shards.get(key)
+        if found is not None:
+            return found
+        value: Any = shard
+        name = shard if isinstance(shard, str) else "custom"
+        if isinstance(shard, str) and "://" not in shard:
+            shards = root.raw.get("SHARDS") or {}
+            if shard not in shards:
+                known = ", ".join(sorted(["default", *shards]))
+                raise ValueError(f"unknown Redis shard {shard!r}; the known shards are {known}")
+            value = shards[shard]
+        try:
+            target = resolve(value)
+        except ConfigurationError as exc:
+            raise ValueError(f"bad Redis shard {shard!r}: {exc}") from None
+        derived = copy.copy(root)
+        derived._set_target(target)
+        derived.shard = name
+        derived.shard_spec = shard
+        derived._root = root
+        derived._shards = {}
+        root._shards[key] = derived
+        return derived
+
     @property
     def queue_mode(self) -> str:
         """``strict`` (no weights), ``random`` (all weight 1) or ``weighted`` (CORE-101)."""
@@ -709,13 +744,25 @@ def _default_tag() -> str:
 _cached: tuple[int, Config] | None = None
 
 
-def get_config() -> Config:
-    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes."""
+#: The shard of the enclosing ``wurk_django.via()`` block (see shards.py).
+VIA: ContextVar[Any] = ContextVar("wurk_via", default=None)
+
+
+def base_config() -> Config:
+    """The config of ``settings.WURK`` itself, ignoring any ``via()`` block."""
     global _cached
     raw = raw_settings()
     if _cached is None or _cached[0] != id(raw):
         _cached = (id(raw), Config(raw))
     return _cached[1]
+
+
+def get_config() -> Config:
+    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes;
+    inside a ``wurk_django.via()`` block, pointed at that block's Redis shard."""
+    config = base_config()
+    shard = VIA.get()
+    return config if shard is None else config.for_shard(shard)
 
 
 def reset_config(**kwargs: Any) -> None:

@@ -29,9 +29,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from . import wire
+from . import sentinel, wire
 from .conf import Config, get_config
-from .errors import RedisVersionError
+from .errors import RedisClusterError, RedisVersionError
+from .redis_errors import NotSent
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -54,6 +55,7 @@ PROBE_TIMEOUT = 0.5
 def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: int) -> dict[str, Any]:
     """Pool options: ours, then the config's ``OPTIONS`` over them; the pool size and
     bytes replies are not negotiable (wurk sizes its pools from the config)."""
+    target = config.redis_target
     kwargs: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": socket_timeout,
@@ -64,19 +66,63 @@ def _options(config: Config, *, socket_timeout: float, retry: Any, pool_size: in
         # per-job batches then run on the socket directly (wire.py, RUN-706).
         "protocol": 2,
     }
-    if config.redis_url.startswith("unix:"):
+    if target.url.startswith("unix:"):
         del kwargs["socket_keepalive"]  # a TCP option: redis-py's Unix connection refuses it
+    if target.tls:
+        # The certificate chain is checked by default in every redis-py release; the
+        # host name only from redis-py 6 on. Check both unless the settings say otherwise.
+        kwargs["ssl_check_hostname"] = True
     kwargs.update(config.redis_options)
     kwargs["max_connections"] = pool_size
     kwargs["decode_responses"] = False
     return kwargs
 
 
+def _pool(config: Config, kwargs: dict[str, Any]) -> redis.BlockingConnectionPool:
+    """A blocking pool for ``config``'s Redis: from its URL, or through its sentinels."""
+    target = config.redis_target
+    if target.is_sentinel:
+        return sentinel.pool(target, kwargs)
+    pool = redis.BlockingConnectionPool.from_url(target.url, **kwargs)
+    pool.connection_class = _redialing_after_readonly(pool.connection_class)
+    return pool
+
+
+_redialing: dict[type, type] = {}
+
+
+def _redialing_after_readonly(cls: type) -> type:
+    """``cls`` with one change: after a ``READONLY`` reply the connection dials again
+    before its next command. A failover behind a DNS name leaves connections open
+    to the demoted primary, which answers every write with ``READONLY``; without
+    this a pooled connection would meet it again on every checkout. The redial
+    waits for the next command so that a pipeline's remaining replies are still
+    read from the same socket."""
+    found = _redialing.get(cls)
+    if found is None:
+
+        class Redialing(cls):  # type: ignore[misc, valid-type]
+            def read_response(self, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    return super().read_response(*args, **kwargs)
+                except redis.ReadOnlyError:
+                    self._wurk_demoted = True
+                    raise
+
+            def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+                if self.__dict__.pop("_wurk_demoted", False):
+                    self.disconnect()
+                super().send_packed_command(*args, **kwargs)
+
+        Redialing.__name__ = Redialing.__qualname__ = f"Redialing{cls.__name__}"
+        found = _redialing[cls] = Redialing
+    return found
+
+
 def _build(config: Config, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
     kwargs = _options(config, socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0), pool_size=pool_size)
     kwargs.update(options)
-    pool = redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs)
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis(connection_pool=_pool(config, kwargs))
 
 
 def pool_size_for(config: Config, purpose: str = "main") -> int:
@@ -105,8 +151,7 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     its place, so pools only grow.
     """
     config = config or get_config()
-    url = config.redis_url
-    key = (os.getpid(), purpose, url)
+    key = (os.getpid(), purpose, config.redis_target.identity)
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
@@ -127,11 +172,11 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
 
 
 _async_lock = threading.Lock()
-_async_clients: dict[int, tuple[Any, str, Any]] = {}
+_async_clients: dict[tuple[int, str], tuple[Any, str, Any]] = {}
 
 
 def async_redis(config: Config | None = None) -> Any:
-    """The ``redis.asyncio`` client for the running event loop and ``config``'s URL
+    """The ``redis.asyncio`` client for the running event loop and ``config``'s Redis
     (an asyncio client cannot cross loops): the options of :func:`get_redis`, in an
     unbounded pool."""
     import asyncio
@@ -145,14 +190,23 @@ def async_redis(config: Config | None = None) -> Any:
         for ident, (other, _url, _client) in list(_async_clients.items()):
             if other.is_closed():
                 del _async_clients[ident]
-        entry = _async_clients.get(id(loop))
-        if entry is None or entry[0] is not loop or entry[1] != config.redis_url:
+        target = config.redis_target
+        key = (id(loop), target.identity)
+        entry = _async_clients.get(key)
+        if entry is None or entry[0] is not loop:
             kwargs = _options(config, socket_timeout=READ_TIMEOUT, retry=AsyncRetry(NoBackoff(), 0), pool_size=0)
             # Unbounded, as redis.asyncio's own default: coroutines of a busy ASGI server
             # must not queue for a connection behind a checkout timeout.
             del kwargs["timeout"], kwargs["max_connections"]
-            pool = aredis.ConnectionPool.from_url(config.redis_url, **kwargs)
-            entry = _async_clients[id(loop)] = (loop, config.redis_url, aredis.Redis(connection_pool=pool))
+            if target.is_sentinel:
+                from redis.asyncio.sentinel import Sentinel
+                from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
+
+                manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel.sentinel_options(target))
+                pool = AsyncSentinelPool(target.service, manager, **kwargs)
+            else:
+                pool = aredis.ConnectionPool.from_url(target.url, **kwargs)
+            entry = _async_clients[key] = (loop, target.identity, aredis.Redis(connection_pool=pool))
         return entry[2]
 
 
@@ -163,7 +217,7 @@ def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT)
     config = config or get_config()
     kwargs = _options(config, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), pool_size=1)
     kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
-    return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(config.redis_url, **kwargs))
+    return redis.Redis(connection_pool=_pool(config, kwargs))
 
 
 #: Connections each pool keeps checked out for :func:`send_commands` between calls.
@@ -190,7 +244,10 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
         except IndexError:  # another thread took the last one
             pass
     if conn is None:
-        conn = pool.get_connection()
+        try:
+            conn = pool.get_connection()  # connects (or fails to) before anything is sent
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise NotSent(f"could not connect to Redis: {exc}") from exc
     elif _stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
@@ -236,8 +293,18 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     afterwards (or, with ``raise_errors=False``, left in its place in the list). A connection that failed mid-way is closed (it reconnects on its
     next use).
     """
+    sentinel.follow_primary(conn)
+    if getattr(conn, "_sock", True) is None:
+        # Connect first and on its own: a failure here provably sent nothing, which
+        # is what allows the write path to try again (wurk_django.redis_errors).
+        try:
+            conn.connect()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            raise NotSent(f"could not connect to Redis: {exc}") from exc
     if wire.usable(conn):
         replies = wire.exchange(conn, commands)
+        _close_if_demoted(conn, replies)
         if raise_errors:
             for reply in replies:
                 if isinstance(reply, redis.ResponseError):
@@ -253,12 +320,33 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
             except redis.ResponseError as exc:
                 replies.append(exc)
                 error = error or exc
+            except redis.ConnectionError as exc:
+                if str(exc) != _SENTINEL_DEMOTED:
+                    raise
+                # redis-py's Sentinel connection turns READONLY into this error after
+                # closing itself; the rest of the replies are lost with the socket.
+                raise redis.ReadOnlyError("READONLY the primary was demoted (Sentinel)") from exc
     except BaseException:
         conn.disconnect()
         raise
+    _close_if_demoted(conn, replies)
     if error is not None and raise_errors:
         raise error
     return replies
+
+
+_SENTINEL_DEMOTED = "The previous master is now a slave"
+
+
+def _close_if_demoted(conn: Any, replies: list[Any]) -> None:
+    """A ``READONLY`` reply means this socket reaches a replica: a primary demoted by
+    a failover, or a DNS name that now points elsewhere. Close it, so the next use
+    dials again (and asks the sentinels, for a Sentinel pool) instead of meeting
+    the same replica."""
+    for reply in replies:
+        if isinstance(reply, redis.ReadOnlyError):
+            conn.disconnect()
+            return
 
 
 def reset() -> None:
@@ -293,14 +381,35 @@ def server_version(client: redis.Redis) -> tuple[int, ...]:
     return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
 
 
+def cluster_refusal(url: str) -> str:
+    """The one line that says why a Redis Cluster is refused and what to do instead."""
+    return (f"Redis at {url} is a Redis Cluster node (cluster_enabled:1), which wurk_django refuses: its Lua "
+            "scripts touch several keys at once, and a cluster runs them only when all those keys are on one node; "
+            "use one Redis primary and spread load over several with WURK['SHARDS'] (docs/redis.md).")
+
+
+def cluster_enabled(client: redis.Redis) -> bool:
+    """True when ``client``'s server is a Redis Cluster node (``INFO cluster``)."""
+    try:
+        info = client.info("cluster")
+    except redis.ResponseError as exc:
+        # A cluster node refuses SELECT, which a URL with a database number sends at connect.
+        if "cluster mode" in str(exc):
+            return True
+        raise
+    return str(info.get("cluster_enabled", 0)) == "1"
+
+
 def check_server(client: redis.Redis, config: Config | None = None) -> str:
-    """Refuse Redis < 7.0 (CORE-002); warn when keys may be evicted. Returns the version."""
+    """Refuse Redis < 7.0 (CORE-002) and Redis Cluster (RUN-606); warn when keys may be
+    evicted. Returns the version."""
+    url = (config or get_config()).redis_url
+    if cluster_enabled(client):
+        raise RedisClusterError(cluster_refusal(url))
     version = server_version(client)
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
-        raise RedisVersionError(
-            f"wurk_django needs Redis 7.0 or newer; the server at {(config or get_config()).redis_url} is {shown}."
-        )
+        raise RedisVersionError(f"wurk_django needs Redis 7.0 or newer; the server at {url} is {shown}.")
     try:
         policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")
         if policy not in (b"noeviction", "noeviction"):

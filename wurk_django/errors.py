@@ -37,7 +37,12 @@ class BookingFailed(WurkError):
 
 
 class RedisVersionError(WurkError):
-    """The Redis server is older than 7.0 (CORE-002)."""
+    """The Redis server cannot hold wurk's data: older than 7.0 (CORE-002), or a
+    Redis Cluster (:class:`RedisClusterError`). Retrying cannot help."""
+
+
+class RedisClusterError(RedisVersionError):
+    """The Redis server is a Redis Cluster node; wurk needs one primary (RUN-606)."""
 
 
 # Control flow inside the processor. They are BaseException subclasses so a job's

@@ -103,6 +103,12 @@ class Setter:
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
+        if on_commit and "shard" not in item:
+            from .shards import current
+
+            # The push happens at commit, maybe outside this via() block: keep its shard.
+            if current() is not None:
+                item["shard"] = current()
         if on_commit:
             from .transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
@@ -194,6 +200,9 @@ class Job:
     encrypt: ClassVar[bool | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
+    #: The Redis shard (a name in ``WURK["SHARDS"]``) this class's jobs are pushed to;
+    #: never stored in the job (see wurk_django.shards).
+    shard: ClassVar[str | None] = None
 
     #: ``retry_in(count, exc, job)`` -> seconds, "discard", "kill" or None (CORE-123).
     retry_in: ClassVar[Callable[..., Any] | None] = None
@@ -316,7 +325,7 @@ def job(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Make a plain function a job: ``@job`` or ``@job(queue="mail", retry=3)``."""
 
     def wrap(fn: Callable[..., Any]) -> JobFunction:
-        unknown = set(options) - set(OPTION_NAMES) - {"name", "job_options", "retry_in", "retries_exhausted"}
+        unknown = set(options) - set(OPTION_NAMES) - {"name", "job_options", "retry_in", "retries_exhausted", "shard"}
         if unknown:
             raise TypeError(f"@job got unknown options {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
         attrs: dict[str, Any] = {

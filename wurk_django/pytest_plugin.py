@@ -44,12 +44,15 @@ def wurk_inline() -> Iterator[ModuleType]:
 
 def flushable_client() -> redis_lib.Redis:
     """A new client on ``settings.WURK``'s Redis; ``pytest.UsageError`` if that is database 0."""
+    from .connection import probe_redis
+
     reset_config()
     config = get_config()
-    client = redis_lib.Redis.from_url(config.redis_url, **config.redis_options)
+    # Built like the worker's own clients, so TLS, Sentinel and Unix-socket settings apply.
+    client = probe_redis(config, timeout=10)
     db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
     if db == 0:
-        client.close()
+        client.connection_pool.disconnect()
         raise pytest.UsageError(
             "wurk_redis flushes the configured Redis database; point WURK['REDIS_URL'] at a "
             "dedicated test database (not 0) in the test settings"
@@ -67,7 +70,7 @@ def wurk_redis() -> Iterator[redis_lib.Redis]:
     finally:
         client.flushdb()
         connection.reset()
-        client.close()
+        client.connection_pool.disconnect()
 
 
 @pytest.fixture

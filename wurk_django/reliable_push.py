@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import ssl
 import threading
 import time
 from collections import deque
@@ -100,7 +101,9 @@ class PushBuffer:
                 group = self._groups[0]
             jobs, extra, front = group
             try:
-                writer.write(jobs, extra=extra, front=front)
+                # One connect attempt: the buffer is tried again soon anyway, and a push
+                # waiting behind it must not sit through the back-off on every call.
+                writer.write(jobs, extra=extra, front=front, connect_attempts=1)
             except TRANSIENT:
                 return False
             with self._lock:
@@ -151,11 +154,27 @@ def _announce(jobs: list[dict]) -> None:
         signals.send(signals.pushes_recovered, "reliable_push", queue=queue, count=count)
 
 
-_buffer = PushBuffer()
+
+# One buffer per Redis (shard): a job waits for, and is delivered to, the server it was pushed to.
+_buffers: dict[str, PushBuffer] = {}
+_buffers_lock = threading.Lock()
+
+
+def _buffer_for(writer: Writer | AsyncWriter) -> PushBuffer:
+    key = writer.config.redis_target.identity
+    buffer = _buffers.get(key)
+    if buffer is None:
+        with _buffers_lock:
+            buffer = _buffers.setdefault(key, PushBuffer())
+    return buffer
 
 
 def _at_exit() -> None:
-    buffer = _buffer
+    for buffer in list(_buffers.values()):  # one per Redis the process pushed to
+        _deliver_at_exit(buffer)
+
+
+def _deliver_at_exit(buffer: PushBuffer) -> None:
     if not len(buffer) or buffer._writer is None:
         return
     wait = float(getattr(buffer._writer.config, "reliable_push_exit_wait", 5))
@@ -174,8 +193,22 @@ atexit.register(_at_exit)
 
 def _reset_after_fork() -> None:
     # A child must not deliver the parent's jobs a second time (PRO-007).
-    global _buffer
-    _buffer = PushBuffer()
+    global _buffers
+    _buffers = {}
+
+
+def _refused(exc: BaseException) -> bool:
+    """True for a failure waiting cannot cure: the server's TLS certificate was
+    refused (a wrong CA or host name). Buffering would hide a misconfiguration
+    behind jobs that are never delivered."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -183,21 +216,22 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def buffered() -> int:
     """How many jobs are waiting for Redis in this process."""
-    return len(_buffer)
+    return sum(len(buffer) for buffer in list(_buffers.values()))
 
 
 def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> None:
     """Write ``jobs`` through ``writer``, buffering them if Redis is unreachable."""
     group = (jobs, list(extra or ()), front)
-    if len(_buffer) and not _buffer.drain(writer):
-        _buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
+    buffer = _buffer_for(writer)
+    if len(buffer) and not buffer.drain(writer):
+        buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
         return
     try:
         writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs):
+        if any("bid" in job for job in jobs) or _refused(exc):
             raise
-        _buffer.add(writer, group, exc)
+        buffer.add(writer, group, exc)
 
 
 async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command] | None = None,
@@ -206,12 +240,13 @@ async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command
     one queues behind them (the delivery thread keeps the order): draining here would
     block the event loop on synchronous I/O."""
     group = (jobs, list(extra or ()), front)
-    if len(_buffer):
-        _buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
+    buffer = _buffer_for(writer)
+    if len(buffer):
+        buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
         return
     try:
         await writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs):
+        if any("bid" in job for job in jobs) or _refused(exc):
             raise
-        _buffer.add(writer.sync(), group, exc)
+        buffer.add(writer.sync(), group, exc)

@@ -15,7 +15,11 @@ or on a connection class without a socket, :func:`usable` says no and the
 caller takes redis-py's own path. TCP, TLS (``rediss://``: the socket is an
 ``ssl.SSLSocket``, whose ``sendall``/``recv_into`` carry plaintext) and Unix
 sockets all qualify; tests/test_wire_transports.py runs each against its own
-redis-server.
+redis-server. So do Sentinel-managed connections: redis-py's
+``SentinelManagedConnection.connect`` (called here when the socket is closed)
+asks the sentinels for the primary, and a ``READONLY`` reply, which this path
+returns instead of letting redis-py's Sentinel connection turn it into a
+disconnect, makes the caller close the connection (``connection.send_on``).
 
 Error replies are turned into redis-py's exception classes by the
 connection's own parser (``ReadOnlyError``, ``NoScriptError``...), so callers

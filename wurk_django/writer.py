@@ -36,7 +36,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload
+from . import payload, redis_errors
 from .conf import Config, get_config
 from .connection import async_redis, get_redis, send_commands
 from .scripts import source_for_sha
@@ -125,10 +125,11 @@ class Writer:
         else:
             self.write(jobs, extra=list(extra), front=front)
 
-    def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
+    def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
+              connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
         commands = list(extra or ()) + push_commands(jobs, front=front)
-        return self.send(_apply_hooks(jobs, commands))
+        return self.send(_apply_hooks(jobs, commands), connect_attempts=connect_attempts)
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
@@ -144,18 +145,39 @@ class Writer:
         commands = [*extra, ("ZADD", name, *members)] if members else list(extra)
         return self.send(_apply_hooks(jobs, commands))
 
-    def send(self, commands: list[Command]) -> list[Any]:
-        """Send ``commands`` in one round trip under the write policy: after a failover
-        the old primary answers ``READONLY``, so redial and send once more (CORE-085);
-        a script the server forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
-        for attempt in (1, 2):
+    def send(self, commands: list[Command], *, connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
+        """Send ``commands`` in one round trip under the replay policy of
+        :mod:`wurk_django.redis_errors`: a connection that cannot be made is tried
+        again with back-off (up to ``connect_attempts`` in all); after a failover the
+        old primary answers ``READONLY``, so redial and send once more (CORE-085);
+        a round trip that broke mid-way is never replayed; a script the server
+        forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
+        attempt = 0
+        redialed = False
+        while True:
+            attempt += 1
             try:
                 return self._send_once(commands)
-            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                if attempt == 2 or not _failover(exc):
+            except redis_errors.NotSent as exc:
+                if attempt >= connect_attempts or not redis_errors.retryable_connect(exc):
+                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
                     raise
+                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
+                redis_errors.sleep(redis_errors.backoff(attempt))
+            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
+                if not _failover(exc):
+                    raise
+                if redialed:
+                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
+                    raise
+                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
+                redialed = True
                 self.redis.connection_pool.disconnect()
-        raise AssertionError("unreachable")
+            except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+                # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
+                redis_errors.report(self.config, exc, attempt=attempt, retried=False,
+                                    action=redis_errors.NOT_REPLAYED)
+                raise
 
     def _send_once(self, commands: list[Command]) -> list[Any]:
         replies = send_commands(self.redis, commands, raise_errors=False)

@@ -50,7 +50,7 @@ def test_the_report_is_at_error_level(caplog, monkeypatch):
             raise redis.ConnectionError("down")
 
     buffer = reliable_push.PushBuffer()
-    monkeypatch.setattr(reliable_push, "_buffer", buffer)
+    monkeypatch.setattr(reliable_push, "_buffers", {"test": buffer})  # one buffer per Redis
     monkeypatch.setattr(reliable_push.PushBuffer, "_run", lambda self, writer: None)  # no background flusher
     buffer.add(DownWriter(), ([{"jid": "j1", "class": "C", "queue": "q"}], [], False), redis.ConnectionError("down"))
     reliable_push._at_exit()

@@ -164,3 +164,29 @@ class CronRecordJob(Job):
 
     def perform(self, marker):
         record("test:cron", f"{marker}:{self.jid}")
+
+
+class FileRecordJob(Job):
+    """Appends ``value time pid`` to the file named by ``WURK_TEST_RECORD_FILE``: outside
+    Redis, so a failover that loses writes cannot lose the record of a run."""
+
+    def perform(self, value):
+        line = f"{value} {time.time():.3f} {os.getpid()}\n"
+        with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
+            out.write(line)
+
+
+class ShardRecordJob(Job):
+    """Appends its argument to ``test:ran`` on the Redis of the worker running it."""
+
+    def perform(self, value):
+        get_redis(config=self._config).rpush("test:ran", str(value))
+
+
+class EuropeJob(Job):
+    """A job class pinned to the ``b`` shard of the sharding tests."""
+
+    shard = "b"
+
+    def perform(self, value):
+        get_redis(config=self._config).rpush("test:ran", str(value))

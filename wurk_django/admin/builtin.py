@@ -6,7 +6,7 @@ from django.urls import path, re_path
 
 from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
-from . import busy, dashboard, metrics, queues, sets
+from . import busy, dashboard, metrics, queues, sets, shard_select
 
 POST = ("GET", "HEAD", "POST")
 
@@ -62,6 +62,11 @@ def _tasks_urls(admin):
     ]
 
 
+def _shard_urls(admin):
+    return [path("shard/", admin.wrap(shard_select.select, methods=("POST",), changes_jobs=False),
+                 name="wurk_shard")]
+
+
 def _none(admin):
     return []
 
@@ -75,3 +80,4 @@ register(Page("dead", "Dead", "wurk_set", _none, 60, url_kwargs={"kind": "dead"}
 register(Page("metrics", "Metrics", "wurk_metrics", _metrics_urls, 70))
 if TASKS_AVAILABLE:
     register(Page("tasks", "Tasks", "wurk_tasks", _tasks_urls, 130))
+register(Page("shard", "Redis shard", "wurk_shard", _shard_urls, 1000, tab=False))

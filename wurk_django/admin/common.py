@@ -46,6 +46,8 @@ def summary(stats: Stats | None = None) -> dict[str, int]:
 def render(request: HttpRequest, model_admin: Any, template: str, context: dict[str, Any],
            *, section: str, title: str, status: int = 200) -> HttpResponse:
     """A page in the admin chrome, with the tabs and summary bar."""
+    from . import shard_select
+
     stats = context.pop("stats", None)
     nav = [
         {"key": p.key, "label": p.label, "url": url(request, p.url_name, **p.url_kwargs), "active": p.key == section}
@@ -62,6 +64,7 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         "wurk_stats_url": url(request, "wurk_stats"),
         "wurk_poll": request.GET.get("poll") == "true",
         "wurk_poll_url": _toggle_poll(request),
+        **shard_select.context(request),
         **context,
     }
     nonce = csp_nonce(request)

@@ -13,6 +13,7 @@ from django.urls import URLPattern
 from django.views.decorators.cache import never_cache
 
 from ..admin_pages import pages
+from ..shards import via
 from . import builtin  # noqa: F401  (registers the core pages)
 from .access import (  # noqa: F401  (kept importable from here)
     MANAGE_PERMISSION,
@@ -32,6 +33,21 @@ def secure_headers(response: HttpResponse) -> HttpResponse:
     response["Cache-Control"] = "private, no-store"
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _on_shard(request: HttpRequest, view: View, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Run ``view`` (and render its template) on the shard the session selected, so
+    every Redis read of the page goes there."""
+    from .shard_select import selected
+
+    shard = selected(request)
+    if shard is None:
+        return view(request, *args, **kwargs)
+    with via(shard):
+        response = view(request, *args, **kwargs)
+        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+            response.render()  # a TemplateResponse renders lazily, after this block otherwise
+        return response
 
 
 class WurkAdmin(admin.ModelAdmin):
@@ -65,8 +81,11 @@ class WurkAdmin(admin.ModelAdmin):
 
     # -- pages ---------------------------------------------------------------------
 
-    def wrap(self, view: View, *, methods: tuple[str, ...] = ("GET", "HEAD")) -> View:
-        """Permission checks, then ``admin_site.admin_view`` around them."""
+    def wrap(self, view: View, *, methods: tuple[str, ...] = ("GET", "HEAD"), changes_jobs: bool = True) -> View:
+        """Permission checks, then ``admin_site.admin_view`` around them. The view runs
+        on the Redis shard chosen in the page's selector. ``changes_jobs=False``: a
+        POST that only sets a view preference, allowed to viewers and in read-only
+        mode."""
         site = self.admin_site
 
         @wraps(view)
@@ -76,14 +95,14 @@ class WurkAdmin(admin.ModelAdmin):
                 return HttpResponseNotAllowed(methods)
             if not can_view(request):
                 raise PermissionDenied("wurk_django.view_dashboard is needed to see the Wurk pages")
-            if request.method not in ("GET", "HEAD"):
+            if request.method not in ("GET", "HEAD") and changes_jobs:
                 if read_only():
                     raise PermissionDenied("the Wurk dashboard is read-only (WURK['ADMIN_READ_ONLY'])")
                 if not request.user.has_perm(MANAGE_PERMISSION):
                     raise PermissionDenied("wurk_django.manage_jobs is needed to change jobs")
             if not authorize_hook(request):
                 raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
-            return secure_headers(view(request, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
         return site.admin_view(checked)
 
@@ -101,7 +120,7 @@ class WurkAdmin(admin.ModelAdmin):
                 response = HttpResponse('{"error":"unauthorized"}', status=401, content_type="application/json")
                 response["WWW-Authenticate"] = 'Bearer realm="wurk"'
                 return secure_headers(response)
-            return secure_headers(view(request, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
         return never_cache(checked)
 

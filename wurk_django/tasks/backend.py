@@ -37,10 +37,10 @@ from asgiref.sync import sync_to_async
 from django.core import checks
 from django.db import transaction
 
-from .. import payload, testing
+from .. import payload, shards, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
-from ..conf import QUEUE_NAME, get_config
+from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import async_redis, get_redis
 from ..middleware import client_chain
 from ..writer import AsyncWriter, Writer
@@ -119,11 +119,11 @@ class _TaskClient(Client):
         self.records = records
         self.ttl = ttl
 
-    def raw_push(self, jobs: list[dict]) -> None:
+    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
         # Extra commands on the one write path, so testing modes and the reliable-push buffer still apply.
         if testing.intercept(jobs, self.config):
             return
-        writer = Writer(self.config, self._redis)
+        writer = Writer(config or self.config, self._redis)
         for group, extra, front in _write_groups(jobs, self.records, self.ttl):
             writer.push(group, extra=extra, front=front)
 
@@ -230,7 +230,7 @@ class WurkBackend(BaseTaskBackend):
             return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
         record["enqueued_at"] = payload.now_ms()
-        writer = AsyncWriter(config)
+        writer = AsyncWriter(shards.route(config, queue=job["queue"]))  # WURK["QUEUE_SHARDS"], as enqueue()
         for group, extra, front in _write_groups([job], {result.id: record}, self.result_ttl):
             await writer.push(group, extra=extra, front=front)
         _enqueued([job])

@@ -59,6 +59,9 @@ class Command(BaseCommand):
         parser.add_argument("--processes", metavar="N", help="fork N worker processes under one supervisor "
                             "(a number, a CPU multiplier like 1.5, or auto); 0: one process even if WURK['SWARM'] "
                             "is set (docs/swarm.md)")
+        parser.add_argument("--redis-url", metavar="URL",
+                            help="work on this Redis instead of WURK['REDIS'] (e.g. one shard)")
+        parser.add_argument("--shard", metavar="NAME", help="work on the Redis named NAME in WURK['SHARDS']")
         parser.add_argument("--burst", action="store_true",
                             help="stop once the queues are empty and no job is running")
         parser.add_argument("--max-jobs", type=_positive_int, metavar="N",
@@ -90,7 +93,10 @@ class Command(BaseCommand):
                 MAX_JOBS=options.get("max_jobs"),
                 HEALTH_PORT=options.get("health_port"),
             )
-        except ConfigurationError as exc:
+            if options.get("redis_url") and options.get("shard"):
+                raise ConfigurationError("give --redis-url or --shard, not both")
+            config = config.for_shard(options.get("redis_url") or options.get("shard"))
+        except (ConfigurationError, ValueError) as exc:
             self.stderr.write(f"wurk: {exc}")
             sys.exit(1)
         processes = options.get("processes")

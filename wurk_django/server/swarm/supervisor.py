@@ -197,7 +197,9 @@ class Swarm(RollingRestarts, Monitors):
     # -- forking ----------------------------------------------------------------------
 
     def _slot_config(self, a: Assignment) -> Config:
-        return Config(self.config.raw, QUEUES=list(a.queues), CONCURRENCY=a.concurrency)
+        # Children work on the supervisor's Redis shard (manage.py wurk --shard/--redis-url).
+        return Config(self.config.raw, QUEUES=list(a.queues), CONCURRENCY=a.concurrency).for_shard(
+            self.config.shard_spec)
 
     def _check_fork_safe(self) -> None:
         alive = threading.active_count()

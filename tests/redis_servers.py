@@ -1,0 +1,321 @@
+"""Private Redis topologies for tests: a TLS server with certificates made here, a
+Unix-socket server, a primary with a replica and three sentinels, a one-node
+cluster. Built on :class:`tests.local_redis.LocalRedis`; every process is stopped
+by its pid. Ports come from ``WURK_TEST_PORTS``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+
+from tests.local_redis import LocalRedis
+from tests.local_redis import free_port as _any_free_port
+
+_handed_out: set[int] = set()
+
+
+def free_port() -> int:
+    """A free port of ``WURK_TEST_PORTS`` not handed out before in this process (a
+    server told its port may not have bound it yet)."""
+    for _ in range(200):
+        port = _any_free_port()
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    _handed_out.clear()
+    return _any_free_port()
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def certificates(where: Path, *, name: str = "wurk test CA") -> dict[str, str]:
+    """A CA and a server certificate for 127.0.0.1 / localhost signed by it; paths by
+    file name (``ca.crt``, ``server.crt``, ``server.key``)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is not installed")
+    where.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", f"/CN={name}",
+             cwd=where)
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=where)
+    (where / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.crt", "-days", "1", "-extfile", "san.ext", cwd=where)
+    return {name: str(where / name) for name in ("ca.crt", "server.crt", "server.key")}
+
+
+class TLSRedis:
+    """redis-server on a TLS port only, with a CA and certificate made for it."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="wurk-tls-"))
+        self.certs = certificates(self.tmp / "certs")
+        self.port = free_port()
+        self.server = LocalRedis("--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+                                 "--tls-cert-file", self.certs["server.crt"],
+                                 "--tls-key-file", self.certs["server.key"],
+                                 "--tls-ca-cert-file", self.certs["ca.crt"], "--tls-auth-clients", "no")
+
+    def url(self, db: int = 0) -> str:
+        return f"rediss://127.0.0.1:{self.port}/{db}"
+
+    def client(self, db: int = 0) -> redis_lib.Redis:
+        return redis_lib.Redis.from_url(self.url(db), ssl_ca_certs=self.certs["ca.crt"])
+
+    def start(self) -> TLSRedis:
+        probe = self.client()
+        try:
+            self.server.start(probe.ping)
+        except RuntimeError as exc:
+            if "TLS" in str(exc):
+                pytest.skip(f"this redis-server has no TLS support: {exc}")
+            raise
+        finally:
+            probe.close()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class UnixRedis:
+    """redis-server listening on a Unix socket only."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="wurk-unix-"))
+        self.path = self.tmp / "redis.sock"
+        self.server = LocalRedis("--port", "0", "--unixsocket", str(self.path), "--unixsocketperm", "700")
+
+    def url(self, db: int = 0) -> str:
+        return f"unix://{self.path}?db={db}"
+
+    def client(self, db: int = 0) -> redis_lib.Redis:
+        return redis_lib.Redis.from_url(self.url(db))
+
+    def start(self) -> UnixRedis:
+        probe = self.client()
+        try:
+            self.server.start(probe.ping)
+        finally:
+            probe.close()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class TCPRedis:
+    """A plain redis-server on a port of ``WURK_TEST_PORTS`` (``*args`` added)."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.server = LocalRedis("--port", str(self.port), "--bind", "127.0.0.1", *args)
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def client(self, db: int = 0) -> redis_lib.Redis:
+        return redis_lib.Redis(port=self.port, db=db)
+
+    def start(self) -> TCPRedis:
+        probe = self.client()
+        try:
+            self.server.start(probe.ping)
+        finally:
+            probe.close()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _sentinel_process(port: int, primary_port: int, service: str) -> LocalRedis:
+    """A sentinel watching ``primary_port`` with short timeouts (quorum 2 of 3)."""
+    sentinel = LocalRedis("--sentinel")
+    conf = sentinel.dir / "sentinel.conf"
+    conf.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {sentinel.dir}\n"
+        f"sentinel monitor {service} 127.0.0.1 {primary_port} 2\n"
+        f"sentinel down-after-milliseconds {service} 1000\n"
+        f"sentinel failover-timeout {service} 5000\n"
+        f"sentinel parallel-syncs {service} 1\n"
+    )
+    # LocalRedis puts its own arguments first; a sentinel needs its file first.
+    sentinel.args = ()
+    sentinel.conf = conf
+    return sentinel
+
+
+class SentinelGroup:
+    """A primary, one replica and three sentinels watching them, all on private ports."""
+
+    service = "mymaster"
+
+    def __init__(self) -> None:
+        self.primary = TCPRedis()
+        self.replica = TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port))
+        self.sentinel_ports: list[int] = []
+        self.sentinels: list[LocalRedis] = []
+
+    def start(self) -> SentinelGroup:
+        try:
+            self.primary.start()
+            self.replica.start()
+            replica = self.replica.client()
+            _wait(lambda: replica.info("replication").get("master_link_status") == "up", "the replica to sync")
+            replica.close()
+            for _ in range(3):
+                port = free_port()
+                sentinel = _sentinel_process(port, self.primary.port, self.service)
+                self.sentinels.append(sentinel)
+                self.sentinel_ports.append(port)
+                _start_sentinel(sentinel, port)
+            # Every sentinel has found the replica and the other two sentinels.
+            for port in self.sentinel_ports:
+                client = redis_lib.Redis(port=port, decode_responses=True)
+                _wait(lambda c=client: int(c.sentinel_master(self.service)["num-slaves"]) >= 1
+                      and int(c.sentinel_master(self.service)["num-other-sentinels"]) >= 2, "the sentinels to agree")
+                client.close()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", port) for port in self.sentinel_ports]
+
+    def master_port(self) -> int:
+        client = redis_lib.Redis(port=self.sentinel_ports[0], decode_responses=True)
+        try:
+            return int(client.sentinel_get_master_addr_by_name(self.service)[1])
+        finally:
+            client.close()
+
+    def failover(self) -> None:
+        """``SENTINEL FAILOVER``: the replica becomes the primary (returns at once)."""
+        client = redis_lib.Redis(port=self.sentinel_ports[0])
+        try:
+            client.execute_command("SENTINEL", "FAILOVER", self.service)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        self.replica.stop()
+        self.primary.stop()
+
+
+def _start_sentinel(sentinel: LocalRedis, port: int) -> None:
+    import signal
+
+    sentinel.proc = subprocess.Popen(
+        ["redis-server", str(sentinel.conf), "--sentinel", "--logfile", str(sentinel.dir / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    client = redis_lib.Redis(port=port)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            if sentinel.proc.poll() is not None:
+                raise RuntimeError(f"sentinel exited at start: {sentinel.log()}")
+            try:
+                if client.ping():
+                    return
+            except redis_lib.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                sentinel.proc.send_signal(signal.SIGTERM)
+                raise RuntimeError(f"sentinel did not answer in 10 s: {sentinel.log()}")
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
+def _wait(condition, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return
+        except redis_lib.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+class SwitchableProxy:
+    """A TCP forwarder standing in for a DNS name: new connections go to the port it
+    points at now; open ones stay with the server they reached (as after a DNS
+    change). Threads only; :meth:`stop` closes everything."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+        import threading
+
+        self.target_port = target_port
+        self.port = free_port()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._sockets: list = []
+        self._stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def point_to(self, port: int) -> None:
+        self.target_port = port
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._stopped.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._listener.close()
+        for sock in self._sockets:
+            try:
+                sock.close()
+            except OSError:
+                pass

@@ -1,0 +1,94 @@
+"""Which Redis errors the write path replays, and the ``ON_REDIS_ERROR`` hook.
+
+The policy, by where a round trip failed:
+
+* it never left: the connection could not be made (refused, DNS, Sentinel with no
+  primary). Nothing was applied, so it is sent again after ``0.5 * 2**n`` seconds
+  plus up to 0.25 s of jitter, 3 attempts in all (:class:`NotSent`);
+* the server answered ``READONLY``, ``NOREPLICAS`` or ``UNBLOCKED``: it refused the
+  commands (a demoted primary after a failover). The connection is closed and the
+  round trip sent once more, at once, to wherever the name or the sentinels
+  point now;
+* it broke or timed out after the commands were written: they may have been
+  applied. A push is not idempotent (a replay can duplicate a job), so it is
+  never replayed; the error goes to the caller (with ``RELIABLE_PUSH`` on, the
+  jobs wait in the push buffer and are delivered again: at least once).
+
+Every retry, refusal to replay and give-up is logged as a warning and passed
+to ``WURK["ON_REDIS_ERROR"]`` as a :class:`RedisErrorEvent`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import redis
+
+if TYPE_CHECKING:
+    from .conf import Config
+
+logger = logging.getLogger("wurk_django.redis")
+
+#: Attempts in all for a round trip whose connection could not be made.
+CONNECT_ATTEMPTS = 3
+RETRIED = "retried"
+NOT_REPLAYED = "not_replayed"
+GAVE_UP = "gave_up"
+
+# Tests replace these to control the clock.
+sleep = time.sleep
+jitter = random.uniform
+
+
+class NotSent(redis.ConnectionError):
+    """The connection could not be made, so nothing of the round trip reached Redis."""
+
+
+@dataclass(frozen=True)
+class RedisErrorEvent:
+    """What ``WURK["ON_REDIS_ERROR"]`` receives."""
+
+    error: BaseException
+    #: 1 for the first try of this round trip.
+    attempt: int
+    #: True when the round trip is sent again.
+    retried: bool
+    #: ``"main"`` (``"main@<shard>"`` for a shard).
+    pool: str
+    #: ``"retried"``, ``"not_replayed"`` (may have been applied) or ``"gave_up"``.
+    action: str
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed connect attempt ``attempt`` (1-based)."""
+    return 0.5 * 2 ** (attempt - 1) + jitter(0, 0.25)
+
+
+def retryable_connect(exc: BaseException) -> bool:
+    """Connect failures waiting may cure; not a refused password or certificate."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return True
+        if isinstance(seen, redis.AuthenticationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return False
+        seen = seen.__cause__ or seen.__context__
+    return True
+
+
+def report(config: Config, error: BaseException, *, attempt: int, retried: bool, action: str) -> None:
+    """Log ``error`` and hand it to ``ON_REDIS_ERROR`` (a failing hook is logged, never raised)."""
+    pool = "main" if config.shard == "default" else f"main@{config.shard}"
+    logger.warning("Redis error on %s (attempt %d, %s): %s: %s", pool, attempt, action.replace("_", " "),
+                   type(error).__name__, error)
+    hook = config.on_redis_error
+    if hook is None:
+        return
+    try:
+        hook(RedisErrorEvent(error=error, attempt=attempt, retried=retried, pool=pool, action=action))
+    except Exception:
+        logger.exception("WURK['ON_REDIS_ERROR'] failed")
