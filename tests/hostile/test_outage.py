@@ -11,11 +11,11 @@ import pytest
 import redis
 
 from tests.jobsapp.jobs import TraceJob
-from tests.support import RedisServer, wait_for
+from tests.support import RedisServer, free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
-PORT = 7241  # this helper's port range
+PORT = free_port()  # never a fixed port: the CI runs two suites side by side
 
 
 def test_ten_second_outage_logs_one_line_per_component_and_no_traceback(redis_db, worker_factory, capsys):

@@ -10,11 +10,11 @@ import sys
 import pytest
 import redis
 
-from tests.support import ROOT, RedisServer
+from tests.support import ROOT, RedisServer, free_port
 
 pytestmark = pytest.mark.slow
 
-PORT = 7242  # this helper's port range; nothing listens here unless a test starts it
+PORT = free_port()  # nothing listens here unless a test starts it (never a fixed port: the CI runs two suites side by side)
 SCRIPT = """
 import django
 django.setup()

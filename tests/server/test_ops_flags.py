@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.jobsapp.jobs import PidJob, RecordJob
-from tests.support import RedisServer, WorkerProcess, wait_for
+from tests.support import RedisServer, WorkerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
-HEALTH_PORT = 7931
-PRIVATE_REDIS_PORT = 7935
+# Never fixed ports: the CI runs two suites side by side.
+HEALTH_PORT, HEALTH_PORT_2, HEALTH_PORT_3, PRIVATE_REDIS_PORT = (free_port() for _ in range(4))
 
 
 def _get(path: str, port: int = HEALTH_PORT) -> tuple[int, dict]:
@@ -79,14 +79,14 @@ def test_ready_follows_redis(worker_factory, redis_db):
     server.start()
     try:
         extra = json.dumps({"REDIS_URL": server.url})
-        worker = worker_factory("-c", "1", "--health-port", str(HEALTH_PORT + 1), env={"WURK_TEST_EXTRA": extra})
-        wait_for(lambda: _get("/ready", HEALTH_PORT + 1)[0] == 200, timeout=30, message="ready")
+        worker = worker_factory("-c", "1", "--health-port", str(HEALTH_PORT_2), env={"WURK_TEST_EXTRA": extra})
+        wait_for(lambda: _get("/ready", HEALTH_PORT_2)[0] == 200, timeout=30, message="ready")
         server.stop()
-        wait_for(lambda: _get("/ready", HEALTH_PORT + 1)[0] == 503, message="not ready without Redis")
-        assert any(r.startswith("redis:") for r in _get("/ready", HEALTH_PORT + 1)[1]["reasons"])
-        assert _get("/live", HEALTH_PORT + 1)[0] == 200
+        wait_for(lambda: _get("/ready", HEALTH_PORT_2)[0] == 503, message="not ready without Redis")
+        assert any(r.startswith("redis:") for r in _get("/ready", HEALTH_PORT_2)[1]["reasons"])
+        assert _get("/live", HEALTH_PORT_2)[0] == 200
         server.start()
-        wait_for(lambda: _get("/ready", HEALTH_PORT + 1)[0] == 200, timeout=30, message="ready again")
+        wait_for(lambda: _get("/ready", HEALTH_PORT_2)[0] == 200, timeout=30, message="ready again")
         assert worker.stop() == 0
     finally:
         server.stop()
@@ -186,7 +186,7 @@ def test_bad_flag_values_exit_1(redis_db, worker_factory):
 
 
 def test_swarm_children_share_the_health_port(redis_db, worker_factory):
-    port = HEALTH_PORT + 2
+    port = HEALTH_PORT_3
     worker = worker_factory("--processes", "2", "-c", "1", "--health-port", str(port))
     status, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(_get("/ready", port)), timeout=40,
                             message="a ready child")

@@ -8,12 +8,12 @@ import pytest
 
 from tests.jobsapp.jobs import FailingJob, RecordJob
 from tests.statsd.listener import UDPListener
-from tests.support import wait_for, wurk_settings
+from tests.support import free_port, wait_for, wurk_settings
 from wurk_django import payload, statsd
 from wurk_django.conf import problems
 from wurk_django.statsd.client import UDPClient, format_metric
 
-PORT = 7911
+PORT = free_port()  # never a fixed port: the CI runs two suites side by side
 
 
 @pytest.fixture
