@@ -24,6 +24,7 @@ import redis as redis_lib
 
 from ..conf import Config
 from ..connection import get_redis, send_commands, send_on
+from ..keys import wake as wake_key
 from ..pause import PausedCache
 from ..scripts import lua
 from ..writer import Writer
@@ -87,6 +88,7 @@ class ReliableFetch:
         self.poll_interval = float(config.fetch_poll_interval)
         self._keys: dict[str, tuple[str, str]] = {}
         self._keys_pid = 0
+        self._wake_keys: dict[str, str] = {}
         self._held: dict[int, list[ReliableUnit]] = {}
         self._held_lock = threading.Lock()
         self._paused = PausedCache(config)
@@ -283,12 +285,27 @@ class ReliableFetch:
                 return ReliableUnit(name, public, private, job, self)
         if self._done.is_set():
             return None
-        public, private = self.keys(names[0])
         blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
-        job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
-        if job is None:
-            return None
-        return ReliableUnit(names[0], public, private, job, self)
+        if len(names) == 1:
+            # One queue: block on the queue itself, so any push (a Ruby client's too) is
+            # moved into the private list the moment it lands.
+            public, private = self.keys(names[0])
+            job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+            if job is None:
+                return None
+            return ReliableUnit(names[0], public, private, job, self)
+        # Several queues: no blocking move takes from more than one list, so wait on the
+        # queues' wake-up lists, which every push through the Writer feeds in the same
+        # round trip, and walk again once woken. Pushes that send no wake-up (Ruby
+        # clients, the reaper) are found by the next walk, one poll interval later at most.
+        self._wait_for_wakeup(blocking, names)
+        return None
+
+    def _wait_for_wakeup(self, blocking: redis_lib.Redis, names: list[str]) -> bool:
+        """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
+        cache = self._wake_keys
+        wakes = [cache.get(name) or cache.setdefault(name, wake_key(name)) for name in names]
+        return blocking.blpop(wakes, timeout=self.poll_interval) is not None
 
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
