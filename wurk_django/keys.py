@@ -49,6 +49,11 @@ WAKE_TTL = 60
 SCHEDULE_WAKE_CHANNEL = "wake-schedule"
 
 
+def schedule_wake_channel(db: int | str) -> str:
+    """``wake-schedule:<db>``: channels are server-wide, keys are per database."""
+    return f"{SCHEDULE_WAKE_CHANNEL}:{db}"
+
+
 def wake(name: str) -> str:
     """``wake:<queue>``: a LIST of tokens pushed with every push to ``queue:<queue>``;
     fetchers serving several queues block on these lists when all their queues are empty."""

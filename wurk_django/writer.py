@@ -94,7 +94,7 @@ def push_commands(jobs: list[dict], *, front: bool = False, now_ms: int | None =
     return commands
 
 
-def wake_commands(jobs: list[dict]) -> list[Command]:
+def wake_commands(jobs: list[dict], db: int | str = 0) -> list[Command]:
     """The wake-up signals for ``jobs``, sent after their pushes in the same round trip.
 
     * per queue pushed to: up to :data:`keys.WAKE_TOKENS_MAX` tokens on ``wake:<queue>``
@@ -102,7 +102,7 @@ def wake_commands(jobs: list[dict]) -> list[Command]:
       move can take from more than one list, so the token says "look again now". The list
       is trimmed and expires, so nobody listening costs nothing lasting;
     * for jobs with an ``at``: the earliest one, published on
-      :data:`keys.SCHEDULE_WAKE_CHANNEL`, so a sleeping scheduler can wake in time.
+      ``wake-schedule:<db>``, so a sleeping scheduler can wake in time.
 
     A lost signal only costs time: fetchers and schedulers still poll as before.
     """
@@ -121,13 +121,18 @@ def wake_commands(jobs: list[dict]) -> list[Command]:
         commands += [("LPUSH", key, *("1",) * min(count, keys.WAKE_TOKENS_MAX)),
                      ("LTRIM", key, 0, keys.WAKE_TOKENS_MAX - 1), ("EXPIRE", key, keys.WAKE_TTL)]
     if earliest is not None:
-        commands.append(schedule_wake_command(earliest))
+        commands.append(schedule_wake_command(earliest, db))
     return commands
 
 
-def schedule_wake_command(score: float) -> Command:
-    """Announce a ``schedule``/``retry`` entry due at ``score`` (epoch seconds)."""
-    return ("PUBLISH", keys.SCHEDULE_WAKE_CHANNEL, repr(float(score)))
+def schedule_wake_command(score: float, db: int | str = 0) -> Command:
+    """Announce a ``schedule``/``retry`` entry due at ``score`` (epoch seconds) to the
+    schedulers of database ``db``."""
+    return ("PUBLISH", keys.schedule_wake_channel(db), repr(float(score)))
+
+
+def _db(client: Any) -> int | str:
+    return client.connection_pool.connection_kwargs.get("db", 0)
 
 
 class Writer:
@@ -156,7 +161,7 @@ class Writer:
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
         commands = list(extra or ()) + push_commands(jobs, front=front)
-        return self.send(_apply_hooks(jobs, commands) + wake_commands(jobs))
+        return self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)))
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
@@ -172,7 +177,7 @@ class Writer:
         commands = [*extra, ("ZADD", name, *members)] if members else list(extra)
         commands = _apply_hooks(jobs, commands)
         if members and name in (keys.SCHEDULE, keys.RETRY):
-            commands.append(schedule_wake_command(min(members[0::2])))
+            commands.append(schedule_wake_command(min(members[0::2]), _db(self.redis)))
         return self.send(commands)
 
     def send(self, commands: list[Command]) -> list[Any]:
@@ -231,7 +236,7 @@ class AsyncWriter:
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
         commands = list(extra or ()) + push_commands(jobs, front=front)
-        return await self.send(_apply_hooks(jobs, commands) + wake_commands(jobs))
+        return await self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)))
 
     async def send(self, commands: list[Command]) -> list[Any]:
         """:meth:`Writer.send`, awaited."""

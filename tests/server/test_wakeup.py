@@ -97,7 +97,7 @@ def test_strict_order_is_kept_when_woken(redis_db):
 def test_a_lost_wake_up_is_made_up_for_by_polling(redis_db, monkeypatch):
     """The signal is sent but never arrives (here: the writer's wake-up commands are dropped):
     the fetcher finds the job at its next walk, one poll interval later."""
-    monkeypatch.setattr(writer_module, "wake_commands", lambda jobs: [])
+    monkeypatch.setattr(writer_module, "wake_commands", lambda jobs, db=0: [])
     fetcher = _fetcher(poll=1)
     attempts: list[int] = []
     thread, got = _fetch_in_thread(fetcher, attempts)
