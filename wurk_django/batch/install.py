@@ -14,6 +14,18 @@ def install() -> None:
     middleware.register("server", "batch", BatchServerMiddleware, position=-40)
     writer.register_hook("batch", hooks.write_hook, position=20)
     death.register_handler("batch", deaths.on_death, position=20)
-    from .admin import register_pages
+    if _admin_installed():
+        from .admin import register_pages
 
-    register_pages()
+        register_pages()
+
+
+def _admin_installed() -> bool:
+    """The Batches tab needs Django's admin; a worker of a project without it (or run from
+    a bare Config, with no settings) still runs batches."""
+    try:
+        from django.apps import apps
+
+        return apps.is_installed("django.contrib.admin")
+    except Exception:  # no settings, or the app registry not ready
+        return False
