@@ -174,3 +174,28 @@ def test_kill_9_while_holding_fetched_jobs_loses_nothing(redis_db, worker_factor
     assert moved == 3
     back = {json.loads(raw)["jid"] for q in "abc" for raw in redis_db.lrange(f"queue:{q}", 0, -1)}
     assert back == jids
+
+
+@pytest.mark.slow
+def test_kill_9_mid_drain_with_jobs_fetched_ahead_loses_nothing(redis_db, worker_factory):
+    """Short jobs on a deep queue: threads fetch several per round trip. Killed mid-drain,
+    every job is done, still queued, or in the dead worker's private lists, which the
+    reaper moves back."""
+    from tests.jobsapp.jobs import RecordJob
+
+    jids = RecordJob.perform_bulk([[i] for i in range(3000)])
+    assert len(jids) == 3000
+    worker = worker_factory("-c", "3")
+    wait_for(lambda: redis_db.llen("test:ran") >= 300, timeout=60, message="the worker to make progress")
+    worker.kill()
+    ran = {raw.decode() for raw in redis_db.lrange("test:ran", 0, -1)}
+    held = {json.loads(raw)["args"][0] for k in redis_db.scan_iter(match=f"queue:default|*|{worker.pid}|*")
+            for raw in redis_db.lrange(k, 0, -1)}
+    queued = {json.loads(raw)["args"][0] for raw in redis_db.lrange("queue:default", 0, -1)}
+    assert {str(i) for i in range(3000)} <= ran | {str(i) for i in held | queued}  # nothing lost
+    for identity in redis_db.smembers("processes"):
+        if f":{worker.pid}:" in identity.decode():
+            redis_db.delete(identity)
+    assert Reaper(["default"], grace=0).boot_sweep() == len(held)
+    back = {json.loads(raw)["args"][0] for raw in redis_db.lrange("queue:default", 0, -1)}
+    assert back == held | queued
