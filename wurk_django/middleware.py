@@ -9,6 +9,13 @@ A middleware is a class whose instances are called once per job:
 
 A fresh instance is built per job from the arguments given at registration,
 so middleware can keep per-job state on ``self`` safely across threads.
+
+A middleware class may define ``applies(job) -> bool`` (a static or class
+method): when it returns False the middleware is left out of that job's chain
+(no instance, no call). It is asked when the middleware's turn comes, so one
+further out may still change the job. The built-in ones (unique jobs,
+encryption, the batch client) use it so that a job which does not use their
+feature pays nothing for them; it must be cheap and read only the job.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from django.utils.module_loading import import_string
 
 
 class Entry:
-    __slots__ = ("klass", "args", "kwargs")
+    __slots__ = ("klass", "args", "kwargs", "applies")
 
     def __init__(self, klass: Any, args: tuple = (), kwargs: dict | None = None) -> None:
         self.klass = import_string(klass) if isinstance(klass, str) else klass
         self.args = args
         self.kwargs = kwargs or {}
+        self.applies: Callable[[dict], bool] | None = getattr(self.klass, "applies", None)
 
     def make(self) -> Callable:
         return self.klass(*self.args, **self.kwargs)
@@ -98,12 +106,18 @@ class Chain:
         """Run every middleware around ``last``; each gets ``*args, call_next``."""
         if not self._entries:
             return last()
-        instances = [e.make() for e in self._entries]
+        entries = self._entries
+        count = len(entries)
 
         def step(i: int) -> Any:
-            if i == len(instances):
-                return last()
-            return instances[i](*args, lambda: step(i + 1))
+            while i < count:
+                entry = entries[i]
+                # Asked when its turn comes, so a middleware further out may still turn the
+                # feature on (args[1] is the job on both sides).
+                if entry.applies is None or entry.applies(args[1]):
+                    return entry.make()(*args, lambda after=i + 1: step(after))
+                i += 1
+            return last()
 
         return step(0)
 

@@ -26,6 +26,10 @@ HANDLED_EXITS: tuple[type[BaseException], ...] = (RetrySkip, Shutdown, RetryHand
 class BatchClientMiddleware:
     """Stamps the open batch's bid on every job pushed inside ``jobs()``."""
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return context.current_batch.get() is not None
+
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
         batch = context.current_batch.get()
         if batch is not None and not job.get("bid"):
@@ -42,6 +46,9 @@ class BatchServerMiddleware:
     * an invalidated batch: the job is not run and counts as a success
       (callback jobs always run);
     * a handled exit (see :data:`HANDLED_EXITS`): nothing is recorded.
+
+    It has no ``applies``: it runs for every job, batch or not, because a batch opened
+    inside any job names its hold after that job's jid (``current_jid``).
     """
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:

@@ -44,6 +44,10 @@ def _clear_value(job: dict, value: Any, mode: Any) -> Any:
 class EncryptionClientMiddleware:
     """Replaces the last argument of an ``encrypt`` job with its envelope."""
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return payload.truthy(job.get("encrypt"))
+
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Any) -> Any:
         if not payload.truthy(job.get("encrypt")):
             return call_next()
@@ -70,6 +74,10 @@ class EncryptionClientMiddleware:
 
 class EncryptionServerMiddleware:
     """Opens the envelope for ``perform``; a job that cannot be opened goes to the dead set."""
+
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return payload.truthy(job.get("encrypt"))
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
         if not payload.truthy(job.get("encrypt")):

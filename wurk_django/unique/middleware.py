@@ -20,6 +20,10 @@ class UniqueClientMiddleware:
     Runs outside the batch middleware, so a dropped duplicate never joins a batch.
     """
 
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return job.get("unique_for") is not None
+
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Any) -> Any:
         if job.get("unique_for") is None:
             return call_next()
@@ -67,6 +71,10 @@ def _give_back(redis: Any, key: str, job: dict) -> None:
 class UniqueServerMiddleware:
     """Releases the lock when the job starts (``unique_until="start"``) or after it
     succeeded (default); a failure keeps it, so retries stay unique."""
+
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return job.get("unique_for") is not None
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
         if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled():
