@@ -99,3 +99,10 @@ class DueJob
     Sidekiq.redis { |c| c.rpush("bench:late", late.to_s) }
   end
 end
+
+class HoldJob
+  include Sidekiq::Worker
+  def perform(seconds)
+    sleep seconds
+  end
+end

@@ -52,3 +52,10 @@ class Due(Job):
 
     def perform(self, due):
         record_latency(time.time() - due, "bench:late")
+
+
+class Hold(Job):
+    """bench/latency.py: keeps one thread busy, so the next job finds one free thread."""
+
+    def perform(self, seconds):
+        time.sleep(seconds)

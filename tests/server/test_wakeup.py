@@ -199,3 +199,28 @@ def test_kill_9_mid_drain_with_jobs_fetched_ahead_loses_nothing(redis_db, worker
     assert Reaper(["default"], grace=0).boot_sweep() == len(held)
     back = {json.loads(raw)["args"][0] for raw in redis_db.lrange("queue:default", 0, -1)}
     assert back == held | queued
+
+
+def test_the_other_queues_are_tried_in_one_round_trip_in_order(redis_db, monkeypatch):
+    """After the first queue misses, the rest are tried by one script call, in the fetcher's
+    order, each hit moved into that queue's private list (PRO-122)."""
+    from wurk_django.server import reliable_fetch
+
+    calls = []
+    real = reliable_fetch.FETCH_FIRST
+
+    class Counting:
+        def __call__(self, client, keys=(), args=()):
+            calls.append(list(keys))
+            return real(client, keys=keys, args=args)
+
+    monkeypatch.setattr(reliable_fetch, "FETCH_FIRST", Counting())
+    fetcher = _fetcher(poll=60)
+    redis_db.lpush("queue:c", _raw("c" * 24, "c"))
+    redis_db.lpush("queue:b", _raw("b" * 24, "b"))
+    first = fetcher.retrieve_work()
+    assert first.queue == "b" and redis_db.lrange(first.private, 0, -1) == [first.job]
+    second = fetcher.retrieve_work()
+    assert second.queue == "c" and redis_db.lrange(second.private, 0, -1) == [second.job]
+    assert [keys[0::2] for keys in calls] == [["queue:b", "queue:c"], ["queue:b", "queue:c"]]
+    assert redis_db.llen("queue:b") == redis_db.llen("queue:c") == 0

@@ -43,6 +43,7 @@ from .state import NONCE, hostname
 logger = logging.getLogger("wurk_django.worker")
 
 ERROR_BACKOFF = 1.0
+FETCH_FIRST = lua("fetch_first")
 RECOVERED_PREFIX = "super_fetch:recovered:"
 #: Most jobs one fetch moves when the queue is deep and the jobs are short.
 PREFETCH = 4
@@ -333,9 +334,15 @@ class ReliableFetch:
                         self._ahead.setdefault(ident, deque()).extend(units[1:])
                     return units[0]
                 continue
-            job = get_redis(config=self.config).lmove(public, private, "RIGHT", "LEFT")
-            if job is not None:
-                return ReliableUnit(name, public, private, job, self)
+            # The rest of the queues in one round trip, in order (PRO-122).
+            rest = names[i:]
+            pairs = [key for other in rest for key in self.keys(other)]
+            hit = FETCH_FIRST(get_redis(config=self.config), keys=pairs)
+            if hit:
+                name = rest[int(hit[0]) - 1]
+                public, private = self.keys(name)
+                return ReliableUnit(name, public, private, hit[1], self)
+            break
         if self._done.is_set():
             return None
         blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
