@@ -476,11 +476,11 @@ def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool) -> dic
             "server_commandstats_delta_per_job (server-wide, includes other clients)": server}
 
 
-def profile(r: redis.Redis, url: str, n: int, seconds: float, extra: dict) -> Path:
-    """py-spy on the wurk worker while it drains n noop jobs; raw collapsed stacks to OUT."""
+def profile(r: redis.Redis, url: str, n: int, seconds: float, extra: dict, shape: str = "noop") -> Path:
+    """py-spy on the wurk worker while it drains n jobs of one shape; raw collapsed stacks to OUT."""
     r.flushdb()
-    fill(r, "wurk", "noop", n, url)
-    out = OUT / f"profile-noop-{'nolog' if extra.get('BENCH_JOBLOG') == '0' else 'log'}.txt"
+    fill(r, "wurk", shape, n, url)
+    out = OUT / f"profile-{shape}-{'nolog' if extra.get('BENCH_JOBLOG') == '0' else 'log'}.txt"
     cmd = worker_commands("wurk", 1, url, False)[0][0]
     procs = start([(cmd, extra)], url, OUT / "profile.log")
     try:
@@ -599,7 +599,8 @@ def main() -> None:
             log(f"commands: {cmds}")
         if "profile" in only:
             for extra in ({}, {"BENCH_JOBLOG": "0"}):
-                log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra)}")
+                for shape in shapes if args.shapes != ",".join(SHAPES) else ["noop"]:
+                    log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra, shape)}")
     finally:
         r.flushdb()
     text = report(results, enq, cmds, meta)
