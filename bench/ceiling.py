@@ -13,6 +13,7 @@ least any Redis-backed worker must do per job. Paired in one run, alternating.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import redis  # noqa: E402
 from peers.recorder import IO_SECONDS, cpu_work  # noqa: E402
 
-URL = "redis://127.0.0.1:6379/9"
+URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
 
 
 def drain(jobs: int, threads: int, body, round_trip: bool) -> float:
@@ -56,12 +57,18 @@ def main() -> None:
     def sleep() -> None:
         time.sleep(IO_SECONDS)
 
+    shared = redis.Redis.from_url(URL)  # one client for all threads, as a job's get_redis() would be
+
+    def incr() -> None:
+        shared.incr("bench:calls")
+
     cases = [
         ("cpu, 1 thread, no Redis (one core)", 1, cpu_work, False),
         ("cpu, 10 threads, no Redis", 10, cpu_work, False),
         ("cpu, 10 threads, 1 round trip per job", 10, cpu_work, True),
         ("io, 10 threads, no Redis", 10, sleep, False),
         ("io, 10 threads, 1 round trip per job", 10, sleep, True),
+        ("redis shape, 10 threads, the job's own INCR only (no job system at all)", 10, incr, False),
     ]
     results: dict[str, list[float]] = {label: [] for label, *_ in cases}
     for _ in range(args.runs):
@@ -71,7 +78,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {args.jobs} jobs, {args.runs} runs, medians")
     for label, *_ in cases:
         rate = statistics.median(results[label])
-        ideal = one_core if label.startswith("cpu") else 10 / IO_SECONDS
+        ideal = one_core if label.startswith("cpu") else 10 / IO_SECONDS if label.startswith("io") else rate
         print(f"{rate:9.0f} jobs/s  {100 * rate / ideal:5.1f} % of ideal  {label}")
 
 

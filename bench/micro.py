@@ -5,7 +5,7 @@
 
 Each line times one piece of the per-job path as the worker runs it now, beside
 what it replaced (docs/benchmarks.md), so each gain is measured rather than
-guessed. Uses Redis DB 9 (flushed).
+guessed. Uses Redis DB 9 (flushed; ``BENCH_REDIS_URL`` picks another, never 0).
 """
 
 from __future__ import annotations
@@ -134,8 +134,37 @@ def bookkeeping_paths() -> None:
     timeit("thread_id() (cached per thread)", thread_id)
 
 
+def middleware_paths() -> None:
+    """The server chain with the built-ins registered (batch, unique, encryption) for a job
+    that uses none of them: every middleware built and called (before) vs applies(job)."""
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import Chain, server_chain
+
+    chain = server_chain(get_config())
+    job = {"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "a" * 24}
+    instance = Noop()
+
+    def every_entry() -> None:  # before: no applies(), every entry built and called
+        instances = [e.make() for e in chain._entries]
+
+        def step(i: int):
+            if i == len(instances):
+                return None
+            return instances[i](instance, job, "bench", lambda: step(i + 1))
+
+        step(0)
+
+    print(f"         server chain: {', '.join(e.klass.__name__ for e in chain._entries)}")
+    timeit("server chain, plain job, every middleware called (before)", every_entry)
+    timeit("server chain, plain job, applies(job) skips unused features (now)",
+           lambda: chain.invoke((instance, job, "bench"), lambda: None))
+    timeit("no chain at all (floor)", lambda: None)
+    del Chain
+
+
 if __name__ == "__main__":
     print(f"python {sys.version.split()[0]}, redis-py {redis.__version__}, {N} iterations, best of 3")
     redis_paths()
     logging_paths()
     bookkeeping_paths()
+    middleware_paths()

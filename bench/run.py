@@ -6,9 +6,10 @@
     python bench/run.py --systems wurk,dramatiq --shapes noop --jobs 5000 --runs 5
     python bench/run.py --processes 2        # 2 worker processes per system where supported
     python bench/run.py --only enqueue       # enqueue rates only (also: drain, commands, profile)
+    python bench/run.py --systems wurk,wurk-nolog,sidekiq,sidekiq-nolog,dramatiq --shapes noop,redis
 
-Everything lives in Redis logical DB 9 (``--redis``); only that database is
-flushed. Per measurement: flush, pre-enqueue N jobs with hand-built payloads
+Everything lives in one Redis logical database (``--redis``, DB 9 by default,
+never 0); only that database is flushed. Per measurement: flush, pre-enqueue N jobs with hand-built payloads
 (wurk_django, Sidekiq) or the system's own bulk client (peers), start the
 worker (1 process x 10 threads), and time first -> last completion as the
 jobs record it (bench/peers/recorder.py). Systems alternate within each run
@@ -38,11 +39,16 @@ REPO = BENCH.parent
 PY = sys.executable
 BIN = Path(PY).parent
 OUT = Path(os.environ.get("BENCH_OUT", "/tmp/wurk-bench"))
-SHAPES = ("noop", "cpu", "io")
-ALL_SYSTEMS = ("wurk", "wurk-nolog", "sidekiq", "celery-threads", "celery-prefork", "rq", "dramatiq", "huey")
+SHAPES = ("noop", "cpu", "io", "redis")
+ALL_SYSTEMS = ("wurk", "wurk-nolog", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork", "rq", "dramatiq",
+               "huey")
 THREADS = 10
-WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io"}
-RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob"}
+WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io",
+                "redis": "wurkbench.jobs.RedisCall"}
+RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "RedisCallJob"}
+#: Ratios with the same per-job logging policy on both sides: (ours, theirs, label).
+POLICY_PAIRS = (("wurk", "sidekiq", "log on for both"), ("wurk-nolog", "sidekiq-nolog", "log off for both"),
+                ("wurk-nolog", "dramatiq", "no per-job log on either side"))
 
 
 def log(msg: str) -> None:
@@ -81,7 +87,7 @@ def wurk_has_processes() -> bool:
 def available(system: str) -> tuple[bool, str]:
     if system.startswith("wurk"):
         return importable("wurk_django"), "wurk_django"
-    if system == "sidekiq":
+    if system.startswith("sidekiq"):
         return shutil.which("sidekiq") is not None, "sidekiq (apt-get install ruby-sidekiq)"
     module = system.split("-")[0]
     return importable(module), module
@@ -96,7 +102,7 @@ def versions(systems: list[str]) -> dict:
             found[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
-    if "sidekiq" in systems and shutil.which("ruby"):
+    if any(s.startswith("sidekiq") for s in systems) and shutil.which("ruby"):
         out = subprocess.run(["ruby", "-e", 'require "sidekiq"; require "redis"; '
                               'puts "#{RUBY_VERSION} #{Sidekiq::VERSION} #{Redis::VERSION}"'],
                              capture_output=True, text=True).stdout.split()
@@ -110,7 +116,7 @@ def versions(systems: list[str]) -> dict:
 
 def hand_built(system: str, shape: str, n: int) -> list[bytes]:
     now = time.time()
-    if system == "sidekiq":  # Sidekiq 6.4 schema: float epoch seconds
+    if system.startswith("sidekiq"):  # Sidekiq 6.4 schema: float epoch seconds
         base = {"class": RUBY_CLASSES[shape], "args": [], "retry": True, "queue": "bench",
                 "created_at": now, "enqueued_at": now}
     else:  # Sidekiq 8 schema, as wurk_django writes it: integer epoch milliseconds
@@ -122,7 +128,7 @@ def hand_built(system: str, shape: str, n: int) -> list[bytes]:
 
 def fill(r: redis.Redis, system: str, shape: str, n: int, url: str) -> None:
     """Pre-enqueue n jobs of one shape for one system."""
-    if system.startswith("wurk") or system == "sidekiq":
+    if system.startswith("wurk") or system.startswith("sidekiq"):
         bodies = hand_built(system, shape, n)
         pipe = r.pipeline(transaction=False)
         pipe.sadd("queues", "bench")
@@ -159,7 +165,9 @@ def worker_commands(system: str, processes: int, url: str, has_processes: bool) 
                 return None
             cmd += ["--processes", str(processes)]
         return [(cmd, env)]
-    if system == "sidekiq":
+    if system in ("sidekiq", "sidekiq-nolog"):
+        if system == "sidekiq-nolog":
+            env["BENCH_JOBLOG"] = "0"
         env["REDIS_URL"] = url
         cmd = ["sidekiq", "-r", str(BENCH / "peers" / "sidekiq_jobs.rb"), "-c", str(THREADS), "-q", "bench"]
         return [(cmd, env)] * processes  # Sidekiq OSS: one process each, no built-in fork
@@ -395,6 +403,19 @@ def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) 
                 cells.append(med(ratios) + "x" if system != ours_name and ratios else "")
             lines.append(f"| {system} | {med([x['rate'] for x in mine])} | {cells[0]} | {cells[1]} | "
                          f"{med([x['boot_s'] for x in mine])} | {med([x['rss_mb'] for x in mine])} |")
+        policy = []
+        for ours_name, theirs, label in POLICY_PAIRS:
+            ratios = []
+            for x in rows:
+                if x["system"] != theirs:
+                    continue
+                ours = [y for y in rows if y["system"] == ours_name and y["run"] == x["run"]]
+                if ours:
+                    ratios.append(ours[0]["rate"] / x["rate"])
+            if ratios:
+                policy.append(f"| {ours_name} / {theirs} | {label} | {med(ratios)}x |")
+        if policy:
+            lines += ["", "| same logging policy | | paired ratio |", "|---|---|---|", *policy]
         if shape == "io":
             lines.append(f"\nio ceiling for {meta['processes']} x {THREADS} threads: "
                          f"{meta['processes'] * THREADS / 0.005:,.0f} jobs/s")
@@ -455,11 +476,11 @@ def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool) -> dic
             "server_commandstats_delta_per_job (server-wide, includes other clients)": server}
 
 
-def profile(r: redis.Redis, url: str, n: int, seconds: float, extra: dict) -> Path:
-    """py-spy on the wurk worker while it drains n noop jobs; raw collapsed stacks to OUT."""
+def profile(r: redis.Redis, url: str, n: int, seconds: float, extra: dict, shape: str = "noop") -> Path:
+    """py-spy on the wurk worker while it drains n jobs of one shape; raw collapsed stacks to OUT."""
     r.flushdb()
-    fill(r, "wurk", "noop", n, url)
-    out = OUT / f"profile-noop-{'nolog' if extra.get('BENCH_JOBLOG') == '0' else 'log'}.txt"
+    fill(r, "wurk", shape, n, url)
+    out = OUT / f"profile-{shape}-{'nolog' if extra.get('BENCH_JOBLOG') == '0' else 'log'}.txt"
     cmd = worker_commands("wurk", 1, url, False)[0][0]
     procs = start([(cmd, extra)], url, OUT / "profile.log")
     try:
@@ -517,8 +538,9 @@ def main() -> None:
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
 
-    if not args.redis.rstrip("/").endswith("/9"):
-        ap.error("the benchmark uses Redis logical DB 9 only (it flushes it)")
+    db = args.redis.rstrip("/").rsplit("/", 1)[-1]
+    if not db.isdigit() or int(db) == 0:
+        ap.error("--redis must name a logical database other than 0 (the benchmark flushes it)")
     OUT.mkdir(parents=True, exist_ok=True)
     r = redis.Redis.from_url(args.redis)
     r.ping()
@@ -577,7 +599,8 @@ def main() -> None:
             log(f"commands: {cmds}")
         if "profile" in only:
             for extra in ({}, {"BENCH_JOBLOG": "0"}):
-                log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra)}")
+                for shape in shapes if args.shapes != ",".join(SHAPES) else ["noop"]:
+                    log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra, shape)}")
     finally:
         r.flushdb()
     text = report(results, enq, cmds, meta)

@@ -245,7 +245,8 @@ def test_one_round_trip_per_push(redis_db, pipelines):  # CORE-083
     RecordJob.perform_async(1)
     assert pipelines["executes"] == 1
     names = [c[0] for c in pipelines["commands"]]
-    assert names == ["SADD", "LPUSH"]
+    # The job, then its wake-up token for fetchers blocked on several queues (issue 19).
+    assert names == ["SADD", "LPUSH", "LPUSH", "LTRIM", "EXPIRE"]
 
 
 # --- bulk (CORE-089) -----------------------------------------------------------------------------

@@ -238,3 +238,65 @@ def test_a_middleware_that_does_not_apply_is_skipped():
     chain.invoke(("X", {"flag": True}, "default", None), lambda: TRACE.append("core"))
     assert TRACE == ["core", "flagged", "core"]
     assert Chain([Outer]).applies_to({})  # no predicate: always applies
+
+
+# --- applies(job): skipping a middleware a job does not use (issue 19) ------------------------
+
+
+def test_a_middleware_whose_applies_says_no_is_never_built_or_called():
+    from wurk_django.middleware import Chain
+
+    built: list[str] = []
+
+    class Picky:
+        @staticmethod
+        def applies(job):
+            return bool(job.get("flag"))
+
+        def __init__(self):
+            built.append("picky")
+
+        def __call__(self, instance, job, queue, call_next):
+            job["seen"] = True
+            return call_next()
+
+    chain = Chain([Picky])
+    plain: dict = {}
+    assert chain.invoke((None, plain, "q"), lambda: "ran") == "ran"
+    assert built == [] and "seen" not in plain
+    flagged = {"flag": 1}
+    assert chain.invoke((None, flagged, "q"), lambda: "ran") == "ran"
+    assert built == ["picky"] and flagged["seen"]
+
+
+def test_applies_is_asked_when_its_turn_comes():
+    """A middleware further out may turn a feature on for the ones inside it."""
+    from wurk_django.middleware import Chain
+
+    class TurnsOn:
+        def __call__(self, instance, job, queue, call_next):
+            job["flag"] = True
+            return call_next()
+
+    class Picky:
+        @staticmethod
+        def applies(job):
+            return bool(job.get("flag"))
+
+        def __call__(self, instance, job, queue, call_next):
+            job["picky"] = True
+            return call_next()
+
+    job: dict = {}
+    Chain([TurnsOn, Picky]).invoke((None, job, "q"), lambda: None)
+    assert job == {"flag": True, "picky": True}
+
+
+def test_built_in_server_middleware_a_plain_job_skips():
+    from wurk_django.encryption.middleware import EncryptionServerMiddleware
+    from wurk_django.unique.middleware import UniqueServerMiddleware
+
+    plain = {"class": "X", "args": [], "jid": "a" * 24}
+    assert not EncryptionServerMiddleware.applies(plain) and not UniqueServerMiddleware.applies(plain)
+    assert EncryptionServerMiddleware.applies({**plain, "encrypt": True})
+    assert UniqueServerMiddleware.applies({**plain, "unique_for": 60})

@@ -114,8 +114,12 @@ def test_fetch_and_ack_batches(transport, exchanges):
             unit.acknowledge()
         fetcher.flush_acks()
         assert sorted(fetched) == sorted(j["jid"] for j in jobs)
-        # Fetches 2..5 carried the previous ACK on this thread's connection (send_on).
-        assert exchanges.count(3) == 4
+        # exchanges[0] is the push (with its wake-up); every fetch goes on this thread's
+        # connection (send_on): the 2nd carries the 1st job's ACK (LREM + DEL + LMOVE), and
+        # once the queue proves deep one fetch moves several jobs, so never more than one
+        # round trip per job, plus the final flush.
+        assert exchanges[1:3] == [1, 3]
+        assert len(exchanges) - 1 <= len(jobs) + 1
         assert not [key for key in plain.keys("queue:default|*") if plain.llen(key)]
         assert plain.llen("queue:default") == 0
     finally:

@@ -130,6 +130,24 @@ def recovered(jid: str) -> str:
 def task_status(jid: str) -> str:
     """HASH with a django.tasks result (state, errors, return value...)."""
     return f"status:{jid}"
+# -- wake-ups (issue 19): not Sidekiq keys; Ruby processes never read them --------------
+#: Most tokens a queue's wake-up list holds: enough to wake that many idle fetchers at once.
+WAKE_TOKENS_MAX = 64
+#: Seconds a wake-up list outlives its last push (nobody may be listening).
+WAKE_TTL = 60
+#: Pub/sub channel a push into ``schedule`` or ``retry`` announces its earliest score on.
+SCHEDULE_WAKE_CHANNEL = "wake-schedule"
+
+
+def schedule_wake_channel(db: int | str) -> str:
+    """``wake-schedule:<db>``: channels are server-wide, keys are per database."""
+    return f"{SCHEDULE_WAKE_CHANNEL}:{db}"
+
+
+def wake(name: str) -> str:
+    """``wake:<queue>``: a LIST of tokens pushed with every push to ``queue:<queue>``;
+    fetchers serving several queues block on these lists when all their queues are empty."""
+    return f"wake:{name}"
 
 
 # -- unique jobs (ENT-203) ----------------------------------------------------------

@@ -10,11 +10,12 @@ A middleware is a class whose instances are called once per job:
 A fresh instance is built per job from the arguments given at registration,
 so middleware can keep per-job state on ``self`` safely across threads.
 
-A middleware class may define ``applies(job) -> bool`` (a static method): a
-cheap test of whether it has anything to do with this job. The chain skips it
-when it says no, which must mean exactly what calling ``call_next()`` at once
-would have done. The built-in features use it so a job that uses none of them
-pays nothing for them; user middleware normally does not define it.
+A middleware class may define ``applies(job) -> bool`` (a static or class
+method): when it returns False the middleware is left out of that job's chain
+(no instance, no call). It is asked when the middleware's turn comes, so one
+further out may still change the job. The built-in ones (unique jobs,
+encryption, the batch client) use it so that a job which does not use their
+feature pays nothing for them; it must be cheap and read only the job.
 """
 
 from __future__ import annotations
@@ -110,15 +111,19 @@ class Chain:
         ``args[1]`` is the job dict on both sides."""
         if not self._entries:
             return last()
+        entries = self._entries
+        count = len(entries)
         job = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
-        instances = [e.make() for e in self._entries if e.applies is None or job is None or e.applies(job)]
-        if not instances:
-            return last()
 
         def step(i: int) -> Any:
-            if i == len(instances):
-                return last()
-            return instances[i](*args, lambda: step(i + 1))
+            while i < count:
+                entry = entries[i]
+                # Asked when its turn comes, so a middleware further out may still turn the
+                # feature on (args[1] is the job on both sides).
+                if entry.applies is None or job is None or entry.applies(job):
+                    return entry.make()(*args, lambda after=i + 1: step(after))
+                i += 1
+            return last()
 
         return step(0)
 

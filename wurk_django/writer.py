@@ -36,7 +36,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload, redis_errors
+from . import keys, payload, redis_errors
 from .conf import Config, get_config
 from .connection import async_redis, get_redis, send_commands
 from .scripts import source_for_sha
@@ -102,6 +102,47 @@ def push_commands(jobs: list[dict], *, front: bool = False, now_ms: int | None =
     return commands
 
 
+def wake_commands(jobs: list[dict], db: int | str = 0) -> list[Command]:
+    """The wake-up signals for ``jobs``, sent after their pushes in the same round trip.
+
+    * per queue pushed to: up to :data:`keys.WAKE_TOKENS_MAX` tokens on ``wake:<queue>``
+      (one per job), which an idle fetcher serving several queues blocks on: no blocking
+      move can take from more than one list, so the token says "look again now". The list
+      is trimmed and expires, so nobody listening costs nothing lasting;
+    * for jobs with an ``at``: the earliest one, published on
+      ``wake-schedule:<db>``, so a sleeping scheduler can wake in time.
+
+    A lost signal only costs time: fetchers and schedulers still poll as before.
+    """
+    counts: dict[str, int] = {}
+    earliest: float | None = None
+    for job in jobs:
+        at = job.get("at")
+        if at is None:
+            queue = job["queue"]
+            counts[queue] = counts.get(queue, 0) + 1
+        else:
+            earliest = float(at) if earliest is None else min(earliest, float(at))
+    commands: list[Command] = []
+    for queue, count in counts.items():
+        key = keys.wake(queue)
+        commands += [("LPUSH", key, *("1",) * min(count, keys.WAKE_TOKENS_MAX)),
+                     ("LTRIM", key, 0, keys.WAKE_TOKENS_MAX - 1), ("EXPIRE", key, keys.WAKE_TTL)]
+    if earliest is not None:
+        commands.append(schedule_wake_command(earliest, db))
+    return commands
+
+
+def schedule_wake_command(score: float, db: int | str = 0) -> Command:
+    """Announce a ``schedule``/``retry`` entry due at ``score`` (epoch seconds) to the
+    schedulers of database ``db``."""
+    return ("PUBLISH", keys.schedule_wake_channel(db), repr(float(score)))
+
+
+def _db(client: Any) -> int | str:
+    return client.connection_pool.connection_kwargs.get("db", 0)
+
+
 class Writer:
     """Writes jobs for one :class:`Config`; cheap to build."""
 
@@ -129,7 +170,8 @@ class Writer:
               connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
         commands = list(extra or ()) + push_commands(jobs, front=front)
-        return self.send(_apply_hooks(jobs, commands), connect_attempts=connect_attempts)
+        return self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)),
+                         connect_attempts=connect_attempts)
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
@@ -143,7 +185,10 @@ class Writer:
                 jobs.append(job)
             members += (float(score), raw)
         commands = [*extra, ("ZADD", name, *members)] if members else list(extra)
-        return self.send(_apply_hooks(jobs, commands))
+        commands = _apply_hooks(jobs, commands)
+        if members and name in (keys.SCHEDULE, keys.RETRY):
+            commands.append(schedule_wake_command(min(members[0::2]), _db(self.redis)))
+        return self.send(commands)
 
     def send(self, commands: list[Command], *, connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Send ``commands`` in one round trip under the replay policy of
@@ -222,7 +267,7 @@ class AsyncWriter:
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
         commands = list(extra or ()) + push_commands(jobs, front=front)
-        return await self.send(_apply_hooks(jobs, commands))
+        return await self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)))
 
     async def send(self, commands: list[Command]) -> list[Any]:
         """:meth:`Writer.send`, awaited."""

@@ -5,7 +5,7 @@ import time
 
 from celery import Celery
 
-from .recorder import IO_SECONDS, cpu_work, done
+from .recorder import IO_SECONDS, cpu_work, done, redis_call
 
 app = Celery("bench", broker=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"))
 app.conf.update(
@@ -34,4 +34,10 @@ def io():
     done()
 
 
-TASKS = {"noop": noop, "cpu": cpu, "io": io}
+@app.task(name="bench.redis")
+def rcall():
+    redis_call()
+    done()
+
+
+TASKS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}

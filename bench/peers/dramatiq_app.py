@@ -6,7 +6,7 @@ import time
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
-from .recorder import IO_SECONDS, cpu_work, done
+from .recorder import IO_SECONDS, cpu_work, done, redis_call
 
 broker = RedisBroker(url=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"))
 dramatiq.set_broker(broker)
@@ -29,4 +29,10 @@ def io():
     done()
 
 
-ACTORS = {"noop": noop, "cpu": cpu, "io": io}
+@dramatiq.actor(queue_name="bench", max_retries=0)
+def rcall():
+    redis_call()
+    done()
+
+
+ACTORS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}

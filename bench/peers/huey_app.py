@@ -5,7 +5,7 @@ import time
 
 from huey import RedisHuey
 
-from .recorder import IO_SECONDS, cpu_work, done
+from .recorder import IO_SECONDS, cpu_work, done, redis_call
 
 huey = RedisHuey("bench", url=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"), results=False)
 
@@ -27,4 +27,10 @@ def io():
     done()
 
 
-TASKS = {"noop": noop, "cpu": cpu, "io": io}
+@huey.task()
+def rcall():
+    redis_call()
+    done()
+
+
+TASKS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}

@@ -93,6 +93,16 @@ def done_direct() -> None:
     pipe.execute()
 
 
+def redis_call() -> None:
+    """The redis shape: one Redis round trip of the job's own (an INCR), as real jobs make."""
+    _redis().incr("bench:calls")
+
+
+def record_latency(seconds: float, key: str = "bench:lat") -> None:
+    """Latency shapes (bench/latency.py): measured before this call, written straight away."""
+    _redis().rpush(key, repr(seconds))
+
+
 CPU_ITERATIONS = int(os.environ.get("BENCH_CPU_ITERATIONS", "20000"))
 IO_SECONDS = 0.005
 

@@ -2,7 +2,7 @@
 
 import time
 
-from .recorder import IO_SECONDS, cpu_work, done_direct
+from .recorder import IO_SECONDS, cpu_work, done_direct, redis_call
 
 
 def noop():
@@ -19,4 +19,9 @@ def io():
     done_direct()
 
 
-FUNCS = {"noop": noop, "cpu": cpu, "io": io}
+def rcall():
+    redis_call()
+    done_direct()
+
+
+FUNCS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}

@@ -48,6 +48,8 @@ end
 
 Sidekiq.configure_server do |config|
   config.on(:startup) { BenchRecorder.start }
+  # BENCH_JOBLOG=0: no per-job "start"/"done" lines (they are logged at INFO).
+  Sidekiq.logger.level = Logger::WARN if ENV["BENCH_JOBLOG"] == "0"
 end
 
 class NoopJob
@@ -70,5 +72,37 @@ class IoJob
   def perform
     sleep 0.005
     BenchRecorder.done
+  end
+end
+
+class RedisCallJob
+  include Sidekiq::Worker
+  def perform
+    Sidekiq.redis { |c| c.incr("bench:calls") }
+    BenchRecorder.done
+  end
+end
+
+# bench/latency.py: seconds from the push / the due time to the start of perform.
+class PickupJob
+  include Sidekiq::Worker
+  def perform(sent)
+    late = Time.now.to_f - sent
+    Sidekiq.redis { |c| c.rpush("bench:lat", late.to_s) }
+  end
+end
+
+class DueJob
+  include Sidekiq::Worker
+  def perform(due)
+    late = Time.now.to_f - due
+    Sidekiq.redis { |c| c.rpush("bench:late", late.to_s) }
+  end
+end
+
+class HoldJob
+  include Sidekiq::Worker
+  def perform(seconds)
+    sleep seconds
   end
 end

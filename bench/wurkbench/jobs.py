@@ -2,7 +2,7 @@
 
 import time
 
-from peers.recorder import IO_SECONDS, cpu_work, done
+from peers.recorder import IO_SECONDS, cpu_work, done, record_latency, redis_call
 
 from wurk_django import Job
 
@@ -28,3 +28,34 @@ class Io(Job):
     def perform(self):
         time.sleep(IO_SECONDS)
         done()
+
+
+class RedisCall(Job):
+    """One Redis round trip of its own (redis-py, as the peers' jobs make it)."""
+
+    queue = "bench"
+
+    def perform(self):
+        redis_call()
+        done()
+
+
+class Pickup(Job):
+    """bench/latency.py: seconds from the push (``sent``, epoch) to the start of perform."""
+
+    def perform(self, sent):
+        record_latency(time.time() - sent)
+
+
+class Due(Job):
+    """bench/latency.py: seconds from the due time (``due``, epoch) to the start of perform."""
+
+    def perform(self, due):
+        record_latency(time.time() - due, "bench:late")
+
+
+class Hold(Job):
+    """bench/latency.py: keeps one thread busy, so the next job finds one free thread."""
+
+    def perform(self, seconds):
+        time.sleep(seconds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import Counter
 
@@ -14,7 +15,7 @@ from wurk_django.api import Queue
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
 from wurk_django.pause import PausedCache, pause, unpause
-from wurk_django.server import poison
+from wurk_django.server import poison, reliable_fetch
 from wurk_django.server.reaper import Reaper, parse_private
 from wurk_django.server.reliable_fetch import ReliableFetch, private_list
 from wurk_django.server.state import NONCE, hostname
@@ -55,23 +56,13 @@ def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetche
     assert not redis_db.exists("super_fetch:recovered:" + "a" * 24)  # PRO-155
 
 
-def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
-    """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE.
-
-    Counted at the client (not INFO commandstats), so other clients of the
-    server cannot disturb the figures."""
+def _count_round_trips(monkeypatch) -> list[list[str]]:
+    """Every round trip from now on, as lists of command names (counted at the client, not
+    by INFO commandstats, so other clients of the server cannot disturb the figures)."""
     from redis.connection import Connection
 
     from wurk_django import wire
 
-    for i in range(52):
-        redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
-    fetcher.retrieve_work().acknowledge()
-    fetcher.retrieve_work().requeue()
-    # The requeue went through the writer, which keeps its connection out of the pool:
-    # open the pool connection the first plain LMOVE below uses as well.
-    get_redis(config=fetcher.config).ping()
     sent: list[list[str]] = []
     single, many = Connection.send_command, Connection.pack_commands
     monkeypatch.setattr(Connection, "send_command",
@@ -81,6 +72,22 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     exchange = wire.exchange  # the batches' own path (RUN-706): one write per call
     monkeypatch.setattr(wire, "exchange",
                         lambda conn, cmds: sent.append([str(c[0]).lower() for c in cmds]) or exchange(conn, cmds))
+    return sent
+
+
+def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
+    """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
+    ahead off: each fetch moves one job)."""
+    monkeypatch.setattr(reliable_fetch, "PREFETCH", 1)
+    for i in range(52):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
+    fetcher.retrieve_work().acknowledge()
+    fetcher.retrieve_work().requeue()
+    # The requeue went through the writer, which keeps its connection out of the pool:
+    # open the pool connection the first plain LMOVE below uses as well.
+    get_redis(config=fetcher.config).ping()
+    sent = _count_round_trips(monkeypatch)
     for _ in range(50):
         unit = fetcher.retrieve_work()
         unit.jid = json.loads(unit.job)["jid"]
@@ -91,6 +98,68 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     assert len(sent) == 51
     assert (commands["lmove"], commands["lrem"], commands["del"]) == (50, 50, 50)
     assert sum(commands.values()) == 150 and commands["blmove"] == 0
+
+
+def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch):
+    """Issue 19 goal 3: once a thread's fetches keep hitting on short jobs, one round trip
+    moves PREFETCH jobs; still one LREM + one DEL per job, and every job fetched ahead
+    sits in the private list until its ACK."""
+    for i in range(200):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    warm = fetcher.retrieve_work()
+    warm.jid = json.loads(warm.job)["jid"]
+    warm.acknowledge()
+    sent = _count_round_trips(monkeypatch)
+    seen = []
+    for _ in range(100):
+        unit = fetcher.retrieve_work()
+        unit.jid = json.loads(unit.job)["jid"]
+        seen.append(unit.jid)
+        ahead = list(fetcher._ahead.get(threading.get_ident(), ()))
+        # Fetched ahead: in the private list, not run, not ACKed.
+        private = set(redis_db.lrange(unit.private, 0, -1))
+        assert {u.job for u in ahead} <= private and unit.job in private
+        unit.acknowledge()
+    assert seen == [f"{i:024d}" for i in range(1, 101)]  # queue order kept
+    fetcher.flush_acks()
+    sent = [trip for trip in sent if trip != ["lrange"]]  # the test's own reads
+    commands = Counter(name for trip in sent for name in trip)
+    assert commands["lrem"] == commands["del"] == 101
+    assert 100 <= commands["lmove"] <= 100 + reliable_fetch.PREFETCH
+    assert len(sent) <= 100 / reliable_fetch.PREFETCH + reliable_fetch.PREFETCH_AFTER + 2
+    assert commands["blmove"] == 0
+
+
+def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher):
+    for i in range(20):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(reliable_fetch.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+    running = fetcher.retrieve_work()  # this fetch moved PREFETCH jobs
+    ahead = list(fetcher._ahead[threading.get_ident()])
+    assert len(ahead) == reliable_fetch.PREFETCH - 1
+    fetcher.release_thread_connection()  # the processor exits
+    tail = redis_db.lrange("queue:default", -len(ahead), -1)
+    assert set(tail) == {u.job for u in ahead}  # at the fetch end: next to run
+    assert redis_db.lrange(running.private, 0, -1) == [running.job] or running.job in redis_db.lrange(
+        running.private, 0, -1)
+    assert not any(u.job in redis_db.lrange(running.private, 0, -1) for u in ahead)
+
+
+def test_a_reconcile_keeps_jobs_fetched_ahead(redis_db, fetcher):
+    """After a fetch error the fetcher gives back jobs no thread holds: jobs fetched ahead are held."""
+    for i in range(20):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(reliable_fetch.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+    fetcher.retrieve_work()
+    ahead = list(fetcher._ahead[threading.get_ident()])
+    assert ahead
+    fetcher._needs_reconcile = True
+    fetcher._reconcile()
+    private = redis_db.lrange(ahead[0].private, 0, -1)
+    assert all(u.job in private for u in ahead)
+    assert fetcher.retrieve_work().job == ahead[0].job
 
 
 def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, fetcher):

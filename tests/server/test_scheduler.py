@@ -95,3 +95,13 @@ def test_concurrent_promoters_push_each_job_exactly_once(redis_db):
     assert not errors
     jids = [json.loads(raw)["jid"] for raw in redis_db.lrange("queue:default", 0, -1)]
     assert len(jids) == count and len(set(jids)) == count
+
+
+def test_promotion_wakes_idle_fetchers_of_the_queues_it_pushed_to(redis_db):
+    # Issue 19: an idle fetcher serving several queues blocks on wake:<queue>; a promoted
+    # job must send that wake-up in the same atomic step as its push.
+    for i in range(3):
+        redis_db.zadd("schedule", {json.dumps({"class": "X", "args": [i], "jid": f"{i:024d}", "queue": "mail"}): 1})
+    assert Scheduler(Config()).enqueue_due() == 3
+    assert redis_db.llen("queue:mail") == 3
+    assert redis_db.lrange("wake:mail", 0, -1) == [b"1"] * 3 and 0 < redis_db.ttl("wake:mail") <= 60

@@ -46,6 +46,9 @@ class BatchServerMiddleware:
     * an invalidated batch: the job is not run and counts as a success
       (callback jobs always run);
     * a handled exit (see :data:`HANDLED_EXITS`): nothing is recorded.
+
+    It has no ``applies``: it runs for every job, batch or not, because a batch opened
+    inside any job names its hold after that job's jid (``current_jid``).
     """
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:

@@ -1,7 +1,9 @@
 -- Move due jobs from a sorted set (retry or schedule) onto their queues, in one step.
 -- KEYS[1] = the set; KEYS[2] = queues; KEYS[3] = dead
 -- ARGV[1] = now, epoch seconds (score bound and dead-set score); ARGV[2] = queue key prefix "queue:";
--- ARGV[3] = now in epoch milliseconds (the new enqueued_at); ARGV[4] = at most this many jobs per call
+-- ARGV[3] = now in epoch milliseconds (the new enqueued_at); ARGV[4] = at most this many jobs per call;
+-- ARGV[5..7] (optional) = the wake-up list prefix "wake:", most tokens kept, their TTL: idle
+-- fetchers serving several queues block on wake:<queue>, so a promoted job starts at once.
 -- Returns {jobs taken from the set, of which moved to dead, then those dead members}: the caller
 -- runs the death handlers for them. It calls again while a full batch came back.
 --
@@ -77,11 +79,13 @@ end
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 local buried = 0
 local dead = {}
+local woken = {}
 for _, member in ipairs(due) do
   local ok, job = pcall(cjson.decode, member)
   if ok and type(job) == 'table' and type(job['queue']) == 'string' and job['queue'] ~= '' then
     redis.call('SADD', KEYS[2], job['queue'])
     redis.call('LPUSH', ARGV[2] .. job['queue'], stamp(member, ARGV[3]))
+    woken[job['queue']] = (woken[job['queue']] or 0) + 1
   else
     -- Not a job anybody can run: keep it for a human in the dead set instead of dropping it.
     redis.call('ZADD', KEYS[3], ARGV[1], member)
@@ -89,6 +93,15 @@ for _, member in ipairs(due) do
     dead[#dead + 1] = member
   end
   redis.call('ZREM', KEYS[1], member)
+end
+if ARGV[5] then
+  local most = tonumber(ARGV[6])
+  for queue, count in pairs(woken) do
+    local key = ARGV[5] .. queue
+    for _ = 1, math.min(count, most) do redis.call('LPUSH', key, '1') end
+    redis.call('LTRIM', key, 0, most - 1)
+    redis.call('EXPIRE', key, tonumber(ARGV[7]))
+  end
 end
 local reply = {#due, buried}
 for _, member in ipairs(dead) do reply[#reply + 1] = member end

@@ -1,49 +1,117 @@
 """The scheduled poller: moves due jobs from ``retry`` and ``schedule`` onto queues (CORE-145..148).
 
-Due jobs are taken from the set and pushed onto their queues by one script
-(Sidekiq Pro's reliable scheduler), so a worker that dies mid-sweep loses no
-job and any number of workers (Ruby ones included) can poll the same sets
-without double pushes. Promotion re-stamps ``enqueued_at`` and leaves the rest
-of the payload byte for byte as it was; client middleware does not run again.
+Due jobs are moved by one script that takes them out of the set and pushes
+them in the same atomic step (``lua/promote_due.lua``, the reliable scheduler):
+any number of workers (Ruby ones included) can poll the same sets without
+double pushes, and a process dying mid-sweep loses nothing.
 Polls are spread out so the whole cluster polls about once per
 ``AVERAGE_SCHEDULED_POLL_INTERVAL`` seconds.
+
+On time without polling more: after each sweep the poller reads the earliest
+score left in ``retry`` and ``schedule`` (same round trip as its process count)
+and sleeps until then when that comes before its usual interval; and every
+push into those sets through the Writer publishes its earliest score on
+``wake-schedule:<db>``, which a listener thread hears and uses to cut the current
+sleep short. A sweep is never sooner than ``MIN_GAP`` after the previous one,
+so a storm of due jobs or retries costs at most ``1 / MIN_GAP`` sweeps a
+second per process; a sleep with nothing due is as long as it always was.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+from collections.abc import Callable
 
 from .. import keys, payload
 from ..conf import Config
-from ..connection import get_redis
+from ..connection import get_redis, send_commands
 from ..errors import InvalidJob
+from ..keys import schedule_wake_channel
 from ..scripts import script
 from . import death
 from .outage import is_outage
 from .processes import prune_processes
+from .threads import spawn
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
-SETS = (keys.RETRY, keys.SCHEDULE)
+SETS = ("retry", "schedule")
 INITIAL_WAIT = 10
 BATCH = 500  # due jobs promoted per script call
+#: Fewest seconds between two sweeps, however much is due.
+MIN_GAP = 0.5
+#: With several processes, a sweep for a due time starts up to this much after it, at random,
+#: so that the first one awake usually moves everything and the others find little.
+DUE_JITTER = 0.2
+#: How often the listener thread checks that it should stop (a local wait: no Redis command).
+LISTEN_TICK = 1.0
+
+
+def plan_wait(now: float, usual: float, next_due: float | None, since_sweep: float, jitter: float = 0.0) -> float:
+    """Seconds to sleep: the usual interval, or less when something is due sooner.
+
+    ``now`` and ``next_due`` are epoch seconds (``next_due`` None: nothing scheduled);
+    ``since_sweep`` is how long ago the last sweep ended. A wait for a due time is
+    never shorter than what keeps sweeps ``MIN_GAP`` apart.
+    """
+    if next_due is None:
+        return usual
+    until_due = max(next_due - now, 0.0) + jitter
+    return min(usual, max(until_due, MIN_GAP - since_sweep))
+
+
+class _DueLoop(TimerLoop):
+    """A :class:`TimerLoop` whose current sleep can be cut short to an earlier deadline."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: float | None = None
+
+    def _wait(self, seconds: float) -> bool:
+        with self._cond:
+            self._deadline = time.monotonic() + seconds
+            while not self._done:
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            self._deadline = None
+            return not self._done
+
+    def wake_by(self, deadline: float) -> bool:
+        """End the current sleep at ``deadline`` (monotonic) if that is sooner; True if it moved."""
+        with self._cond:
+            if self._deadline is None or deadline >= self._deadline:
+                return False
+            self._deadline = deadline
+            self._cond.notify_all()
+            return True
 
 
 class Scheduler:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._rng = random.Random()
+        self._clock = clock
+        self._monotonic = monotonic
         first = self._rng.random() * 5
         if config.poll_interval_average is None:
             first += INITIAL_WAIT
-        self.loop = TimerLoop("scheduler", self.tick, self.interval, first_wait=first)
+        self.loop = _DueLoop("scheduler", self.tick, self.interval, first_wait=first)
         self._pruned = False
+        self._swept_at = monotonic()
+        self._processes = 1
+        self._listener: threading.Thread | None = None
 
     def start(self) -> None:
         self.loop.start()
+        if self._listener is None or not self._listener.is_alive():
+            self._listener = spawn("scheduler-wake", self._listen)
 
     def terminate(self) -> None:
         self.loop.terminate()
@@ -52,7 +120,10 @@ class Scheduler:
         if not self._pruned:
             self._pruned = True
             self._prune_processes()
-        self.enqueue_due()
+        try:
+            self.enqueue_due()
+        finally:
+            self._swept_at = self._monotonic()
 
     def enqueue_due(self, now: float | None = None) -> int:
         """Move every job due by ``now`` onto its queue; returns how many moved.
@@ -68,7 +139,8 @@ class Scheduler:
             while not self.loop.done:
                 at = now if now is not None else time.time()
                 taken, buried, *members = promote(keys=[name, keys.QUEUES, keys.DEAD],
-                                                  args=[payload.score(at), keys.QUEUE_PREFIX, int(at * 1000), BATCH])
+                                                  args=[payload.score(at), keys.QUEUE_PREFIX, int(at * 1000), BATCH,
+                                                        keys.wake(""), keys.WAKE_TOKENS_MAX, keys.WAKE_TTL])
                 moved += int(taken) - int(buried)
                 if buried:
                     logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set",
@@ -81,16 +153,66 @@ class Scheduler:
                     break
         return moved
 
-    def interval(self) -> float:
+    def usual_interval(self, count: int) -> float:
         """About one poll per average interval across all processes (CORE-148)."""
-        try:
-            count = max(int(get_redis(config=self.config).scard(keys.PROCESSES)), 1)
-        except Exception:  # an outage only makes the interval less precise
-            count = 1
         average = self.config.poll_interval_average or count * self.config.average_scheduled_poll_interval
         if count < 10:
             return average * self._rng.random() + average / 2
         return average * self._rng.random() * 2
+
+    def interval(self) -> float:
+        """The sleep after a sweep: the usual interval, or until the earliest due entry."""
+        next_due = None
+        try:
+            replies = send_commands(get_redis(config=self.config), [
+                ("SCARD", keys.PROCESSES), *(("ZRANGE", name, 0, 0, "WITHSCORES") for name in SETS)])
+            self._processes = max(int(replies[0]), 1)
+            scores = [float(r[1]) for r in replies[1:] if r]
+            next_due = min(scores) if scores else None
+        except Exception:  # an outage only makes the interval less precise
+            pass
+        return plan_wait(self._clock(), self.usual_interval(self._processes), next_due,
+                         self._monotonic() - self._swept_at, self._jitter())
+
+    def _jitter(self) -> float:
+        return self._rng.random() * DUE_JITTER if self._processes > 1 else 0.0
+
+    def heard(self, score: float) -> bool:
+        """An entry due at ``score`` (epoch seconds) was just pushed: wake for it if that is
+        sooner than the current sleep (never sooner than ``MIN_GAP`` after the last sweep)."""
+        now = self._monotonic()
+        wait = max(score - self._clock(), 0.0) + self._jitter()
+        wait = max(wait, MIN_GAP - (now - self._swept_at))
+        return self.loop.wake_by(now + wait)
+
+    def _listen(self) -> None:
+        """Hear the Writer's schedule wake-ups until terminated (no command while idle)."""
+        pubsub = None
+        while not self.loop.done:
+            try:
+                if pubsub is None:
+                    client = get_redis("wake", pool_size=4, config=self.config)
+                    pubsub = client.pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(schedule_wake_channel(client.connection_pool.connection_kwargs.get("db", 0)))
+                message = pubsub.get_message(timeout=LISTEN_TICK)
+                if message and message.get("type") == "message":
+                    self.heard(float(message["data"]))
+            except (ValueError, TypeError):
+                continue  # not a score: somebody else's message
+            except Exception as exc:
+                logger.debug("schedule wake-up listener: %s; polling only until it reconnects", exc)
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:
+                        pass
+                    pubsub = None
+                time.sleep(LISTEN_TICK)
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:
+                pass
 
     def _prune_processes(self) -> None:
         try:
