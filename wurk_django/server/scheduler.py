@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .. import keys, payload
+from .. import keys, payload, sentinel
 from ..conf import Config
 from ..connection import get_redis, send_commands
 from ..errors import InvalidJob
@@ -194,6 +194,10 @@ class Scheduler:
                     client = get_redis("wake", pool_size=4, config=self.config)
                     pubsub = client.pubsub(ignore_subscribe_messages=True)
                     pubsub.subscribe(schedule_wake_channel(client.connection_pool.connection_kwargs.get("db", 0)))
+                if pubsub.connection is not None:
+                    # A subscribed connection sends no command, so a Sentinel failover would
+                    # leave it on the old primary: drop it if the primary moved (it redials).
+                    sentinel.follow_primary(pubsub.connection)
                 message = pubsub.get_message(timeout=LISTEN_TICK)
                 if message and message.get("type") == "message":
                     self.heard(float(message["data"]))
