@@ -29,7 +29,6 @@ means that script did not run, so exactly that command is sent again as
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -39,6 +38,7 @@ import redis as redis_lib
 from . import keys, payload, redis_errors
 from .conf import Config, get_config
 from .connection import async_redis, get_redis, send_commands
+from .positioned import Positioned
 from .scripts import source_for_sha
 
 Command = tuple[Any, ...]
@@ -46,32 +46,24 @@ WriteHook = Callable[[list[dict], list[Command]], list[Command]]
 
 _FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
 
-_hooks: dict[str, tuple[int, WriteHook]] = {}
-_ordered: list[WriteHook] = []
-_hooks_lock = threading.Lock()
+_hooks: Positioned[WriteHook] = Positioned()
 
 
 def register_hook(name: str, hook: WriteHook, *, position: int = 0) -> None:
     """Add (or replace) the write hook ``name``; lower positions run first."""
-    global _ordered
-    with _hooks_lock:
-        _hooks[name] = (position, hook)
-        _ordered = [h for _p, h in sorted(_hooks.values(), key=lambda ph: ph[0])]
+    _hooks.add(name, hook, position)
 
 
 def unregister_hook(name: str) -> None:
-    global _ordered
-    with _hooks_lock:
-        _hooks.pop(name, None)
-        _ordered = [h for _p, h in sorted(_hooks.values(), key=lambda ph: ph[0])]
+    _hooks.remove(name)
 
 
 def _apply_hooks(jobs: list[dict], commands: list[Command]) -> list[Command]:
-    if not _ordered:
+    if not _hooks.ordered:
         from . import features
 
         features.install()
-    for hook in _ordered:
+    for hook in _hooks.ordered:
         commands = hook(jobs, commands)
     return commands
 

@@ -23,7 +23,6 @@ where it belongs. A kill by a person (admin or ``DeadSet.kill``) passes a
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from .. import keys, payload, registry, signals
 from ..connection import get_redis
 from ..errors import WurkError
+from ..positioned import Positioned
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -58,9 +58,7 @@ class JobKilled(RuntimeError, WurkError):
 
 
 DeathHandler = Callable[[dict, BaseException, str], Any]
-_handlers: dict[str, tuple[int, DeathHandler]] = {}
-_ordered: list[DeathHandler] = []
-_lock = threading.Lock()
+_handlers: Positioned[DeathHandler] = Positioned()
 
 
 def register_handler(name: str, handler: DeathHandler, *, position: int = 0) -> None:
@@ -68,17 +66,11 @@ def register_handler(name: str, handler: DeathHandler, *, position: int = 0) -> 
 
     Built-in handlers run before the user's ``DEATH_HANDLERS``, lowest position first.
     """
-    global _ordered
-    with _lock:
-        _handlers[name] = (position, handler)
-        _ordered = [h for _p, h in sorted(_handlers.values(), key=lambda ph: ph[0])]
+    _handlers.add(name, handler, position)
 
 
 def unregister_handler(name: str) -> None:
-    global _ordered
-    with _lock:
-        _handlers.pop(name, None)
-        _ordered = [h for _p, h in sorted(_handlers.values(), key=lambda ph: ph[0])]
+    _handlers.remove(name)
 
 
 def store(client: Any, raw: bytes | str, *, max_jobs: int, timeout: int, trim: bool = True,
@@ -158,7 +150,7 @@ def run_handlers(job: dict, exc: BaseException, reason: str, config: Any) -> Non
     from .. import features
 
     features.install()
-    for handler in _ordered:
+    for handler in _handlers.ordered:
         try:
             handler(job, exc, reason)
         except Exception:
