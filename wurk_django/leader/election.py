@@ -22,8 +22,7 @@ from ..connection import get_redis
 from ..reporting import report
 from ..scripts import lua
 from ..server.state import identity as process_identity
-from ..server.threads import spawn
-from ..server.timer import JOIN_TIMEOUT
+from ..server.timer import JOIN_TIMEOUT, TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -72,11 +71,10 @@ class Leader:
         self.disabled = opted_out() if disabled is None else disabled
         self._redis = redis
         self._monotonic = monotonic
-        self._cond = threading.Condition()
-        self._lock = threading.Lock()
-        self._done = False
-        self._thread: threading.Thread | None = None
         self._held = False
+        # The campaign runs on a TimerLoop: first campaign after initial_wait, then every
+        # renew_interval while leading or follower_interval while following.
+        self._loop = TimerLoop(THREAD_NAME, self._campaign_tick, self._next_wait, first_wait=self.initial_wait)
         #: The fencing token of the current term (``INCR leader-token`` at promotion), or None.
         self.token: int | None = None
         #: When (epoch seconds) this process last became leader, or None.
@@ -187,58 +185,27 @@ class Leader:
         if self.disabled:
             logger.info("leader: WURK_LEADER=false, this process never leads")
             return None
-        with self._lock:
-            # Checked and spawned under one lock: two racing start() calls must not make
-            # two campaigners (one of which nobody could stop).
-            if self._thread is not None:
-                return self._thread
-            with self._cond:
-                self._done = False
-            self._thread = spawn(THREAD_NAME, self._run)
-            return self._thread
+        return self._loop.start()
 
     def stop(self, timeout: float = JOIN_TIMEOUT) -> None:
         """Stop campaigning and release the lock, so another process leads at once.
 
         The join is bounded: a campaign stuck on a wedged Redis must not hold the
-        shutdown open. A thread that outlives it stays referenced, so a later
+        shutdown open, and the loop keeps a straggler referenced, so a later
         ``start()`` cannot run a second campaigner beside it.
         """
-        with self._cond:
-            self._done = True
-            self._cond.notify_all()
-        with self._lock:
-            thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            ended = True
-        else:
-            thread.join(timeout)
-            ended = not thread.is_alive()
-        if ended:
-            with self._lock:
-                self._thread = None
+        self._loop.stop(timeout)
         if not self.disabled:
             self.release()
 
-    def _wait(self, seconds: float) -> bool:
-        with self._cond:
-            if not self._done and seconds > 0:
-                self._cond.wait(seconds)
-            return not self._done
-
-    def _run(self) -> None:
+    def _campaign_tick(self) -> None:
         try:
-            if not self._wait(self.initial_wait):
-                return
-            while True:
-                try:
-                    self.campaign()
-                except Exception as exc:
-                    report(exc, {"context": "leader campaign failed"}, self.config)
-                if not self._wait(self.renew_interval if self._held else self.follower_interval):
-                    return
-        finally:
-            self.release()
+            self.campaign()
+        except Exception as exc:
+            report(exc, {"context": "leader campaign failed"}, self.config)
+
+    def _next_wait(self) -> float:
+        return self.renew_interval if self._held else self.follower_interval
 
 
 def _send_signal(leader: Leader) -> None:
