@@ -67,7 +67,10 @@ def test_the_sweep_gap_holds_right_after_a_sweep(redis_db):
 
 
 def test_a_published_earlier_entry_cuts_the_sleep_short(redis_db):
-    clock, mono = Clock(), Clock(50.0)
+    # The fake monotonic clock starts at the real one: the loop's own deadline is set from
+    # time.monotonic(), and a fixed 50.0 made "later" look "sooner" once the machine had
+    # been up for more than ~2.6 hours.
+    clock, mono = Clock(), Clock(__import__("time").monotonic())
     sched = _scheduler(clock, mono)
     mono.now += 10
     assert not sched.heard(clock.now + 1)  # not sleeping: nothing to cut short
