@@ -211,6 +211,27 @@ def test_enqueue_failure_after_the_claim_loses_the_fire_and_logs(redis_db, caplo
     assert p.tick() == []  # the slot stays claimed
 
 
+def test_redis_outage_is_one_warning_then_one_recovery_line_without_traceback(redis_db, caplog):
+    # CORE-108: an outage across several ticks logs when it starts and when it ends
+    import redis as redis_lib
+
+    periodic.register("* * * * *", JOB)
+    clock = FakeClock(T0 + 1)
+    dead = redis_lib.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    p = Poller(Config(), leader=FakeLeader(), entries=[], clock=clock, redis=dead)
+    caplog.set_level(logging.INFO, logger="wurk_django")
+    for _ in range(3):
+        p._guarded_tick()
+        clock.t += 60
+    p._redis = redis_db
+    p._guarded_tick()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2, [r.getMessage() for r in warnings]
+    assert "failed" in warnings[0].getMessage() and "recovered after" in warnings[1].getMessage()
+    assert all(r.exc_info is None for r in caplog.records)
+    assert redis_db.llen("queue:default") == 1  # the tick after the outage fired
+
+
 def test_history_keeps_the_last_25(redis_db):
     # ENT-405
     loop = periodic.register("* * * * *", JOB)

@@ -21,6 +21,7 @@ from .. import keys
 from ..client import Client
 from ..connection import get_redis
 from ..scripts import lua
+from ..server.outage import OutageLog, is_outage
 from ..server.threads import spawn
 from ..server.timer import JOIN_TIMEOUT
 from . import loops, registration
@@ -55,6 +56,9 @@ class Poller:
         self._thread: threading.Thread | None = None
         self.registered = False
         self._leading = False
+        # A Redis outage is one line when it starts and one when it ends, like every
+        # other component's, not a traceback a minute.
+        self.outage = OutageLog("periodic", "; trying again next minute")
 
     @property
     def redis(self):
@@ -123,20 +127,32 @@ class Poller:
         if not self._wait(self.first_wait):
             return
         while True:
-            try:
-                if not self.registered:
-                    self._register()
-                self.tick()
-            except Exception:
-                logger.exception("periodic: tick failed; trying again next minute")
+            self._guarded_tick()
             if not self._wait(self._next_wait()):
                 return
+
+    def _guarded_tick(self) -> None:
+        """One tick of the thread: nothing it raises stops the poller."""
+        try:
+            if not self.registered:
+                self._register()
+            self.tick()
+        except Exception as exc:
+            if is_outage(exc):
+                self.outage.failed(exc)
+            else:
+                logger.exception("periodic: tick failed; trying again next minute")
+        else:
+            self.outage.succeeded()
 
     def _register(self) -> None:
         try:
             registration.boot(self.entries, self.redis)
             self.registered = True
-        except Exception:
+        except Exception as exc:
+            if is_outage(exc):
+                self.outage.failed(exc)
+                return
             logger.exception("periodic: could not register loops; trying again at the next tick")
 
     # -- one tick ------------------------------------------------------------------------
@@ -156,7 +172,9 @@ class Poller:
                 break
             try:
                 jid = self.step(loop)
-            except Exception:
+            except Exception as exc:
+                if is_outage(exc):
+                    raise  # the rest of the tick would fail the same way: one outage line
                 logger.exception("periodic: loop %s (%s) failed this tick", loop.lid, loop.klass)
                 continue
             if jid is not None:
@@ -193,9 +211,9 @@ class Poller:
     def _enqueue(self, loop: Loop, fired_at: int) -> str | None:
         try:
             jid = self.client.push(loop.job_item())
-        except Exception:
+        except Exception as exc:
             # The slot is claimed: retrying could fire it twice, so this fire is lost.
-            logger.exception("periodic: loop %s claimed its slot but could not enqueue %s; this fire is lost",
+            logger.error("periodic: loop %s claimed its slot but could not enqueue %s; this fire is lost",
                              loop.lid, loop.klass)
             return None
         try:
