@@ -213,8 +213,8 @@ class Poller:
             jid = self.client.push(loop.job_item())
         except Exception as exc:
             # The slot is claimed: retrying could fire it twice, so this fire is lost.
-            logger.error("periodic: loop %s claimed its slot but could not enqueue %s; this fire is lost",
-                             loop.lid, loop.klass)
+            logger.error("periodic: loop %s claimed its slot but could not enqueue %s; this fire is lost: %s",
+                         loop.lid, loop.klass, exc, exc_info=None if is_outage(exc) else exc)
             return None
         try:
             loops.record_fire(loop.lid, fired_at, jid, redis=self.redis)
