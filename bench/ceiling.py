@@ -62,6 +62,15 @@ def main() -> None:
     def incr() -> None:
         shared.incr("bench:calls")
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from wurk_django import redis_client
+    from wurk_django.conf import Config
+
+    app = redis_client(config=Config(raw={"REDIS_URL": URL}))
+
+    def app_incr() -> None:
+        app.incr("bench:calls")
+
     cases = [
         ("cpu, 1 thread, no Redis (one core)", 1, cpu_work, False),
         ("cpu, 10 threads, no Redis", 10, cpu_work, False),
@@ -69,6 +78,7 @@ def main() -> None:
         ("io, 10 threads, no Redis", 10, sleep, False),
         ("io, 10 threads, 1 round trip per job", 10, sleep, True),
         ("redis shape, 10 threads, the job's own INCR only (no job system at all)", 10, incr, False),
+        ("redis shape, 10 threads, the same INCR through wurk_django.redis_client()", 10, app_incr, False),
     ]
     results: dict[str, list[float]] = {label: [] for label, *_ in cases}
     for _ in range(args.runs):

@@ -39,13 +39,14 @@ REPO = BENCH.parent
 PY = sys.executable
 BIN = Path(PY).parent
 OUT = Path(os.environ.get("BENCH_OUT", "/tmp/wurk-bench"))
-SHAPES = ("noop", "cpu", "io", "redis")
+SHAPES = ("noop", "cpu", "io", "redis", "redis-plain")
 ALL_SYSTEMS = ("wurk", "wurk-nolog", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork", "rq", "dramatiq",
                "huey")
 THREADS = 10
 WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io",
-                "redis": "wurkbench.jobs.RedisCall"}
-RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "RedisCallJob"}
+                "redis": "wurkbench.jobs.RedisCall", "redis-plain": "wurkbench.jobs.RedisPlainCall"}
+RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "RedisCallJob",
+                "redis-plain": "RedisPlainCallJob"}
 #: Ratios with the same per-job logging policy on both sides: (ours, theirs, label).
 POLICY_PAIRS = (("wurk", "sidekiq", "log on for both"), ("wurk-nolog", "sidekiq-nolog", "log off for both"),
                 ("wurk-nolog", "dramatiq", "no per-job log on either side"))

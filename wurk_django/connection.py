@@ -23,6 +23,7 @@ import os
 import select
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -49,6 +50,7 @@ _clients: dict[tuple[int, str, str], redis.Redis] = {}
 #: the scheduler, the reaper, the metrics flush and a client push from the side.
 MAIN_POOL_EXTRAS = 5
 MIN_MAIN_POOL = 10
+MIN_APP_POOL = 20
 PROBE_TIMEOUT = 0.5
 
 
@@ -125,6 +127,27 @@ def _build(config: Config, *, pool_size: int, socket_timeout: float, options: di
     return redis.Redis(connection_pool=_pool(config, kwargs))
 
 
+def cached_client(purpose: str, config: Config, build: Callable[[], redis.Redis]) -> redis.Redis:
+    """The process-wide client for ``purpose`` on ``config``'s Redis, made by ``build``
+    on first use; forgotten, like every pool here, by :func:`reset` and in a forked child."""
+    key = (os.getpid(), purpose, config.redis_target.identity)
+    client = _clients.get(key)
+    if client is None:
+        with _lock:
+            client = _clients.get(key)
+            if client is None:
+                client = _clients[key] = build()
+    return client
+
+
+def app_pool(config: Config, decode_responses: bool = False) -> redis.BlockingConnectionPool:
+    """The pool behind :func:`wurk_django.redis_client`: application code's own."""
+    kwargs = _options(config, socket_timeout=READ_TIMEOUT, retry=Retry(NoBackoff(), 0),
+                      pool_size=pool_size_for(config, "app"))
+    kwargs["decode_responses"] = decode_responses
+    return _pool(config, kwargs)
+
+
 def pool_size_for(config: Config, purpose: str = "main") -> int:
     """Connections the ``purpose`` pool gets for ``config``: one per processor thread
     plus the fixed extras (the fetch and ack pools: plus 2; main: plus
@@ -132,6 +155,9 @@ def pool_size_for(config: Config, purpose: str = "main") -> int:
     when that is more: a smaller pool would leave processor threads waiting."""
     if purpose == "main":
         size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
+    elif purpose == "app":
+        # Job code and web requests share it: a web server's threads count too.
+        size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_APP_POOL)
     else:
         size = config.concurrency + 2
     redis_setting = config.raw.get("REDIS")
@@ -225,10 +251,11 @@ IDLE_PER_POOL = 2
 _idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
-def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True) -> list[Any]:
+def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True,
+                  keep: int = IDLE_PER_POOL) -> list[Any]:
     """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`.
 
-    Up to ``IDLE_PER_POOL`` connections stay checked out between calls, on a
+    Up to ``keep`` connections stay checked out between calls, on a
     per-pool stack: redis-py's checkout and release cost about 30 us a push
     (a locked queue, metrics hooks, a readiness poll), a third of a one-at-a-time
     enqueue (RUN-706). A connection taken from the stack gets the same readiness
@@ -255,7 +282,7 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
     finally:
         if stack is None:
             stack = _idle_stacks.setdefault(pool, [])
-        if len(stack) < IDLE_PER_POOL:
+        if len(stack) < keep:
             stack.append(conn)
         else:
             pool.release(conn)

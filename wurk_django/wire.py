@@ -45,9 +45,14 @@ class _State:
 
     __slots__ = ("sock", "reader", "buffer")
 
-    def __init__(self, sock: Any, parse_error: Any) -> None:
+    def __init__(self, sock: Any, parse_error: Any, encoder: Any = None) -> None:
         self.sock = sock
-        self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error)
+        if encoder is not None and encoder.decode_responses:
+            # The replies a client built with decode_responses=True would give.
+            self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error,
+                                         encoding=encoder.encoding, errors=encoder.encoding_errors)
+        else:
+            self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error)
         self.buffer = bytearray(_BUFFER)
 
 
@@ -72,7 +77,7 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     if state is None or state.sock is not sock:
         parser = getattr(conn, "_parser", None)
         parse_error = getattr(parser, "parse_error", None) or redis.ResponseError
-        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error)
+        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error, getattr(conn, "encoder", None))
     try:
         pack = hiredis.pack_command
         data = b"".join([pack(command) for command in commands])

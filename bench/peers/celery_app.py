@@ -40,4 +40,4 @@ def rcall():
     done()
 
 
-TASKS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}
+TASKS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall, "redis-plain": rcall}

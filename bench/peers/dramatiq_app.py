@@ -35,4 +35,4 @@ def rcall():
     done()
 
 
-ACTORS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}
+ACTORS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall, "redis-plain": rcall}

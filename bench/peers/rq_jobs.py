@@ -24,4 +24,4 @@ def rcall():
     done_direct()
 
 
-FUNCS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall}
+FUNCS = {"noop": noop, "cpu": cpu, "io": io, "redis": rcall, "redis-plain": rcall}

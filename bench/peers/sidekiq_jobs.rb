@@ -83,6 +83,17 @@ class RedisCallJob
   end
 end
 
+# The redis-plain shape: a plain redis-rb client shared by the process's threads
+# (redis-rb serialises calls on one connection), as the Python jobs' plain redis-py client.
+class RedisPlainCallJob
+  include Sidekiq::Worker
+  PLAIN = Redis.new(url: ENV.fetch("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"))
+  def perform
+    PLAIN.incr("bench:calls")
+    BenchRecorder.done
+  end
+end
+
 # bench/latency.py: seconds from the push / the due time to the start of perform.
 class PickupJob
   include Sidekiq::Worker

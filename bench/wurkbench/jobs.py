@@ -4,7 +4,7 @@ import time
 
 from peers.recorder import IO_SECONDS, cpu_work, done, record_latency, redis_call
 
-from wurk_django import Job
+from wurk_django import Job, redis_client
 
 
 class Noop(Job):
@@ -31,7 +31,18 @@ class Io(Job):
 
 
 class RedisCall(Job):
-    """One Redis round trip of its own (redis-py, as the peers' jobs make it)."""
+    """One Redis round trip of its own, through wurk_django's client for job code
+    (as the Sidekiq job uses ``Sidekiq.redis``)."""
+
+    queue = "bench"
+
+    def perform(self):
+        redis_client().incr("bench:calls")
+        done()
+
+
+class RedisPlainCall(Job):
+    """One Redis round trip of its own on a plain redis-py client (as the Python peers' jobs make it)."""
 
     queue = "bench"
 
