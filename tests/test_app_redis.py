@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 import redis
 from django.conf import settings
 
-from wurk_django import redis_client
+from wurk_django import app_redis, redis_client
 from wurk_django.app_redis import AppRedis
 from wurk_django.conf import Config
 
@@ -81,12 +82,24 @@ def test_arguments_redis_py_refuses_still_get_its_error(app, slow_path_calls):
     assert [call[0] for call in slow_path_calls] == ["SET", "SET"]
 
 
-def test_a_connection_closed_while_idle_is_redialled_and_the_command_runs_once(app, redis_db):
+def test_a_connection_closed_while_idle_is_redialled_and_the_command_runs_once(app, redis_db, monkeypatch):
+    monkeypatch.setattr(app_redis, "IDLE_CHECK", 0.05)
     assert app.incr("n") == 1
     own = app.client_id()
     assert redis_db.client_kill_filter(_id=own) == 1
+    time.sleep(0.1)
     assert app.incr("n") == 2  # neither lost nor sent twice
     assert app.client_id() != own
+
+
+def test_a_connection_closed_right_after_use_raises_and_is_not_replayed(app, redis_db):
+    assert app.incr("n") == 1
+    own = app.client_id()
+    assert redis_db.client_kill_filter(_id=own) == 1
+    with pytest.raises(redis.ConnectionError):
+        app.incr("n")  # used under IDLE_CHECK ago: not checked, and not sent again
+    assert redis_db.get("n") == b"1"
+    assert app.incr("n") == 2  # the next command dials again
 
 
 def test_an_unreachable_redis_raises_connection_error():

@@ -81,6 +81,28 @@ def test_a_read_timeout_raises_timeout_error_and_the_connection_recovers(redis_d
     assert wire.exchange(conn, [("PING",)]) == [b"PONG"]  # a new connection: no stale BLPOP reply
 
 
+def test_a_plain_socket_waits_with_the_kernels_timeout_and_redis_py_still_reads_it(redis_db, make_conn):
+    import socket
+    import struct
+    import sys
+
+    conn = make_conn(socket_timeout=1.5)
+    assert wire.exchange(conn, [("PING",)]) == [b"PONG"]
+    if not sys.platform.startswith("linux"):
+        pytest.skip("kernel timeouts are used on Linux only")
+    sock = conn._sock
+    assert sock.gettimeout() is None  # no poll() before each send and recv
+    seconds, micros = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16))
+    assert (seconds, micros) == (1, 500000)
+    # redis-py's own path on the same connection, with and without a timeout of its own
+    conn.send_command("SET", "k", "v")
+    assert conn.read_response() == b"OK"
+    assert conn.can_read(timeout=0) is False
+    sock.settimeout(1.5)  # as redis-py 5's timed reads leave it
+    assert wire.exchange(conn, [("GET", "k")]) == [b"v"]
+    assert sock.gettimeout() is None  # taken off again
+
+
 def test_a_value_hiredis_cannot_pack_gets_redis_pys_data_error(redis_db, make_conn):
     conn = make_conn()
     with pytest.raises(redis.DataError, match="bool.*SET.*True"):

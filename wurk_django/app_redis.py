@@ -17,10 +17,11 @@ speaking RESP3) goes through redis-py unchanged, so callers cannot tell the
 two paths apart except by speed.
 
 A command is never sent twice. A connection that Redis closed while it was
-idle (a restart, the server's ``timeout``) is found before the command is
-written and dialled again; a connection that breaks after the command was
-written raises ``ConnectionError``, because the command may have run and a
-replay could, say, count an ``INCR`` twice. redis-py's own default is to
+idle for a second or more (a restart, the server's ``timeout``) is found
+before the command is written and dialled again; a connection that breaks
+after the command was written (or that was closed within a second of its last
+use, by ``CLIENT KILL`` say) raises ``ConnectionError``, because the command
+may have run and a replay could, say, count an ``INCR`` twice. redis-py's own default is to
 replay; set up your own client if that is what you want.
 """
 
@@ -35,6 +36,10 @@ from .conf import Config, get_config
 from .connection import app_pool, cached_client, send_commands
 
 _PLAIN = frozenset({bytes, str, int, float})
+#: A connection idle this long (seconds) is checked before use: Redis may have closed
+#: it (a restart, the server's ``timeout``). One used more recently is not: the check
+#: is a system call that, with many threads, cost a third of a command.
+IDLE_CHECK = 1.0
 
 
 class AppRedis(redis.Redis):
@@ -58,7 +63,7 @@ class AppRedis(redis.Redis):
         name = args[0]
         if type(name) is str and " " in name:  # "CONFIG GET", "CLIENT LIST": sent as separate words
             args = (*name.split(), *args[1:])
-        reply = send_commands(self, [args], raise_errors=False, keep=self._keep)[0]
+        reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK)[0]
         if isinstance(reply, redis.ResponseError):
             if EMPTY_RESPONSE in options:
                 return options[EMPTY_RESPONSE]

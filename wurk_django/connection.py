@@ -24,6 +24,7 @@ import select
 import threading
 import weakref
 from collections.abc import Callable
+from time import monotonic
 from typing import Any
 
 import redis
@@ -252,7 +253,7 @@ _idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDiction
 
 
 def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True,
-                  keep: int = IDLE_PER_POOL) -> list[Any]:
+                  keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0) -> list[Any]:
     """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`.
 
     Up to ``keep`` connections stay checked out between calls, on a
@@ -261,6 +262,8 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
     enqueue (RUN-706). A connection taken from the stack gets the same readiness
     check redis-py makes (closed by the server, or holding stray bytes: it
     reconnects); any other is checked out and released through the pool.
+    ``check_idle_after`` skips that check for a connection used less than that
+    many seconds ago (the check is a system call that lets go of the GIL).
     """
     pool = client.connection_pool
     stack = _idle_stacks.get(pool)
@@ -275,7 +278,8 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             conn = pool.get_connection()  # connects (or fails to) before anything is sent
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise NotSent(f"could not connect to Redis: {exc}") from exc
-    elif _stale(conn):
+    elif (not check_idle_after or monotonic() - conn.__dict__.get("_wurk_used", 0.0) >= check_idle_after) \
+            and _stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
         return send_on(conn, commands, raise_errors=raise_errors)
@@ -283,6 +287,8 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
         if stack is None:
             stack = _idle_stacks.setdefault(pool, [])
         if len(stack) < keep:
+            if check_idle_after:
+                conn._wurk_used = monotonic()
             stack.append(conn)
         else:
             pool.release(conn)
