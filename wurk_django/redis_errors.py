@@ -20,6 +20,7 @@ to ``WURK["ON_REDIS_ERROR"]`` as a :class:`RedisErrorEvent`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -41,6 +42,7 @@ GAVE_UP = "gave_up"
 
 # Tests replace these to control the clock.
 sleep = time.sleep
+async_sleep = asyncio.sleep
 jitter = random.uniform
 
 

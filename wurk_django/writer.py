@@ -261,16 +261,37 @@ class AsyncWriter:
         commands = list(extra or ()) + push_commands(jobs, front=front)
         return await self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)))
 
-    async def send(self, commands: list[Command]) -> list[Any]:
-        """:meth:`Writer.send`, awaited."""
-        for attempt in (1, 2):
+    async def send(self, commands: list[Command], *,
+                   connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
+        """:meth:`Writer.send`, awaited, under the same replay policy: a connection that
+        cannot be made is tried again with back-off (awaited, never blocking the loop),
+        ``READONLY`` redials once, a round trip that broke mid-way is not replayed."""
+        attempt = 0
+        redialed = False
+        while True:
+            attempt += 1
             try:
                 return await self._send_once(commands)
-            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                if attempt == 2 or not _failover(exc):
+            except redis_errors.NotSent as exc:
+                if attempt >= connect_attempts or not redis_errors.retryable_connect(exc):
+                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
                     raise
+                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
+                await redis_errors.async_sleep(redis_errors.backoff(attempt))
+            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
+                if not _failover(exc):
+                    raise
+                if redialed:
+                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
+                    raise
+                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
+                redialed = True
                 await self.redis.connection_pool.disconnect()
-        raise AssertionError("unreachable")
+            except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+                # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
+                redis_errors.report(self.config, exc, attempt=attempt, retried=False,
+                                    action=redis_errors.NOT_REPLAYED)
+                raise
 
     async def _send_once(self, commands: list[Command]) -> list[Any]:
         replies = await _async_round_trip(self.redis, commands)
@@ -282,7 +303,14 @@ class AsyncWriter:
 
 
 async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:
+    # The connection is made before the pipeline takes it, so a failure to connect is
+    # known to have sent nothing (NotSent, which the caller may try again).
+    try:
+        conn = await client.connection_pool.get_connection()
+    except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+        raise redis_errors.NotSent(f"could not connect to Redis: {exc}") from exc
     pipe = client.pipeline(transaction=False)
+    pipe.connection = conn  # the pipeline's reset gives it back to the pool
     for command in commands:
         pipe.execute_command(*command)
     return list(await pipe.execute(raise_on_error=False))

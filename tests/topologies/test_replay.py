@@ -187,3 +187,70 @@ def test_readonly_after_a_failover_behind_a_dns_name(events):
         if new is not None:
             new.stop()
         old.stop()
+
+
+# -- the same policy for async callers (AsyncWriter: aenqueue, the tasks backend) ------------------
+
+
+@pytest.fixture
+def async_clock(monkeypatch):
+    """The async back-off: awaits recorded instead of slept; jitter fixed at 0.1 s."""
+    slept: list[float] = []
+
+    async def record(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(redis_errors, "async_sleep", record)
+    monkeypatch.setattr(redis_errors, "jitter", lambda low, high: 0.1)
+    yield slept
+    connection.reset()
+
+
+def test_async_a_connection_that_cannot_be_made_is_tried_three_times_then_raised(async_clock, events):
+    import asyncio
+
+    config = _config(f"redis://127.0.0.1:{free_port()}/0", events)
+    with pytest.raises(redis_errors.NotSent):
+        asyncio.run(writer.AsyncWriter(config).push([_job()]))
+    assert async_clock == [0.6, 1.1]
+    assert [(e.attempt, e.retried, e.action) for e in events] == [
+        (1, True, "retried"), (2, True, "retried"), (3, False, "gave_up")]
+
+
+def test_async_the_push_lands_once_when_the_server_comes_up_during_the_back_off(monkeypatch, events):
+    import asyncio
+
+    port = free_port()
+    server = TCPRedis()
+    server.port = port
+    server.server.args = ("--port", str(port), "--bind", "127.0.0.1")
+
+    async def start_server(seconds):
+        server.start()
+
+    monkeypatch.setattr(redis_errors, "async_sleep", start_server)
+    config = _config(server.url(), events)
+    try:
+        job = _job()
+        asyncio.run(writer.AsyncWriter(config).push([job]))
+        client = server.client()
+        assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]
+        client.close()
+        assert [e.action for e in events] == ["retried"]
+    finally:
+        connection.reset()
+        server.stop()
+
+
+def test_async_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_after_push, events):
+    import asyncio
+
+    config = _config(private.url(), events)
+    job = _job()
+    with pytest.raises(redis_lib.ConnectionError) as caught:
+        asyncio.run(writer.AsyncWriter(config).push([job]))
+    assert not isinstance(caught.value, redis_errors.NotSent)
+    client = private.client()
+    assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]  # once
+    client.close()
+    assert [(e.attempt, e.retried, e.action) for e in events] == [(1, False, "not_replayed")]
