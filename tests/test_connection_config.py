@@ -86,3 +86,14 @@ def test_pool_size_setting_raises_every_pool_but_never_below_the_threads(redis_d
     assert get_redis("ack", config=big).connection_pool.max_connections == 40
     small = _config(CONCURRENCY=20, REDIS={"URL": url, "POOL_SIZE": 3})
     assert pool_size_for(small) == 25 and pool_size_for(small, "fetch") == 22
+
+
+def test_a_shards_own_pool_size_sizes_that_shards_pools_only(redis_db):
+    url = settings.WURK_TEST_REDIS_URL
+    config = _config(CONCURRENCY=5, REDIS={"URL": url, "POOL_SIZE": 12},
+                     SHARDS={"big": {"URL": url.rsplit("/", 1)[0] + "/3", "POOL_SIZE": 60}, "plain": url})
+    assert pool_size_for(config) == 12
+    assert pool_size_for(config.for_shard("big")) == 60
+    assert get_redis(config=config.for_shard("big")).connection_pool.max_connections == 60
+    assert pool_size_for(config.for_shard("plain")) == 10  # a URL shard: the thread-based size
+    assert pool_size_for(config.for_shard({"URL": url, "POOL_SIZE": 30})) == 30

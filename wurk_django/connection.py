@@ -152,7 +152,8 @@ def app_pool(config: Config, decode_responses: bool = False) -> redis.BlockingCo
 def pool_size_for(config: Config, purpose: str = "main") -> int:
     """Connections the ``purpose`` pool gets for ``config``: one per processor thread
     plus the fixed extras (the fetch and ack pools: plus 2; main: plus
-    ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``), or ``REDIS["POOL_SIZE"]``
+    ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``), or the ``POOL_SIZE`` of the
+    ``REDIS`` dict (or of the shard's dict in ``SHARDS``)
     when that is more: a smaller pool would leave processor threads waiting."""
     if purpose == "main":
         size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
@@ -161,9 +162,8 @@ def pool_size_for(config: Config, purpose: str = "main") -> int:
         size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_APP_POOL)
     else:
         size = config.concurrency + 2
-    redis_setting = config.raw.get("REDIS")
-    wanted = redis_setting.get("POOL_SIZE") if isinstance(redis_setting, dict) else None
-    return max(size, wanted or 0)
+    # The POOL_SIZE of this config's own REDIS-style dict: a shard's, for a shard.
+    return max(size, config.redis_target.pool_size or 0)
 
 
 def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seconds: float = 0,

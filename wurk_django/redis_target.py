@@ -18,7 +18,7 @@ factory in :mod:`wurk_django.connection` builds pools from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -42,6 +42,8 @@ class RedisTarget:
     service: str | None = None
     sentinel_options: dict[str, Any] = field(default_factory=dict)
     cache_alias: str | None = None
+    #: ``POOL_SIZE`` of the ``REDIS``-style dict this came from: each pool's floor.
+    pool_size: int | None = None
 
     @property
     def is_sentinel(self) -> bool:
@@ -77,12 +79,15 @@ def resolve(value: Any, *, fallback_url: str = DEFAULT_URL) -> RedisTarget:
         raise ConfigurationError("; ".join(bad))
     options = dict(value.get("OPTIONS") or {})
     if value.get("CACHE"):
-        target = from_cache(value["CACHE"])
-        return RedisTarget(target.url, {**target.options, **options}, target.sentinels, target.service,
-                           target.sentinel_options, cache_alias=value["CACHE"])
-    if value.get("SENTINELS"):
-        return _sentinel_target(value["SENTINELS"], value["SERVICE"], options, value.get("SENTINEL_OPTIONS") or {})
-    return RedisTarget(value.get("URL") or fallback_url, options)
+        cached = from_cache(value["CACHE"])
+        target = RedisTarget(cached.url, {**cached.options, **options}, cached.sentinels, cached.service,
+                             cached.sentinel_options, cache_alias=value["CACHE"])
+    elif value.get("SENTINELS"):
+        target = _sentinel_target(value["SENTINELS"], value["SERVICE"], options, value.get("SENTINEL_OPTIONS") or {})
+    else:
+        target = RedisTarget(value.get("URL") or fallback_url, options)
+    # Each shard's dict may size its own pools; the pool cache key (identity) ignores it.
+    return replace(target, pool_size=value.get("POOL_SIZE"))
 
 
 def _sentinel_target(sentinels: Any, service: str, options: dict[str, Any],
