@@ -365,7 +365,10 @@ def test_on_commit_refuses_complex_arguments_at_the_call_site(redis_db):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_bulk_is_not_deferred(redis_db):  # CORE-091
-    with wurk_settings(ENQUEUE_ON_COMMIT=True), transaction.atomic():
-        RecordJob.perform_bulk([[1], [2]])
+def test_bulk_is_deferred_like_every_push_path(redis_db):  # DJ-030 (the Django rule, over CORE-091's)
+    with wurk_settings(ENQUEUE_ON_COMMIT=True):
+        with transaction.atomic():
+            jids = RecordJob.perform_bulk([[1], [2]])
+            assert redis_db.llen("queue:default") == 0
         assert redis_db.llen("queue:default") == 2
+    assert len(jids) == 2

@@ -103,3 +103,50 @@ def test_under_testcase_semantics_capture_on_commit_callbacks(redis_db, django_c
         assert redis_db.dbsize() == 0
     assert len(callbacks) == 1
     assert [j["jid"] for j in _queued(redis_db)] == [jid]
+
+
+# -- perform_bulk --------------------------------------------------------------------------
+
+
+def test_bulk_on_commit_returns_the_jids_at_once_and_pushes_at_commit(redis_db):
+    with transaction.atomic():
+        jids = RecordJob.set(on_commit=True).perform_bulk([["a"], ["b"], ["c"]])
+        assert len(set(jids)) == 3 and all(isinstance(j, str) and len(j) == 24 for j in jids)
+        assert redis_db.dbsize() == 0
+    queued = _queued(redis_db)
+    assert sorted(j["jid"] for j in queued) == sorted(jids)
+    assert {j["jid"]: j["args"] for j in queued} == dict(zip(jids, [["a"], ["b"], ["c"]], strict=True))
+
+
+def test_bulk_on_commit_rollback_pushes_nothing(redis_db):
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            RecordJob.set(on_commit=True).perform_bulk([["x"], ["y"]], at=3600)
+            raise RuntimeError("roll back")
+    assert redis_db.dbsize() == 0
+
+
+def test_bulk_enqueue_on_commit_setting_defers_scheduled_bulk(redis_db, settings):
+    settings.WURK = {**settings.WURK, "ENQUEUE_ON_COMMIT": True}
+    with transaction.atomic():
+        jids = RecordJob.perform_bulk([["x"], ["y"]], at=3600)
+        assert redis_db.dbsize() == 0
+    assert sorted(payload.loads(raw)["jid"] for raw in redis_db.zrange("schedule", 0, -1)) == sorted(jids)
+
+
+@pytest.mark.parametrize(("args_list", "options", "match"), [
+    ([["ok"], [object()]], {}, "object"),
+    ([["ok"], "not a list"], {}, "list of lists"),
+    ([["a"], ["b"]], {"at": [1.0]}, "'at' has 1 entries"),
+    ([["a"]], {"batch_size": 0}, "batch_size"),
+])
+def test_bulk_on_commit_bad_input_raises_at_the_call_site(redis_db, args_list, options, match):
+    with transaction.atomic():
+        with pytest.raises((ValueError, TypeError), match=match):
+            RecordJob.set(on_commit=True).perform_bulk(args_list, **options)
+    assert redis_db.dbsize() == 0
+
+
+def test_bulk_outside_a_transaction_is_immediate(redis_db):
+    jids = RecordJob.set(on_commit=True).perform_bulk([["now"]])
+    assert [j["jid"] for j in _queued(redis_db)] == jids

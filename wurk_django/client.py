@@ -188,27 +188,11 @@ class Client:
 
         ``at`` may be one number or a list as long as ``args`` (absolute epoch
         seconds); ``spread_interval`` spreads them randomly over that many
-        seconds; ``batch_size`` (default 1000) jobs go per round trip.
+        seconds; ``batch_size`` (default 1000) jobs go per round trip; ``jids``, a
+        list as long as ``args``, gives the jobs their ids (a push deferred to a
+        transaction's commit returns them before it happens).
         """
-        item = dict(item)
-        args_list = item.get("args")
-        if not isinstance(args_list, list) or not all(isinstance(a, list) for a in args_list):
-            raise ValueError(f"bulk 'args' must be a list of lists, not {args_list!r}")
-        at = item.pop("at", None)
-        spread = item.pop("spread_interval", None)
-        if at is not None and spread:
-            raise ValueError("'at' and 'spread_interval' cannot be combined")
-        if isinstance(at, list) and len(at) != len(args_list):
-            raise ValueError(f"'at' has {len(at)} entries for {len(args_list)} jobs")
-        if at is not None and not isinstance(at, list) and (isinstance(at, bool) or not isinstance(at, (int, float))):
-            raise ValueError(f"'at' must be epoch seconds or a list of them, not {at!r}")
-        if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread <= 0):
-            raise ValueError(f"'spread_interval' must be seconds > 0, not {spread!r}")
-        if len(args_list) > 1 and item.get("jid"):
-            raise ValueError("an explicit jid is only allowed when pushing a single job")
-        batch_size = int(item.pop("batch_size", 100 if (at is not None or spread) else 1000))
-        if batch_size < 1:
-            raise ValueError("'batch_size' must be >= 1")
+        item, args_list, at, spread, batch_size, jids_given = _bulk_parts(item)
         now = time.time()
         # One class lookup and options merge for the whole push; created_at is shared,
         # as in Sidekiq's push_bulk. Each job still gets its own jid, middleware pass
@@ -223,6 +207,8 @@ class Client:
             batch = []
             for i in range(start, min(start + batch_size, len(args_list))):
                 job = {**template, "args": args_list[i]}
+                if jids_given is not None:
+                    job["jid"] = jids_given[i]
                 if spread:
                     job["at"] = now + random.random() * max(spread, 5)
                 elif isinstance(at, list):
@@ -242,6 +228,19 @@ class Client:
                 self.raw_push(batch, config=target)
                 _enqueued(batch)
         return jids
+
+    def check_bulk(self, item: dict) -> None:
+        """Raise the ``ValueError`` (or ``TypeError``) :meth:`push_bulk` would raise for
+        ``item`` before sending anything: its options, its class and every argument list."""
+        item, args_list, at, spread, _, _ = _bulk_parts(item)
+        shared = {**item, "args": []}
+        validate(shared)
+        name = _template(shared, self.config)["class"]
+        for args in args_list:
+            check_arguments(name, args, self.config.on_complex_arguments)
+        for when in (at if isinstance(at, list) else [at]):
+            if when is not None and not _finite(when):
+                raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {when!r}")
 
     def _through_middleware(self, job: dict, target: Config | None = None) -> dict | None:
         if not len(self.middleware):
@@ -272,6 +271,35 @@ def _enqueued(jobs: list[dict]) -> None:
 def push(item: dict) -> str | None:
     """Push one job dict with the default client."""
     return Client().push(item)
+
+
+def _bulk_parts(item: dict) -> tuple[dict, list, Any, Any, int, list | None]:
+    """``push_bulk``'s options checked and taken out of a copy of ``item``:
+    (rest, args lists, at, spread_interval, batch_size, jids)."""
+    item = dict(item)
+    args_list = item.get("args")
+    if not isinstance(args_list, list) or not all(isinstance(a, list) for a in args_list):
+        raise ValueError(f"bulk 'args' must be a list of lists, not {args_list!r}")
+    at = item.pop("at", None)
+    spread = item.pop("spread_interval", None)
+    jids = item.pop("jids", None)
+    if at is not None and spread:
+        raise ValueError("'at' and 'spread_interval' cannot be combined")
+    if isinstance(at, list) and len(at) != len(args_list):
+        raise ValueError(f"'at' has {len(at)} entries for {len(args_list)} jobs")
+    if at is not None and not isinstance(at, list) and (isinstance(at, bool) or not isinstance(at, (int, float))):
+        raise ValueError(f"'at' must be epoch seconds or a list of them, not {at!r}")
+    if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread <= 0):
+        raise ValueError(f"'spread_interval' must be seconds > 0, not {spread!r}")
+    if len(args_list) > 1 and item.get("jid"):
+        raise ValueError("an explicit jid is only allowed when pushing a single job")
+    if jids is not None and (not isinstance(jids, list) or len(jids) != len(args_list)
+                             or not all(isinstance(j, str) and j for j in jids)):
+        raise ValueError(f"'jids' must be a list of {len(args_list)} non-empty strings, not {jids!r}")
+    batch_size = item.pop("batch_size", 100 if (at is not None or spread) else 1000)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"'batch_size' must be an integer >= 1, not {batch_size!r}")
+    return item, args_list, at, spread, batch_size, jids
 
 
 def push_bulk(item: dict) -> list[str | None]:

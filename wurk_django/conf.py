@@ -303,8 +303,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ENQUEUE_ON_COMMIT", False,
             lambda v: isinstance(v, bool), "True or False",
             "Push inside a database transaction only once it commits (nothing is pushed on rollback). Per call: "
-            '`set(on_commit=True)` or `set(on_commit="alias")` for another database. Bulk pushes are never '
-            "deferred.", CLIENT),
+            '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
+            "deferred too (its jids are returned at once).", CLIENT),
     Setting("MAX_ITERATION_RUNTIME", None,
             lambda v: v is None or (_is_number(v) and v > 0), "None or seconds > 0",
             "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "

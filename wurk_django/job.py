@@ -133,7 +133,9 @@ class Setter:
 
         ``batch_size`` defaults to 1000, or 100 when the jobs are scheduled.
         ``at`` follows ``perform_at``'s rules (relative seconds, epoch, datetime);
-        a list gives each job its own time.
+        a list gives each job its own time. With ``set(on_commit=True)`` (or
+        ``ENQUEUE_ON_COMMIT``) inside a transaction, the jids come back at once
+        and the jobs are pushed when it commits.
         """
         item: dict[str, Any] = {**self.options, "class": self.job_class, "args": args_list}
         if batch_size is not None:
@@ -143,7 +145,19 @@ class Setter:
             item["at"] = [_run_at(a) for a in at] if isinstance(at, list) else _run_at(at)
         if spread_interval is not None:
             item["spread_interval"] = spread_interval
-        return self._client().push_bulk(item)
+        config = get_config()
+        on_commit = item.pop("on_commit", None)
+        if on_commit is None:
+            on_commit = config.enqueue_on_commit
+        if on_commit:
+            from .shards import current
+            from .transaction import push_bulk_on_commit  # lazy: see _push
+
+            if current() is not None and "shard" not in item:
+                item["shard"] = current()  # the push happens at commit, maybe outside this via() block
+            return push_bulk_on_commit(self._client(config), item,
+                                       using=on_commit if isinstance(on_commit, str) else None)
+        return self._client(config).push_bulk(item)
 
     def perform_inline(self, *args: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""

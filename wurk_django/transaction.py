@@ -49,3 +49,18 @@ def push_on_commit(client: Client, item: dict, using: str | None = None) -> str 
     item["args"] = check_arguments(name, item["args"], client.config.on_complex_arguments)
     transaction.on_commit(lambda: client.push(item), using=using)
     return item["jid"]
+
+
+def push_bulk_on_commit(client: Client, item: dict, using: str | None = None) -> list[str | None]:
+    """:meth:`Client.push_bulk` at the commit: the jids are assigned and returned now,
+    every option and argument list is checked now (bad input raises at the call
+    site), and nothing is pushed if the transaction rolls back. A job that client
+    middleware drops at the commit (a unique job's duplicate) keeps the jid
+    returned here but is not pushed, as with a single deferred push."""
+    if _immediate.get():
+        return client.push_bulk(item)
+    client.check_bulk(item)
+    item = {**item, "jids": [payload.new_jid() for _ in item["args"]]}
+    transaction.on_commit(lambda: client.push_bulk(item), using=using)
+    return list(item["jids"])
+
