@@ -100,7 +100,14 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     assert sum(commands.values()) == 150 and commands["blmove"] == 0
 
 
-def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch):
+@pytest.fixture
+def instant_jobs(monkeypatch):
+    """Every job counts as short enough to fetch PREFETCH at once (the count does not
+    then depend on how fast this machine runs the test)."""
+    monkeypatch.setattr(reliable_fetch, "PREFETCH_AHEAD", 3600.0)
+
+
+def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch, instant_jobs):
     """Issue 19 goal 3: once a thread's fetches keep hitting on short jobs, one round trip
     moves PREFETCH jobs; still one LREM + one DEL per job, and every job fetched ahead
     sits in the private list until its ACK."""
@@ -130,7 +137,7 @@ def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, 
     assert commands["blmove"] == 0
 
 
-def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher):
+def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher, instant_jobs):
     for i in range(20):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     for _ in range(reliable_fetch.PREFETCH_AFTER + 1):
@@ -146,7 +153,7 @@ def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetche
     assert not any(u.job in redis_db.lrange(running.private, 0, -1) for u in ahead)
 
 
-def test_a_reconcile_keeps_jobs_fetched_ahead(redis_db, fetcher):
+def test_a_reconcile_keeps_jobs_fetched_ahead(redis_db, fetcher, instant_jobs):
     """After a fetch error the fetcher gives back jobs no thread holds: jobs fetched ahead are held."""
     for i in range(20):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
@@ -160,6 +167,28 @@ def test_a_reconcile_keeps_jobs_fetched_ahead(redis_db, fetcher):
     private = redis_db.lrange(ahead[0].private, 0, -1)
     assert all(u.job in private for u in ahead)
     assert fetcher.retrieve_work().job == ahead[0].job
+
+
+def test_how_far_a_thread_fetches_ahead_follows_its_job_times(fetcher, monkeypatch):
+    # About PREFETCH_AHEAD seconds of the thread's recent jobs, 2 to PREFETCH; none
+    # until PREFETCH_AFTER full fetches; none once jobs take PREFETCH_MAX_GAP or more.
+    now = [1000.0]
+    monkeypatch.setattr(reliable_fetch.time, "monotonic", lambda: now[0])
+    ident = threading.get_ident()
+
+    def after(per_job, count):
+        fetcher._streak[ident] = (reliable_fetch.PREFETCH_AFTER, now[0], count)
+        now[0] += per_job * count
+        return fetcher._fetch_count(ident)
+
+    assert after(0.001, 1) == 16 == reliable_fetch.PREFETCH  # 1 ms jobs: 20 ms = 16 (the cap)
+    assert after(0.005, 16) == 4
+    assert after(0.02, 4) == 2
+    assert after(0.04, 2) == 2  # still short: at least 2
+    assert after(0.06, 2) == 1  # too long to fetch ahead
+    fetcher._streak[ident] = (reliable_fetch.PREFETCH_AFTER - 1, now[0], 1)
+    now[0] += 0.001
+    assert fetcher._fetch_count(ident) == 1  # not warmed up
 
 
 def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, fetcher):
