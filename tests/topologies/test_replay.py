@@ -1,10 +1,12 @@
 """The replay policy of the write path and ``ON_REDIS_ERROR`` (issue 18 item 6,
 RUN-603/604): a connection that cannot be made is retried with back-off; a
 ``READONLY`` after a failover behind a DNS name redials and sends once more; a
-round trip that broke after it was written is never replayed."""
+round trip that broke after it was written is never replayed. The first three
+tests run for the blocking Writer and for the AsyncWriter alike."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -35,34 +37,57 @@ def _job() -> dict:
 
 @pytest.fixture
 def clock(monkeypatch):
-    """Back-off sleeps recorded instead of slept; jitter fixed at 0.1 s."""
+    """Back-off sleeps (blocking and awaited) recorded instead of slept; jitter fixed at 0.1 s."""
     slept: list[float] = []
+
+    async def record(seconds):
+        slept.append(seconds)
+
     monkeypatch.setattr(redis_errors, "sleep", slept.append)
+    monkeypatch.setattr(redis_errors, "async_sleep", record)
     monkeypatch.setattr(redis_errors, "jitter", lambda low, high: 0.1)
     yield slept
     connection.reset()
 
 
-def test_a_connection_that_cannot_be_made_is_tried_three_times_then_raised(clock, events):
+def _push(mode: str, config: Config, jobs: list[dict]) -> None:
+    """A push through the Writer, or through the AsyncWriter (``aenqueue``, the tasks backend)."""
+    if mode == "sync":
+        Writer(config).push(jobs)
+    else:
+        asyncio.run(writer.AsyncWriter(config).push(jobs))
+
+
+both = pytest.mark.parametrize("mode", ["sync", "async"])
+
+
+@both
+def test_a_connection_that_cannot_be_made_is_tried_three_times_then_raised(clock, events, mode):
     config = _config(f"redis://127.0.0.1:{free_port()}/0", events)
     with pytest.raises(redis_errors.NotSent):
-        Writer(config).push([_job()])
+        _push(mode, config, [_job()])
     assert clock == [0.6, 1.1]  # 0.5 * 2**n + jitter
     assert [(e.attempt, e.retried, e.action, e.pool) for e in events] == [
         (1, True, "retried", "main"), (2, True, "retried", "main"), (3, False, "gave_up", "main")]
     assert all(isinstance(e.error, redis_errors.NotSent) for e in events)
 
 
-def test_the_push_lands_once_when_the_server_comes_up_during_the_back_off(monkeypatch, events):
+@both
+def test_the_push_lands_once_when_the_server_comes_up_during_the_back_off(monkeypatch, events, mode):
     port = free_port()
     server = TCPRedis()
     server.port = port
     server.server.args = ("--port", str(port), "--bind", "127.0.0.1")
+
+    async def start_server(seconds):
+        server.start()
+
     monkeypatch.setattr(redis_errors, "sleep", lambda seconds: server.start())
+    monkeypatch.setattr(redis_errors, "async_sleep", start_server)
     config = _config(server.url(), events)
     try:
         job = _job()
-        Writer(config).push([job])
+        _push(mode, config, [job])
         client = server.client()
         assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]
         client.close()
@@ -105,11 +130,12 @@ def kill_after_push(private):
     writer.unregister_hook("test-kill")
 
 
-def test_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_after_push, events):
+@both
+def test_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_after_push, events, mode):
     config = _config(private.url(), events)
     job = _job()
     with pytest.raises(redis_lib.ConnectionError) as caught:
-        Writer(config).push([job])
+        _push(mode, config, [job])
     assert not isinstance(caught.value, redis_errors.NotSent)
     client = private.client()
     assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]  # once
@@ -188,69 +214,3 @@ def test_readonly_after_a_failover_behind_a_dns_name(events):
             new.stop()
         old.stop()
 
-
-# -- the same policy for async callers (AsyncWriter: aenqueue, the tasks backend) ------------------
-
-
-@pytest.fixture
-def async_clock(monkeypatch):
-    """The async back-off: awaits recorded instead of slept; jitter fixed at 0.1 s."""
-    slept: list[float] = []
-
-    async def record(seconds):
-        slept.append(seconds)
-
-    monkeypatch.setattr(redis_errors, "async_sleep", record)
-    monkeypatch.setattr(redis_errors, "jitter", lambda low, high: 0.1)
-    yield slept
-    connection.reset()
-
-
-def test_async_a_connection_that_cannot_be_made_is_tried_three_times_then_raised(async_clock, events):
-    import asyncio
-
-    config = _config(f"redis://127.0.0.1:{free_port()}/0", events)
-    with pytest.raises(redis_errors.NotSent):
-        asyncio.run(writer.AsyncWriter(config).push([_job()]))
-    assert async_clock == [0.6, 1.1]
-    assert [(e.attempt, e.retried, e.action) for e in events] == [
-        (1, True, "retried"), (2, True, "retried"), (3, False, "gave_up")]
-
-
-def test_async_the_push_lands_once_when_the_server_comes_up_during_the_back_off(monkeypatch, events):
-    import asyncio
-
-    port = free_port()
-    server = TCPRedis()
-    server.port = port
-    server.server.args = ("--port", str(port), "--bind", "127.0.0.1")
-
-    async def start_server(seconds):
-        server.start()
-
-    monkeypatch.setattr(redis_errors, "async_sleep", start_server)
-    config = _config(server.url(), events)
-    try:
-        job = _job()
-        asyncio.run(writer.AsyncWriter(config).push([job]))
-        client = server.client()
-        assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]
-        client.close()
-        assert [e.action for e in events] == ["retried"]
-    finally:
-        connection.reset()
-        server.stop()
-
-
-def test_async_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_after_push, events):
-    import asyncio
-
-    config = _config(private.url(), events)
-    job = _job()
-    with pytest.raises(redis_lib.ConnectionError) as caught:
-        asyncio.run(writer.AsyncWriter(config).push([job]))
-    assert not isinstance(caught.value, redis_errors.NotSent)
-    client = private.client()
-    assert [payload.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)] == [job["jid"]]  # once
-    client.close()
-    assert [(e.attempt, e.retried, e.action) for e in events] == [(1, False, "not_replayed")]
