@@ -132,15 +132,15 @@ def _wait_in_kernel(state: _State, sock: socket.socket) -> None:
     With a Python-level timeout, CPython calls ``poll()`` before every ``send``
     and ``recv`` and lets go of the GIL around both calls: a round trip costs four
     system calls and four GIL hand-overs instead of two. With ten threads doing
-    round trips, those hand-overs are most of the worker's time (a bare-thread
-    ``INCR`` loop ran 1.7-1.9x faster this way; bench/ceiling.py). The timeout is
+    round trips, those hand-overs are most of the worker's time (ten threads
+    sending ``INCR`` on raw sockets ran 1.7-1.9x faster this way). The timeout is
     the same number, so a Redis that stops answering still fails the call after
     the connection's ``socket_timeout``. redis-py's own use of the connection
     is unchanged except in one detail: a timeout during one of its reads (when
     it has not set a timeout of its own for that read) surfaces as its
     ``ConnectionError`` instead of ``TimeoutError``; both close the connection.
-    A pool checkout puts Python's timeout back, and the next exchange here
-    takes it off again.
+    Where redis-py puts Python's timeout back (a timed read of its own may),
+    the next exchange here takes it off again.
     """
     timeout = sock.gettimeout()
     if timeout != state.kernel_timeout:

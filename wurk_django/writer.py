@@ -311,9 +311,13 @@ async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:
         raise redis_errors.NotSent(f"could not connect to Redis: {exc}") from exc
     pipe = client.pipeline(transaction=False)
     pipe.connection = conn  # the pipeline's reset gives it back to the pool
-    for command in commands:
-        pipe.execute_command(*command)
-    return list(await pipe.execute(raise_on_error=False))
+    try:
+        for command in commands:
+            pipe.execute_command(*command)
+        return list(await pipe.execute(raise_on_error=False))
+    finally:
+        if pipe.connection is not None:  # execute() never ran (or did not reset): give it back
+            await pipe.reset()
 
 
 def _failover(exc: BaseException) -> bool:
