@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import stop_process
+
 
 def free_port() -> int:
     low, _, high = os.environ.get("WURK_TEST_PORTS", "7100-7199").partition("-")
@@ -70,12 +72,7 @@ class LocalRedis:
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGTERM, 10)
         self.proc = None
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -53,7 +53,31 @@ def certificates(where: Path, *, name: str = "wurk test CA") -> dict[str, str]:
     return {name: str(where / name) for name in ("ca.crt", "server.crt", "server.key")}
 
 
-class TLSRedis:
+class _PrivateRedis:
+    """What the three transports share: ``start`` pings through ``client()``,
+    ``stop`` stops the server and removes its temporary folder, if any."""
+
+    server: LocalRedis
+    tmp: Path | None = None
+
+    def client(self, db: int = 0) -> redis_lib.Redis:
+        raise NotImplementedError
+
+    def start(self):
+        probe = self.client()
+        try:
+            self.server.start(probe.ping)
+        finally:
+            probe.close()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class TLSRedis(_PrivateRedis):
     """redis-server on a TLS port only, with a CA and certificate made for it."""
 
     def __init__(self) -> None:
@@ -72,23 +96,15 @@ class TLSRedis:
         return redis_lib.Redis.from_url(self.url(db), ssl_ca_certs=self.certs["ca.crt"])
 
     def start(self) -> TLSRedis:
-        probe = self.client()
         try:
-            self.server.start(probe.ping)
+            return super().start()
         except RuntimeError as exc:
             if "TLS" in str(exc):
                 pytest.skip(f"this redis-server has no TLS support: {exc}")
             raise
-        finally:
-            probe.close()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-class UnixRedis:
+class UnixRedis(_PrivateRedis):
     """redis-server listening on a Unix socket only."""
 
     def __init__(self) -> None:
@@ -102,20 +118,8 @@ class UnixRedis:
     def client(self, db: int = 0) -> redis_lib.Redis:
         return redis_lib.Redis.from_url(self.url(db))
 
-    def start(self) -> UnixRedis:
-        probe = self.client()
-        try:
-            self.server.start(probe.ping)
-        finally:
-            probe.close()
-        return self
 
-    def stop(self) -> None:
-        self.server.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-class TCPRedis:
+class TCPRedis(_PrivateRedis):
     """A plain redis-server on a port of ``WURK_TEST_PORTS`` (``*args`` added)."""
 
     def __init__(self, *args: str) -> None:
@@ -127,17 +131,6 @@ class TCPRedis:
 
     def client(self, db: int = 0) -> redis_lib.Redis:
         return redis_lib.Redis(port=self.port, db=db)
-
-    def start(self) -> TCPRedis:
-        probe = self.client()
-        try:
-            self.server.start(probe.ping)
-        finally:
-            probe.close()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
 
 
 def _sentinel_process(port: int, primary_port: int, service: str) -> LocalRedis:

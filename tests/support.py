@@ -122,13 +122,8 @@ class RedisServer:
         client.close()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # redis-server shuts down cleanly on TERM
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGTERM, 10)  # redis-server shuts down cleanly on TERM
         self.proc = None
 
 
