@@ -94,3 +94,51 @@ def report(config: Config, error: BaseException, *, attempt: int, retried: bool,
         hook(RedisErrorEvent(error=error, attempt=attempt, retried=retried, pool=pool, action=action))
     except Exception:
         logger.exception("WURK['ON_REDIS_ERROR'] failed")
+
+
+#: Error replies of a primary demoted by a failover: nothing ran, dial again and resend.
+FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
+#: :meth:`Replay.after`'s answer for "close the connections, then send again at once".
+REDIAL = "redial"
+
+
+def is_failover(exc: BaseException) -> bool:
+    # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
+    return isinstance(exc, redis.ReadOnlyError) or any(t in str(exc) for t in FAILOVER_ERRORS)
+
+
+class Replay:
+    """One round trip's way through the policy above, shared by the blocking and the
+    async writer: after each failed attempt, :meth:`after` reports the error and
+    says what comes next."""
+
+    def __init__(self, config: Config, connect_attempts: int = CONNECT_ATTEMPTS) -> None:
+        self.config = config
+        self.connect_attempts = connect_attempts
+        self.attempt = 0
+        self.redialed = False
+
+    def after(self, exc: BaseException) -> float | str | None:
+        """Seconds to wait before sending again, :data:`REDIAL`, or ``None``: not again
+        (the caller re-raises ``exc``)."""
+        self.attempt += 1
+        if isinstance(exc, NotSent):
+            if self.attempt >= self.connect_attempts or not retryable_connect(exc):
+                report(self.config, exc, attempt=self.attempt, retried=False, action=GAVE_UP)
+                return None
+            report(self.config, exc, attempt=self.attempt, retried=True, action=RETRIED)
+            return backoff(self.attempt)
+        if isinstance(exc, redis.ResponseError):
+            if not is_failover(exc):
+                return None
+            if self.redialed:
+                report(self.config, exc, attempt=self.attempt, retried=False, action=GAVE_UP)
+                return None
+            report(self.config, exc, attempt=self.attempt, retried=True, action=RETRIED)
+            self.redialed = True
+            return REDIAL
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
+            report(self.config, exc, attempt=self.attempt, retried=False, action=NOT_REPLAYED)
+        return None
+

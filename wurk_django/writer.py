@@ -44,7 +44,6 @@ from .scripts import source_for_sha
 Command = tuple[Any, ...]
 WriteHook = Callable[[list[dict], list[Command]], list[Command]]
 
-_FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
 
 _hooks: Positioned[WriteHook] = Positioned()
 
@@ -189,32 +188,18 @@ class Writer:
         old primary answers ``READONLY``, so redial and send once more (CORE-085);
         a round trip that broke mid-way is never replayed; a script the server
         forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
-        attempt = 0
-        redialed = False
+        replay = redis_errors.Replay(self.config, connect_attempts)
         while True:
-            attempt += 1
             try:
                 return self._send_once(commands)
-            except redis_errors.NotSent as exc:
-                if attempt >= connect_attempts or not redis_errors.retryable_connect(exc):
-                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
+            except redis_lib.RedisError as exc:
+                step = replay.after(exc)
+                if step is None:
                     raise
-                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
-                redis_errors.sleep(redis_errors.backoff(attempt))
-            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                if not _failover(exc):
-                    raise
-                if redialed:
-                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
-                    raise
-                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
-                redialed = True
-                self.redis.connection_pool.disconnect()
-            except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
-                # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
-                redis_errors.report(self.config, exc, attempt=attempt, retried=False,
-                                    action=redis_errors.NOT_REPLAYED)
-                raise
+                if step == redis_errors.REDIAL:
+                    self.redis.connection_pool.disconnect()
+                else:
+                    redis_errors.sleep(step)
 
     def _send_once(self, commands: list[Command]) -> list[Any]:
         replies = send_commands(self.redis, commands, raise_errors=False)
@@ -266,32 +251,18 @@ class AsyncWriter:
         """:meth:`Writer.send`, awaited, under the same replay policy: a connection that
         cannot be made is tried again with back-off (awaited, never blocking the loop),
         ``READONLY`` redials once, a round trip that broke mid-way is not replayed."""
-        attempt = 0
-        redialed = False
+        replay = redis_errors.Replay(self.config, connect_attempts)
         while True:
-            attempt += 1
             try:
                 return await self._send_once(commands)
-            except redis_errors.NotSent as exc:
-                if attempt >= connect_attempts or not redis_errors.retryable_connect(exc):
-                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
+            except redis_lib.RedisError as exc:
+                step = replay.after(exc)
+                if step is None:
                     raise
-                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
-                await redis_errors.async_sleep(redis_errors.backoff(attempt))
-            except (redis_lib.ReadOnlyError, redis_lib.ResponseError) as exc:
-                if not _failover(exc):
-                    raise
-                if redialed:
-                    redis_errors.report(self.config, exc, attempt=attempt, retried=False, action=redis_errors.GAVE_UP)
-                    raise
-                redis_errors.report(self.config, exc, attempt=attempt, retried=True, action=redis_errors.RETRIED)
-                redialed = True
-                await self.redis.connection_pool.disconnect()
-            except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
-                # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
-                redis_errors.report(self.config, exc, attempt=attempt, retried=False,
-                                    action=redis_errors.NOT_REPLAYED)
-                raise
+                if step == redis_errors.REDIAL:
+                    await self.redis.connection_pool.disconnect()
+                else:
+                    await redis_errors.async_sleep(step)
 
     async def _send_once(self, commands: list[Command]) -> list[Any]:
         replies = await _async_round_trip(self.redis, commands)
@@ -318,11 +289,6 @@ async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:
     finally:
         if pipe.connection is not None:  # execute() never ran (or did not reset): give it back
             await pipe.reset()
-
-
-def _failover(exc: BaseException) -> bool:
-    # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
-    return isinstance(exc, redis_lib.ReadOnlyError) or any(t in str(exc) for t in _FAILOVER_ERRORS)
 
 
 def _noscript_resends(commands: list[Command], replies: list[Any]) -> tuple[list[int], list[Command]]:
