@@ -19,6 +19,7 @@ factory in :mod:`wurk_django.connection` builds pools from it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -53,9 +54,10 @@ class RedisTarget:
     def tls(self) -> bool:
         return self.url.startswith("rediss:") or bool(self.options.get("ssl"))
 
-    @property
+    @cached_property
     def identity(self) -> str:
-        """Equal for targets that may share a connection pool."""
+        """Equal for targets that may share a connection pool (computed once: every
+        client lookup, per job too, asks for it)."""
         return f"{self.url}|{sorted(self.options.items(), key=lambda kv: kv[0])!r}|{self.sentinel_options!r}"
 
     def __repr__(self) -> str:
