@@ -40,6 +40,7 @@ import uuid
 from pathlib import Path
 
 import redis
+from run import base_env  # bench/ is this script's folder, first on sys.path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -57,14 +58,8 @@ def log(msg: str) -> None:
 
 
 def env_for(url: str, extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(BENCH), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["BENCH_REDIS_URL"] = url
-    env["REDIS_URL"] = url
-    env["DJANGO_SETTINGS_MODULE"] = "wurk_settings"
-    env["BENCH_JOBLOG"] = "0"
-    env.update(extra or {})
-    return env
+    """bench/run.py's worker environment, plus Sidekiq's ``REDIS_URL``; no per-job log lines."""
+    return base_env(url, {"REDIS_URL": url, "BENCH_JOBLOG": "0", **(extra or {})})
 
 
 def start(system: str, queues: list[str], url: str, concurrency: int, processes: int, tag: str) -> list[subprocess.Popen]:
