@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import redis
 
 from tests.support import wait_for
 from wurk_django import keys
@@ -56,6 +57,23 @@ def test_after_a_sweep_it_sleeps_until_the_earliest_due_entry(redis_db):
     assert sched.interval() == pytest.approx(2.0)
     clock.now += 5  # the retry is overdue: at once
     assert sched.interval() == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(("error", "warned"), [(ValueError("odd reply"), True),
+                                              (redis.ConnectionError("down"), False)])
+def test_a_failed_due_time_read_sleeps_the_usual_interval_and_says_why(redis_db, monkeypatch, caplog,
+                                                                        error, warned):
+    # An outage is the sweep's to report (one line per outage); anything else is logged here.
+    sched = _scheduler(Clock(), Clock(50.0))
+
+    def failing(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(scheduler_module, "send_commands", failing)
+    assert sched.interval() >= 300  # the usual interval: 600 x U + 300 for one process
+    said = [r.getMessage() for r in caplog.records if "earliest due time" in r.getMessage()]
+    assert said == (["scheduler: could not read the earliest due time (ValueError: odd reply); "
+                     "sleeping the usual interval"] if warned else [])
 
 
 def test_the_sweep_gap_holds_right_after_a_sweep(redis_db):

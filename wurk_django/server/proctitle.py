@@ -35,5 +35,5 @@ def set_title(version: str, tag: str, busy: int, total: int, stopping: bool) -> 
         elif os.path.exists("/proc/self/comm"):
             with open(f"/proc/{os.getpid()}/comm", "w") as comm:
                 comm.write(short_title(busy, total, stopping))
-    except Exception:
+    except Exception:  # the title is cosmetic: it must never disturb a job or the worker
         pass

@@ -169,8 +169,12 @@ class Scheduler:
             self._processes = max(int(replies[0]), 1)
             scores = [float(r[1]) for r in replies[1:] if r]
             next_due = min(scores) if scores else None
-        except Exception:  # an outage only makes the interval less precise
-            pass
+        except Exception as exc:
+            # Without the read the sleep is the usual interval. An outage is reported by
+            # the sweep itself; anything else is said here, not swallowed.
+            if not is_outage(exc):
+                logger.warning("scheduler: could not read the earliest due time (%s: %s); "
+                               "sleeping the usual interval", type(exc).__name__, exc)
         return plan_wait(self._clock(), self.usual_interval(self._processes), next_due,
                          self._monotonic() - self._swept_at, self._jitter())
 
@@ -208,7 +212,7 @@ class Scheduler:
                 if pubsub is not None:
                     try:
                         pubsub.close()
-                    except Exception:
+                    except Exception:  # a broken connection may fail to close; it is dropped anyway
                         pass
                     pubsub = None
                 time.sleep(LISTEN_TICK)
