@@ -54,10 +54,10 @@ def count_traffic() -> None:
         counts["commands"] += len(commands)
         return pack_commands(self, commands)
 
-    def counted_exchange(conn, commands):
+    def counted_exchange(conn, commands, *rest):
         counts["round_trips"] += 1
         counts["commands"] += len(commands)
-        return exchange(conn, commands)
+        return exchange(conn, commands, *rest)
 
     exchange = wire.exchange
     wire.exchange = counted_exchange  # the packed path (connection.send_on) bypasses redis-py's writer

@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from wurk_django import app_redis, redis_client
+from wurk_django import app_redis, redis_client, wire
 from wurk_django.app_redis import AppRedis
 from wurk_django.conf import Config
 
@@ -161,3 +161,17 @@ def test_a_forked_child_gets_its_own_client_and_connections(redis_db):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
     assert redis_db.get("n") == b"3"
+
+
+@pytest.mark.skipif(wire._send is None, reason="libc send through ctypes is used on Linux only")
+def test_single_commands_are_written_without_letting_go_of_the_gil(app, monkeypatch):
+    written: list[int] = []
+    real = wire._send
+    monkeypatch.setattr(wire, "_send", lambda fd, data, length, flags: written.append(length) or real(fd, data, length, flags))
+    assert app.set("k", "v") is True
+    assert app.get("k") == b"v"
+    assert len(written) == 2
+    with app.pipeline() as pipe:  # redis-py's own path: its usual write
+        pipe.get("k").incr("n")
+        assert pipe.execute() == [b"v", 1]
+    assert len(written) == 2

@@ -145,3 +145,122 @@ def test_resp3_can_still_be_asked_for(redis_db):
             assert send_on(conn, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
         finally:
             client.connection_pool.release(conn)
+
+
+# -- writing without letting go of the GIL (job code's single commands) ----------------------
+
+linux_only = pytest.mark.skipif(wire._send is None, reason="libc send through ctypes is used on Linux only")
+
+
+@pytest.fixture
+def sends(monkeypatch):
+    """The lengths each call of the GIL-holding send was asked to write."""
+    calls: list[int] = []
+    real = wire._send
+
+    def counted(fd, data, length, flags):
+        calls.append(length)
+        return real(fd, data, length, flags)
+
+    monkeypatch.setattr(wire, "_send", counted)
+    return calls
+
+
+@linux_only
+def test_a_write_holding_the_gil_gives_the_same_replies(redis_db, make_conn, sends):
+    conn = make_conn()
+    assert wire.exchange(conn, [("SET", "k", "v"), ("GET", "k"), ("INCR", "n")], True) == [b"OK", b"v", 1]
+    assert len(sends) == 1
+    assert wire.exchange(conn, [("GET", "k")]) == [b"v"]  # the default keeps sendall
+    assert len(sends) == 1
+
+
+@linux_only
+def test_a_batch_over_the_limit_goes_through_sendall(redis_db, make_conn, sends):
+    conn = make_conn()
+    big = b"x" * (wire.HOLD_GIL_MAX + 1)
+    assert wire.exchange(conn, [("SET", "big", big), ("STRLEN", "big")], True) == [b"OK", len(big)]
+    assert sends == []
+
+
+@linux_only
+@pytest.mark.parametrize("took", [-1, 0, 5], ids=["refused", "nothing", "a-part"])
+def test_what_the_socket_does_not_take_at_once_is_sent_by_sendall(redis_db, make_conn, monkeypatch, took):
+    real = wire._send
+
+    def partial(fd, data, length, flags):
+        return real(fd, data, took, flags) if took > 0 else took
+
+    monkeypatch.setattr(wire, "_send", partial)
+    conn = make_conn()
+    assert wire.exchange(conn, [("SET", "k", "value"), ("GET", "k")], True) == [b"OK", b"value"]
+    assert redis_db.get("k") == b"value"
+
+
+@linux_only
+def test_a_killed_connection_raises_connection_error_when_written_holding_the_gil(redis_db, make_conn):
+    conn = make_conn()
+    [client_id] = wire.exchange(conn, [("CLIENT", "ID")], True)
+    redis_db.execute_command("CLIENT", "KILL", "ID", client_id)
+    with pytest.raises(redis.ConnectionError):
+        wire.exchange(conn, [("INCR", "n")], True)
+    assert conn._sock is None
+    assert wire.exchange(conn, [("INCR", "n")], True) == [1]  # reconnected; the first INCR never ran
+
+
+class _PeerThatNeverReads:
+    """Just enough of a redis-py connection for exchange(): a Unix socket pair whose
+    far end reads nothing, so the near end's send buffer can be filled."""
+
+    def __init__(self, timeout: float) -> None:
+        import socket
+
+        self._sock, self.peer = socket.socketpair()
+        self._sock.settimeout(timeout)
+        self.disconnected = False
+
+    def connect(self) -> None:
+        raise AssertionError("exchange() must not reconnect here")
+
+    def disconnect(self) -> None:
+        self.disconnected = True
+        self._sock.close()
+        self.peer.close()
+
+
+@linux_only
+def test_a_full_send_buffer_waits_without_the_gil_and_times_out():
+    import threading
+    import time
+
+    conn = _PeerThatNeverReads(timeout=0.5)
+    conn._sock.setblocking(False)
+    try:
+        while True:
+            conn._sock.send(b"x" * 65536)
+    except BlockingIOError:
+        pass  # full
+    conn._sock.settimeout(0.5)
+    longest = 0.0  # the longest the other thread went without running
+    stop = threading.Event()
+
+    def count() -> None:
+        nonlocal longest
+        last = time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()
+            longest = max(longest, now - last)
+            last = now
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(redis.TimeoutError):
+            wire.exchange(conn, [("PING",)], True)
+    finally:
+        stop.set()
+        counter.join()
+    assert time.monotonic() - started >= 0.4  # waited for room, as a blocking write does
+    assert longest < 0.25  # and let the other thread run meanwhile
+    assert conn.disconnected

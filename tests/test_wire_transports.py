@@ -43,9 +43,9 @@ def exchanges(monkeypatch):
     calls: list[int] = []
     real = wire.exchange
 
-    def counted(conn, commands):
+    def counted(conn, commands, *rest):
         calls.append(len(commands))
-        return real(conn, commands)
+        return real(conn, commands, *rest)
 
     monkeypatch.setattr(wire, "exchange", counted)
     return calls

@@ -63,7 +63,7 @@ class AppRedis(redis.Redis):
         name = args[0]
         if type(name) is str and " " in name:  # "CONFIG GET", "CLIENT LIST": sent as separate words
             args = (*name.split(), *args[1:])
-        reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK)[0]
+        reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK, hold_gil=True)[0]
         if isinstance(reply, redis.ResponseError):
             if EMPTY_RESPONSE in options:
                 return options[EMPTY_RESPONSE]

@@ -253,7 +253,7 @@ _idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDiction
 
 
 def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True,
-                  keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0) -> list[Any]:
+                  keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0, hold_gil: bool = False) -> list[Any]:
     """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`.
 
     Up to ``keep`` connections stay checked out between calls, on a
@@ -282,7 +282,7 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             and _stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
-        return send_on(conn, commands, raise_errors=raise_errors)
+        return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil)
     finally:
         if stack is None:
             stack = _idle_stacks.setdefault(pool, [])
@@ -316,7 +316,7 @@ def _forget_idle_stacks() -> None:
         stack.clear()
 
 
-def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = True) -> list[Any]:
+def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = True, hold_gil: bool = False) -> list[Any]:
     """Send ``commands`` in one round trip on ``conn`` and return their raw replies.
 
     The same bytes on the wire as a non-transactional pipeline, without building a
@@ -336,7 +336,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
             conn.disconnect()
             raise NotSent(f"could not connect to Redis: {exc}") from exc
     if wire.usable(conn):
-        replies = wire.exchange(conn, commands)
+        replies = wire.exchange(conn, commands, hold_gil)
         _close_if_demoted(conn, replies)
         if raise_errors:
             for reply in replies:

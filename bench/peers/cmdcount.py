@@ -60,13 +60,13 @@ def install() -> None:
 
     batch = wurk_connection.send_on
 
-    def send_on(conn, cmds):
+    def send_on(conn, cmds, **options):
         if not _skip() and cmds:
             names = [str(c[0]).lower() for c in cmds]
             with _lock:
                 commands.update(names)
                 round_trips["batch:" + "+".join(sorted(set(names)))] += 1
-        return batch(conn, cmds)
+        return batch(conn, cmds, **options)
 
     redis.Redis.execute_command = execute_command
     Pipeline.execute = pipeline_execute

@@ -71,7 +71,7 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
                         lambda self, cmds: sent.append([str(c[0]).lower() for c in cmds]) or many(self, cmds))
     exchange = wire.exchange  # the batches' own path (RUN-706): one write per call
     monkeypatch.setattr(wire, "exchange",
-                        lambda conn, cmds: sent.append([str(c[0]).lower() for c in cmds]) or exchange(conn, cmds))
+                        lambda conn, cmds, *rest: sent.append([str(c[0]).lower() for c in cmds]) or exchange(conn, cmds, *rest))
     return sent
 
 
