@@ -15,7 +15,8 @@ method): when it returns False the middleware is left out of that job's chain
 (no instance, no call). It is asked when the middleware's turn comes, so one
 further out may still change the job. The built-in ones (unique jobs,
 encryption, the batch client) use it so that a job which does not use their
-feature pays nothing for them; it must be cheap and read only the job.
+feature pays nothing for them; it must be cheap and change nothing (the
+statsd middleware also asks whether statsd is configured at all).
 """
 
 from __future__ import annotations

@@ -133,3 +133,15 @@ def test_a_ruby_written_profile_is_listed_and_readable(redis_db, admin_client):
     assert "HardJob#perform" in page and "100.0%" in page
     redis_db.hset("mike-1234abcd", "data", b"not a profile")
     assert "cannot be read here" in admin_client.get(BASE + "profiles/mike-1234abcd/").content.decode()
+
+
+def test_a_job_pushed_without_a_token_skips_the_profiling_layer(monkeypatch):
+    from wurk_django.profiling.middleware import ProfileMiddleware
+
+    entered: list[str] = []
+    monkeypatch.setattr(ProfileMiddleware, "__call__", lambda self, *args: entered.append(args[1]["jid"]) or args[-1]())
+    chain = server_chain(get_config())
+    assert chain.invoke((None, {"class": "A", "args": [], "jid": "plain"}, "q"), lambda: 1) == 1
+    assert chain.invoke((None, {"class": "A", "args": [], "jid": "empty", "profile": ""}, "q"), lambda: 2) == 2
+    assert chain.invoke((None, {"class": "A", "args": [], "jid": "tok", "profile": "t"}, "q"), lambda: 3) == 3
+    assert entered == ["tok"]

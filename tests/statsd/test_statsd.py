@@ -210,3 +210,16 @@ def test_statsd_off_sends_nothing(redis_db, listener):
         assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "q"), lambda: 8) == 8
     assert [line.split(":")[0] for line in listener.wait_for("sidekiq.jobs", 4)] == [
         "sidekiq.jobs.count", "sidekiq.jobs.success", "sidekiq.jobs.perform", "sidekiq.jobs.perform_dist"]
+
+
+def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+    from wurk_django.statsd.middleware import StatsdMiddleware
+
+    entered: list[str] = []
+    monkeypatch.setattr(StatsdMiddleware, "__call__", lambda self, *args: entered.append(args[2]) or args[-1]())
+    assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "off"), lambda: 7) == 7
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "on"), lambda: 8) == 8
+    assert entered == ["on"]

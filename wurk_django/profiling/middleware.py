@@ -17,6 +17,11 @@ MIN_INTERVAL = 0.0005
 
 
 class ProfileMiddleware:
+    @staticmethod
+    def applies(job: dict) -> bool:
+        # Only a job pushed with a profile token is profiled; the rest skip this layer.
+        return bool(job.get("profile"))
+
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
         token = job.get("profile")
         if not token:
