@@ -300,3 +300,29 @@ def test_built_in_server_middleware_a_plain_job_skips():
     assert not EncryptionServerMiddleware.applies(plain) and not UniqueServerMiddleware.applies(plain)
     assert EncryptionServerMiddleware.applies({**plain, "encrypt": True})
     assert UniqueServerMiddleware.applies({**plain, "unique_for": 60})
+
+
+def test_a_chain_run_leaves_no_garbage_for_the_cycle_collector():
+    """A worker runs the server chain once per job: a reference cycle per run meant
+    a garbage collection every sixty jobs."""
+    import gc
+
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    class Outer:
+        def __call__(self, instance, job, queue, call_next):
+            return call_next() + 1
+
+    chain = server_chain(get_config()).copy()
+    chain.prepend(Outer)
+    job = {"class": "A", "args": [], "jid": "j"}
+    gc.collect()
+    gc.disable()
+    try:
+        results = {chain.invoke((None, job, "q"), lambda: 1) for _ in range(200)}
+        garbage = gc.collect()
+    finally:
+        gc.enable()
+    assert results == {2}
+    assert garbage < 100  # a cycle per run would be 2,000 (other threads may leave a little)
