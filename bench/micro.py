@@ -60,7 +60,7 @@ def redis_paths() -> None:
     body = payload.dumps({"class": "wurkbench.jobs.Noop", "args": [], "queue": "bench", "jid": "a" * 24})
     r.lpush("queue:bench", *([body] * (N * 8)))
     private = "queue:bench|host|1|n|0"
-    commands = [("LREM", private, 1, body), ("DEL", "super_fetch:recovered:" + "a" * 24),
+    commands = [("LREM", private, -1, body), ("DEL", "super_fetch:recovered:" + "a" * 24),
                 ("LMOVE", "queue:bench", private, "RIGHT", "LEFT")]
 
     def pipeline() -> None:  # before: a redis-py Pipeline object per job

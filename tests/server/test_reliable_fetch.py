@@ -334,3 +334,23 @@ def test_a_job_moved_by_a_lost_reply_is_given_back(redis_db, fetcher):
     assert redis_db.lrange("queue:default", 0, -1) == [orphan]
     assert set(redis_db.lrange(running.private, 0, -1)) == {running.job}  # the parked ACK went out
     assert fetcher.retrieve_work().job == orphan
+
+
+def test_an_ack_removes_one_copy_searching_from_the_oldest_end(redis_db, fetcher):
+    """The ACK's LREM counts from the tail (-1), where the fetch left the oldest jobs;
+    two identical payloads (a job pushed twice, byte for byte) still lose one copy per ACK."""
+    same = _job("b" * 24)
+    redis_db.lpush("queue:default", same, _job("a" * 24), same)
+    first = fetcher.retrieve_work()
+    assert first.job == same
+    commands = reliable_fetch._ack_commands([first])
+    assert commands[0] == ("LREM", first.private, -1, same)
+    newer = [fetcher.retrieve_work() for _ in range(2)]
+    assert [u.job for u in newer] == [_job("a" * 24), same]
+    first.acknowledge()
+    fetcher.flush_acks()
+    assert redis_db.lrange(first.private, 0, -1) == [same, _job("a" * 24)]
+    newer[1].acknowledge()
+    newer[0].acknowledge()
+    fetcher.flush_acks()
+    assert redis_db.llen(first.private) == 0
