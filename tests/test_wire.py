@@ -261,6 +261,8 @@ def test_a_full_send_buffer_waits_without_the_gil_and_times_out():
     finally:
         stop.set()
         counter.join()
+        conn.peer.close()  # closed already if exchange() disconnected; this test's own either way
+        conn._sock.close()
     assert time.monotonic() - started >= 0.4  # waited for room, as a blocking write does
     assert longest < 0.25  # and let the other thread run meanwhile
     assert conn.disconnected

@@ -264,6 +264,8 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
     reconnects); any other is checked out and released through the pool.
     ``check_idle_after`` skips that check for a connection used less than that
     many seconds ago (the check is a system call that lets go of the GIL).
+    ``hold_gil`` is passed on to :func:`wurk_django.wire.exchange`: for callers
+    that wait for the reply at once (job code's commands, ``app_redis``).
     """
     pool = client.connection_pool
     stack = _idle_stacks.get(pool)
