@@ -109,9 +109,10 @@ RECOVERED_PREFIX = "super_fetch:recovered:"
 PRIVATE_ALL = f"{QUEUE_PREFIX}*|*"  # SCAN pattern: every process's private lists
 
 
-def private_queue(name: str, host: str, pid: int, nonce: str) -> str:
-    """The private LIST ``queue:<q>|<host>|<pid>|<nonce>|0`` holding what one process fetched."""
-    return f"{QUEUE_PREFIX}{name}|{host}|{pid}|{nonce}|0"
+def private_queue(name: str, host: str, pid: int, nonce: str, index: int = 0) -> str:
+    """The private LIST ``queue:<q>|<host>|<pid>|<nonce>|<index>`` holding what one
+    process fetched (``index``: which of its fetching threads, 0 first)."""
+    return f"{QUEUE_PREFIX}{name}|{host}|{pid}|{nonce}|{index}"
 
 
 def private_pattern(name: str) -> str:

@@ -109,10 +109,11 @@ def instant_jobs(monkeypatch):
 
 def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch, instant_jobs):
     """Issue 19 goal 3: once a thread's fetches keep hitting on short jobs, one round trip
-    moves PREFETCH jobs; still one LREM + one DEL per job, and every job fetched ahead
-    sits in the private list until its ACK."""
+    moves PREFETCH jobs; still one LREM per job, one DEL per round trip for all their
+    poison counters, and every job fetched ahead sits in the private list until its ACK."""
     for i in range(200):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
+        redis_db.set(f"super_fetch:recovered:{i:024d}", 1)
     warm = fetcher.retrieve_work()
     warm.jid = json.loads(warm.job)["jid"]
     warm.acknowledge()
@@ -131,10 +132,62 @@ def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, 
     fetcher.flush_acks()
     sent = [trip for trip in sent if trip != ["lrange"]]  # the test's own reads
     commands = Counter(name for trip in sent for name in trip)
-    assert commands["lrem"] == commands["del"] == 101
+    assert commands["lrem"] == 101
+    assert commands["del"] == sum(1 for trip in sent if "lrem" in trip) <= len(sent)
+    assert [n for n in range(101) if redis_db.exists(f"super_fetch:recovered:{n:024d}")] == []  # PRO-155
+    assert redis_db.exists(f"super_fetch:recovered:{101:024d}")  # not run yet: kept
     assert 100 <= commands["lmove"] <= 100 + reliable_fetch.PREFETCH
     assert len(sent) <= 100 / reliable_fetch.PREFETCH + reliable_fetch.PREFETCH_AFTER + 2
     assert commands["blmove"] == 0
+
+
+def _in_thread(fn):
+    """Run ``fn`` on a fresh thread (a processor of its own) and return what it returned."""
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    return out[0]
+
+
+def test_each_thread_fetches_into_a_private_list_of_its_own(redis_db, fetcher):
+    """PRO-110's last segment is the fetching thread's slot: an ACK's LREM then searches
+    that thread's jobs only. A slot is reused, lowest first, once its thread exits."""
+    for jid in ("a", "b", "c"):
+        redis_db.lpush("queue:default", _job(jid * 24))
+    mine = fetcher.retrieve_work()
+    assert mine.private == private_list("default", slot=0)
+
+    def other_thread():
+        unit = fetcher.retrieve_work()
+        unit.jid = "b" * 24
+        unit.acknowledge()
+        fetcher.flush_acks()  # as a processor does when it exits, then gives its slot back
+        fetcher.release_thread_connection()
+        return unit
+
+    theirs = _in_thread(other_thread)
+    assert theirs.private == private_list("default", slot=1) != mine.private
+    assert theirs.private.endswith(f"|{os.getpid()}|{NONCE}|1")
+    assert redis_db.lrange(mine.private, 0, -1) == [mine.job]
+    assert not redis_db.exists(theirs.private)  # its ACK emptied its own list
+    assert _in_thread(fetcher.retrieve_work).private == theirs.private  # slot 1 again
+    assert fetcher.private_lists() == [private_list(q, slot=n) for n in (0, 1) for q in ("default", "low")]
+
+
+def test_a_reconcile_looks_in_every_threads_private_list(redis_db, fetcher):
+    """A job stranded (lost reply) in another thread's list is given back too."""
+    redis_db.lpush("queue:default", _job("a" * 24))
+    _in_thread(lambda: fetcher._slot())  # slot 0 goes to a thread that then exits holding it
+    unit = fetcher.retrieve_work()
+    assert unit.private == private_list("default", slot=1)
+    orphan = _job("o" * 24)
+    redis_db.lpush(private_list("default", slot=0), orphan)
+    fetcher._needs_reconcile = True
+    fetcher._reconcile()
+    assert redis_db.lrange("queue:default", 0, -1) == [orphan]
+    assert redis_db.lrange(unit.private, 0, -1) == [unit.job]  # held by this thread: kept
 
 
 def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher, instant_jobs):
@@ -235,6 +288,7 @@ def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
 
 @pytest.mark.parametrize("key,expected", [
     ("queue:default|web.1|123|abcdef012345|0", ("queue:default", "web.1", 123, "abcdef012345")),
+    ("queue:default|web.1|123|abcdef012345|17", ("queue:default", "web.1", 123, "abcdef012345")),  # slot 17
     ("queue:a|b|web|77|0", ("queue:a|b", "web", 77, None)),  # legacy shape, '|' in the name
     ("queue:default|web|x|0", None),
     ("queue:|web|1|0", None),
@@ -250,6 +304,16 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_reaper_recovers_every_slot_of_a_dead_process(redis_db):
+    pid = _dead_pid()
+    lists = [private_list("default", pid, slot) for slot in (0, 3, 12)]
+    for n, key in enumerate(lists):
+        redis_db.lpush(key, _job(str(n) * 24))
+    assert Reaper(["default"], grace=0).boot_sweep() == 3
+    assert not any(redis_db.exists(key) for key in lists)
+    assert set(redis_db.lrange("queue:default", 0, -1)) == {_job(str(n) * 24) for n in range(3)}
 
 
 def test_reaper_recovers_a_dead_siblings_jobs_to_the_fetch_end(redis_db):
