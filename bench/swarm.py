@@ -18,7 +18,9 @@ Throughput is the steady-state drain rate: ``LLEN`` of the queue sampled
 every 20 ms, from 10 % to 90 % drained, so boot and tail do not count. Over
 the same window it reports CPU use (100 % = one core) of the worker
 processes and of redis-server: on a 2-core machine Redis shares the cores
-with the workers, which bounds what a second process can add.
+with the workers, which bounds what a second process can add. ``--commands``
+adds Redis's CPU per job and the commands it ran per job (``INFO
+commandstats`` diffed over the same window), the server's share of a job.
 "Boot to first job" times ``manage.py wurk`` from exec to the first job run.
 
 Uses one Redis logical database (default 10; never 0), which it flushes
@@ -38,6 +40,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "swarmbench"
@@ -143,8 +146,34 @@ def _redis_cpu(r) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def drain_rate(url: str, shape: str, n: int, processes: int, concurrency: int) -> tuple[float, float, float]:
-    """Jobs per second between 10 % and 90 % drained, with worker and Redis CPU % over that window."""
+def _commandstats(r) -> dict[str, tuple[int, int]]:
+    """Cumulative (calls, usec) per command since the server started (or its last RESETSTAT)."""
+    return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
+            for name, v in r.info("commandstats").items()}
+
+
+def _commands_per_job(before: dict, after: dict, jobs: float) -> str:
+    """Commands Redis ran per job over the window, and its time in each: the server's
+    share of a job, by command (``INFO commandstats`` diffed; no RESETSTAT)."""
+    rows = []
+    for name, (calls, usec) in after.items():
+        calls -= before.get(name, (0, 0))[0]
+        usec -= before.get(name, (0, 0))[1]
+        if calls / jobs >= 0.01:
+            rows.append((usec, f"{name} {calls / jobs:.2f}/job x {usec / max(calls, 1):.2f} us"))
+    return ", ".join(text for _, text in sorted(rows, reverse=True))
+
+
+class Drain(NamedTuple):
+    rate: float  # jobs/s
+    worker_cpu: float  # % of one core, all worker processes
+    redis_cpu: float  # % of one core
+    commands: str  # what Redis ran per job, by command
+
+
+def drain_rate(url: str, shape: str, n: int, processes: int, concurrency: int) -> Drain:
+    """Jobs per second between 10 % and 90 % drained, with worker and Redis CPU % over that
+    window and the commands Redis ran per job."""
     r = _client(url)
     r.flushdb()
     _fill(r, shape, n)
@@ -160,10 +189,10 @@ def drain_rate(url: str, shape: str, n: int, processes: int, concurrency: int) -
             now = time.perf_counter()
             if t_hi is None and length <= hi:
                 t_hi, len_hi = now, length
-                cpu_hi, redis_hi = _tree_cpu(proc.pid), _redis_cpu(r)
+                cpu_hi, redis_hi, stats_hi = _tree_cpu(proc.pid), _redis_cpu(r), _commandstats(r)
             if length <= lo:
                 t_lo, len_lo = now, length
-                cpu_lo, redis_lo = _tree_cpu(proc.pid), _redis_cpu(r)
+                cpu_lo, redis_lo, stats_lo = _tree_cpu(proc.pid), _redis_cpu(r), _commandstats(r)
                 break
             time.sleep(0.02)
     finally:
@@ -173,7 +202,8 @@ def drain_rate(url: str, shape: str, n: int, processes: int, concurrency: int) -
         raise RuntimeError(f"{shape} with {processes} process(es) did not drain")
     window = t_lo - t_hi
     worker_cpu = sum(cpu_lo[pid] - cpu_hi[pid] for pid in cpu_lo if pid in cpu_hi)
-    return (len_hi - len_lo) / window, 100 * worker_cpu / window, 100 * (redis_lo - redis_hi) / window
+    return Drain((len_hi - len_lo) / window, 100 * worker_cpu / window, 100 * (redis_lo - redis_hi) / window,
+                 _commands_per_job(stats_hi, stats_lo, len_hi - len_lo))
 
 
 def boot_to_first_job(url: str, processes: int, concurrency: int) -> float:
@@ -203,6 +233,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=10)
     ap.add_argument("--shapes", default="noop,cpu")
     ap.add_argument("--redis", default=os.environ.get("WURK_BENCH_REDIS_URL", "redis://127.0.0.1:6379/10"))
+    ap.add_argument("--commands", action="store_true",
+                    help="also print Redis's CPU per job and the commands it ran per job (INFO commandstats)")
     args = ap.parse_args()
 
     print(f"swarm benchmark: {platform.python_implementation()} {platform.python_version()}, "
@@ -213,8 +245,8 @@ def main() -> None:
         cls = {"noop": "Noop", "cpu": "Cpu"}[shape]
         ones, twos, ratios = [], [], []
         for run in range(args.runs):
-            one, cpu1, redis1 = drain_rate(args.redis, cls, n, 1, args.concurrency)
-            two, cpu2, redis2 = drain_rate(args.redis, cls, n, 2, args.concurrency)
+            one, cpu1, redis1, commands1 = drain_rate(args.redis, cls, n, 1, args.concurrency)
+            two, cpu2, redis2, commands2 = drain_rate(args.redis, cls, n, 2, args.concurrency)
             ones.append(one)
             twos.append(two)
             ratios.append(two / one)
@@ -224,6 +256,10 @@ def main() -> None:
                   f"{100 * one / max(cpu1, 1):6,.0f}/CPU-s, redis {redis1:3.0f}%)   2 processes {two:8,.0f} jobs/s "
                   f"(workers {cpu2:3.0f}%, {100 * two / max(cpu2, 1):6,.0f}/CPU-s, redis {redis2:3.0f}%)"
                   f"   ratio {two / one:.2f}x")
+            if args.commands:
+                # Redis's CPU per job (us): what bounds the ratio when the workers and Redis share the cores.
+                print(f"      redis per job: 1 process {1e4 * redis1 / one:.2f} us CPU ({commands1}); "
+                      f"2 processes {1e4 * redis2 / two:.2f} us CPU ({commands2})")
         print(f"{shape:5} median: 1 process {statistics.median(ones):8,.0f} jobs/s   "
               f"2 processes {statistics.median(twos):8,.0f} jobs/s   ratio {statistics.median(ratios):.2f}x "
               f"(min {min(ratios):.2f}, max {max(ratios):.2f})")

@@ -12,8 +12,8 @@ concurrency x PREFETCH entries, and the search was the dearest command Redis ran
 for a job. The reaper reads every slot the same way, since it keys on the owner.
 
 The ACK costs no round trip of its own: it is parked per thread and sent in
-the same pipeline as that thread's next ``LMOVE`` (3 commands, 1 round trip per
-job on a busy queue). Parked ACKs are flushed before blocking, when quieting,
+the same pipeline as that thread's next ``LMOVE`` (at most 3 commands and 1 round
+trip per job on a busy queue). Parked ACKs are flushed before blocking, when quieting,
 when a processor exits and first thing in ``bulk_requeue``.
 
 Fetching ahead: when a thread's last fetches all hit and its jobs are short, its
