@@ -176,6 +176,17 @@ def test_each_thread_fetches_into_a_private_list_of_its_own(redis_db, fetcher):
     assert fetcher.private_lists() == [private_list(q, slot=n) for n in (0, 1) for q in ("default", "low")]
 
 
+def test_slots_start_again_from_zero_after_a_fork(fetcher):
+    """A fetcher built before a fork: the child's threads take slots from 0 again (the
+    parent's threads are not in the child, and the child's lists carry its own pid)."""
+    assert fetcher._slot() == 0
+    assert _in_thread(fetcher._slot) == 1
+    # What a fork looks like from the child: the slots and this thread's local were the parent's.
+    fetcher._slots_pid = fetcher._local.slot_pid = os.getpid() + 1
+    assert fetcher._slot() == 0
+    assert _in_thread(fetcher._slot) == 1  # slot 1 was taken in the "parent", not here
+
+
 def test_a_reconcile_looks_in_every_threads_private_list(redis_db, fetcher):
     """A job stranded (lost reply) in another thread's list is given back too."""
     redis_db.lpush("queue:default", _job("a" * 24))
