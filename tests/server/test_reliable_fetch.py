@@ -327,6 +327,27 @@ def test_reaper_recovers_every_slot_of_a_dead_process(redis_db):
     assert set(redis_db.lrange("queue:default", 0, -1)) == {_job(str(n) * 24) for n in range(3)}
 
 
+def test_the_lists_of_one_crash_go_back_spaced_as_one(redis_db):
+    """A dead process's lists for one queue (one per thread) are the jobs of one crash:
+    they go back spaced apart as a whole, so no two of them are fetched together again
+    (drained list by list, each list's jobs would land beside the other lists' jobs)."""
+    pid = _dead_pid()
+    crashed = {}
+    for slot in (0, 1, 2):
+        for n in range(3):
+            raw = _job(f"{slot}{n}".ljust(24, "x"))
+            crashed[raw] = slot
+            redis_db.lpush(private_list("default", pid, slot), raw)
+    for i in range(200):
+        redis_db.lpush("queue:default", _job(f"f{i}".ljust(24, "x")))
+    assert Reaper(["default"], grace=0).boot_sweep() == 9
+    queue = redis_db.lrange("queue:default", 0, -1)
+    positions = sorted(i for i, raw in enumerate(queue) if raw in crashed)
+    assert len(positions) == 9
+    gaps = [b - a for a, b in zip(positions, positions[1:])]
+    assert min(gaps) >= 9  # 9 jobs in all: each lands past the window the others were fetched in
+
+
 def test_reaper_recovers_a_dead_siblings_jobs_to_the_fetch_end(redis_db):
     dead = private_list("default", _dead_pid())
     redis_db.lpush(dead, _job("a" * 24), _job("b" * 24))

@@ -109,7 +109,10 @@ class Reaper:
         redis = get_redis(config=self.config)
         live = self._live_owners(redis)
         patterns = [keys.PRIVATE_ALL] if full else [keys.private_pattern(name) for name in self.queue_names]
-        moved = 0
+        # A process keeps one private list per queue and fetching thread; the lists one
+        # process held for one queue are the jobs of one crash, given back together.
+        crashes: dict[tuple[str, str, int, str | None], set[str]] = {}
+        kept: set[tuple[str, str, int, str | None]] = set()
         for pattern in patterns:
             for key in redis.scan_iter(match=pattern, count=1000 if full else 100):
                 name = key.decode() if isinstance(key, bytes) else key
@@ -118,9 +121,34 @@ class Reaper:
                     continue
                 public, host, pid, nonce = parsed
                 if self._alive(redis, name, host, pid, nonce, live):
+                    kept.add(parsed)  # a list still in its grace keeps its siblings for the next sweep
                     continue
-                moved += self.drain(name, public)
+                crashes.setdefault(parsed, set()).add(name)
+        moved = 0
+        for owner, lists in crashes.items():
+            if owner not in kept:
+                moved += self.drain(self._gather(redis, lists), owner[0])
         return moved
+
+    @staticmethod
+    def _gather(redis: redis_lib.Redis, lists: set[str]) -> str:
+        """Move the jobs of one dead process's lists for a queue into the first of them.
+
+        ``drain`` spaces the jobs of one list apart by how many that list holds; drained
+        one list at a time, the jobs of different threads' lists would go back side by
+        side, and the innocent neighbours of a job that kills its worker would be fetched
+        with it again (and buried with it on its third crash). Each move is one atomic
+        ``LMOVE``, so a job is in exactly one list at every step, whoever else is reaping.
+        """
+        target, *others = sorted(lists, key=lambda name: (int(name.rsplit("|", 1)[1]), name))
+        for other in others:
+            count = int(redis.llen(other) or 0)
+            if count:
+                pipe = redis.pipeline(transaction=False)
+                for _ in range(count):
+                    pipe.lmove(other, target, "RIGHT", "LEFT")
+                pipe.execute()
+        return target
 
     def _live_owners(self, redis: redis_lib.Redis) -> dict[str, float]:
         """identity (and its ``host:pid`` prefix) -> last beat, for identities with ``info``."""
