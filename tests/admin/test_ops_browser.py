@@ -85,8 +85,10 @@ def test_pages_work_under_a_strict_csp(page, redis_db, settings):  # noqa: F811
     page.goto(page.base + BASE)
     # wurk.js ran under the policy (generous timeouts: the machine may be busy).
     page.wait_for_selector("[data-line-chart] svg polyline", timeout=30_000)
-    page.wait_for_function("Number(document.querySelector('#wurk-root').getAttribute('data-polls')) >= 1",
-                           timeout=30_000)
+    # A selector, not wait_for_function: Playwright evaluates a string predicate with eval()
+    # inside the page while it polls, which this very policy forbids (the test then failed
+    # whenever the first poll had not yet landed). wurk.js sets data-polls on its first poll.
+    page.wait_for_selector("#wurk-root[data-polls]", state="attached", timeout=30_000)
     assert violations == []
     shot(page, "ops-dashboard-csp")
 
