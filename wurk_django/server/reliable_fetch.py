@@ -159,16 +159,17 @@ class ReliableFetch:
             self._keys = {}
             self._keys_pid = pid
         if slot is None:
-            slot = self._slot()
+            slot = self._slot(pid)
         found = self._keys.get((name, slot))
         if found is None:
             found = self._keys[(name, slot)] = (keys.queue(name), private_list(name, pid, slot))
         return found
 
-    def _slot(self) -> int:
-        """The calling thread's private-list slot, taken on its first fetch."""
+    def _slot(self, pid: int | None = None) -> int:
+        """The calling thread's private-list slot, taken on its first fetch (``pid``: the
+        caller's ``os.getpid()``, when it has it already)."""
         local = self._local
-        pid = os.getpid()
+        pid = pid or os.getpid()
         if getattr(local, "slot_pid", None) == pid:
             return local.slot
         with self._slot_lock:
