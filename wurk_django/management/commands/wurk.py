@@ -49,12 +49,18 @@ class Command(BaseCommand):
         return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("-c", "--concurrency", type=_positive_int, help="processor threads (default 5)")
+        shown = _settings_shown()
+        parser.add_argument("-c", "--concurrency", type=_positive_int,
+                            help=f"processor threads (default {shown('CONCURRENCY')})")
         parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="NAME[,WEIGHT]",
-                            help="queue to process, repeatable; weights make the order random")
-        parser.add_argument("-t", "--timeout", type=_positive_float, help="shutdown grace in seconds (default 25)")
+                            help="queue to process, repeatable; weights make the order random; only these "
+                            f"queues are served (default: {shown('QUEUES', lambda v: ' '.join(f'-q {q}' for q in v))})")
+        parser.add_argument("-t", "--timeout", type=_positive_float,
+                            help=f"shutdown grace in seconds (default {shown('TIMEOUT')})")
         parser.add_argument("-g", "--tag", help="tag shown in the dashboard")
-        parser.add_argument("-e", "--environment", help="environment name, e.g. development")
+        parser.add_argument("-e", "--environment",
+                            help="environment name; 'development' logs the full traceback of failing jobs "
+                            f"(default {shown('ENVIRONMENT', str, _debug_environment)})")
         parser.add_argument("--log-format", choices=("plain", "json"), help="job log format")
         parser.add_argument("--processes", metavar="N", help="fork N worker processes under one supervisor "
                             "(a number, a CPU multiplier like 1.5, or auto); 0: one process even if WURK['SWARM'] "
@@ -204,6 +210,32 @@ class Command(BaseCommand):
                     reopen_logs()
         pipe.restore()
         logging.shutdown()
+
+
+def _settings_shown():
+    """``shown(KEY)``: the value this project's settings give KEY, for ``--help``, saying
+    whether it comes from ``settings.WURK`` or is the built-in default."""
+    from ...conf import DEFAULTS, raw_settings
+
+    try:
+        raw = raw_settings()
+    except Exception:  # settings that do not even load: the built-in defaults, as before
+        raw = {}
+
+    def shown(key: str, fmt=str, unset=None) -> str:
+        if key in raw and raw[key] is not None:
+            return f"{fmt(raw[key])}, from WURK['{key}']"
+        if unset is not None:
+            return unset()
+        return fmt(DEFAULTS[key])
+
+    return shown
+
+
+def _debug_environment() -> str:
+    from django.conf import settings
+
+    return "development, as DEBUG is true" if settings.DEBUG else "none: DEBUG is false"
 
 
 def _positive_int(value: str) -> int:
