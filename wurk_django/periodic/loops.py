@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
-from .. import keys
+from .. import canonical, keys
 from ..connection import get_redis
 from . import zones
-from .canonical import ruby_json
 from .schedule import parse
 
 HISTORY_LENGTH = 25
@@ -31,7 +30,7 @@ LOOP_ONLY_OPTIONS = ("tz", "paused", "label")
 def lid_for(schedule: str, klass: str, options: dict[str, Any]) -> str:
     """The loop id: stable across processes and languages for the same registration."""
     ordered = {k: options[k] for k in sorted(options) if k != "tz"}
-    digest = hashlib.sha1(f"{schedule}|{klass}|{ruby_json(ordered)}".encode()).hexdigest()
+    digest = hashlib.sha1(f"{schedule}|{klass}|{canonical.dumps(ordered)}".encode()).hexdigest()
     return digest[:16]
 
 
@@ -136,7 +135,7 @@ def persist(loop: Loop, redis: Any = None) -> None:
     pipe = redis.pipeline(transaction=True)
     pipe.sadd(keys.PERIODIC, loop.lid)
     pipe.hset(key, mapping={"schedule": loop.schedule, "klass": loop.klass,
-                            "options": ruby_json(loop.options), "tz": loop.tz})
+                            "options": canonical.dumps(loop.options), "tz": loop.tz})
     pipe.hsetnx(key, "paused", "1" if loop.paused else "0")
     pipe.execute()
 
@@ -165,7 +164,7 @@ def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
 def record_fire(lid: str, fired_at: int, jid: str | None, redis: Any = None) -> None:
     redis = redis or get_redis()
     pipe = redis.pipeline(transaction=False)
-    pipe.lpush(keys.loop_history(lid), ruby_json([fired_at, jid]))
+    pipe.lpush(keys.loop_history(lid), canonical.dumps([fired_at, jid]))
     pipe.ltrim(keys.loop_history(lid), 0, HISTORY_LENGTH - 1)
     pipe.execute()
 
