@@ -6,7 +6,8 @@ import subprocess
 from datetime import UTC, date, datetime
 
 from .. import keys
-from ._base import RedisClient, conn, text
+from ..text import to_text
+from ._base import RedisClient, conn
 
 __all__ = ["Deploy"]
 
@@ -62,4 +63,4 @@ class Deploy:
         elif isinstance(day, datetime):
             day = (day if day.tzinfo else day.replace(tzinfo=UTC)).astimezone(UTC).date()
         marks = self.redis.hgetall(keys.deploy_marks(day))
-        return {text(k): text(v) for k, v in sorted(marks.items())}
+        return {to_text(k): to_text(v) for k, v in sorted(marks.items())}

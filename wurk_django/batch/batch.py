@@ -33,6 +33,7 @@ from .. import keys, signals
 from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
+from ..text import to_text
 from ..writer import Writer
 from . import context, fire, scripts
 from .context import Buffer
@@ -86,10 +87,6 @@ def _check_autoflush(value: Any) -> int | None:
     raise ValueError(f"autoflush must be None, True, False or a positive int, not {value!r}")
 
 
-def _text(value: bytes | None) -> str:
-    return value.decode() if value else ""
-
-
 class Batch:
     """A new batch (``Batch()``), or an existing one reopened by its bid (``Batch(bid)``)."""
 
@@ -129,7 +126,7 @@ class Batch:
         fields = self._redis().hgetall(keys.batch(self.bid))
         if not fields:
             raise NoSuchBatch(f"no batch {self.bid!r} (never created, expired or deleted)")
-        get = lambda name: _text(fields.get(name.encode()))  # noqa: E731
+        get = lambda name: to_text(fields.get(name.encode()))  # noqa: E731
         self.description = get("description") or None
         self.callback_queue = get("callback_queue") or "default"
         self._callback_class = get("callback_class") or None

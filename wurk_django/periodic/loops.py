@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import canonical, keys
 from ..connection import get_redis
+from ..text import to_text
 from . import zones
 from .schedule import parse
 
@@ -55,7 +56,7 @@ class Loop:
 
     @classmethod
     def from_hash(cls, lid: str, data: dict[bytes | str, bytes | str]) -> Loop:
-        text = {_text(k): _text(v) for k, v in data.items()}
+        text = {to_text(k): to_text(v) for k, v in data.items()}
         try:
             options = json.loads(text.get("options") or "{}")
         except ValueError:
@@ -176,7 +177,7 @@ class LoopSet:
         self.redis = redis or get_redis()
 
     def lids(self) -> list[str]:
-        return sorted(_text(m) for m in self.redis.smembers(keys.PERIODIC))
+        return sorted(to_text(m) for m in self.redis.smembers(keys.PERIODIC))
 
     def __len__(self) -> int:
         return int(self.redis.scard(keys.PERIODIC))
@@ -195,10 +196,6 @@ class LoopSet:
     def fetch(self, lid: str) -> Loop | None:
         data = self.redis.hgetall(keys.loop(lid))
         return Loop.from_hash(lid, data) if data else None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _int(value: str | None) -> int | None:
