@@ -11,7 +11,7 @@ from ._base import RedisClient, conn
 
 __all__ = ["Deploy"]
 
-MARKS_TTL = 90 * 24 * 3600  # 7 776 000 s (CORE-068)
+MARKS_TTL = 90 * 24 * 3600  # a day's marks hash lives 90 days, as Sidekiq keeps it (CORE-068)
 LOCK_TTL = 60  # one mark per label per minute across all hosts (CORE-069)
 
 
