@@ -139,3 +139,15 @@ def test_random_floats_against_ruby():
     values += [v for v in (struct.unpack("<d", struct.pack("<Q", b))[0] for b in bits) if math.isfinite(v)]
     out = ruby("puts JSON.dump(values.map { |v| JSON.dump(v) })", values)
     assert [canonical.dumps(v) for v in values] == out
+
+
+@needs_ruby
+def test_batch_callback_entries_equal_the_ones_ruby_writes():
+    """A batch stores callback entries as Ruby's ``to_json`` writes them and dedupes them by their
+    exact text, so an entry registered from Python must be the bytes Ruby would have written."""
+    from wurk_django.batch.batch import encode_entry
+
+    entries = [["success", "shop.Callbacks#done", {"value": v, "note": "é/日本"}]
+               for v in VALUES if not (isinstance(v, float) and not math.isfinite(v))]
+    out = ruby("puts JSON.dump(values.map { |e| e.to_json.unpack1('H*') })", entries)
+    assert out == [encode_entry(e).encode("utf-8").hex() for e in entries]

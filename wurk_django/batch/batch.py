@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import keys, signals
+from .. import canonical, keys, signals
 from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
@@ -68,7 +68,7 @@ def dotted_path(target: Any) -> str:
 def encode_entry(entry: list[Any]) -> str:
     """Callback entries are compared byte for byte in Redis: compact separators, raw
     UTF-8 and an unescaped ``/``, the bytes Ruby's JSON writes for the same entry."""
-    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+    return canonical.dumps(entry)
 
 
 def _seconds(value: Any, what: str, *, allow_zero: bool = False) -> int:
