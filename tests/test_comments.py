@@ -31,6 +31,7 @@ import ast
 import io
 import re
 import tokenize
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,28 +61,15 @@ ALLOWED: frozenset[str] = frozenset({  # TODO(coordinator): remove after merge
 })
 
 Block = list[tuple[int, str]]  # (line number, text) per line
+Comment = tuple[int, int, bool, str]  # line number, column, alone on its line, text
 
 
-def _python_blocks(source: str) -> list[Block]:
+def _group(comments: Iterable[Comment]) -> list[Block]:
+    """Comments alone on consecutive lines at one column make one block; any other is a block of its own."""
     blocks: list[Block] = []
-    lines = source.splitlines()
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
-                raw = lines[first.lineno - 1:first.end_lineno]
-                text = [re.sub(r'[rRuU]?("""|\'\'\'|"|\')', " ", line) for line in raw]
-                blocks.append([(first.lineno + i, line) for i, line in enumerate(text)])
-    previous: tuple[int, int] | None = None  # (line, column) of the last own-line comment
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type != tokenize.COMMENT:
-            continue
-        line, column = token.start
-        own_line = not token.line[:column].strip()
-        text = token.string.lstrip("#:").strip()
-        if own_line and previous == (line - 1, column) and blocks:
+    previous: tuple[int, int] | None = None
+    for line, column, own_line, text in comments:
+        if own_line and previous == (line - 1, column):
             blocks[-1].append((line, text))
         else:
             blocks.append([(line, text)])
@@ -89,35 +77,46 @@ def _python_blocks(source: str) -> list[Block]:
     return blocks
 
 
-def _lua_comment(line: str) -> tuple[int, str] | None:
-    quote = None
-    for i, char in enumerate(line):
-        if quote:
-            if char == quote and line[i - 1] != "\\":
-                quote = None
-        elif char in "'\"":
-            quote = char
-        elif line.startswith("--", i):
-            return i, line[i:].lstrip("-[").strip()
-    return None
-
-
-def _lua_blocks(source: str) -> list[Block]:
+def _docstrings(source: str) -> list[Block]:
     blocks: list[Block] = []
-    previous: tuple[int, int] | None = None
-    for number, line in enumerate(source.splitlines(), 1):
-        found = _lua_comment(line)
-        if found is None:
-            previous = None
-            continue
-        column, text = found
-        own_line = not line[:column].strip()
-        if own_line and previous == (number - 1, column) and blocks:
-            blocks[-1].append((number, text))
-        else:
-            blocks.append([(number, text)])
-        previous = (number, column) if own_line else None
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                raw = lines[first.lineno - 1:first.end_lineno]
+                text = [re.sub(r'[rRuU]?("""|\'\'\'|"|\')', " ", line) for line in raw]
+                blocks.append([(first.lineno + i, line) for i, line in enumerate(text)])
     return blocks
+
+
+def _python_comments(source: str) -> Iterator[Comment]:
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            line, column = token.start
+            yield line, column, not token.line[:column].strip(), token.string.lstrip("#:").strip()
+
+
+def _lua_comments(source: str) -> Iterator[Comment]:
+    for number, line in enumerate(source.splitlines(), 1):
+        quote = None
+        for i, char in enumerate(line):
+            if quote:
+                if char == quote and line[i - 1] != "\\":
+                    quote = None
+            elif char in "'\"":
+                quote = char
+            elif line.startswith("--", i):
+                yield number, i, not line[:i].strip(), line[i:].lstrip("-[").strip()
+                break
+
+
+def blocks_of(path: Path) -> list[Block]:
+    source = path.read_text()
+    if path.suffix == ".lua":
+        return _group(_lua_comments(source))
+    return _docstrings(source) + _group(_python_comments(source))
 
 
 def offences(block: Block) -> list[int]:
@@ -152,9 +151,7 @@ def scan(root: Path = PACKAGE) -> dict[str, list[int]]:
     """Every offending line under ``root``, per file (relative to ``root``)."""
     result: dict[str, list[int]] = {}
     for path in sorted([*root.rglob("*.py"), *root.rglob("*.lua")]):
-        source = path.read_text()
-        blocks = _python_blocks(source) if path.suffix == ".py" else _lua_blocks(source)
-        lines = sorted({line for block in blocks for line in offences(block)})
+        lines = sorted({line for block in blocks_of(path) for line in offences(block)})
         if lines:
             result[str(path.relative_to(root))] = lines
     return result
