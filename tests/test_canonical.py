@@ -151,3 +151,17 @@ def test_batch_callback_entries_equal_the_ones_ruby_writes():
                for v in VALUES if not (isinstance(v, float) and not math.isfinite(v))]
     out = ruby("puts JSON.dump(values.map { |e| e.to_json.unpack1('H*') })", entries)
     assert out == [encode_entry(e).encode("utf-8").hex() for e in entries]
+
+
+@needs_ruby
+def test_limiter_options_and_fingerprints_equal_the_ones_ruby_computes():
+    """A limiter's metadata holds ``JSON.dump`` of its options and SHA-256 of
+    ``"<type>|<name>|<that JSON>"`` (ENT-004), compared across languages."""
+    from wurk_django import limiter
+
+    refills = [v for v in FLOATS if math.isfinite(v) and v >= 0] + [0, 3, 10**20]
+    built = [limiter.points("p-1", 10, refill, register=False) for refill in refills]
+    script = ("puts JSON.dump(values.map { |r| o = JSON.dump({'initial' => 10, 'refill' => r, 'backoff' => nil, "
+              "'ttl' => 7776000}); [o, Digest::SHA256.hexdigest(\"points|p-1|#{o}\")] })")
+    out = ruby(script, refills)
+    assert out == [[lim.options_json, lim.fingerprint] for lim in built]
