@@ -10,6 +10,7 @@ import json
 import math
 import random
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -62,13 +63,105 @@ def test_round_trips_and_refuses_what_json_cannot_hold():
     assert canonical.dumps({1: "a"}) == '{"1":"a"}'
 
 
-@pytest.mark.skipif(shutil.which("ruby") is None, reason="no ruby on PATH")
-def test_live_against_ruby():
+# -- live comparison with Ruby ---------------------------------------------------------------
+
+NO_RUBY = "ruby is not installed, so the live comparison with Ruby's JSON.dump cannot run (apt install ruby)"
+needs_ruby = pytest.mark.skipif(shutil.which("ruby") is None, reason=NO_RUBY)
+
+FLOATS = [0.1, 1e16, 1e-5, 1000000000000000.5, 123456789.123456789, -0.0, 1e300, 5e-324, 2.5, 100.0,
+          1e15, 1234567890123456.0, 9007199254740993.0, 0.0001, 0.00012345, -1.5e-7, 1.7976931348623157e308,
+          2.2250738585072014e-308, float("nan"), float("inf"), float("-inf")]
+STRINGS = ["é", "日本", "😀", "\u2028", "\u2029", "line\nbreak", "\x00\x01\x08\x0b\x1f\x7f", "tab\tcr\rff\f",
+           'say "hi"', "back\\slash", "a/b</script>", "mixed é/日本\u2028😀\x1b", "\ufeffbom", ""]
+NESTED = [
+    {"k": [1, 2.0, None, True, False], "ü": {"x": -1, "日": [[], {}]}},
+    [10**30, -(2**70), 0, -1, [1e20, [0.5, ["é\n"]]]],
+    {"b": 1, "a": 2, "": None, "\u2028": "\u2029"},
+    [{"float": 1e15 * 3 + 0.5, "tiny": 5e-324}, ["/", "\\", '"']],
+]
+VALUES = FLOATS + STRINGS + NESTED
+
+
+def ruby(script: str, values: list) -> list:
+    """Run ``script`` with ``values`` (sent as JSON, floats exact) bound to ``values``;
+    the script prints one JSON array, which is returned."""
+    program = f"require 'json'; require 'digest'; values = JSON.parse(STDIN.read, allow_nan: true); {script}"
+    done = subprocess.run(["ruby", "-e", program], input=json.dumps(values).encode(), capture_output=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+@needs_ruby
+def test_dumps_writes_the_bytes_ruby_writes():
+    """Floats, unicode (U+2028 and "/" stay as they are), control characters and nested values."""
+    out = ruby("puts JSON.dump(values.map { |v| JSON.dump(v).unpack1('H*') })", VALUES)
+    ours = [canonical.dumps(v).encode("utf-8").hex() for v in VALUES]
+    mismatches = [(v, bytes.fromhex(r), bytes.fromhex(o)) for v, r, o in zip(VALUES, out, ours) if r != o]
+    assert len(out) == len(VALUES)
+    assert mismatches == []
+
+
+@needs_ruby
+def test_unique_digests_equal_the_ones_ruby_computes():
+    """A unique job's key: ``unique:`` + SHA-256 of ``JSON.dump([class, queue, args])`` (ENT-203)."""
+    from wurk_django.unique.lock import lock_key
+
+    script = ("puts JSON.dump(values.map { |args| "
+              "'unique:' + Digest::SHA256.hexdigest(JSON.dump(['shop.jobs.Sync', 'low', args])) })")
+    arguments = [[v] for v in VALUES] + [VALUES]
+    out = ruby(script, arguments)
+    assert out == [lock_key({"class": "shop.jobs.Sync", "queue": "low", "args": a}) for a in arguments]
+
+
+@needs_ruby
+def test_loop_ids_equal_the_ones_ruby_computes():
+    """A periodic loop id: the first 16 hex digits of SHA-1 over ``"<schedule>|<class>|<JSON.dump of the
+    options but tz, sorted by key>"`` (ENT-402)."""
+    from wurk_django.periodic.loops import lid_for
+
+    registrations = [{"args": [v], "queue": "low", "label": "nightly ✓", "tz": "Asia/Tokyo"}
+                     for v in VALUES if not (isinstance(v, float) and not math.isfinite(v))]
+    script = ("puts JSON.dump(values.map { |o| o = o.reject { |k, _| k == 'tz' }.sort.to_h; "
+              "Digest::SHA1.hexdigest(\"0 4 * * *|shop.jobs.Nightly|#{JSON.dump(o)}\")[0, 16] })")
+    out = ruby(script, registrations)
+    assert out == [lid_for("0 4 * * *", "shop.jobs.Nightly", options) for options in registrations]
+
+
+@needs_ruby
+def test_random_floats_against_ruby():
+    """Random bit patterns (every exponent, subnormals included) and the 1e15..1e17 boundary."""
     rng = random.Random(4)
-    values = [1e15 * k + 0.5 for k in range(1, 5)] + [10.0 ** e for e in range(-8, 22)] + [1 / 3, -2.5e-9, 6.02e23]
+    values = [1e15 * k + 0.5 for k in range(1, 9)] + [10.0 ** e for e in range(-8, 22)] + [1 / 3, -2.5e-9, 6.02e23]
     values += [rng.uniform(-10, 10) * 10.0 ** rng.randint(-30, 30) for _ in range(500)]
     values += [float(rng.randint(1, 10**17)) for _ in range(200)]
-    script = "require 'json'; JSON.parse(STDIN.read).each { |v| puts JSON.dump(v) }"
-    out = subprocess.run(["ruby", "-e", script], input=json.dumps(values), capture_output=True, text=True,
-                         timeout=30, check=True).stdout.splitlines()
+    values += [rng.uniform(1e15, 1e17) for _ in range(300)]
+    bits = [rng.getrandbits(64) for _ in range(3000)]
+    values += [v for v in (struct.unpack("<d", struct.pack("<Q", b))[0] for b in bits) if math.isfinite(v)]
+    out = ruby("puts JSON.dump(values.map { |v| JSON.dump(v) })", values)
     assert [canonical.dumps(v) for v in values] == out
+
+
+@needs_ruby
+def test_batch_callback_entries_equal_the_ones_ruby_writes():
+    """A batch stores callback entries as Ruby's ``to_json`` writes them and dedupes them by their
+    exact text, so an entry registered from Python must be the bytes Ruby would have written."""
+    from wurk_django.batch.batch import encode_entry
+
+    entries = [["success", "shop.Callbacks#done", {"value": v, "note": "é/日本"}]
+               for v in VALUES if not (isinstance(v, float) and not math.isfinite(v))]
+    out = ruby("puts JSON.dump(values.map { |e| e.to_json.unpack1('H*') })", entries)
+    assert out == [encode_entry(e).encode("utf-8").hex() for e in entries]
+
+
+@needs_ruby
+def test_limiter_options_and_fingerprints_equal_the_ones_ruby_computes():
+    """A limiter's metadata holds ``JSON.dump`` of its options and SHA-256 of
+    ``"<type>|<name>|<that JSON>"`` (ENT-004), compared across languages."""
+    from wurk_django import limiter
+
+    refills = [v for v in FLOATS if math.isfinite(v) and v >= 0] + [0, 3, 10**20]
+    built = [limiter.points("p-1", 10, refill, register=False) for refill in refills]
+    script = ("puts JSON.dump(values.map { |r| o = JSON.dump({'initial' => 10, 'refill' => r, 'backoff' => nil, "
+              "'ttl' => 7776000}); [o, Digest::SHA256.hexdigest(\"points|p-1|#{o}\")] })")
+    out = ruby(script, refills)
+    assert out == [[lim.options_json, lim.fingerprint] for lim in built]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-# -- core (CORE-060..079) ------------------------------------------------------------
+# -- core: the keys Sidekiq itself writes (CORE-060..079) --------------------------------
 QUEUES = "queues"  # SET of queue names
 SCHEDULE = "schedule"  # ZSET, score = run at
 RETRY = "retry"  # ZSET, score = next try
@@ -151,7 +151,7 @@ def wake(name: str) -> str:
     return f"wake:{name}"
 
 
-# -- unique jobs (ENT-203) ----------------------------------------------------------
+# -- unique jobs: one lock per distinct job (ENT-203) ------------------------------------
 UNIQUE_PREFIX = "unique:"
 
 
@@ -182,7 +182,7 @@ def batch_tag(tag: str) -> str:
     return f"tags:{tag}"
 
 
-# -- rate limiters (ENT-110) -----------------------------------------------------------
+# -- rate limiters: every use of a limiter refreshes its keys' TTL (ENT-110) -------------
 # The Ruby wurk layout (Sidekiq Enterprise's own is undocumented), so Ruby and
 # Python processes share one limiter by name.
 LIMITER_LIST = "lmtr-list"  # SET of every registered limiter name (swept when metadata expires)
@@ -214,7 +214,7 @@ def limiter_leaky(name: str) -> str:
 
 def limiter_points(name: str) -> str:
     return f"lmtr-p:{name}"  # HASH points, last
-# -- historical metrics (ENT-501..506) -------------------------------------------------
+# -- historical metrics: the leader's snapshot stream and its rollups (ENT-501..506) -----
 HISTORY_STREAM = "history:metrics"  # STREAM of cluster snapshots
 HISTORY_LOCK = "history-rollup-lock"  # who rolls up when no leader election runs
 
@@ -227,13 +227,13 @@ def throughput_rollup(bucket: str, start: int) -> str:
 def queue_rollup(bucket: str, start: int) -> str:
     """``qm|<1m|5m|1h>|<epoch of the bucket start>``: HASH ``<queue>|sz`` and ``<queue>|lt``."""
     return f"qm|{bucket}|{start}"
-# -- leader election (ENT-301..309) -----------------------------------------------------
+# -- leader election: one leader at a time, fenced by a token per term (ENT-301..309) ----
 # LEADER ("dear-leader") above holds the leader's identity.
 LEADER_TOKEN = "leader-token"  # INCR'd at each promotion: the fencing token of a term
 LEADER_INFO = "leader-info"  # HASH identity, since, token of the current term, with the lock's TTL (wurk_django only)
 
 
-# -- periodic jobs (ENT-401..415) -------------------------------------------------------
+# -- periodic jobs: the set of loops, each loop's hash and its fire history (ENT-401..415) ---
 PERIODIC = "periodic"  # SET of loop ids (lids)
 
 

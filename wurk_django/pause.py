@@ -1,4 +1,4 @@
-"""Queue pausing (PRO-300, PRO-301, RUN-702).
+"""Queue pausing: fetchers skip a paused queue, through a short per-fetcher cache (PRO-300, PRO-301, RUN-702).
 
 ``pause(name)`` adds the queue to the ``paused`` set; fetchers skip it for new
 fetches while jobs already running finish. Each fetcher caches the set for at

@@ -29,7 +29,13 @@ __all__ = [
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON, the same bytes Ruby's ``JSON.generate`` writes (CORE-003)."""
+    """Compact UTF-8 JSON, the bytes Ruby's ``JSON.generate`` writes for ordinary payloads (CORE-003).
+
+    Floats Ruby writes in exponent form are the one residual difference (``1e+20`` here,
+    ``1.0e+20`` in Ruby), which the spec accepts for payloads. Text that must equal Ruby's
+    byte for byte (digests, batch callback entries, encrypted plaintext) goes through
+    :func:`wurk_django.canonical.dumps` instead.
+    """
     return orjson.dumps(obj)
 
 

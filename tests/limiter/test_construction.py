@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from wurk_django import limiter
-from wurk_django.limiter import listing, options
+from wurk_django import canonical, limiter
+from wurk_django.limiter import listing
 
 
 @pytest.mark.parametrize("make, named", [
@@ -80,9 +80,10 @@ def test_options_json_and_fingerprint_match_ruby(make, text, redis_db):
 
 
 @pytest.mark.parametrize("value, ruby", [(0.5, "0.5"), (1.0, "1.0"), (1e-05, "1.0e-05"), (1.5e-05, "1.5e-05"),
-                                         (1e16, "1.0e+16"), (123456.789, "123456.789"), (2.5e20, "2.5e+20")])
+                                         (1e16, "1.0e+16"), (123456.789, "123456.789"), (2.5e20, "2.5e+20"),
+                                         (1e15, "1.0e+15"), (1000000000000000.5, "1000000000000000.5")])
 def test_floats_are_written_as_ruby_writes_them(value, ruby):  # ENT-004
-    assert options.ruby_float(value) == ruby
+    assert canonical.ruby_float(value) == ruby
     lim = limiter.points("p", 10, value, register=False)
     assert lim.options_json == f'{{"initial":10,"refill":{ruby},"backoff":null,"ttl":7776000}}'
 

@@ -7,9 +7,8 @@ import json
 import pytest
 
 from tests.support import wurk_settings
-from wurk_django import periodic
+from wurk_django import canonical, periodic
 from wurk_django.periodic import registration
-from wurk_django.periodic.canonical import ruby_json
 from wurk_django.periodic.config import build_loop
 from wurk_django.periodic.loops import LoopSet, lid_for, persist
 
@@ -38,7 +37,7 @@ RUBY_VECTORS = [
 @pytest.mark.parametrize("schedule,klass,options,ruby,lid", RUBY_VECTORS)
 def test_lid_matches_ruby(schedule, klass, options, ruby, lid):
     # ENT-402, ENT-004: conformance vectors (value, Ruby JSON, sha)
-    assert ruby_json(dict(sorted(options.items()))) == ruby
+    assert canonical.dumps(dict(sorted(options.items()))) == ruby
     assert lid_for(schedule, klass, options) == lid
 
 

@@ -20,8 +20,8 @@ from ..api import Stats
 from ..connection import get_redis
 from .access import can_manage
 
-DEFAULT_COUNT = 25  # rows per page (CORE-242)
-MAX_COUNT = 200  # DJ-055
+DEFAULT_COUNT = 25  # rows a list page shows unless the query asks for another count (CORE-242)
+MAX_COUNT = 200  # the most rows one page may ask for, so a page never loads a whole set (DJ-055)
 ARGS_LIMIT = 120  # characters of arguments shown in a list row
 
 def url(request: HttpRequest, view_name: str, /, **kwargs: Any) -> str:

@@ -27,7 +27,7 @@ def set_paused(name: str, paused: bool) -> None:
 
 def _queue(name: str) -> Queue:
     if not is_queue_name(name):
-        raise Http404("no such queue")  # CORE-183
+        raise Http404("no such queue")  # a name outside [a-z_:.-0-9] in a URL is a 404 (CORE-183)
     return Queue(name)
 
 

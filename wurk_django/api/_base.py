@@ -22,15 +22,6 @@ def conn(redis: RedisClient | None) -> RedisClient:
     return redis if redis is not None else get_redis()
 
 
-def text(value: bytes | str | None) -> str | None:
-    """Decode a Redis reply for display; ``None`` stays ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
 def to_int(value: Any, default: int = 0) -> int:
     """Lenient ``to_i``: a field may be missing or written by another tool as ``"3.0"``."""
     if value is None:

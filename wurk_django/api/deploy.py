@@ -6,11 +6,12 @@ import subprocess
 from datetime import UTC, date, datetime
 
 from .. import keys
-from ._base import RedisClient, conn, text
+from ..text import to_text
+from ._base import RedisClient, conn
 
 __all__ = ["Deploy"]
 
-MARKS_TTL = 90 * 24 * 3600  # 7 776 000 s (CORE-068)
+MARKS_TTL = 90 * 24 * 3600  # a day's marks hash lives 90 days, as Sidekiq keeps it (CORE-068)
 LOCK_TTL = 60  # one mark per label per minute across all hosts (CORE-069)
 
 
@@ -62,4 +63,4 @@ class Deploy:
         elif isinstance(day, datetime):
             day = (day if day.tzinfo else day.replace(tzinfo=UTC)).astimezone(UTC).date()
         marks = self.redis.hgetall(keys.deploy_marks(day))
-        return {text(k): text(v) for k, v in sorted(marks.items())}
+        return {to_text(k): to_text(v) for k, v in sorted(marks.items())}

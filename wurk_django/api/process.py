@@ -8,7 +8,8 @@ from typing import Any
 
 from .. import keys, payload
 from ..server.processes import prune_processes
-from ._base import RedisClient, conn, text, to_float, to_int, utc
+from ..text import to_text
+from ._base import RedisClient, conn, to_float, to_int, utc
 from .record import JobRecord
 
 __all__ = ["ProcessSet", "Process", "WorkSet", "Workers", "Work", "EmbeddedProcessError"]
@@ -22,7 +23,7 @@ class EmbeddedProcessError(RuntimeError):
 
 
 def _sorted_identities(redis: RedisClient) -> list[str]:
-    return sorted(text(i) for i in redis.sscan_iter(keys.PROCESSES))
+    return sorted(to_text(i) for i in redis.sscan_iter(keys.PROCESSES))
 
 
 class Process(dict):
@@ -91,7 +92,7 @@ class Process(dict):
     @property
     def leader(self) -> bool:
         """Whether Enterprise's ``dear-leader`` key names this process (core only reads it)."""
-        current = self._leader if self._leader is not None else text(self.redis.get(keys.LEADER)) or ""
+        current = self._leader if self._leader is not None else to_text(self.redis.get(keys.LEADER)) or ""
         return bool(current) and current == self.identity
 
     @property
@@ -155,7 +156,7 @@ class ProcessSet:
             pipe.hmget(identity, *_HEARTBEAT_FIELDS)
         pipe.get(keys.LEADER)
         *rows, leader = pipe.execute()
-        leader_id = text(leader) or ""
+        leader_id = to_text(leader) or ""
         for row in rows:
             info, concurrency, busy, beat, quiet, rss, rtt_us = row
             if info is None:
@@ -171,7 +172,7 @@ class ProcessSet:
                 "concurrency": to_int(concurrency) if concurrency is not None else to_int(data.get("concurrency")),
                 "busy": to_int(busy),
                 "beat": to_float(beat),
-                "quiet": text(quiet),
+                "quiet": to_text(quiet),
                 "rss": to_int(rss),
                 "rtt_us": to_int(rtt_us),
             })
@@ -198,7 +199,7 @@ class ProcessSet:
     @property
     def leader(self) -> str:
         """Identity of the Enterprise leader, or ``""``."""
-        return text(self.redis.get(keys.LEADER)) or ""
+        return to_text(self.redis.get(keys.LEADER)) or ""
 
     def get(self, identity: str) -> Process | None:
         for process in self:
@@ -278,7 +279,7 @@ class WorkSet:
                 except Exception:  # skip one corrupt entry, show the rest
                     continue
                 if isinstance(data, dict):
-                    found.append((identity, text(tid), Work(identity, text(tid), data)))
+                    found.append((identity, to_text(tid), Work(identity, to_text(tid), data)))
         found.sort(key=lambda row: _run_at_key(row[2]))
         yield from found
 

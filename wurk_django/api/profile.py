@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from .. import keys
-from ._base import RedisClient, conn, text, to_float, to_int, utc
+from ..text import to_text
+from ._base import RedisClient, conn, to_float, to_int, utc
 
 __all__ = ["ProfileSet", "ProfileRecord"]
 
@@ -21,9 +22,9 @@ class ProfileRecord:
         self.key = key
         started_at, jid, kind, token, size, elapsed = values
         self.started_at: datetime | None = utc(to_float(started_at)) if started_at is not None else None
-        self.jid: str | None = text(jid)
-        self.type: str | None = text(kind)
-        self.token: str | None = text(token)
+        self.jid: str | None = to_text(jid)
+        self.type: str | None = to_text(kind)
+        self.token: str | None = to_text(token)
         self.size: int = to_int(size)
         self.elapsed: float = to_float(elapsed)
         self._redis = redis
@@ -62,7 +63,7 @@ class ProfileSet:
     def __iter__(self) -> Iterator[ProfileRecord]:
         self._prune()
         redis = self.redis
-        members = [text(k) for k in redis.zrange(keys.PROFILES, "+inf", 0, byscore=True, desc=True)]
+        members = [to_text(k) for k in redis.zrange(keys.PROFILES, "+inf", 0, byscore=True, desc=True)]
         if not members:
             return
         pipe = redis.pipeline(transaction=False)

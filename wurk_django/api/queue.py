@@ -9,7 +9,8 @@ from typing import overload
 from .. import keys
 from .. import pause as pausing
 from ..scripts import lua
-from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw, text
+from ..text import to_text
+from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw
 from .record import JobRecord
 
 __all__ = ["Queue"]
@@ -38,7 +39,7 @@ class Queue:
     @classmethod
     def all(cls, redis: RedisClient | None = None) -> list[Queue]:
         """Every queue named in the ``queues`` set, sorted by name."""
-        names = sorted(text(n) for n in conn(redis).smembers(keys.QUEUES))
+        names = sorted(to_text(n) for n in conn(redis).smembers(keys.QUEUES))
         return [cls(name, redis=redis) for name in names]
 
     def __repr__(self) -> str:

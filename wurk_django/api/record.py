@@ -12,7 +12,8 @@ from typing import Any
 from .. import keys, payload
 from ..encryption.envelope import PLACEHOLDER as ENCRYPTED_PLACEHOLDER
 from ..encryption.envelope import is_envelope
-from ._base import RedisClient, conn, latency_of, text, timestamp_at, to_float, to_int
+from ..text import to_text
+from ._base import RedisClient, conn, latency_of, timestamp_at, to_float, to_int
 
 __all__ = ["JobRecord", "ACTIVE_JOB_WRAPPERS", "decode_backtrace"]
 
@@ -154,7 +155,7 @@ class JobRecord:
     @property
     def args(self) -> list:
         if self.parse_error:
-            return [text(self.value)]
+            return [to_text(self.value)]
         args = self.item.get("args")
         return args if isinstance(args, list) else []
 
@@ -290,12 +291,12 @@ def read_iteration(fields: dict | None) -> dict | None:
     """Turn an ``it-<jid>`` hash into executions/runtime/cursor/cancelled (CORE-170)."""
     if not fields:
         return None
-    data = {text(k): v for k, v in fields.items()}
+    data = {to_text(k): v for k, v in fields.items()}
     cursor = data.get("c")
     try:
         cursor = payload.loads(cursor) if cursor is not None else None
     except Exception:  # show what is there rather than fail the page
-        cursor = text(cursor)
+        cursor = to_text(cursor)
     cancelled = data.get("cancelled")
     return {
         "executions": to_int(data.get("ex")),

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from .. import keys
-from ._base import RedisClient, conn, latency_of_raw, text, to_int
+from ..text import to_text
+from ._base import RedisClient, conn, latency_of_raw, to_int
 
 __all__ = ["Stats", "StatsHistory", "QueueSummary"]
 
@@ -90,7 +91,7 @@ class Stats:
     def queue_summaries(self) -> list[QueueSummary]:
         """Name, size, latency and paused flag of every queue, biggest first (ties by name)."""
         redis = self.redis
-        names = sorted(text(q) for q in redis.sscan_iter(keys.QUEUES))
+        names = sorted(to_text(q) for q in redis.sscan_iter(keys.QUEUES))
         if not names:
             return []
         pipe = redis.pipeline(transaction=False)

@@ -29,10 +29,11 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import keys, signals
+from .. import canonical, keys, signals
 from ..conf import QUEUE_NAME, Config, get_config
 from ..connection import get_redis
 from ..errors import WurkError
+from ..text import to_text
 from ..writer import Writer
 from . import context, fire, scripts
 from .context import Buffer
@@ -67,7 +68,7 @@ def dotted_path(target: Any) -> str:
 def encode_entry(entry: list[Any]) -> str:
     """Callback entries are compared byte for byte in Redis: compact separators, raw
     UTF-8 and an unescaped ``/``, the bytes Ruby's JSON writes for the same entry."""
-    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+    return canonical.dumps(entry)
 
 
 def _seconds(value: Any, what: str, *, allow_zero: bool = False) -> int:
@@ -84,10 +85,6 @@ def _check_autoflush(value: Any) -> int | None:
     if isinstance(value, int) and value > 0:
         return value
     raise ValueError(f"autoflush must be None, True, False or a positive int, not {value!r}")
-
-
-def _text(value: bytes | None) -> str:
-    return value.decode() if value else ""
 
 
 class Batch:
@@ -129,7 +126,7 @@ class Batch:
         fields = self._redis().hgetall(keys.batch(self.bid))
         if not fields:
             raise NoSuchBatch(f"no batch {self.bid!r} (never created, expired or deleted)")
-        get = lambda name: _text(fields.get(name.encode()))  # noqa: E731
+        get = lambda name: to_text(fields.get(name.encode()))  # noqa: E731
         self.description = get("description") or None
         self.callback_queue = get("callback_queue") or "default"
         self._callback_class = get("callback_class") or None

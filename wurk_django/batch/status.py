@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import keys
 from ..connection import get_redis
+from ..text import to_text
 from . import fire, scripts
 
 PAGE = 100
@@ -45,8 +46,7 @@ class Status:
         return f"<Status {self.bid} {self.pending}/{self.total} pending>"
 
     def _get(self, name: str) -> str:
-        value = self._fields.get(name.encode())
-        return value.decode() if value else ""
+        return to_text(self._fields.get(name.encode())) or ""
 
     @property
     def exists(self) -> bool:

@@ -23,6 +23,7 @@ from ..reporting import report
 from ..scripts import lua
 from ..server.state import identity as process_identity
 from ..server.timer import JOIN_TIMEOUT, TimerLoop
+from ..text import to_text
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -103,7 +104,7 @@ class Leader:
             return cached[1]
         try:
             current = self.redis.get(keys.LEADER)
-            answer = current is not None and _text(current) == self.identity
+            answer = current is not None and to_text(current) == self.identity
         except Exception:
             answer = False
         self._cached = (now, answer)
@@ -210,7 +211,3 @@ class Leader:
 
 def _send_signal(leader: Leader) -> None:
     signals.send(signals.leader_elected, Leader, identity=leader.identity, token=leader.token, leader=leader)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -10,8 +10,9 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from ..admin.common import Page, keep_query, page_params, redirect_back, render, url, when
+from ..text import to_text
 from . import listing
-from .base import redis_client, text
+from .base import redis_client
 from .concurrent_limiter import COUNTERS
 from .options import NAME
 
@@ -42,7 +43,7 @@ def _metadata(names: list[str]) -> list[dict[str, str] | None]:
     pipe = redis_client().pipeline(transaction=False)
     for name in names:
         pipe.hgetall(f"lmtr:{name}")
-    return [{text(k): text(v) for k, v in found.items()} or None for found in pipe.execute()]
+    return [{to_text(k): to_text(v) for k, v in found.items()} or None for found in pipe.execute()]
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:

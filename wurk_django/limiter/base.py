@@ -125,10 +125,6 @@ def run(script: str, keys_: list[str], args: list[Any], client: redis_lib.Redis 
     return send([lua(f"limiter/lua/{script}").command(keys_, args)], client)[0]
 
 
-def text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 # -- the base class ----------------------------------------------------------------------
 
 

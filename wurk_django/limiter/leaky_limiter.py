@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from .. import keys
+from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, redis_client, run, send, text
+from .base import Held, Limiter, redis_client, run, send
 
 WAIT_SLEEP = 0.05
 
@@ -56,7 +57,7 @@ class Leaky(Limiter):
         level, last = send([("HMGET", self.key, "level", "last")])[0]
         current = 0.0
         if level is not None:
-            elapsed = max(0.0, now - float(text(last))) if last is not None else 0.0
-            current = max(0.0, float(text(level)) - elapsed * self.drain_per_sec)
+            elapsed = max(0.0, now - float(to_text(last))) if last is not None else 0.0
+            current = max(0.0, float(to_text(level)) - elapsed * self.drain_per_sec)
         reset_at = now + (current - self.bucket_size + 1) / self.drain_per_sec if current > self.bucket_size - 1 else None
         return self._status(round(current, 3), self.bucket_size, reset_at)

@@ -14,7 +14,8 @@ import json
 from typing import Any
 
 from .. import keys
-from .base import Limiter, redis_client, run, send, text
+from ..text import to_text
+from .base import Limiter, redis_client, run, send
 
 #: Names checked per sweep script call.
 SWEEP_BATCH = 100
@@ -22,7 +23,7 @@ SWEEP_BATCH = 100
 
 def names() -> list[str]:
     """Every listed name whose metadata still exists, sorted; the others are swept out."""
-    listed = sorted(text(n) for n in redis_client().smembers(keys.LIMITER_LIST))
+    listed = sorted(to_text(n) for n in redis_client().smembers(keys.LIMITER_LIST))
     if not listed:
         return []
     exists = send([("EXISTS", keys.limiter_meta(n)) for n in listed])
@@ -40,7 +41,7 @@ def metadata(name: str) -> dict[str, str] | None:
     raw = redis_client().hgetall(keys.limiter_meta(name))
     if not raw:
         return None
-    return {text(k): text(v) for k, v in raw.items()}
+    return {to_text(k): to_text(v) for k, v in raw.items()}
 
 
 def build(name: str, type: str, options: str | dict[str, Any], register: bool = False) -> Any:

@@ -7,11 +7,12 @@ failure is a ``ValueError`` that names the argument and the value given.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
 from typing import Any
+
+from .. import canonical
 
 #: Interval names and their length in seconds.
 UNITS: dict[str, int] = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
@@ -102,21 +103,5 @@ def reschedule(value: Any) -> int | None:
 def to_json(options: dict[str, Any]) -> str:
     """The options as Ruby's ``JSON.dump`` writes them: compact, in insertion order,
     a callable as ``"<proc>"``. Ruby and Python must produce the same bytes, since
-    the fingerprint is a digest of this text."""
-    parts = []
-    for key, value in options.items():
-        if callable(value):
-            value = "<proc>"
-        text = ruby_float(value) if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
-        parts.append(f"{json.dumps(key, ensure_ascii=False)}:{text}")
-    return "{" + ",".join(parts) + "}"
-
-
-def ruby_float(value: float) -> str:
-    """A float as Ruby writes it: Python's shortest repr, except that Ruby keeps a
-    ``.0`` on the mantissa in exponent form (``1.0e-05``, where Python writes ``1e-05``)."""
-    text = repr(value)
-    mantissa, e, exponent = text.partition("e")
-    if e and "." not in mantissa:
-        return f"{mantissa}.0e{exponent}"
-    return text
+    the fingerprint is a digest of this text (ENT-004)."""
+    return canonical.dumps({key: "<proc>" if callable(value) else value for key, value in options.items()})

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import keys
+from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, OverLimit, run, send, text
+from .base import Held, Limiter, OverLimit, run, send
 
 
 class PointsHeld(Held):
@@ -21,8 +22,8 @@ class PointsHeld(Held):
         if isinstance(actual, bool) or not isinstance(actual, (int, float)) or actual < 0:
             raise ValueError(f"points_used needs a number >= 0, not {actual!r}")
         limiter = self.limiter
-        return float(text(run("points_refund", [limiter.key],
-                              [repr(float(self.estimate - actual)), limiter.initial, limiter.ttl])))
+        return float(to_text(run("points_refund", [limiter.key],
+                                 [repr(float(self.estimate - actual)), limiter.initial, limiter.ttl])))
 
 
 class Points(Limiter):
@@ -65,8 +66,8 @@ class Points(Limiter):
         points, last = send([("HMGET", self.key, "points", "last")])[0]
         if points is None:
             return float(self.initial)
-        elapsed = max(0.0, now - float(text(last))) if last is not None else 0.0
-        return min(float(self.initial), float(text(points)) + elapsed * self.refill)
+        elapsed = max(0.0, now - float(to_text(last))) if last is not None else 0.0
+        return min(float(self.initial), float(to_text(points)) + elapsed * self.refill)
 
     def status(self) -> dict[str, Any]:
         now = self.redis_now()

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from .. import keys
+from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, redis_client, run, text
+from .base import Held, Limiter, redis_client, run
 from .bucket_limiter import checked_used
 
 #: Longest pause between two attempts while waiting.
@@ -57,5 +58,5 @@ class Window(Limiter):
         """Calls inside the window now; ``reset_at`` is when the oldest leaves it.
         Read-only: only an acquire trims old entries."""
         count, oldest = run("window_status", [self.key], [self.interval, *self._now_args()])
-        first = float(text(oldest))
+        first = float(to_text(oldest))
         return self._status(int(count), self.count, None if first < 0 else first + self.interval)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import canonical
 from ..conf import QUEUE_NAME
 from . import zones
-from .canonical import ruby_json
 from .loops import Loop
 from .schedule import parse
 
@@ -49,8 +49,8 @@ def build_loop(cron: Any, job: Any, tz: Any = None, options: dict[str, Any] | No
     if "label" in options and not isinstance(options["label"], str):
         raise ValueError(f"periodic 'label' must be a string, not {options['label']!r}")
     try:
-        ruby_json(options)
-    except ValueError as exc:
+        canonical.dumps(options, allow_nan=False)  # stored as JSON that Ruby's JSON.parse must read back
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"periodic options for {klass} must be JSON (strings, numbers, lists, dicts): {exc}") from None
     name = zones.zone_name(tz)
     return Loop.build(cron, klass, options, name)

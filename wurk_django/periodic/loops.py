@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
-from .. import keys
+from .. import canonical, keys
 from ..connection import get_redis
+from ..text import to_text
 from . import zones
-from .canonical import ruby_json
 from .schedule import parse
 
 HISTORY_LENGTH = 25
@@ -31,7 +31,7 @@ LOOP_ONLY_OPTIONS = ("tz", "paused", "label")
 def lid_for(schedule: str, klass: str, options: dict[str, Any]) -> str:
     """The loop id: stable across processes and languages for the same registration."""
     ordered = {k: options[k] for k in sorted(options) if k != "tz"}
-    digest = hashlib.sha1(f"{schedule}|{klass}|{ruby_json(ordered)}".encode()).hexdigest()
+    digest = hashlib.sha1(f"{schedule}|{klass}|{canonical.dumps(ordered)}".encode()).hexdigest()
     return digest[:16]
 
 
@@ -56,7 +56,7 @@ class Loop:
 
     @classmethod
     def from_hash(cls, lid: str, data: dict[bytes | str, bytes | str]) -> Loop:
-        text = {_text(k): _text(v) for k, v in data.items()}
+        text = {to_text(k): to_text(v) for k, v in data.items()}
         try:
             options = json.loads(text.get("options") or "{}")
         except ValueError:
@@ -136,7 +136,7 @@ def persist(loop: Loop, redis: Any = None) -> None:
     pipe = redis.pipeline(transaction=True)
     pipe.sadd(keys.PERIODIC, loop.lid)
     pipe.hset(key, mapping={"schedule": loop.schedule, "klass": loop.klass,
-                            "options": ruby_json(loop.options), "tz": loop.tz})
+                            "options": canonical.dumps(loop.options), "tz": loop.tz})
     pipe.hsetnx(key, "paused", "1" if loop.paused else "0")
     pipe.execute()
 
@@ -165,7 +165,7 @@ def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
 def record_fire(lid: str, fired_at: int, jid: str | None, redis: Any = None) -> None:
     redis = redis or get_redis()
     pipe = redis.pipeline(transaction=False)
-    pipe.lpush(keys.loop_history(lid), ruby_json([fired_at, jid]))
+    pipe.lpush(keys.loop_history(lid), canonical.dumps([fired_at, jid]))
     pipe.ltrim(keys.loop_history(lid), 0, HISTORY_LENGTH - 1)
     pipe.execute()
 
@@ -177,7 +177,7 @@ class LoopSet:
         self.redis = redis or get_redis()
 
     def lids(self) -> list[str]:
-        return sorted(_text(m) for m in self.redis.smembers(keys.PERIODIC))
+        return sorted(to_text(m) for m in self.redis.smembers(keys.PERIODIC))
 
     def __len__(self) -> int:
         return int(self.redis.scard(keys.PERIODIC))
@@ -196,10 +196,6 @@ class LoopSet:
     def fetch(self, lid: str) -> Loop | None:
         data = self.redis.hgetall(keys.loop(lid))
         return Loop.from_hash(lid, data) if data else None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _int(value: str | None) -> int | None:

@@ -24,6 +24,7 @@ from ..scripts import lua
 from ..server.outage import OutageLog, is_outage
 from ..server.threads import spawn
 from ..server.timer import JOIN_TIMEOUT
+from ..text import to_text
 from . import loops, registration
 from .clock import Clock
 from .loops import Loop, LoopSet
@@ -187,7 +188,7 @@ class Poller:
             return None
         now = int(self.clock.now())
         redis = self.redis
-        lf_raw, nf_raw = (_text(v) for v in redis.hmget(keys.loop(loop.lid), "lf", "nf"))
+        lf_raw, nf_raw = (to_text(v) for v in redis.hmget(keys.loop(loop.lid), "lf", "nf"))
         if nf_raw:
             slot = int(nf_raw)
         else:
@@ -258,9 +259,3 @@ def enqueue_now(lid: str, *, config: Any = None, redis: Any = None) -> str | Non
     if loop is None:
         return None
     return Client(config=config).push(loop.job_item())
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -426,7 +426,8 @@ def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = No
     """``manage.py wurk --processes N``: fork and supervise on this (main) thread (ENT-701).
 
     ``pipe`` is the command's installed self-pipe: its traps are in place before
-    the first fork, as RUN-302 requires.
+    the first fork, since a TERM arriving in between would kill this process and
+    orphan children that keep fetching (RUN-302).
     """
     if not hasattr(os, "fork"):
         raise SwarmError("this platform cannot fork; run `manage.py wurk` without --processes")
