@@ -30,12 +30,14 @@ def test_stats_text_and_json_show_the_dashboard_numbers(redis_db):
     assert data["sidekiq"]["processed"] == 41 and data["sidekiq"]["failed"] == 2
     assert data["sidekiq"]["enqueued"] == 3
     assert data["queues"] == [{"name": "default", "size": 3, "latency": data["queues"][0]["latency"],
-                               "paused": True}]
+                               "paused": True, "unserved": True}]
     assert data["processes"] == []
     text = _stats()
     assert "Processed             41" in text
     assert "Enqueued               3" in text
     assert "default         3" in text and "paused" in text
+    # No live process serves "default" (issue 29 item 1): the line says so.
+    assert "no live process serves it" in text
 
 
 def test_stats_interval_repeats(redis_db):

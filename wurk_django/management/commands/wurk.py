@@ -15,6 +15,7 @@ from ... import __version__
 from ...conf import Config, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
+from ...server import boot_warnings
 from ...server.burst import drained
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
@@ -129,6 +130,7 @@ class Command(BaseCommand):
         _configure_logging(config)
         for module in config.autodiscover:
             autodiscover_modules(module)
+        boot_warnings.log_all(config)
 
         pipe = SignalPipe()
         pipe.install()

@@ -16,9 +16,13 @@ def snapshot() -> dict[str, Any]:
     from ...api import ProcessSet, Stats
 
     data = stats_payload()
+    stats = Stats()
+    summaries = stats.queue_summaries()
+    unserved = {q.name for q in stats.unserved_queues(summaries)}
     data["queues"] = [
-        {"name": q.name, "size": q.size, "latency": round(q.latency, 3), "paused": q.paused}
-        for q in Stats().queue_summaries()
+        {"name": q.name, "size": q.size, "latency": round(q.latency, 3), "paused": q.paused,
+         "unserved": q.name in unserved}
+        for q in summaries
     ]
     data["processes"] = [
         {"identity": p.identity, "tag": p.tag, "busy": p.get("busy", 0), "concurrency": p.get("concurrency", 0),
@@ -49,7 +53,8 @@ def as_text(data: dict[str, Any]) -> str:
         lines.append(f"{'Queue':<{width}}  {'Size':>8}  {'Latency':>9}")
         for q in data["queues"]:
             paused = "  paused" if q["paused"] else ""
-            lines.append(f"{q['name']:<{width}}  {q['size']:>8}  {q['latency']:>8.3f}s{paused}")
+            unserved = "  no live process serves it" if q.get("unserved") else ""
+            lines.append(f"{q['name']:<{width}}  {q['size']:>8}  {q['latency']:>8.3f}s{paused}{unserved}")
     if data["processes"]:
         lines.append("")
         for p in data["processes"]:
