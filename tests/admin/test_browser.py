@@ -191,3 +191,19 @@ def test_bulk_retry_all_with_confirmation(page, redis_db):
     page.wait_for_url(f"**{BASE}retries/")
     assert redis_db.zcard("retry") == 0
     assert redis_db.llen("queue:default") == 3
+
+
+def test_wide_layout_keeps_tabs_on_one_row_and_long_errors_wrap(page, redis_db):
+    # Issue 29 item 7: at 1400 px the tabs wrapped onto a second row, and an error with no
+    # spaces pushed the Dead table off the page.
+    page.set_viewport_size({"width": 1400, "height": 900})
+    add_to_set(redis_db, "dead", failed("shop.jobs.VeryLongClassNameForTesting", error_message="E" * 600),
+               at=time.time())
+    page.goto(page.base + BASE + "dead/")
+    tops = page.evaluate("[...document.querySelectorAll('.wurk-tabs > *')].map(e => e.getBoundingClientRect().top)")
+    assert len(set(tops)) == 1, f"tabs on {len(set(tops))} rows: {tops}"
+    right = page.evaluate("(() => { const cell = document.querySelector('td.wurk-error');"
+                          " const box = cell.closest('.wurk-scroll') || cell.closest('table').parentElement;"
+                          " return [cell.getBoundingClientRect().right, box.getBoundingClientRect().right]; })()")
+    assert right[0] <= right[1] + 1, f"the error cell ends at {right[0]}, past its container at {right[1]}"
+    shot(page, "dead-wide")
