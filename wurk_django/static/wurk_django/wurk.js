@@ -145,7 +145,11 @@
     });
   }
 
-  /* Live dashboard: poll the stats JSON, update every [data-stat] number, plot per-poll deltas. */
+  /* Live dashboard: poll the stats JSON, update every [data-stat] number, plot jobs per second.
+     Workers add to the processed/failed counters at their heartbeat, every 10 s, so the change
+     from one 2 s poll to the next is 0, 0, 0, 0, then everything: each point is the rate over
+     the last RATE_WINDOW seconds of readings instead, which always spans a heartbeat. */
+  var RATE_WINDOW = 10;
   function live() {
     var root = document.querySelector(".wurk[data-stats-url]");
     var chart = document.querySelector("[data-live-chart]");
@@ -156,7 +160,7 @@
     var key = "wurk.pollSeconds";
     var saved = window.localStorage ? localStorage.getItem(key) : null;
     if (saved && select.querySelector('option[value="' + saved + '"]')) { select.value = saved; }
-    var samples = {labels: [], processed: [], failed: []}, last = null, timer = null;
+    var samples = {labels: [], processed: [], failed: []}, readings = [], timer = null;
 
     function set(name, value) {
       document.querySelectorAll('[data-stat="' + name + '"]').forEach(function (n) { n.textContent = value; });
@@ -182,16 +186,20 @@
           set("used_memory_human", data.redis.used_memory_human);
           if (data.redis.uptime) { set("uptime", data.redis.uptime); }
           if (data.today.date) { followToday(data.today); }
-          if (last) {
+          var now = Date.now() / 1000;
+          readings.push({at: now, processed: s.processed, failed: s.failed});
+          /* The newest reading at least RATE_WINDOW old is the base; older ones are not needed. */
+          while (readings.length > 2 && now - readings[1].at >= RATE_WINDOW) { readings.shift(); }
+          var base = readings[0], span = now - base.at;
+          if (span > 0) {
             samples.labels.push(data.server_utc_time.slice(0, 8));
-            samples.processed.push(Math.max(s.processed - last.processed, 0));
-            samples.failed.push(Math.max(s.failed - last.failed, 0));
+            samples.processed.push(Math.round(Math.max(s.processed - base.processed, 0) / span * 10) / 10);
+            samples.failed.push(Math.round(Math.max(s.failed - base.failed, 0) / span * 10) / 10);
             if (samples.labels.length > 50) {
               samples.labels.shift(); samples.processed.shift(); samples.failed.shift();
             }
             render();
           }
-          last = s;
           status.textContent = "updated " + data.server_utc_time;
           root.setAttribute("data-polls", String(Number(root.getAttribute("data-polls") || 0) + 1));
         })
