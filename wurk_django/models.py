@@ -17,3 +17,30 @@ class Dashboard(models.Model):
         ]
         verbose_name = "dashboard"
         verbose_name_plural = "dashboard"
+
+
+# One entry per Wurk page on the admin index, beside "Dashboard": proxies of the same
+# table-less model (no table, no permissions of their own), each linking to its page.
+# A page is keyed by its ``admin_pages`` key; ``admin/index_links.py`` registers the
+# entries whose page exists in this process.
+
+def _page_link(name: str, label: str, key: str) -> type:
+    meta = type("Meta", (), {"proxy": True, "default_permissions": (), "verbose_name": label,
+                             "verbose_name_plural": label})
+    return type(name, (Dashboard,), {"__module__": __name__, "Meta": meta, "page_key": key})
+
+
+PAGE_LINKS = [
+    _page_link("BusyPage", "busy", "busy"),
+    _page_link("QueuesPage", "queues", "queues"),
+    _page_link("ScheduledPage", "scheduled", "scheduled"),
+    _page_link("RetriesPage", "retries", "retries"),
+    _page_link("DeadPage", "dead", "dead"),
+    _page_link("MetricsPage", "metrics", "metrics"),
+    _page_link("BatchesPage", "batches", "batches"),
+    _page_link("LimitsPage", "limits", "limits"),
+    _page_link("PeriodicPage", "periodic", "periodic"),
+    _page_link("HistoricalPage", "historical", "history"),
+    _page_link("TasksPage", "tasks", "tasks"),
+    _page_link("ProfilesPage", "profiles", "profiles"),
+]

@@ -1,0 +1,61 @@
+"""The admin index's "Wurk" section: one entry per page, not only "Dashboard".
+
+Django's admin index lists registered models, so each page has a proxy model
+(``models.PAGE_LINKS``) registered here with :class:`PageLinkAdmin`, whose only
+URL redirects to the page. An entry appears only when its page exists in this
+process (a feature's page, the tasks page on Django 6) and, like the dashboard,
+only for users who may view it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+
+from ..admin_pages import pages
+from ..models import PAGE_LINKS
+from .access import can_view
+
+
+class PageLinkAdmin(admin.ModelAdmin):
+    """An admin index entry that leads to one Wurk page."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return can_view(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_view(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        return {"add": False, "change": False, "delete": False, "view": can_view(request)}
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [path("", self.admin_site.admin_view(self.go), name="%s_%s_changelist" % info)]
+
+    def go(self, request: HttpRequest) -> HttpResponseRedirect:
+        if not can_view(request):
+            raise PermissionDenied("wurk_django.view_dashboard is needed to see the Wurk pages")
+        page = next(p for p in pages() if p.key == self.model.page_key)
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:{page.url_name}", kwargs=page.url_kwargs))
+
+
+def register_links(site: admin.AdminSite) -> None:
+    """Register an index entry for every Wurk page that exists, on ``site``."""
+    present = {page.key for page in pages() if page.tab}
+    for model in PAGE_LINKS:
+        if model.page_key in present and not site.is_registered(model):
+            site.register(model, PageLinkAdmin)
