@@ -43,8 +43,8 @@ class PageLinkAdmin(admin.ModelAdmin):
         return {"add": False, "change": False, "delete": False, "view": can_view(request)}
 
     def get_urls(self) -> list[URLPattern]:
-        info = self.opts.app_label, self.opts.model_name
-        return [path("", self.admin_site.admin_view(self.go), name="%s_%s_changelist" % info)]
+        name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        return [path("", self.admin_site.admin_view(self.go), name=name)]
 
     def go(self, request: HttpRequest) -> HttpResponseRedirect:
         if not can_view(request):
