@@ -34,6 +34,8 @@ def test_dashboard_counts_history_and_redis(admin_client, redis_db):
     chart = response.context["history_chart"]
     assert len(chart["labels"]) == 7 and chart["labels"][-1] == today
     assert chart["series"][0]["values"][-1] == 78
+    # The dashboard says how its days are counted, and that the Historical tab counts otherwise.
+    assert "per UTC day, from the processed/failed counters" in body
     assert "Redis version" in body and response.context["redis"]["redis_version"]
     # Scripts and styles ship with the app: nothing is loaded from another host.
     assert not re.search(r'<(script|link)[^>]+(src|href)="(https?:)?//', body)

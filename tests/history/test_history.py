@@ -178,6 +178,7 @@ def test_historical_page(admin_client, redis_db):
     Deploy().mark("v1.2.3 fix", at=previous)
     base = "/admin/wurk_django/dashboard/"
     html = admin_client.get(base + "history/").content.decode()
+    assert "a window ending now, summed from per-minute job metrics" in html
     assert "6 processed, 1 failed in 24h; 1 deploy marked" in html
     data = json.loads(html.split('id="wurk-history-throughput" type="application/json">')[1].split("</script>")[0])
     assert len(data["labels"]) == 1440 and sum(data["series"][0]["values"]) == 6
