@@ -3,22 +3,40 @@
 While a job runs, its last argument is plaintext; an exception it raises may
 quote it (``ValueError(f"card {number} declined")``), and that message would
 be stored in the retry and dead sets, logged and shown in the admin. Before
-the exception leaves the job, every text form of the argument (the whole
-value, and each string or number inside it of at least
-:data:`MIN_LENGTH` characters) is replaced by ``[encrypted data]`` in the
-exception's arguments and notes, along its cause/context chain. Shorter
-pieces are left alone: masking every "1" would make messages unreadable and
-protects nothing.
+the exception leaves the job, every text form of the argument is replaced by
+``[encrypted data]`` in the exception's arguments and notes, along its
+cause/context chain. What counts as a text form:
+
+* the whole value (its ``repr``, ``str`` and JSON);
+* each string or number inside it, of 4 characters or more, or of 3 when it
+  holds a digit (a card's CVC, a PIN);
+* the same with its spaces, dashes and dots taken out ("4242424242424242" for
+  "4242 4242 4242 4242"), and each part between them ("4242", a card's last
+  four), under the same lengths.
+
+A piece of 3 characters is masked only where it stands alone (not inside a
+longer word or number), so a CVC "123" leaves "order 51234" readable. Shorter
+pieces, and anything the job derives otherwise (a hash, a slice inside a
+token), are not recognised: masking every "1" would make messages unreadable
+and protects nothing.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import canonical
 from .envelope import PLACEHOLDER
 
 MIN_LENGTH = 4
+#: A piece this short is masked only when it holds a digit, and only as a whole token.
+SHORT_LENGTH = 3
+_SEPARATORS = re.compile(r"[\s\-.]+")
+
+
+def _wanted(text: str) -> bool:
+    return len(text) >= MIN_LENGTH or (len(text) >= SHORT_LENGTH and any(c.isdigit() for c in text))
 
 
 def needles(value: Any) -> list[str]:
@@ -26,8 +44,15 @@ def needles(value: Any) -> list[str]:
     found: set[str] = set()
 
     def add(text: str) -> None:
-        if len(text) >= MIN_LENGTH:
+        text = text.strip()
+        if _wanted(text):
             found.add(text)
+        compact = _SEPARATORS.sub("", text)
+        if compact != text and _wanted(compact):
+            found.add(compact)
+        parts = [part for part in _SEPARATORS.split(text) if part]
+        if len(parts) > 1:
+            found.update(part for part in parts if _wanted(part))
 
     def walk(item: Any) -> None:
         if isinstance(item, str):
@@ -46,16 +71,29 @@ def needles(value: Any) -> list[str]:
     walk(value)
     for form in (repr, str, canonical.dumps):
         try:
-            add(form(value))
+            text = form(value)
         except Exception:  # a form that cannot be made cannot leak either
-            pass
+            continue
+        if len(text) >= MIN_LENGTH:
+            found.add(text)
     return sorted(found, key=len, reverse=True)
+
+
+def _pattern(secret: str) -> re.Pattern[str]:
+    escaped = re.escape(secret)
+    if len(secret) < MIN_LENGTH:
+        return re.compile(rf"(?<![0-9A-Za-z]){escaped}(?![0-9A-Za-z])")
+    return re.compile(escaped)
+
+
+def _found(secret: str, text: str) -> bool:
+    return secret in text and (len(secret) >= MIN_LENGTH or _pattern(secret).search(text) is not None)
 
 
 def mask(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
-            text = text.replace(secret, PLACEHOLDER)
+            text = _pattern(secret).sub(PLACEHOLDER, text)
     return text
 
 
@@ -66,7 +104,7 @@ def _masked_arg(arg: Any, secrets: list[str]) -> Any:
         shown = repr(arg)
     except Exception:
         return arg
-    return PLACEHOLDER if any(s in shown for s in secrets) else arg
+    return PLACEHOLDER if any(_found(s, shown) for s in secrets) else arg
 
 
 def _chain(exc: BaseException):
@@ -85,7 +123,7 @@ def leaks(exc: BaseException, secrets: list[str]) -> bool:
             text = str(item)
         except Exception:
             continue
-        if any(s in text for s in secrets):
+        if any(_found(s, text) for s in secrets):
             return True
     return False
 
