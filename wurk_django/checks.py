@@ -11,8 +11,9 @@ Ids:
   not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
   exactly 32 bytes, an active version without a key...), never quoting a key;
 * ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
-  ``wurk.E021`` a periodic job class cannot be found; ``wurk.W020`` a periodic
-  time zone is unknown (the loop would run on UTC);
+  ``wurk.W021`` a periodic job class cannot be found (a warning: it stops the
+  worker's periodic loop, not ``migrate``); ``wurk.W020`` a periodic time zone
+  is unknown (the loop would run on UTC);
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
   ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
   unreachable.
@@ -135,13 +136,22 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             loops.append((f"periodic.register({cron!r}, {job!r})", build_loop(cron, job, tz, options)))
         except ValueError as exc:
             messages.append(checks.Error(str(exc), obj="periodic.register", id="wurk.E020"))
+    if loops:
+        # The worker imports these modules before it looks for the classes; so does the
+        # check, or a job named by its registered `name` would never be found here.
+        from django.utils.module_loading import autodiscover_modules
+
+        for module in conf.base_config().autodiscover:
+            autodiscover_modules(module)
     for where, loop in loops:
         try:
             resolve_job(loop.klass)
         except ValueError as exc:
-            messages.append(checks.Error(
+            # A warning, not an error: it concerns the worker only, and an error would
+            # stop `migrate` and every other command of the project.
+            messages.append(checks.Warning(
                 f"{where}: {exc}", hint="name a Job subclass by its dotted path or its `name`",
-                obj="settings.WURK", id="wurk.E021"))
+                obj="settings.WURK", id="wurk.W021"))
     for message in zone_warnings(entries):
         messages.append(checks.Warning(f"WURK['PERIODIC'] {message}", hint="use an IANA name like 'Europe/Paris'",
                                        obj="settings.WURK", id="wurk.W020"))

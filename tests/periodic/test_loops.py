@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from tests.support import wurk_settings
+from tests.support import ROOT, wurk_settings
 from wurk_django import canonical, periodic
 from wurk_django.periodic import registration
 from wurk_django.periodic.config import build_loop
@@ -212,7 +215,7 @@ def test_system_check_reports_bad_entries_classes_and_zones(redis_db):
                {"cron": "0 4 * * *", "job": NIGHTLY, "tz": "Mars/Olympus"}]
     with wurk_settings(PERIODIC=entries):
         ids = sorted(m.id for m in check_settings() + check_periodic())
-    assert ids == ["wurk.E021", "wurk.W020"]
+    assert ids == ["wurk.W020", "wurk.W021"]
     with wurk_settings(PERIODIC=[{"cron": "0 4 * * *", "job": NIGHTLY}]):
         assert check_settings() + check_periodic() == []
 
@@ -263,3 +266,23 @@ def test_check_command_reports_every_problem_at_once(redis_db, capsys):
     captured = capsys.readouterr()
     assert "entry 0" in captured.err and "5 fields" in captured.err and "missing.jobs.Gone" in captured.err
     assert "every 5 minutes" in captured.out
+
+
+def _manage(*args: str, periodic: list) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "WURK_TEST_EXTRA": json.dumps({"PERIODIC": periodic})}
+    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_check_finds_a_job_named_by_its_registered_name_in_a_fresh_process():
+    # Issue 28 item 7: the job's module is imported by autodiscovery, as the worker does.
+    done = _manage("check", periodic=[{"cron": "0 4 * * *", "job": "HardJob"}])
+    assert done.returncode == 0, done.stderr
+    assert "W021" not in done.stderr + done.stdout
+
+
+def test_an_unknown_periodic_job_warns_and_never_stops_migrate():
+    done = _manage("migrate", "--check", periodic=[{"cron": "0 4 * * *", "job": "missing.jobs.Gone"}])
+    assert "wurk.W021" in done.stderr + done.stdout
+    assert done.returncode == 0, done.stderr
