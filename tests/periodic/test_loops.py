@@ -283,6 +283,6 @@ def test_check_finds_a_job_named_by_its_registered_name_in_a_fresh_process():
 
 
 def test_an_unknown_periodic_job_warns_and_never_stops_migrate():
-    done = _manage("migrate", "--check", periodic=[{"cron": "0 4 * * *", "job": "missing.jobs.Gone"}])
+    done = _manage("migrate", "--plan", periodic=[{"cron": "0 4 * * *", "job": "missing.jobs.Gone"}])
     assert "wurk.W021" in done.stderr + done.stdout
     assert done.returncode == 0, done.stderr
