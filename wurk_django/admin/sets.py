@@ -19,8 +19,9 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 
 from .. import payload
-from ..api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry
 from ..client import Client
+from ..unique.unlock import digest_of, holder, release_digest
 from .common import (
     Page,
     args_text,
@@ -138,8 +139,9 @@ def find(job_set: JobSet, key: str) -> SortedEntry | None:
     return None
 
 
-def apply(entry: SortedEntry, action: str) -> bool:
-    """Run one action on one entry; False if it was gone or cannot be moved."""
+def apply(entry: SortedEntry, action: str, refused: list[str] | None = None) -> bool:
+    """Run one action on one entry; False if it was gone or cannot be moved. Why a push
+    was stopped (a unique job's lock held by another job) goes to ``refused``."""
     try:
         if action == "retry":
             return entry.retry()
@@ -149,9 +151,21 @@ def apply(entry: SortedEntry, action: str) -> bool:
             return entry.delete()
         if action == "kill":
             return entry.kill()
+    except NotPushed as exc:
+        if refused is not None:
+            refused.append(str(exc))
+        return False
     except ValueError:  # an unreadable payload cannot be pushed anywhere
         return False
     return False
+
+
+def tell_refused(request: HttpRequest, refused: list[str]) -> None:
+    """Say why pushes were stopped: each reason for a few, then how many more."""
+    for reason in refused[:5]:
+        messages.warning(request, reason)
+    if len(refused) > 5:
+        messages.warning(request, f"{len(refused) - 5} more jobs were not pushed for the same kind of reason.")
 
 
 def index(request: HttpRequest, model_admin: Any, kind: str) -> HttpResponse:
@@ -186,13 +200,15 @@ def _bulk(request: HttpRequest, spec: Kind, job_set: JobSet, kind: str) -> HttpR
         return redirect_back(request, back)
     keys = request.POST.getlist("key")
     done = failed = 0
+    refused: list[str] = []
     for key in keys:
         entry = find(job_set, key)
-        if entry is not None and apply(entry, action):
+        if entry is not None and apply(entry, action, refused):
             done += 1
         else:
             failed += 1
-    notify(request, done, LABELS[action], failed=failed)
+    notify(request, done, LABELS[action], failed=failed - len(refused))
+    tell_refused(request, refused)
     return redirect_back(request, back)
 
 
@@ -247,7 +263,9 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
         job_set.clear()
         done = size
     elif action == "retry":
-        done = job_set.retry_all()
+        refused: list[str] = []
+        done = job_set.retry_all(refused)
+        tell_refused(request, refused)
     elif action == "kill":
         # A kill from the dashboard is a death like any other: handlers and ``job_died``
         # run for each job (a django.tasks result turns FAILED), with JobKilled as the cause.
@@ -265,10 +283,17 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
     back = url(request, "wurk_set", kind=kind)
     if request.method == "POST":
         action = request.POST.get("action")
+        refused: list[str] = []
+        if action == "release_lock" and entry is not None and digest_of(entry.item) is not None:
+            released = release_digest(redis(), digest_of(entry.item))
+            messages.success(request, "Unique lock released." if released else "The unique lock was already free.")
+            return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
         if action not in spec.actions:
             messages.error(request, "Unknown action.")
-        elif entry is not None and apply(entry, action):
+        elif entry is not None and apply(entry, action, refused):
             notify(request, 1, LABELS[action])
+        elif refused:
+            tell_refused(request, refused)
         else:
             messages.warning(request, "That job is no longer there (or could not be moved).")
         return redirect_back(request, back)
@@ -276,6 +301,13 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         return render(request, model_admin, "job_gone.html", {"kind": kind, "spec": spec, "back": back},
                       section=kind, title=f"{spec.title}: job not found", status=404)
     fields = []
+    lock_actions: list[tuple[str, str]] = []
+    digest = digest_of(entry.item)
+    if digest is not None:
+        held_by = holder(redis(), digest)
+        fields.append(("unique lock", f"{digest} - " + (f"held by jid {held_by}" if held_by else "free")))
+        if held_by:
+            lock_actions.append(("release_lock", "Release unique lock"))
     for name, value in entry.item.items():
         if name == "error_backtrace":
             continue  # shown decoded below
@@ -293,7 +325,7 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "fields": fields,
         "raw": entry.value.decode("utf-8", "replace") if entry.parse_error else None,
         "backtrace": entry.error_backtrace,
-        "actions": [(a, LABELS[a]) for a in spec.actions],
+        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
         "back": back,
     }
     return render(request, model_admin, "job.html", context, section=kind, title=f"{spec.title}: {entry.display_class}")

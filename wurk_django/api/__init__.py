@@ -13,7 +13,7 @@ from .process import EmbeddedProcessError, Process, ProcessSet, Work, Workers, W
 from .profile import ProfileRecord, ProfileSet
 from .queue import Queue
 from .record import JobRecord
-from .sorted import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, SortedSet
+from .sorted import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, SortedSet
 from .stats import QueueSummary, Stats, StatsHistory
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "IterableJobQuery",
     "JobRecord",
     "JobSet",
+    "NotPushed",
     "Process",
     "ProcessSet",
     "ProfileRecord",

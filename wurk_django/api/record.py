@@ -284,7 +284,13 @@ class JobRecord:
         """Remove this exact entry from its queue: ``LREM queue:<q> 1 <value>``."""
         if not self.queue:
             return False
-        return bool(self.redis.lrem(keys.queue(self.queue), 1, self.value))
+        deleted = bool(self.redis.lrem(keys.queue(self.queue), 1, self.value))
+        if deleted and self.item and self.item.get("unique_for") is not None:
+            # The job's unique lock goes with it, so the next identical push is not dropped.
+            from ..unique.unlock import release_for
+
+            release_for(self.redis, self.item)
+        return deleted
 
 
 def read_iteration(fields: dict | None) -> dict | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -15,6 +16,8 @@ from ..server import death
 from ..writer import Writer
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
+
+logger = logging.getLogger("wurk_django")
 
 __all__ = ["SortedEntry", "SortedSet", "JobSet", "ScheduledSet", "RetrySet", "DeadSet"]
 
@@ -84,10 +87,15 @@ class SortedEntry(JobRecord):
 
     def delete(self) -> bool:
         """Remove the entry: ``ZREM`` of the stored bytes (CORE-004); an entry built
-        from a dict is looked up by score and jid instead."""
+        from a dict is looked up by score and jid instead. A unique job's lock goes
+        with it when the job held it, so the next identical push is not dropped."""
         if self._exact:
-            return bool(self.redis.zrem(self.parent.name, self.value))
-        return self.parent.delete_by_jid(self.score, self.jid)
+            deleted = bool(self.redis.zrem(self.parent.name, self.value))
+        else:
+            deleted = self.parent.delete_by_jid(self.score, self.jid)
+        if deleted:
+            release_lock_of(self.redis, self.item)
+        return deleted
 
     def reschedule(self, at: Score) -> bool:
         """Move the entry to a new time by adding ``at - score`` to its score.
@@ -132,10 +140,14 @@ class SortedEntry(JobRecord):
         try:
             # Through the normal client: middleware runs, ``enqueued_at`` is renewed,
             # jid and created_at stay (CORE-130).
-            Client(redis=self._redis).push(_prepare_repush(job, manual_retry=manual_retry))
+            jid = Client(redis=self._redis).push(_prepare_repush(job, manual_retry=manual_retry))
         except BaseException:
             self.redis.zadd(self.parent.name, {raw: self.score})
             raise
+        if jid is None:
+            # A client middleware stopped the push: the entry stays where it was.
+            self.redis.zadd(self.parent.name, {raw: self.score})
+            raise NotPushed(refusal(self.redis, job))
         return True
 
     def _take(self) -> bytes | None:
@@ -170,6 +182,38 @@ class SortedEntry(JobRecord):
             back.zadd(name, dict.fromkeys(others, self.score))
             back.execute()
         return members[index] if index is not None else None
+
+
+class NotPushed(Exception):
+    """A retry or enqueue was stopped by a client middleware; the entry was kept.
+    The message says why, as far as it can be known (a unique job's lock)."""
+
+
+def refusal(redis: RedisClient, job: dict) -> str:
+    """Why a push of ``job`` was most likely stopped, in words."""
+    from ..unique.unlock import digest_of, holder
+
+    digest = digest_of(job)
+    if digest is not None:
+        held_by = holder(redis, digest)
+        if held_by and held_by != job.get("jid"):
+            return (f"{job.get('class')} jid={job.get('jid')} was not pushed: an identical unique job "
+                    f"(jid={held_by}) holds its lock {digest}; the entry was kept")
+    return f"{job.get('class')} jid={job.get('jid')} was not pushed: a client middleware stopped it; the entry was kept"
+
+
+def release_lock_of(redis: RedisClient, job: dict | None) -> None:
+    """Free a deleted unique job's lock if it held it; a failure only logs (the lock
+    expires on its own) so the delete itself still counts."""
+    if not job or job.get("unique_for") is None:
+        return
+    from ..unique.unlock import release_for
+
+    try:
+        release_for(redis, job)
+    except Exception as exc:
+        logger.warning("could not release the unique lock of jid=%s: %s: %s",
+                                                 job.get("jid"), type(exc).__name__, exc)
 
 
 class SortedSet:
@@ -300,13 +344,15 @@ class JobSet(SortedSet):
             value, score = popped[0]
             yield value, float(score)
 
-    def retry_all(self) -> int:
+    def retry_all(self, refused: list[str] | None = None) -> int:
         """Push every job to its queue now, lowering ``retry_count`` (CORE-128).
 
         Not transactional: jobs are popped one by one (``ZPOPMIN``) and pushed
-        through the client. Members that are unparseable or that the client
-        rejects as invalid are put back, so one bad entry does not block the
-        rest. Returns how many jobs were pushed.
+        through the client. Members that are unparseable, that the client
+        rejects as invalid, or whose push a middleware stopped (a unique job whose
+        lock an identical pending job holds) are put back, so one bad entry does
+        not block the rest; the reasons for stopped pushes are appended to
+        ``refused`` when given. Returns how many jobs were pushed.
         """
         client = Client(redis=self._redis)
         unreadable: dict[bytes, float] = {}
@@ -318,13 +364,18 @@ class JobSet(SortedSet):
                     unreadable[raw] = score
                     continue
                 try:
-                    client.push(_prepare_repush(job, manual_retry=True))
+                    jid = client.push(_prepare_repush(job, manual_retry=True))
                 except ValueError:
                     unreadable[raw] = score
                     continue
                 except BaseException:
                     unreadable[raw] = score  # not lost: it goes back below
                     raise
+                if jid is None:
+                    unreadable[raw] = score
+                    if refused is not None:
+                        refused.append(refusal(self.redis, job))
+                    continue
                 pushed += 1
         finally:
             if unreadable:

@@ -16,5 +16,7 @@ See docs/unique.md.
 """
 
 from .lock import UniqueConfigurationError, coerce_ttl, context_of, lock_key, locked, release_if_owner
+from .unlock import digest_of, holder, release_digest
 
-__all__ = ["UniqueConfigurationError", "coerce_ttl", "context_of", "lock_key", "locked", "release_if_owner"]
+__all__ = ["UniqueConfigurationError", "coerce_ttl", "context_of", "digest_of", "holder", "lock_key", "locked",
+           "release_digest", "release_if_owner"]

@@ -1,0 +1,53 @@
+"""Unique locks by hand: see who holds a job's lock, and release one by its digest.
+
+A lock lives at most ``unique_for`` seconds, but an operator sometimes cannot
+wait: a job was deleted by hand, or a lock outlived its job. These are what the
+admin's job pages and the data API use.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .. import keys
+from ..payload import truthy
+from . import lock
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def digest_of(job: dict) -> str | None:
+    """The lock digest of a payload that asks for a unique lock, else ``None``."""
+    if not isinstance(job, dict) or lock.stored_ttl(job.get("unique_for")) is None or truthy(job.get("encrypt")):
+        return None
+    return lock.lock_key(job).rpartition(":")[2]
+
+
+def holder(redis: Any, digest: str) -> str | None:
+    """The jid holding the lock ``digest``, or ``None`` when it is free."""
+    value = redis.get(keys.unique_lock(_checked(digest)))
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def release_digest(redis: Any, digest: str) -> bool:
+    """Delete the lock ``digest`` whoever holds it; True when there was one.
+
+    Raises ``ValueError`` for anything but 64 lowercase hex digits (a lock key's own
+    shape), so a typo cannot delete another key."""
+    return bool(redis.delete(keys.unique_lock(_checked(digest))))
+
+
+def release_for(redis: Any, job: dict) -> bool:
+    """Free ``job``'s lock if that job itself holds it (a deleted job's lock must not
+    block the next push; a newer job's lock is left alone)."""
+    digest = digest_of(job)
+    if digest is None or not job.get("jid"):
+        return False
+    return lock.release_if_owner(redis, keys.unique_lock(digest), str(job["jid"]))
+
+
+def _checked(digest: str) -> str:
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
+        raise ValueError(f"a unique lock digest is 64 lowercase hex digits, not {digest!r}")
+    return digest
