@@ -326,3 +326,18 @@ def test_a_key_declared_twice_is_refused():
     other = conf.Setting("OTHER", 1, bool, "x", "y", attribute=row.attribute_name or "concurrency")
     with pytest.raises(ConfigurationError, match="both fill"):
         table.Table((*conf.SETTINGS, other))
+    with pytest.raises(ConfigurationError, match="would replace Config.redis_url"):
+        table.Table((conf.Setting("REDIS_URL", None, bool, "x", "y"),))  # a row must say attribute=""
+
+
+@pytest.mark.parametrize("name", [
+    "ADMIN", "CLIENT", "Config", "ConfigurationError", "DEFAULTS", "FEATURES", "LEADER_KEYS", "LIMITERS",
+    "LOGGING", "MARKDOWN_BEGIN", "MARKDOWN_END", "MODES", "Problem", "QUEUE_NAME", "REDIS", "REDIS_KEYS",
+    "REDIS_SCHEMES", "RETRIES", "SETTINGS", "SWARM", "Setting", "TESTING_MODES", "VIA", "WORKER", "base_config",
+    "cache_redis_params", "get_config", "is_queue_name", "markdown", "parse_queue", "periodic_problems",
+    "problems", "raw_settings", "redis_url", "redis_url_problem", "reset_config",
+])
+def test_names_imported_from_the_old_conf_module_keep_working(name):
+    namespace: dict = {}
+    exec(f"from wurk_django.conf import {name}", namespace)  # the form users write
+    assert namespace[name] is not None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..redis_target import REDIS_KEYS, cache_redis_params
+from ..redis_target import REDIS_KEYS, RedisTarget, cache_redis_params, dict_problems, resolve
 from .config import VIA, Config, base_config, get_config, reset_config
 from .core import MODES, TESTING_MODES, default_tag
 from .docs import MARKDOWN_BEGIN, MARKDOWN_END, markdown
@@ -53,10 +53,16 @@ from .validators import (
 __all__ = [
     "ADMIN", "CLIENT", "FEATURES", "LIMITERS", "LOGGING", "MARKDOWN_BEGIN", "MARKDOWN_END", "MODES",
     "QUEUE_NAME", "REDIS", "REDIS_KEYS", "REDIS_SCHEMES", "RETRIES", "SECTIONS", "SWARM", "TESTING_MODES",
-    "VIA", "WORKER", "Config", "ConfigurationError", "Problem", "Setting", "base_config",
-    "cache_redis_params", "default_tag", "get_config", "is_queue_name", "markdown", "parse_queue", "problems",
-    "raw_settings", "redis_url", "redis_url_problem", "reset_config",
+    "VIA", "WORKER", "Config", "ConfigurationError", "Problem", "RedisTarget", "Setting", "base_config",
+    "cache_redis_params", "default_tag", "dict_problems", "get_config", "is_queue_name", "markdown",
+    "parse_queue", "problems", "raw_settings", "redis_url", "redis_url_problem", "reset_config", "resolve",
 ]
+
+# Names this module had before a feature's settings moved to the feature: looked up there on use.
+_MOVED = {
+    "LEADER_KEYS": ("wurk_django.leader.settings", "KEYS"),
+    "periodic_problems": ("wurk_django.periodic.settings", "problems"),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -65,4 +71,11 @@ def __getattr__(name: str) -> Any:
         return current().settings
     if name == "DEFAULTS":
         return current().defaults
+    if name == "_BY_NAME":
+        return current().by_name
+    if name in _MOVED:
+        import importlib
+
+        module, attribute = _MOVED[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,10 @@ from .setting import Setting
 #: Modules outside the built-in features that own rows, collected first.
 ENGINE_MODULES: tuple[str, ...] = ("wurk_django.conf.core",)
 
+#: Attributes ``Config`` sets itself (its Redis target and shard): no row may fill them.
+RESERVED = frozenset({"raw", "shard", "shard_spec", "redis_target", "redis_url", "redis_options",
+                      "redis_cache_alias", "for_shard", "queue_mode", "queue_names"})
+
 
 class Table:
     """A checked set of rows, with what is derived from them."""
@@ -43,6 +47,8 @@ class Table:
             self.defaults[row.name] = row.default
             attribute = row.attribute_name
             if attribute:
+                if attribute in RESERVED:
+                    raise ConfigurationError(f"setting {row.name!r} would replace Config.{attribute}")
                 if attribute in seen:
                     raise ConfigurationError(f"settings {seen[attribute]!r} and {row.name!r} both fill "
                                              f"Config.{attribute}")
