@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ ROWS = (
             "Callable (or dotted path) `(limiter, job, exc) -> seconds`, how long a job that hit a"
             " limit waits before it runs again when its limiter has no `backoff` of its own. `None`: 300 s ×"
             " `overrated` plus 1..300 s; see docs/limiters.md.", LIMITERS,
-            type=object),
+            type=Callable | str | None),
     # Dotted paths stay strings here: they are imported when a job raises, not when settings are read.
     Setting("LIMITER_ERRORS", [],
             lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (type, str)) for x in v),
