@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from wurk_django import conf
-from wurk_django.conf import DEFAULTS, Config, get_config, parse_queue, problems, redis_url
+from wurk_django.conf import DEFAULTS, Config, get_config, parse_queue, problems, redis_url, table
 from wurk_django.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,14 +39,16 @@ def test_docs_hold_exactly_the_generated_table():
 
 
 def test_a_rows_check_is_what_problems_applies(monkeypatch):
-    row = conf.Setting("SOME_FEATURE", 3, lambda v: v in (1, 2, 3), "1, 2 or 3", "A test row.")
-    monkeypatch.setattr(conf, "SETTINGS", (*conf.SETTINGS, row))
-    monkeypatch.setitem(conf.DEFAULTS, "SOME_FEATURE", 3)
-    monkeypatch.setitem(conf._BY_NAME, "SOME_FEATURE", row)
+    row = conf.Setting("SOME_FEATURE", 3, lambda v: v in (1, 2, 3), "1, 2 or 3", "A test row.",
+                       parse=str, type=str)
+    monkeypatch.setattr(table, "_current", table.Table((*conf.SETTINGS, row)))
+    assert conf.DEFAULTS["SOME_FEATURE"] == 3
     assert problems({"SOME_FEATURE": 2}) == []
     [problem] = problems({"SOME_FEATURE": 7})
     assert str(problem) == "WURK['SOME_FEATURE']: 7 is not 1, 2 or 3"
     assert "| `SOME_FEATURE` | `3` | A test row. |" in conf.markdown().split("### Features")[1]
+    assert Config({}).some_feature == "3"  # the row's parse fills the typed attribute
+    assert Config({"SOME_FEATURE": 2}).some_feature == "2"
 
 
 def test_unknown_key_is_reported_with_a_suggestion():
@@ -225,3 +229,115 @@ def test_get_config_follows_override_settings():  # DJ-001
 def test_get_config_raises_on_bad_settings():
     with override_settings(WURK={**settings.WURK, "QUEUES": []}), pytest.raises(ConfigurationError, match="QUEUES"):
         get_config()
+
+
+# -- rows owned by features (issue 24 item 4) --------------------------------------------------
+
+FEATURE_ROWS = {
+    "unique": ["UNIQUE_JOBS"],
+    "encryption": ["ENCRYPTION"],
+    "limiter": ["LIMITER_BACKOFF", "LIMITER_ERRORS", "LIMITER_REDIS", "LIMITER_CAP_ACTION"],
+    "statsd": ["STATSD"],
+    "history": ["HISTORY"],
+    "leader": ["LEADER"],
+    "periodic": ["PERIODIC"],
+}
+
+
+def test_each_features_rows_come_from_its_own_module():
+    from wurk_django.conf import core
+
+    owners = {row.name: "core" for row in core.ROWS}
+    for feature in table.feature_modules():
+        for row in importlib.import_module(feature).ROWS:
+            assert row.name not in owners, f"{row.name} is declared in {owners[row.name]} and {feature}"
+            owners[row.name] = feature.split(".")[1]
+    assert {name: owner for name, owner in owners.items() if owner != "core"} == {
+        name: feature for feature, names in FEATURE_ROWS.items() for name in names}
+    assert [s.name for s in conf.SETTINGS] == list(owners)  # the table holds these rows and no others
+    statsd_row = conf.SETTINGS[[s.name for s in conf.SETTINGS].index("STATSD")]
+    assert statsd_row is importlib.import_module("wurk_django.statsd.settings").ROWS[0]
+
+
+def test_a_features_settings_module_imports_only_the_row_type_and_validators():
+    """So reading settings never loads a feature's engine (Redis, the worker)."""
+    allowed = {"wurk_django.conf.setting", "wurk_django.conf.validators"}
+    for module in table.feature_modules():
+        path = ROOT / Path(*module.split(".")).with_suffix(".py")
+        imported = set()
+        for node in ast.parse(path.read_text()).body:  # module level only: lazy imports run on demand
+            if isinstance(node, ast.ImportFrom) and node.level:
+                imported.add(".".join(module.split(".")[:-node.level] + [node.module]))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                imported.update(n for n in names if n.startswith("wurk_django"))
+        assert imported and imported <= allowed, (module, imported - allowed)
+
+
+def test_a_feature_package_keeps_its_settings_name_for_the_module():
+    # Importing wurk_django.X.settings binds X.settings: a package that also imports
+    # django.conf.settings under that name would lose it the first time settings are read.
+    for module in table.feature_modules():
+        package = importlib.import_module(module.rpartition(".")[0])
+        assert package.settings is importlib.import_module(module)
+
+
+def test_every_typed_read_has_its_declared_type():
+    config = Config({})
+    for row in conf.SETTINGS:
+        if row.attribute_name:
+            value = getattr(config, row.attribute_name)
+            assert isinstance(value, row.type), (row.name, value, row.type)
+
+
+def test_typed_reads_of_feature_settings():
+    from wurk_django.leader import election
+    from wurk_django.leader.settings import LeaderSettings
+    from wurk_django.limiter.settings import LimiterRedis
+    from wurk_django.statsd.settings import StatsdSettings
+
+    default = Config({})
+    assert default.statsd is None and default.unique_jobs is False and default.periodic == []
+    assert default.limiter_redis is None and default.limiter_cap_action == "dead" and default.limiter_errors == ()
+    # The leader's defaults are the ones the election itself falls back on.
+    assert default.leader == LeaderSettings(election.TTL, election.RENEW_INTERVAL, election.FOLLOWER_INTERVAL,
+                                            election.INITIAL_WAIT, election.CACHE_TTL)
+    config = Config({"STATSD": {"HOST": "h", "TAGS": ["env:x"]}, "LEADER": {"TTL": 40},
+                     "LIMITER_REDIS": {"URL": "redis://l:6379/1"}, "UNIQUE_JOBS": True})
+    assert config.statsd == StatsdSettings(host="h", port=8125, tags=("env:x",))
+    assert config.leader.ttl == 40.0 and config.leader.renew_interval == 15.0
+    assert config.limiter_redis == LimiterRedis(url="redis://l:6379/1", pool_size=10)
+    assert config.unique_jobs is True
+    assert Config({"STATSD": "a.b.factory"}).statsd == StatsdSettings(client="a.b.factory")
+    assert config.for_shard("redis://other:6379/2").statsd is config.statsd  # a shard keeps every setting
+
+
+def test_a_feature_key_misspelt_gets_a_suggestion_and_a_missing_attribute_names_the_known_ones():
+    [problem] = problems({"STATSDD": {}})
+    assert problem.hint == "did you mean 'STATSD'?"
+    with pytest.raises(AttributeError, match="no setting fills it.*concurrency"):
+        Config({}).concurency  # noqa: B018
+
+
+def test_a_key_declared_twice_is_refused():
+    row = conf.SETTINGS[0]
+    with pytest.raises(ConfigurationError, match="declared twice"):
+        table.Table((row, row))
+    other = conf.Setting("OTHER", 1, bool, "x", "y", attribute=row.attribute_name or "concurrency")
+    with pytest.raises(ConfigurationError, match="both fill"):
+        table.Table((*conf.SETTINGS, other))
+    with pytest.raises(ConfigurationError, match="would replace Config.redis_url"):
+        table.Table((conf.Setting("REDIS_URL", None, bool, "x", "y"),))  # a row must say attribute=""
+
+
+@pytest.mark.parametrize("name", [
+    "ADMIN", "CLIENT", "Config", "ConfigurationError", "DEFAULTS", "FEATURES", "LEADER_KEYS", "LIMITERS",
+    "LOGGING", "MARKDOWN_BEGIN", "MARKDOWN_END", "MODES", "Problem", "QUEUE_NAME", "REDIS", "REDIS_KEYS",
+    "REDIS_SCHEMES", "RETRIES", "SETTINGS", "SWARM", "Setting", "TESTING_MODES", "VIA", "WORKER", "base_config",
+    "cache_redis_params", "get_config", "is_queue_name", "markdown", "parse_queue", "periodic_problems",
+    "problems", "raw_settings", "redis_url", "redis_url_problem", "reset_config",
+])
+def test_names_imported_from_the_old_conf_module_keep_working(name):
+    namespace: dict = {}
+    exec(f"from wurk_django.conf import {name}", namespace)  # the form users write
+    assert namespace[name] is not None

@@ -117,12 +117,13 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     from . import conf
     from .periodic.config import build_loop, entry_loop, resolve_job, zone_warnings
     from .periodic.registration import code_registrations
+    from .periodic.settings import is_shape
 
     try:
         entries = conf.raw_settings().get("PERIODIC") or []
     except ConfigurationError:
         return []
-    if not conf._periodic_shape(entries) or conf.problems():
+    if not is_shape(entries) or conf.problems():
         return []  # check_settings reports those; resolving classes needs valid settings
     messages: list[checks.CheckMessage] = []
     loops = []

@@ -168,7 +168,7 @@ class IterableJob(Job):
         self._finish(key)
 
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
-        limit = (self._config or get_config()).raw.get("MAX_ITERATION_RUNTIME")
+        limit = (self._config or get_config()).max_iteration_runtime
         flushed_at = time.monotonic()
         for item, cursor in enumerator:
             self.current_object, self.cursor = item, cursor

@@ -61,7 +61,7 @@ def route(config: Config, *, named: Shard | None = None, job_class: Any = None, 
     if shard is None and job_class is not None:
         shard = getattr(job_class, "shard", None)
     if shard is None and queue is not None:
-        queue_shards = config.raw.get("QUEUE_SHARDS")
+        queue_shards = config.queue_shards
         if queue_shards:
             shard = queue_shards.get(queue)
     return config if shard is None else config.for_shard(shard)
@@ -70,4 +70,4 @@ def route(config: Config, *, named: Shard | None = None, job_class: Any = None, 
 def names(config: Config | None = None) -> list[str]:
     """``"default"`` and the names in ``WURK["SHARDS"]``."""
     config = config or conf.base_config()
-    return ["default", *[n for n in (config.raw.get("SHARDS") or {}) if n != "default"]]
+    return ["default", *[n for n in config.shards if n != "default"]]

@@ -13,9 +13,10 @@ from tests.metrics.test_query import sidekiq_flush
 from tests.statsd.listener import UDPListener
 from tests.support import wait_for
 from wurk_django import history, payload
-from wurk_django.conf import problems
-from wurk_django.history.component import HistoryComponent, settings_of
+from wurk_django.conf import Config, problems
+from wurk_django.history.component import HistoryComponent
 from wurk_django.history.rollup import rollup_queues, rollup_throughput, snapshot
+from wurk_django.history.settings import HistorySettings
 
 # 2026-03-04 10:07:30 UTC: inside minute 10:07, 5-minute window 10:05, hour 10:00.
 NOW = datetime(2026, 3, 4, 10, 7, 30, tzinfo=UTC).timestamp()
@@ -112,7 +113,7 @@ def _launcher(identity: str, leader=None):
 
 def test_only_one_process_rolls_up_per_interval_without_a_leader(redis_db):
     sidekiq_flush(redis_db, datetime.fromtimestamp(NOW - 120, tz=UTC), {"A": {"p": 1}})
-    options = settings_of(SimpleNamespace(raw={}))
+    options = Config({}).history
     first = HistoryComponent(_launcher("a:1:x"), options)
     second = HistoryComponent(_launcher("b:2:y"), options)
     assert first.leads("rollup", 60) is True
@@ -128,7 +129,7 @@ def test_leader_component_and_leader_check_gate_the_rollups(redis_db):
         def is_leader(self):
             return self.value
 
-    options = settings_of(SimpleNamespace(raw={}))
+    options = Config({}).history
     assert HistoryComponent(_launcher("a", Leader(True)), options).leads("rollup", 60) is True
     assert HistoryComponent(_launcher("b", Leader(False)), options).leads("rollup", 60) is False
     history.set_leader_check(lambda launcher: launcher.state.identity == "c")
@@ -146,7 +147,9 @@ def test_settings_are_checked():
     assert not problems({"HISTORY": False})
     for bad in ({"ROLLUP_INTERVAL": 1}, {"STREAM_CAP": 5}, {"BOGUS": 1}, True, {"SNAPSHOT_INTERVAL": "x"}):
         assert problems({"HISTORY": bad}), bad
-    assert settings_of(SimpleNamespace(raw={"HISTORY": False})) is None
+    assert Config({"HISTORY": False}).history is None
+    assert Config({}).history == HistorySettings(rollup_interval=60, snapshot_interval=None, stream_cap=10_000)
+    assert Config({"HISTORY": {"STREAM_CAP": 500}}).history.stream_cap == 500
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ def can_view(request: HttpRequest) -> bool:
 
 
 def read_only() -> bool:
-    return bool(get_config()["ADMIN_READ_ONLY"])
+    return bool(get_config().admin_read_only)
 
 
 def can_manage(request: HttpRequest) -> bool:
@@ -31,7 +31,7 @@ def can_manage(request: HttpRequest) -> bool:
 
 def authorize_hook(request: HttpRequest) -> bool:
     """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051)."""
-    hook = get_config()["ADMIN_AUTHORIZE"]
+    hook = get_config().admin_authorize
     if not hook:
         return True
     if isinstance(hook, str):
@@ -41,7 +41,7 @@ def authorize_hook(request: HttpRequest) -> bool:
 
 def bearer_ok(request: HttpRequest) -> bool:
     """``Authorization: Bearer <WURK["API_TOKEN"]>``, compared in constant time."""
-    token = get_config()["API_TOKEN"]
+    token = get_config().api_token
     header = request.headers.get("Authorization", "")
     if not token or not header.startswith("Bearer "):
         return False

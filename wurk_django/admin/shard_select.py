@@ -28,7 +28,7 @@ def selected(request: HttpRequest) -> str | None:
     name = session.get(SESSION_KEY)
     if not name or name == "default":
         return None
-    return name if name in (base_config().raw.get("SHARDS") or {}) else None
+    return name if name in base_config().shards else None
 
 
 def context(request: HttpRequest) -> dict[str, Any]:

@@ -9,31 +9,23 @@ from .. import keys
 from ..connection import get_redis
 from ..server.timer import TimerLoop
 from . import leader_check
-from .rollup import STREAM_CAP, rollup_queues, rollup_throughput, snapshot
+from .rollup import rollup_queues, rollup_throughput, snapshot
+from .settings import HistorySettings
 
 logger = logging.getLogger("wurk_django.worker")
-
-DEFAULTS = {"ROLLUP_INTERVAL": 60, "SNAPSHOT_INTERVAL": None, "STREAM_CAP": STREAM_CAP}
-
-
-def settings_of(config: Any) -> dict[str, Any] | None:
-    raw = config.raw.get("HISTORY", {})
-    if raw is False:
-        return None
-    return {**DEFAULTS, **(raw or {})}
 
 
 class HistoryComponent:
     """Leader-gated timers; none ticks at start (the first tick is one interval in)."""
 
-    def __init__(self, launcher: Any, options: dict[str, Any]) -> None:
+    def __init__(self, launcher: Any, options: HistorySettings) -> None:
         self.launcher = launcher
         self.options = options
         self.loops: list[TimerLoop] = []
-        rollup = options["ROLLUP_INTERVAL"]
+        rollup = options.rollup_interval
         if rollup:
             self.loops.append(TimerLoop("history-rollup", self.rollup_tick, lambda: rollup, first_wait=rollup))
-        every = options["SNAPSHOT_INTERVAL"]
+        every = options.snapshot_interval
         if every:
             self.loops.append(TimerLoop("history-snapshot", self.snapshot_tick, lambda: every, first_wait=every))
 
@@ -62,22 +54,22 @@ class HistoryComponent:
                                     ex=max(int(interval) - 1, 1)))
 
     def rollup_tick(self) -> None:
-        if not self.leads("rollup", self.options["ROLLUP_INTERVAL"]):
+        if not self.leads("rollup", self.options.rollup_interval):
             return
         redis = get_redis()
         rollup_throughput(redis)
         rollup_queues(redis)
 
     def snapshot_tick(self) -> None:
-        if not self.leads("snapshot", self.options["SNAPSHOT_INTERVAL"]):
+        if not self.leads("snapshot", self.options.snapshot_interval):
             return
         from .. import statsd
 
-        snapshot(get_redis(), cap=self.options["STREAM_CAP"], statsd_client=statsd.client())
+        snapshot(get_redis(), cap=self.options.stream_cap, statsd_client=statsd.client())
 
 
 def factory(launcher: Any) -> HistoryComponent | None:
-    options = settings_of(launcher.config)
+    options = launcher.config.history
     if options is None or launcher.embedded:
         return None
     return HistoryComponent(launcher, options)

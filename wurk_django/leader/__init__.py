@@ -7,12 +7,25 @@ docs/periodic.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import keys
-from .election import Leader, opted_out
+
+if TYPE_CHECKING:
+    from .election import Leader
 
 __all__ = ["Leader", "current", "is_leader", "leader_info", "opted_out"]
+
+
+def __getattr__(name: str) -> Any:
+    # The election runs on the worker's timer thread: it loads on first use, so a process
+    # that only reads settings (which imports leader.settings, and so this package) or
+    # pushes jobs does not load the worker engine.
+    if name in ("Leader", "opted_out"):
+        from . import election
+
+        return getattr(election, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _current: Leader | None = None
 

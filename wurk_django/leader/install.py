@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 POSITION = 10  # before every leader-gated component (periodic 20, rollups 30)
@@ -11,11 +12,10 @@ def build(launcher: Any):
     from . import set_current
     from .election import Leader
 
-    tuning = launcher.config.raw.get("LEADER") or {}
     leader = Leader(
         launcher.config,
         identity=launcher.state.identity,
-        **{name.lower(): value for name, value in tuning.items()},
+        **dataclasses.asdict(launcher.config.leader),
     )
     set_current(leader)
     return _Component(leader)

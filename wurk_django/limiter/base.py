@@ -95,21 +95,21 @@ def redis_client(config: Config | None = None) -> redis_lib.Redis:
     """The limiters' connection: ``WURK["LIMITER_REDIS"]`` if set (a dedicated pool,
     so rate-limit traffic cannot starve job fetches), else the main pool."""
     config = config or get_config()
-    spec = config.raw.get("LIMITER_REDIS")
-    if not spec:
+    spec = config.limiter_redis
+    if spec is None:
         return get_redis(config=config)
-    size = int(spec.get("POOL_SIZE") or 10)
-    key = (os.getpid(), spec.get("URL") or config.redis_url, size)
+    size = spec.pool_size
+    key = (os.getpid(), spec.url or config.redis_url, size)
     client = _dedicated.get(key)
     if client is None:
         with _dedicated_lock:
             client = _dedicated.get(key)
             if client is None:
                 target = config
-                if spec.get("URL"):
+                if spec.url:
                     # Another server: the main connection settings do not apply to it.
                     raw = {k: v for k, v in config.raw.items() if k not in ("REDIS", "REDIS_URL")}
-                    target = Config({**raw, "REDIS_URL": spec["URL"]})
+                    target = Config({**raw, "REDIS_URL": spec.url})
                 client = _dedicated[key] = get_redis("limiter", pool_size=size, config=target)
     return client
 

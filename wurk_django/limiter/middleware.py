@@ -53,7 +53,7 @@ def _listed(exc: Exception) -> bool:
 
     if not settings.configured:
         return False
-    extra = get_config().raw.get("LIMITER_ERRORS") or ()
+    extra = get_config().limiter_errors
     return bool(extra) and isinstance(exc, tuple(_load(e) for e in extra))
 
 
@@ -61,7 +61,7 @@ def _backoff(limiter: Any, config: Config) -> Callable[[Any, dict, BaseException
     own = getattr(limiter, "options", {}).get("backoff") if limiter is not None else None
     if own is not None:
         return own
-    configured = config.raw.get("LIMITER_BACKOFF")
+    configured = config.limiter_backoff
     return _load(configured) if configured else default_backoff
 
 
@@ -125,7 +125,7 @@ class LimiterMiddleware:
         raise RetrySkip() from None  # handled: acknowledge, book no failure and no retry
 
     def at_cap(self, exc: Exception, job: dict, config: Config) -> None:
-        if config.raw.get("LIMITER_CAP_ACTION") == "retry":
+        if config.limiter_cap_action == "retry":
             raise exc  # Sidekiq Enterprise's behaviour: the normal retry pipeline
         # A job still limited after this many rounds is saturating the limiter; more
         # rounds (or 25 retries on top) would only add load. Stop it, visibly.

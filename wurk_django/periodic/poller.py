@@ -44,7 +44,7 @@ class Poller:
                  redis: Any = None, first_wait: float = FIRST_WAIT, interval: float = INTERVAL) -> None:
         self.config = config
         self._leader = leader
-        self.entries = entries if entries is not None else config.raw.get("PERIODIC", [])
+        self.entries = entries if entries is not None else config.periodic
         self.clock = clock or Clock()
         self._redis = redis
         self.first_wait = first_wait

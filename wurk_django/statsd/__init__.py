@@ -34,10 +34,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
+from ..conf import get_config
 from .client import UDPClient, format_metric
+from .settings import StatsdSettings
 
 __all__ = ["UDPClient", "client", "emit", "format_metric", "job_tags", "set_client", "set_options"]
 
@@ -69,14 +71,15 @@ def set_options(fn: Callable[[str, dict, str], dict] | None) -> None:
     _options = fn
 
 
-def _setting() -> Any:
-    # The raw setting, not a validated Config: this runs for every job, and
-    # ``manage.py check`` / the worker's boot already reported a bad value.
+def _setting() -> StatsdSettings | None:
+    # The cached config's typed value: one object per settings dict, so the memo below
+    # rebuilds the client only when the setting changes.
+    if not django_settings.configured:
+        return None  # a bare script: no metrics
     try:
-        raw = settings.WURK
-    except Exception:  # settings not configured (a bare script), or no WURK: no metrics
+        return get_config().statsd
+    except Exception:  # bad settings: ``manage.py check`` and the worker's boot report them
         return None
-    return raw.get("STATSD") if isinstance(raw, dict) else None
 
 
 def client() -> Any:
@@ -108,13 +111,11 @@ def client() -> Any:
 def _build(source: Any) -> Any:
     if source is None or source is False:
         return None
-    if isinstance(source, dict):
-        custom = source.get("CLIENT")
-        if custom:
-            factory = import_string(custom) if isinstance(custom, str) else custom
-            return factory()
-        return UDPClient(source.get("HOST") or "127.0.0.1", source.get("PORT") or 8125,
-                         tags=source.get("TAGS") or (), namespace=source.get("NAMESPACE"))
+    if isinstance(source, StatsdSettings):
+        if source.client is None:
+            return UDPClient(source.host, source.port, tags=source.tags, namespace=source.namespace)
+        factory = import_string(source.client) if isinstance(source.client, str) else source.client
+        return factory()
     if isinstance(source, str):
         source = import_string(source)
     if callable(source) and not hasattr(source, "increment"):
@@ -126,7 +127,7 @@ def setting_options() -> Callable[[str, dict, str], dict] | None:
     if _options is not None:
         return _options
     source = _setting()
-    fn = source.get("OPTIONS") if isinstance(source, dict) else None
+    fn = source.options if source is not None else None
     return import_string(fn) if isinstance(fn, str) else fn
 
 

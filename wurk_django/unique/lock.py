@@ -41,7 +41,7 @@ def enabled(config: Any = None) -> bool:
         from ..conf import get_config
 
         config = get_config()
-    return bool(config["UNIQUE_JOBS"])
+    return bool(config.unique_jobs)
 
 
 def coerce_ttl(value: Any) -> int | None:

@@ -1,0 +1,353 @@
+"""The engine's own settings rows: Redis, the worker, retries, the client, logging,
+the admin and the swarm supervisor.
+
+A feature's rows live beside its code, in ``wurk_django/<feature>/settings.py``
+(see :mod:`wurk_django.conf.table`). The swarm's rows stay here: its package
+imports the whole worker engine, and every process reads this table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ConfigurationError
+from .setting import ADMIN, CLIENT, LOGGING, REDIS, RETRIES, SWARM, WORKER, Setting
+from .validators import (
+    is_callables,
+    is_int,
+    is_middleware,
+    is_number,
+    load,
+    load_all,
+    parse_queue,
+    redis_url_problem,
+)
+
+MODES = ("off", "standalone", "embedded", "swarm")
+
+TESTING_MODES = (None, "disable", "fake", "inline")
+
+#: Types of the typed reads, for ``Setting.type`` (an ``isinstance`` target).
+NUMBER = int | float
+HOOK = Callable | None
+
+
+def _swarm_topology(v: Any) -> bool:
+    if not isinstance(v, (list, tuple)) or not v:
+        return False
+    for slot in v:
+        if not isinstance(slot, dict) or set(slot) - {"count", "queues", "concurrency"}:
+            return False
+        if not is_int(slot.get("count", 1), 1) or not is_int(slot.get("concurrency", 1), 1):
+            return False
+        queues = slot.get("queues", ["default"])
+        if not isinstance(queues, (list, tuple)) or not queues:
+            return False
+        try:
+            for spec in queues:
+                parse_queue(spec)
+        except ConfigurationError:
+            return False
+    return True
+
+
+def _queues(value: Any) -> list[tuple[str, int]]:
+    return [parse_queue(q) for q in value]
+
+
+def _job_options(value: dict[str, Any]) -> dict[str, Any]:
+    return {"retry": True, "queue": "default", **value}
+
+
+def _seconds_or_off(value: Any) -> float:
+    return float(value or 0)
+
+
+def _tag(value: str | None) -> str:
+    return value if value is not None else default_tag()
+
+
+def default_tag() -> str:
+    """The name of the project directory (``BASE_DIR``), else of the working directory."""
+    from django.conf import settings
+
+    # A worker built from a Config alone (no settings module) is named after its directory.
+    base = getattr(settings, "BASE_DIR", None) if settings.configured else None
+    return os.path.basename(str(base).rstrip("/")) if base else os.path.basename(os.getcwd())
+
+
+ROWS: tuple[Setting, ...] = (
+    # -- Redis --
+    Setting("REDIS_URL", None,
+            lambda v: v is None or redis_url_problem(v) is None, "a redis://host:port/<number> URL",
+            "Redis server URL (`redis://`, `rediss://`, `unix://`). `None`: the `REDIS_URL` environment variable,"
+            " else `redis://localhost:6379/0`. Another scheme, a bad port or a database that is not a number"
+            " (`/abc`, `?db=x`) fails `manage.py check` and stops the worker with one line, the environment"
+            " variable included.", REDIS,
+            attribute=""),
+    Setting("REDIS", None,
+            lambda v: v is None or isinstance(v, dict) or redis_url_problem(v) is None,
+            "a redis://host:port/<number> URL or a dict",
+            "Richer form, wins over `REDIS_URL`: a URL string, or a dict with `URL`, `POOL_SIZE` (connections per"
+            " pool, at least: see \"Redis server and connections\" below), `OPTIONS` (keyword arguments for redis-py: TLS, ACL user/password, timeouts...), or `CACHE` "
+            "(the alias of a Redis cache in `settings.CACHES` whose server and connection options are reused, its"
+            " django-redis `SENTINELS` form included; its `KEY_PREFIX` never applies to job keys), or `SENTINELS` "
+            "(`[(host, port), ...]`) with `SERVICE` (the master name the sentinels watch) and optional "
+            "`SENTINEL_OPTIONS` (redis-py arguments for the sentinels; `OPTIONS` are for the Redis servers, `db` "
+            "included). Give one of `URL`, `CACHE` or `SENTINELS`. See docs/redis.md.", REDIS,
+            attribute=""),
+    Setting("SHARDS", {},
+            lambda v: isinstance(v, dict) and all(isinstance(k, str) and k for k in v), "a dict of name: Redis",
+            "Other Redis servers jobs can be pushed to, by name: each value a URL or a dict of the `REDIS` form. "
+            "Push to one with `wurk_django.via(\"name\")`, `Job.set(shard=\"name\")`, a job class's `shard` "
+            "attribute or `QUEUE_SHARDS`; run workers against one with `manage.py wurk --shard name`. The name "
+            "`\"default\"` always means `REDIS`. See docs/redis.md.", REDIS,
+            type=dict),
+    Setting("QUEUE_SHARDS", {},
+            lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+            "a dict of queue name: shard name",
+            "Queue name to shard name (a key of `SHARDS`): jobs pushed to that queue go to that shard unless "
+            "the push names a shard itself.", REDIS,
+            type=dict),
+    Setting("ON_REDIS_ERROR", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) called as `hook(event)` for every Redis error the write path retries, "
+            "refuses to replay or gives up on; `event` has `error`, `attempt`, `retried`, `pool` and `action` "
+            "(see docs/redis.md, Replay policy). A failing hook is logged and ignored.", REDIS,
+            parse=load, type=HOOK),
+    # -- Worker --
+    Setting("CONCURRENCY", 5,
+            lambda v: is_int(v, 1), "an integer >= 1",
+            "Job threads per worker process (integer >= 1).", WORKER,
+            type=int),
+    Setting("QUEUES", ["default"],
+            lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs",
+            'Queues to fetch from, each `"name"` or `"name,weight"` (or `[name, weight]`). No weights: strict '
+            "order, a queue is only read when all before it are empty. All weights 1: random order. Otherwise "
+            "weighted random. Names may hold letters, digits, `_ : . -`.", WORKER,
+            parse=_queues, type=list),
+    Setting("TIMEOUT", 25,
+            lambda v: is_number(v) and v > 0, "a number of seconds > 0",
+            "Shutdown grace: seconds running jobs get to finish after a stop request before they are pushed back "
+            "to their queue. Keep it below your process manager's kill timeout.", WORKER,
+            parse=float, type=float),
+    Setting("POLL_INTERVAL_AVERAGE", None,
+            lambda v: v is None or (is_number(v) and v > 0), "None or seconds > 0",
+            "Fixed average seconds between polls of the `schedule` and `retry` sets. `None`: scaled by the number"
+            " of live processes, so the cluster as a whole polls about every `AVERAGE_SCHEDULED_POLL_INTERVAL` "
+            "seconds.", WORKER,
+            type=NUMBER | None),
+    Setting("AVERAGE_SCHEDULED_POLL_INTERVAL", 5,
+            lambda v: is_number(v) and v > 0, "seconds > 0",
+            "The cluster-wide poll average used when `POLL_INTERVAL_AVERAGE` is `None`.", WORKER,
+            type=NUMBER),
+    Setting("FETCH_CLASS", None,
+            lambda v: v is None or isinstance(v, str) or callable(v), "a dotted path",
+            "Dotted path of a fetcher class replacing the built-in one. `None`: reliable fetch - each fetched job"
+            " is moved to a private per-process list until it finishes, so a crashed worker's jobs are recovered.", WORKER,
+            parse=load, type=HOOK),
+    Setting("FETCH_POLL_INTERVAL", 2,
+            lambda v: is_number(v) and v > 0, "seconds > 0",
+            "Seconds a fetcher blocks waiting on an empty queue before looking again (and noticing paused "
+            "queues).", WORKER,
+            type=NUMBER),
+    Setting("SUPER_FETCH_REAPER_INTERVAL", 60,
+            lambda v: is_number(v) and v > 0, "seconds > 0",
+            "Seconds between sweeps that bring back jobs left in the private lists of processes that died.", WORKER,
+            attribute="reaper_interval", type=NUMBER),
+    Setting("REAPER_ORPHAN_GRACE", 30,
+            lambda v: is_number(v) and v >= 0, "seconds >= 0 (0 disables)",
+            "Seconds a dead-looking process's private list must stay untouched before the reaper takes its jobs "
+            "back, so a worker that is still booting is left alone. `0` disables the grace.", WORKER,
+            type=NUMBER),
+    Setting("MODE", "off",
+            lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES),
+            'Where a worker runs besides `manage.py wurk`: `"off"` (only the command), `"standalone"`, '
+            '`"embedded"` (worker threads inside the web server process) or `"swarm"` (forked children). See '
+            "docs/worker.md and docs/embedded.md.", WORKER,
+            type=str),
+    Setting("EMBEDDED_CONCURRENCY", 2,
+            lambda v: is_int(v, 1), "an integer >= 1",
+            'Job threads each web process runs when `MODE` is `"embedded"`. See docs/embedded.md.', WORKER,
+            type=int),
+    Setting("TAG", None,
+            lambda v: v is None or isinstance(v, str), "a string",
+            "Label shown for the process in the Web UI. `None`: the name of the project directory (`BASE_DIR`).", WORKER,
+            parse=_tag, type=str),
+    Setting("LABELS", [],
+            lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "a list of strings",
+            "Extra strings shown next to the process in the Web UI.", WORKER,
+            parse=list, type=list),
+    Setting("AUTODISCOVER", ["jobs", "tasks"],
+            lambda v: isinstance(v, (list, tuple)), "a list of module names",
+            "Module names imported from every installed app when a worker starts, so job classes are registered "
+            "before the first fetch.", WORKER,
+            parse=list, type=list),
+    Setting("IMPORT_ON_MISS", None,
+            lambda v: v is None or isinstance(v, (list, tuple)), "None or a list of module prefixes",
+            "Module prefixes from which a job module may be imported when a payload names a class that is not "
+            "registered yet. `None`: the installed apps' packages. A payload never causes an import outside these"
+            " prefixes, and what it finds must be a registered job.", WORKER,
+            type=list | tuple | None),
+    Setting("MAX_JOBS", None,
+            lambda v: v is None or is_int(v, 1), "None or an integer >= 1",
+            "A worker process stops fetching after starting this many jobs, finishes them and exits with status 0"
+            " (a swarm child is replaced at once): recycles processes that leak memory. Ignored by embedded"
+            " workers. Same as `manage.py wurk --max-jobs N`.", WORKER,
+            type=int | None),
+    Setting("HEALTH_PORT", None,
+            lambda v: v is None or (is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535",
+            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
+            " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
+            " [operations.md](operations.md).", WORKER,
+            type=int | None),
+    # -- Retries and the dead set --
+    Setting("MAX_RETRIES", 25,
+            lambda v: is_int(v, 0), "an integer >= 0",
+            "How many retries `retry: True` means (about 20 days with the default back-off).", RETRIES,
+            type=int),
+    Setting("DEAD_MAX_JOBS", 10_000,
+            lambda v: is_int(v, 1), "an integer >= 1",
+            "Size cap of the dead set; older entries are trimmed when a job dies.", RETRIES,
+            type=int),
+    Setting("DEAD_TIMEOUT_IN_SECONDS", 180 * 24 * 3600,
+            lambda v: is_int(v, 1), "an integer >= 1",
+            "Age cap of the dead set (180 days).", RETRIES,
+            attribute="dead_timeout", type=int),
+    Setting("ERROR_HANDLERS", [],
+            is_callables, "a list of callables or dotted paths",
+            "Callables (or dotted paths) called as `handler(exc, context, config)` for every failed job attempt, "
+            "after the built-in logging. Use them to report to an error tracker. A failing handler is logged; the"
+            " others still run.", RETRIES,
+            parse=load_all, type=list),
+    Setting("DEATH_HANDLERS", [],
+            is_callables, "a list of callables or dotted paths",
+            "Callables (or dotted paths) called as `handler(job, exc)` whenever a job dies: retries exhausted, "
+            "discarded, `retry: False`, poison pill, invalid payload, a due job the scheduler could not push, or a "
+            "kill from the admin or the API (then `exc` is a `wurk_django.server.death.JobKilled`).", RETRIES,
+            parse=load_all, type=list),
+    Setting("BACKTRACE_CLEANER", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path",
+            "Callable (or dotted path) taking and returning the list of backtrace lines stored with `backtrace: "
+            "True` jobs, e.g. to drop framework frames.", RETRIES,
+            parse=load, type=HOOK),
+    # -- Client --
+    Setting("DEFAULT_JOB_OPTIONS", {"retry": True, "queue": "default"},
+            lambda v: isinstance(v, dict), "a dict",
+            "Options under every push; class options and `set()` override them. Also what a job pushed by name "
+            "only (a Ruby class) gets.", CLIENT,
+            parse=_job_options, type=dict),
+    Setting("ON_COMPLEX_ARGUMENTS", "raise",
+            lambda v: v in ("raise", "warn", False), '"raise", "warn" or False',
+            'What a push does with an argument that is not plain JSON: `"raise"` a `ValueError` naming it, '
+            '`"warn"` (log, then convert tuples to lists and anything else to `str`), or `False` (convert '
+            "silently). See [jobs.md](jobs.md#arguments).", CLIENT,
+            type=str | bool),
+    Setting("CLIENT_MIDDLEWARE", [],
+            is_middleware, "a list of middleware classes or dotted paths",
+            "Middleware run around every push, outermost first: classes or dotted paths, or `(class, {kwargs})` "
+            "pairs.", CLIENT,
+            parse=list, type=list),
+    Setting("SERVER_MIDDLEWARE", [],
+            is_middleware, "a list of middleware classes or dotted paths",
+            "Middleware run around every job execution (and by `perform_inline`), same forms.", CLIENT,
+            parse=list, type=list),
+    Setting("ENQUEUE_ON_COMMIT", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Push inside a database transaction only once it commits (nothing is pushed on rollback). Per call: "
+            '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
+            "deferred too (its jids are returned at once).", CLIENT,
+            type=bool),
+    Setting("MAX_ITERATION_RUNTIME", None,
+            lambda v: v is None or (is_number(v) and v > 0), "None or seconds > 0",
+            "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "
+            "re-queues itself; `None` runs until done or until the worker stops.", CLIENT,
+            type=NUMBER | None),
+    Setting("RELIABLE_PUSH", True,
+            lambda v: isinstance(v, bool), "True or False",
+            "When Redis is unreachable, keep pushed jobs in an in-memory buffer (per process) and let a "
+            "background thread deliver them, oldest first, once Redis answers; later pushes deliver the backlog "
+            "first. Jobs of a batch (`bid`) are never buffered. A push whose reply was lost may arrive twice "
+            "(docs/reliability.md). `False`: a push raises `redis.ConnectionError` at the call site instead. On by "
+            "default because a web request should not fail on a Redis blip; a script that must know at once (a "
+            "cron job whose exit status matters) sets it to `False`.", CLIENT,
+            type=bool),
+    Setting("RELIABLE_PUSH_EXIT_WAIT", 5,
+            lambda v: is_number(v) and 0 <= v <= 300, "seconds from 0 to 300",
+            "Seconds a process that exits with jobs still buffered keeps retrying Redis; every job still "
+            "undelivered then is logged by jid at ERROR (on stderr when logging is not configured), never lost "
+            "without a word.", CLIENT,
+            type=NUMBER),
+    Setting("RELIABLE_PUSH_BUFFER", 1000,
+            lambda v: is_int(v, 1), "an integer >= 1",
+            "How many jobs that buffer holds; a push that does not fit raises "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site (nothing is dropped silently).", CLIENT,
+            type=int),
+    Setting("TESTING", None,
+            lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"',
+            'For test suites: `"fake"` records pushes in memory instead of Redis, `"inline"` runs them at once, '
+            '`None`/`"disable"` pushes for real.', CLIENT,
+            type=str | None),
+    # -- Logging --
+    Setting("LOG_FORMAT", "plain",
+            lambda v: v in ("plain", "json"), '"plain" or "json"',
+            'Worker log lines as `"plain"` text or `"json"` (one object per line).', LOGGING,
+            type=str),
+    Setting("LOG_FLUSH_INTERVAL", 0.1,
+            lambda v: is_number(v) and 0 <= v <= 10, "seconds from 0 to 10 (0: write each line at once)",
+            "Seconds INFO lines wait to be written together by the worker's log writer (0 to 10; `0` writes each "
+            "line at once). WARNING and above are always written at once. See docs/worker.md, Logging.", LOGGING,
+            parse=float, type=float),
+    Setting("VERBOSE", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Debug-level worker logging.", LOGGING,
+            type=bool),
+    Setting("ENVIRONMENT", None,
+            lambda v: v is None or isinstance(v, str), "a string",
+            'Environment name (`"development"`, `"production"`...); in development failed jobs log their full '
+            "traceback.", LOGGING,
+            type=str | None),
+    Setting("LOGGED_JOB_ATTRIBUTES", ["bid", "tags"],
+            lambda v: isinstance(v, (list, tuple)), "a list of payload keys",
+            "Payload keys added to the log context of each job's lines.", LOGGING,
+            parse=list, type=list),
+    Setting("SKIP_DEFAULT_JOB_LOGGING", False,
+            lambda v: isinstance(v, bool), "True or False",
+            'Drop the built-in "start"/"done"/"fail" line per job (your middleware logs instead).', LOGGING,
+            type=bool),
+    # -- Admin dashboard --
+    Setting("ADMIN_READ_ONLY", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "The dashboard in the Django admin shows data only: no buttons, every POST refused.", ADMIN,
+            type=bool),
+    Setting("ADMIN_AUTHORIZE", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) `(request, method, path) -> bool` asked last for every dashboard request, "
+            "on top of the admin permissions; `False` refuses.", ADMIN,
+            type=HOOK | str),
+    Setting("API_TOKEN", None,
+            lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters",
+            "Bearer token (16 characters or more) for the stats JSON and Prometheus endpoints; `None` leaves them"
+            " to logged-in staff only.", ADMIN,
+            type=str | None),
+    # -- Swarm --
+    Setting("SWARM", None,
+            lambda v: v is None or _swarm_topology(v), "None or a list of {count, queues, concurrency} dicts",
+            'Topology for `manage.py wurk` as a swarm: a list of `{"count": n, "queues": [...], "concurrency": '
+            "c}` slots, each forked `count` times with those queues and threads. Setting it makes `manage.py "
+            "wurk` supervise a swarm (`--processes 0` runs one process instead). See [swarm.md](swarm.md).", SWARM,
+            type=list | tuple | None),
+    Setting("MEMORY_LIMIT_MB", None,
+            lambda v: v is None or (is_number(v) and v >= 0), "None or megabytes >= 0 (0 disables)",
+            "RSS cap per swarm child in MB; a child at or over it is replaced gracefully (new child first, then "
+            "the old one drains). `None`: the `WURK_MAXMEM_MB` (or `SIDEKIQ_MAXMEM_MB`) environment variable; `0`"
+            " disables. Linux only.", SWARM,
+            type=NUMBER | None),
+    Setting("SWARM_HEARTBEAT_TIMEOUT", 60,
+            lambda v: v is False or (is_number(v) and (v == 0 or v >= 20)), "seconds >= 20, or 0/False to disable",
+            "Seconds a swarm child's heartbeat may stand still before the supervisor replaces it (at least 20); "
+            "`0` or `False` disables.", SWARM,
+            parse=_seconds_or_off, type=float),
+)
