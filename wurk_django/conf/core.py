@@ -307,7 +307,7 @@ ROWS: tuple[Setting, ...] = (
     Setting("ENVIRONMENT", None,
             lambda v: v is None or isinstance(v, str), "a string",
             'Environment name (`"development"`, `"production"`...); in development failed jobs log their full '
-            "traceback.", LOGGING,
+            "traceback. `None`: development exactly when Django's `DEBUG` is true.", LOGGING,
             type=str | None),
     Setting("LOGGED_JOB_ATTRIBUTES", ["bid", "tags"],
             lambda v: isinstance(v, (list, tuple)), "a list of payload keys",

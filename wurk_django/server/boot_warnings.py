@@ -36,7 +36,7 @@ def unserved_queues(config: Any) -> dict[str, list[str]]:
         seen.add(job_class)
         queue = job_class.get_options().get("queue") or default_queue
         users[queue].append(name)
-    for entry in config.raw.get("PERIODIC") or ():
+    for entry in config.periodic or ():
         queue = _periodic_queue(entry, default_queue)
         if queue:
             users[queue].append(f"periodic {entry.get('job')}")
