@@ -25,6 +25,7 @@ from django.test import override_settings
 from wurk_django import conf, connection, redis_client, wire
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
+DOCS = PACKAGE.parent / "docs" / "redis.md"
 
 
 @pytest.fixture
@@ -316,6 +317,25 @@ def test_a_broken_assumption_means_redis_pys_own_calls_and_the_same_results(
     assert redis.__version__ in wire.why_not()
     warnings = [r for r in caplog.records if "fast path" in r.getMessage()]
     assert [r.levelname for r in warnings] == ["WARNING"]
+    if breaking is _renamed_socket:  # the line docs/redis.md shows
+        assert warnings[0].getMessage() == _docs_section()[1].replace("9.0.0", redis.__version__)
+
+
+def _docs_section() -> tuple[str, str]:
+    """docs/redis.md's "The socket fast path": its python block and its example log line."""
+    text = DOCS.read_text().split("## The socket fast path", 1)[1].split("\n## ", 1)[0]
+    python = text.split("```python\n", 1)[1].split("```", 1)[0]
+    [line] = [x.strip() for x in text.splitlines() if x.startswith("    Redis fast path off")]
+    return python, line
+
+
+def test_the_settings_block_in_the_docs_switches_it_off(decided_again, monkeypatch):
+    namespace: dict = {}
+    exec(_docs_section()[0], namespace)
+    assert conf.problems(namespace["WURK"]) == []
+    monkeypatch.delenv(wire.ENV_SWITCH, raising=False)
+    with override_settings(WURK=namespace["WURK"]):
+        assert not wire.enabled()
 
 
 # -- the rule: redis-py's private parts are reached from wire.py only --------------------------
@@ -354,3 +374,21 @@ def test_only_wire_py_reaches_into_redis_py_internals():
                for hit in _reaches(path)]
     assert reaches == []
     assert _reaches(PACKAGE / "wire.py")  # the scan does see them where they are
+
+
+# -- a worker process, end to end --------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("switch", ["0", "1"])
+def test_a_worker_runs_jobs_either_way_and_says_when_the_fast_path_is_off(redis_db, worker_factory, switch):
+    from tests.jobsapp.jobs import RecordJob
+    from tests.support import wait_for
+
+    for i in range(20):
+        RecordJob.perform_async(i)
+    worker = worker_factory("-c", "4", env={wire.ENV_SWITCH: switch})
+    wait_for(lambda: redis_db.llen("test:ran") == 20, message="20 jobs")
+    assert sorted(int(v) for v in redis_db.lrange("test:ran", 0, -1)) == list(range(20))
+    assert worker.stop() == 0
+    said = "Redis fast path switched off (WURK_FAST_PATH=0)" in worker.output()
+    assert said is (switch == "0")

@@ -24,7 +24,9 @@ before the command is written and dialled again. A connection that breaks
 after the command was written, or that was closed within a second of its
 last use (by ``CLIENT KILL``, say), raises ``ConnectionError``: the command
 may have run, and a replay could count an ``INCR`` twice. redis-py's own
-default is to replay; set up your own client if that is what you want.
+default is to replay; set up your own client if that is what you want. With
+the fast path off, redis-py's pool checks every connection it hands out, so a
+connection closed just after its last use is found before writing too.
 """
 
 from __future__ import annotations
