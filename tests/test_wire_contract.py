@@ -72,11 +72,11 @@ def test_a_connection_keeps_its_socket_and_parser_where_the_fast_path_looks(plai
     assert type(conn._parser.parse_error("WRONGTYPE Operation against a key")) is redis.ResponseError
     assert str(conn.protocol) == "2" and conn.encoder.decode_responses is False
     conn.disconnect()
-    assert conn._sock is None  # what connect_if_closed() and maybe_connected() read
+    assert conn._sock is None  # what ready() and maybe_connected() read
 
 
 def test_redis_py_connect_returns_at_once_on_a_connected_socket(plain_conn):
-    """The fallback of connect_if_closed() calls connect() on every batch."""
+    """The fallback of ready() calls connect() on every batch."""
     conn = plain_conn()
     conn.connect()
     sock = conn._sock

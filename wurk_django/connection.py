@@ -315,11 +315,11 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     # Connect first and on its own: a failure here provably sent nothing, which
     # is what allows the write path to try again (wurk_django.redis_errors).
     try:
-        wire.connect_if_closed(conn)
+        fast = wire.ready(conn)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         conn.disconnect()
         raise NotSent(f"could not connect to Redis: {exc}") from exc
-    if wire.usable(conn):
+    if fast:
         replies = wire.exchange(conn, commands, hold_gil)
         _close_if_demoted(conn, replies)
         if raise_errors:

@@ -231,16 +231,19 @@ def usable(conn: Any) -> bool:
         and hasattr(conn, "connect")
 
 
-def connect_if_closed(conn: Any) -> None:
-    """Connect ``conn`` unless it already is; raises what ``connect()`` raises, before
-    anything of a command was sent."""
-    if _active is None:
-        _decide()
+def ready(conn: Any) -> bool:
+    """Connect ``conn`` unless it already is, then say whether :func:`exchange` may run
+    on it (:func:`usable`). Raises what ``connect()`` raises, before anything of a
+    command was sent. One call for the per-job path, where every call counts."""
     if _active:
         if getattr(conn, "_sock", True) is None:
             conn.connect()
-    else:
-        conn.connect()  # redis-py's connect() returns at once on a connected socket
+        return str(getattr(conn, "protocol", 2) or 2) == "2" and hasattr(conn, "_sock") and hasattr(conn, "connect")
+    if _active is None:
+        _decide()
+        return ready(conn)
+    conn.connect()  # redis-py's connect() returns at once on a connected socket
+    return False
 
 
 def maybe_connected(conn: Any) -> bool:
