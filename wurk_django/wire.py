@@ -12,7 +12,8 @@ It needs things redis-py does not promise: that a connection keeps its socket in
 ``_sock`` and its reply parser in ``_parser`` (whose ``parse_error`` makes redis-py's
 exception classes), that hiredis packs a command into the bytes redis-py would
 send, the option names of ``Redis.parse_response``, and libc's ``send`` through
-ctypes. Every such reach in the package is in this file, so a redis-py release
+ctypes (where that cannot be had, small writes take ``sendall`` like the rest).
+Every such reach in the package is in this file, so a redis-py release
 that moves one of them breaks this file and nothing else. :func:`enabled` checks
 those assumptions once, at first use; when one does not hold it says why in one
 WARNING line and the whole process takes redis-py's public calls instead
@@ -198,7 +199,10 @@ def _decide() -> None:
         if _active is not None:
             return
         on, switch = switched_on()
-        problem = None if not on else assumption_problem()
+        try:
+            problem = None if not on else assumption_problem()
+        except Exception as exc:  # a check that cannot even run is a failed check, never a crash
+            problem = f"checking the fast path's assumptions failed: {exc!r}"
         if not on:
             _reason = f"switched off ({switch})"
             logger.info("Redis fast path %s: every command goes through redis-py's own calls", _reason)
