@@ -321,6 +321,18 @@ def test_a_broken_assumption_means_redis_pys_own_calls_and_the_same_results(
         assert warnings[0].getMessage() == _docs_section()[1].replace("9.0.0", redis.__version__)
 
 
+def test_a_check_that_cannot_run_turns_it_off_instead_of_raising(decided_again, monkeypatch, caplog):
+    def broken() -> None:
+        raise TypeError("vars() argument must have __dict__ attribute")
+
+    monkeypatch.delenv(wire.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(wire, "assumption_problem", broken)
+    with caplog.at_level(logging.WARNING, logger="wurk_django.redis"):
+        assert not wire.enabled()
+    assert "checking the fast path's assumptions failed: TypeError" in wire.why_not()
+    assert [r.levelname for r in caplog.records if "fast path" in r.getMessage()] == ["WARNING"]
+
+
 def _docs_section() -> tuple[str, str]:
     """docs/redis.md's "The socket fast path": its python block and its example log line."""
     text = DOCS.read_text().split("## The socket fast path", 1)[1].split("\n## ", 1)[0]
