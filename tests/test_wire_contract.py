@@ -22,10 +22,13 @@ import redis.connection
 from django.conf import settings
 from django.test import override_settings
 
+from tests import test_wire
 from wurk_django import conf, connection, redis_client, wire
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
 DOCS = PACKAGE.parent / "docs" / "redis.md"
+#: The fixture of tests/test_wire.py: connections from a private RESP2 pool, closed afterwards.
+make_conn = test_wire.make_conn
 
 
 @pytest.fixture
@@ -38,31 +41,14 @@ def decided_again():
     connection.reset()  # clients built meanwhile (AppRedis reads the decision once) go too
 
 
-@pytest.fixture
-def plain_conn(redis_db):
-    """A connected redis-py connection from a private RESP2 pool on the test database."""
-    made: list[tuple[redis.Redis, object]] = []
-
-    def make(**options):
-        client = redis.Redis.from_url(settings.WURK_TEST_REDIS_URL, **{"protocol": 2, **options})
-        conn = client.connection_pool.get_connection()
-        made.append((client, conn))
-        return conn
-
-    yield make
-    for client, conn in made:
-        client.connection_pool.release(conn)
-        client.close()
-
-
 # -- the assumptions, on this redis-py ---------------------------------------------------------
 
 def test_every_assumption_holds_on_this_redis_py():
     assert wire.assumption_problem() is None, f"redis-py {redis.__version__}"
 
 
-def test_a_connection_keeps_its_socket_and_parser_where_the_fast_path_looks(plain_conn):
-    conn = plain_conn()
+def test_a_connection_keeps_its_socket_and_parser_where_the_fast_path_looks(make_conn):
+    conn = make_conn()
     conn.connect()
     assert isinstance(conn._sock, (socket.socket, ssl.SSLSocket))
     for name in ("sendall", "recv_into", "fileno", "gettimeout", "settimeout", "setsockopt"):
@@ -75,9 +61,9 @@ def test_a_connection_keeps_its_socket_and_parser_where_the_fast_path_looks(plai
     assert conn._sock is None  # what ready() and maybe_connected() read
 
 
-def test_redis_py_connect_returns_at_once_on_a_connected_socket(plain_conn):
+def test_redis_py_connect_returns_at_once_on_a_connected_socket(make_conn):
     """The fallback of ready() calls connect() on every batch."""
-    conn = plain_conn()
+    conn = make_conn()
     conn.connect()
     sock = conn._sock
     conn.connect()
@@ -97,8 +83,8 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: str(c[0]) + str(len(c)))
-def test_hiredis_packs_the_bytes_redis_py_packs(command, plain_conn):
-    conn = plain_conn()
+def test_hiredis_packs_the_bytes_redis_py_packs(command, make_conn):
+    conn = make_conn()
     ours = hiredis.pack_command(command)
     assert ours == b"".join(conn.pack_command(*command))  # redis-py's path, whatever packer it picked
     if hasattr(redis.connection, "PythonRespSerializer"):  # and its pure-Python packer, the reference
@@ -153,9 +139,9 @@ def _through_redis_py(conn, commands: list[tuple]) -> list:
 
 
 @pytest.mark.parametrize("decode", [False, True], ids=["bytes", "decoded"])
-def test_reading_through_the_fast_path_equals_reading_through_redis_py(redis_db, plain_conn, decode):
-    theirs_conn = plain_conn(decode_responses=decode)
-    ours_conn = plain_conn(decode_responses=decode)
+def test_reading_through_the_fast_path_equals_reading_through_redis_py(redis_db, make_conn, decode):
+    theirs_conn = make_conn(decode_responses=decode)
+    ours_conn = make_conn(decode_responses=decode)
     theirs = _comparable(_through_redis_py(theirs_conn, READ_BATCH))
     redis_db.flushdb()
     ours = _comparable(wire.exchange(ours_conn, READ_BATCH))
@@ -168,8 +154,8 @@ def test_reading_through_the_fast_path_equals_reading_through_redis_py(redis_db,
     assert len(theirs[18]) == 200_000
 
 
-def test_redis_py_and_the_fast_path_can_take_turns_on_one_connection(plain_conn):
-    conn = plain_conn()
+def test_redis_py_and_the_fast_path_can_take_turns_on_one_connection(make_conn):
+    conn = make_conn()
     assert wire.exchange(conn, [("SET", "k", "1")]) == [b"OK"]
     assert _through_redis_py(conn, [("INCR", "k"), ("GET", "k")]) == [2, b"2"]
     assert wire.exchange(conn, [("INCR", "k"), ("GET", "k")]) == [3, b"3"]
