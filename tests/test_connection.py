@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.support import wait_for
-from wurk_django import connection
+from wurk_django import connection, wire
 from wurk_django.connection import IDLE_PER_POOL, get_redis, send_commands
 
 
@@ -36,7 +36,7 @@ def test_stray_bytes_on_an_idle_connection_mean_a_fresh_socket(redis_db):
     send_commands(client, [("PING",)])
     [conn] = connection._idle_stacks[client.connection_pool]
     conn.send_command("PING")  # a reply nobody reads: the stream is out of step
-    wait_for(lambda: connection._stale(conn), message="the stray PONG to arrive")
+    wait_for(lambda: wire.stale(conn), message="the stray PONG to arrive")
     assert send_commands(client, [("ECHO", "mine")]) == [b"mine"]
 
 

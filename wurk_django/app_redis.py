@@ -13,8 +13,10 @@ hiredis and written on an idle connection kept out of the pool, the path the
 worker's own fetch takes (``wire.py``): ten threads ran 2.5 times as many
 ``INCR``s a second this way (``bench/ceiling.py``). Anything else (a ``bool``
 or ``None`` argument, which redis-py refuses with its own message;
-``NEVER_DECODE``; a connection speaking RESP3) goes through redis-py
-unchanged, so callers cannot tell the two paths apart except by speed.
+``NEVER_DECODE``; a connection speaking RESP3; a process where the fast path
+is switched off or does not fit the installed redis-py, see ``wire.py``) goes
+through redis-py unchanged, so callers cannot tell the two paths apart except
+by speed.
 
 A command is never sent twice. A connection that Redis closed while it was
 idle for a second or more (a restart, the server's ``timeout``) is found
@@ -22,7 +24,9 @@ before the command is written and dialled again. A connection that breaks
 after the command was written, or that was closed within a second of its
 last use (by ``CLIENT KILL``, say), raises ``ConnectionError``: the command
 may have run, and a replay could count an ``INCR`` twice. redis-py's own
-default is to replay; set up your own client if that is what you want.
+default is to replay; set up your own client if that is what you want. With
+the fast path off, redis-py's pool checks every connection it hands out, so a
+connection closed just after its last use is found before writing too.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 
+from . import wire
 from .conf import Config, get_config
 from .connection import app_pool, cached_client, send_commands
 
@@ -49,13 +53,13 @@ class AppRedis(redis.Redis):
         super().__init__(*args, **kwargs)
         encoding = str(self.connection_pool.connection_kwargs.get("encoding", "utf-8")).lower()
         # hiredis writes str arguments as UTF-8; any other encoding stays with redis-py.
-        self._fast = encoding.replace("-", "") == "utf8"
+        self._fast = encoding.replace("-", "") == "utf8" and wire.enabled()
         # Idle connections kept out of the pool for single commands: at most half of
         # it, so pipelines and pub/sub, which check out from the pool, always find one.
         self._keep = max(self.connection_pool.max_connections // 2, 1)
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        if not self._fast or NEVER_DECODE in options or self.connection is not None:
+        if not self._fast or wire.skips_decoding(options) or self.connection is not None:
             return super().execute_command(*args, **options)
         for arg in args:
             if type(arg) not in _PLAIN:  # bool, None, str subclasses...: redis-py's encoder decides
@@ -64,14 +68,7 @@ class AppRedis(redis.Redis):
         if type(name) is str and " " in name:  # "CONFIG GET", "CLIENT LIST": sent as separate words
             args = (*name.split(), *args[1:])
         reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK, hold_gil=True)[0]
-        if isinstance(reply, redis.ResponseError):
-            if EMPTY_RESPONSE in options:
-                return options[EMPTY_RESPONSE]
-            raise reply
-        options.pop(EMPTY_RESPONSE, None)
-        options.pop("keys", None)
-        callback = self.response_callbacks.get(name)
-        return callback(reply, **options) if callback is not None else reply
+        return wire.finish_reply(self, name, reply, options)
 
 
 def redis_client(*, decode_responses: bool = False, config: Config | None = None) -> AppRedis:

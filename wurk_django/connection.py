@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import threading
 import weakref
 from collections.abc import Callable
@@ -281,7 +280,7 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise NotSent(f"could not connect to Redis: {exc}") from exc
     elif (not check_idle_after or monotonic() - conn.__dict__.get("_wurk_used", 0.0) >= check_idle_after) \
-            and _stale(conn):
+            and wire.stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
         return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil)
@@ -294,22 +293,6 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             stack.append(conn)
         else:
             pool.release(conn)
-
-
-def _stale(conn: Any) -> bool:
-    """True when an idle connection is closed or has bytes nobody asked for."""
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return False  # not connected: it connects on its next use
-    pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted, invisible to poll
-    if pending is not None and pending():
-        return True
-    try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    except (OSError, ValueError):
-        return True
 
 
 def _forget_idle_stacks() -> None:
@@ -329,15 +312,14 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     next use).
     """
     sentinel.follow_primary(conn)
-    if getattr(conn, "_sock", True) is None:
-        # Connect first and on its own: a failure here provably sent nothing, which
-        # is what allows the write path to try again (wurk_django.redis_errors).
-        try:
-            conn.connect()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            conn.disconnect()
-            raise NotSent(f"could not connect to Redis: {exc}") from exc
-    if wire.usable(conn):
+    # Connect first and on its own: a failure here provably sent nothing, which
+    # is what allows the write path to try again (wurk_django.redis_errors).
+    try:
+        fast = wire.ready(conn)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()
+        raise NotSent(f"could not connect to Redis: {exc}") from exc
+    if fast:
         replies = wire.exchange(conn, commands, hold_gil)
         _close_if_demoted(conn, replies)
         if raise_errors:

@@ -26,6 +26,7 @@ from typing import Any
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
+from . import wire
 from .redis_target import RedisTarget
 
 logger = logging.getLogger("wurk_django.redis")
@@ -60,7 +61,7 @@ def follow_primary(conn: Any) -> None:
     last heard of; it dials the primary on its next command. Free for other
     connection classes."""
     proxy = getattr(conn, "connection_pool", None)
-    if proxy is None or conn._sock is None:
+    if proxy is None or not wire.maybe_connected(conn):
         return
     primary = getattr(proxy, "master_address", None)
     if primary is not None and proxy.is_master and (conn.host, conn.port) != primary:

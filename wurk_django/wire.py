@@ -1,51 +1,75 @@
-"""Command batches written and read straight on a redis-py connection's socket (RUN-706).
+"""The socket fast path, and the one module that reaches into redis-py's internals.
 
-The fetch + ACK batch runs once per job, and a push once per enqueue. Going
-through ``Connection.send_packed_command`` and ``read_response`` costs about
-45 us of Python per batch (host strings for error messages, health-check and
-observability hooks, a parser call per reply); packing with ``hiredis`` and
-parsing with a ``hiredis.Reader`` kept beside the socket costs about 7 us for
-the same bytes on the wire (bench/micro.py).
+The fetch + ACK batch runs once per job, a push once per enqueue, and job code's
+``redis_client()`` once per command. Going through ``Connection.send_packed_command``
+and ``read_response`` costs about 45 us of Python per batch (host strings for error
+messages, health-check and observability hooks, a parser call per reply); packing
+with ``hiredis`` and parsing with a ``hiredis.Reader`` kept beside the socket costs
+about 7 us for the same bytes on the wire (bench/micro.py). That speed is the
+reason this module exists (RUN-706).
 
-redis-py still owns the connection: it connects (AUTH, SELECT, TLS), and it
-is what a failed batch disconnects. This module only talks on the socket
-between those points, and only where that is the plain RESP2 stream it
-expects: with hiredis missing, under RESP3 (push messages would interleave),
-or on a connection class without a socket, :func:`usable` says no and the
-caller takes redis-py's own path. TCP, TLS (``rediss://``: the socket is an
-``ssl.SSLSocket``, whose ``sendall``/``recv_into`` carry plaintext) and Unix
-sockets all qualify; tests/test_wire_transports.py runs each against its own
-redis-server. So do Sentinel-managed connections: redis-py's
-``SentinelManagedConnection.connect`` (called here when the socket is closed)
-asks the sentinels for the primary, and a ``READONLY`` reply, which this path
-returns instead of letting redis-py's Sentinel connection turn it into a
-disconnect, makes the caller close the connection (``connection.send_on``).
+It needs things redis-py does not promise: that a connection keeps its socket in
+``_sock`` and its reply parser in ``_parser`` (whose ``parse_error`` makes redis-py's
+exception classes), that hiredis packs a command into the bytes redis-py would
+send, the option names of ``Redis.parse_response``, and libc's ``send`` through
+ctypes (where that cannot be had, small writes take ``sendall`` like the rest).
+Every such reach in the package is in this file, so a redis-py release
+that moves one of them breaks this file and nothing else. :func:`enabled` checks
+those assumptions once, at first use; when one does not hold it says why in one
+WARNING line and the whole process takes redis-py's public calls instead
+(``send_packed_command`` / ``read_response``, ``connect``, ``can_read``): slower,
+same results. ``WURK["FAST_PATH"] = False`` or the environment variable
+``WURK_FAST_PATH=0`` switches the fast path off on purpose (one INFO line); the
+test suite runs once that way (.ci/run).
 
-Error replies are turned into redis-py's exception classes by the
-connection's own parser (``ReadOnlyError``, ``NoScriptError``...), so callers
-cannot tell the two paths apart.
+redis-py still owns the connection: it connects (AUTH, SELECT, TLS), and it is
+what a failed batch disconnects. :func:`exchange` only talks on the socket between
+those points, and only where that is the plain RESP2 stream it expects: under
+RESP3 (push messages would interleave) or on a connection class without a
+socket, :func:`usable` says no and the caller takes redis-py's own path. TCP, TLS
+(``rediss://``: the socket is an ``ssl.SSLSocket``, whose ``sendall``/``recv_into``
+carry plaintext) and Unix sockets all qualify; tests/test_wire_transports.py runs
+each against its own redis-server. So do Sentinel-managed connections: redis-py's
+``SentinelManagedConnection.connect`` (called here when the socket is closed) asks
+the sentinels for the primary, and a ``READONLY`` reply, which this path returns
+instead of letting redis-py's Sentinel connection turn it into a disconnect, makes
+the caller close the connection (``connection.send_on``).
+
+Error replies are turned into redis-py's exception classes by the connection's own
+parser (``ReadOnlyError``, ``NoScriptError``...), so callers cannot tell the two
+paths apart.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
+import os
+import select
 import socket
 import struct
 import sys
+import threading
 from typing import Any
 
 import redis
+import redis.client
+import redis.connection
 
 try:
     import hiredis
 except ImportError:  # redis[hiredis] is a dependency, but a stripped install must still work
     hiredis = None
 
+logger = logging.getLogger("wurk_django.redis")
+
 _BUFFER = 65536
 #: The largest command batch :func:`exchange` sends without letting go of the GIL
 #: (``hold_gil=True``); a bigger one takes the usual ``sendall``.
 HOLD_GIL_MAX = 16384
-
+#: The environment variable that switches the fast path off ("0", "false", "no", "off")
+#: or on; it wins over ``WURK["FAST_PATH"]``.
+ENV_SWITCH = "WURK_FAST_PATH"
 
 # Linux's struct timeval is two longs; elsewhere the socket keeps Python's own timeout.
 _KERNEL_TIMEOUTS = sys.platform.startswith("linux")
@@ -72,6 +96,215 @@ _send = _send_holding_gil()
 _SEND_FLAGS = getattr(socket, "MSG_DONTWAIT", 0) | getattr(socket, "MSG_NOSIGNAL", 0)
 
 
+# -- the decision, made once per process -------------------------------------------------------
+
+_decision_lock = threading.Lock()
+#: None until decided; then whether the fast path runs in this process.
+_active: bool | None = None
+#: Why it does not (None while it does, or before the decision).
+_reason: str | None = None
+#: redis.client's option names for parse_response (app_redis), found by the check.
+NEVER_DECODE: str = "NEVER_DECODE"
+EMPTY_RESPONSE: str = "EMPTY_RESPONSE"
+
+
+def switched_on() -> tuple[bool, str]:
+    """Whether the switch allows the fast path, and which switch said so: the
+    environment variable when it is set, else ``WURK["FAST_PATH"]`` (default on)."""
+    value = os.environ.get(ENV_SWITCH, "").strip()
+    if value:
+        return value.lower() not in ("0", "false", "no", "off"), f"{ENV_SWITCH}={value}"
+    try:
+        from django.conf import settings
+
+        wurk = (getattr(settings, "WURK", None) or {}) if settings.configured else {}
+        on = wurk.get("FAST_PATH", True) if isinstance(wurk, dict) else True
+    except Exception:  # no Django settings (a script driving a Config by hand): the default
+        on = True
+    return on is not False, 'WURK["FAST_PATH"]'
+
+
+def assumption_problem() -> str | None:
+    """What this module assumes of redis-py and hiredis that no longer holds, in
+    words, or None when everything does. Builds a connection object (it never
+    connects) and compares; tests/test_wire_contract.py runs it on every redis-py
+    version CI installs."""
+    if hiredis is None:
+        return "hiredis is not installed"
+    for name in ("pack_command", "Reader"):
+        if not hasattr(hiredis, name):
+            return f"hiredis has no {name}"
+    for name in ("NEVER_DECODE", "EMPTY_RESPONSE"):
+        if not isinstance(getattr(redis.client, name, None), str):
+            return f"redis.client has no {name} option name"
+    try:
+        conn = redis.connection.Connection(protocol=2)
+    except Exception as exc:  # whatever it is, redis-py changed shape: say so and take its own path
+        return f"redis.connection.Connection(protocol=2) failed: {exc!r}"
+    if "_sock" not in vars(conn) or conn._sock is not None:
+        return "a new redis-py connection has no _sock attribute set to None"
+    for name in ("connect", "disconnect", "encoder", "protocol"):
+        if not hasattr(conn, name):
+            return f"a redis-py connection has no {name}"
+    encoder = conn.encoder
+    for name in ("decode_responses", "encoding", "encoding_errors"):
+        if not hasattr(encoder, name):
+            return f"a redis-py encoder has no {name}"
+    parse_error = getattr(getattr(conn, "_parser", None), "parse_error", None)
+    if not callable(parse_error):
+        return "a redis-py connection has no _parser.parse_error"
+    try:
+        error = parse_error("NOSCRIPT No matching script")
+    except Exception as exc:  # a parser that cannot make an error cannot be lent to hiredis
+        return f"_parser.parse_error failed: {exc!r}"
+    if not isinstance(error, redis.exceptions.NoScriptError):
+        return f"_parser.parse_error made {type(error).__name__}, not NoScriptError"
+    sample = ("SET", "k\u00e9y", b"v\x00\r\n", 3, -7, 1.5, 1000000000000000.5, "")
+    try:
+        ours = hiredis.pack_command(sample)
+        theirs = _reference_pack(conn, sample)
+    except Exception as exc:  # a packer that refuses plain values is not one to rely on
+        return f"packing a command failed: {exc!r}"
+    if ours != theirs:
+        return f"hiredis packs {ours!r} where redis-py packs {theirs!r}"
+    return None
+
+
+def _reference_pack(conn: Any, command: tuple[Any, ...]) -> bytes:
+    """``command`` as redis-py's pure-Python packer writes it (redis-py itself uses
+    hiredis's packer when it can, so comparing with that would prove nothing)."""
+    serializer = getattr(redis.connection, "PythonRespSerializer", None)
+    if serializer is not None:
+        return b"".join(serializer(6000, conn.encoder.encode).pack(*command))
+    return b"".join(conn.pack_command(*command))
+
+
+def enabled() -> bool:
+    """True when this process uses the fast path: the switch allows it and every
+    assumption holds. Decided at the first call, logged once when the answer is no."""
+    if _active is None:
+        _decide()
+    return bool(_active)
+
+
+def why_not() -> str | None:
+    """Why the fast path is off in this process (after :func:`enabled`), or None."""
+    enabled()
+    return _reason
+
+
+def _decide() -> None:
+    global _active, _reason, NEVER_DECODE, EMPTY_RESPONSE
+    with _decision_lock:
+        if _active is not None:
+            return
+        on, switch = switched_on()
+        try:
+            problem = None if not on else assumption_problem()
+        except Exception as exc:  # a check that cannot even run is a failed check, never a crash
+            problem = f"checking the fast path's assumptions failed: {exc!r}"
+        if not on:
+            _reason = f"switched off ({switch})"
+            logger.info("Redis fast path %s: every command goes through redis-py's own calls", _reason)
+        elif problem is not None:
+            _reason = f"redis-py {redis.__version__}: {problem}"
+            logger.warning("Redis fast path off, %s; every command goes through redis-py's own calls "
+                           "(same results, slower; docs/redis.md, The socket fast path)", _reason)
+        else:
+            NEVER_DECODE, EMPTY_RESPONSE = redis.client.NEVER_DECODE, redis.client.EMPTY_RESPONSE
+            _reason = None
+        _active = on and problem is None
+
+
+def reset() -> None:
+    """Forget the decision: the next :func:`enabled` checks again (tests, after
+    changing the switch)."""
+    global _active, _reason
+    with _decision_lock:
+        _active, _reason = None, None
+
+
+# -- per connection ----------------------------------------------------------------------------
+
+def usable(conn: Any) -> bool:
+    """True when :func:`exchange` may run on ``conn``: the fast path is on in this
+    process and ``conn`` is a connected-or-connectable RESP2 socket connection."""
+    if _active is None:
+        _decide()
+    return bool(_active) and str(getattr(conn, "protocol", 2) or 2) == "2" and hasattr(conn, "_sock") \
+        and hasattr(conn, "connect")
+
+
+def ready(conn: Any) -> bool:
+    """Connect ``conn`` unless it already is, then say whether :func:`exchange` may run
+    on it (:func:`usable`). Raises what ``connect()`` raises, before anything of a
+    command was sent. One call for the per-job path, where every call counts."""
+    if _active:
+        if getattr(conn, "_sock", True) is None:
+            conn.connect()
+        return str(getattr(conn, "protocol", 2) or 2) == "2" and hasattr(conn, "_sock") and hasattr(conn, "connect")
+    if _active is None:
+        _decide()
+        return ready(conn)
+    conn.connect()  # redis-py's connect() returns at once on a connected socket
+    return False
+
+
+def maybe_connected(conn: Any) -> bool:
+    """False when ``conn`` is known not to hold a socket (it dials on its next
+    command); True when it does or when that cannot be told."""
+    if _active is None:
+        _decide()
+    if _active:
+        return getattr(conn, "_sock", None) is not None
+    return getattr(conn, "is_connected", True) is not False  # a property from redis-py 6 on
+
+
+def stale(conn: Any) -> bool:
+    """True when an idle connection was closed by the server or holds bytes nobody
+    asked for (what redis-py checks when a pool hands a connection out)."""
+    if _active is None:
+        _decide()
+    if not _active:
+        try:
+            return bool(conn.can_read(timeout=0))
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return True
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False  # not connected: it connects on its next use
+    pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted, invisible to poll
+    if pending is not None and pending():
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def skips_decoding(options: dict[str, Any]) -> bool:
+    """True when a command's options ask redis-py not to decode its reply."""
+    return NEVER_DECODE in options
+
+
+def finish_reply(client: Any, name: Any, reply: Any, options: dict[str, Any]) -> Any:
+    """A raw reply read by :func:`exchange` for one command of ``client``, made into
+    what ``Redis.parse_response`` returns: its error raised (or the command's
+    empty-response value), then the command's response callback applied."""
+    if isinstance(reply, redis.ResponseError):
+        if EMPTY_RESPONSE in options:
+            return options[EMPTY_RESPONSE]
+        raise reply
+    options.pop(EMPTY_RESPONSE, None)
+    options.pop("keys", None)  # redis-py's client-side cache key list, not an option of the callback
+    callback = client.response_callbacks.get(name)
+    return callback(reply, **options) if callback is not None else reply
+
+
+# -- the fast path itself ----------------------------------------------------------------------
+
 class _State:
     """The reader for one socket; replaced whenever the connection reconnects."""
 
@@ -92,14 +325,9 @@ class _State:
         self.buffer = bytearray(_BUFFER)
 
 
-def usable(conn: Any) -> bool:
-    """True when :func:`exchange` may run on ``conn``."""
-    return (hiredis is not None and str(getattr(conn, "protocol", 2) or 2) == "2"
-            and hasattr(conn, "_sock") and hasattr(conn, "connect"))
-
-
 def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False) -> list[Any]:
-    """Send ``commands`` in one write and return one reply per command.
+    """Send ``commands`` in one write on ``conn``'s socket and return one reply per
+    command. Callers ask :func:`usable` first; the contract tests call it directly.
 
     An error reply is returned in place as its exception (not raised); any I/O
     failure disconnects ``conn`` and raises redis-py's ``ConnectionError`` or

@@ -117,6 +117,13 @@ ROWS: tuple[Setting, ...] = (
             "refuses to replay or gives up on; `event` has `error`, `attempt`, `retried`, `pool` and `action` "
             "(see docs/redis.md, Replay policy). A failing hook is logged and ignored.", REDIS,
             parse=load, type=HOOK),
+    Setting("FAST_PATH", True,
+            lambda v: isinstance(v, bool), "True or False",
+            "Write the hot path's command batches and `redis_client()`'s single commands straight on the "
+            "socket with hiredis (`wurk_django/wire.py`). `False` sends them through redis-py's own calls: "
+            "slower, same results; the environment variable `WURK_FAST_PATH=0` does the same and wins. Read "
+            "once per process. An installed redis-py the fast path does not fit turns it off by itself, with "
+            "one WARNING line. See docs/redis.md, The socket fast path.", REDIS, type=bool),
     # -- Worker --
     Setting("CONCURRENCY", 5,
             lambda v: is_int(v, 1), "an integer >= 1",
