@@ -98,7 +98,7 @@ class Launcher:
         # this module to register here; and it must run at first use, not at import.
         from .. import features
 
-        features.install()
+        features.install(features.SERVER)
         built = []
         for name, (_pos, factory) in sorted(_components.items(), key=lambda item: item[1][0]):
             component = factory(self)
