@@ -16,8 +16,9 @@ Only the ``wurk_django`` package comes from the checkout under test: the
 settings (``bench/wurk_settings.py``) and the jobs (``bench/wurkbench/``) are
 this folder's in both, so the two sides run the same code around the package.
 
-* **setup**: ``import django; django.setup()`` in a fresh interpreter (the
-  bench settings plus the admin's apps, as a web process has them).
+* **setup**: ``import django; django.setup()`` in a fresh interpreter, with
+  the bench settings, then again with the admin's apps added
+  (``BENCH_ADMIN=1``): Django imports every app's admin module at setup.
 * **first push**: after ``django.setup()`` and importing the job module, the
   first ``perform_async`` of the process, with batches, unique jobs,
   encryption and statsd switched on (``BENCH_FEATURES=1``); then the first
@@ -26,6 +27,11 @@ this folder's in both, so the two sides run the same code around the package.
   packets are dropped, as they are when a collector is down.
 * **boot**: from ``Popen`` of ``manage.py wurk -c 10 -q bench`` to the start of
   the one job waiting in its queue (the job writes ``time.time()`` to Redis).
+
+Beside each wall-clock figure, ``CPU`` is the CPU time the process had used
+over the same step (``time.process_time()``, every thread): on a machine shared
+with other work it moves far less than the wall clock, so compare those when
+the load average is high.
 
 Uses one Redis logical database (``--redis``, DB 9 by default, never 0), which
 it flushes before every measurement and at the end.
@@ -49,29 +55,31 @@ REPO = BENCH.parent
 
 PUSH_CODE = """
 import time
-t0 = time.perf_counter()
+clocks = [(time.perf_counter(), time.process_time())]
 import django
 django.setup()
-t1 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 from wurkbench.jobs import Noop, SecretNoop, UniqueNoop
-t2 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 Noop.perform_async()
-t3 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 UniqueNoop.perform_async()
-t4 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 SecretNoop.perform_async("card")
-t5 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 from wurk_django.batch import Batch
 batch = Batch()
 with batch.jobs():
     Noop.perform_async()
-t6 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 Noop.perform_async()
-t7 = time.perf_counter()
+clocks.append((time.perf_counter(), time.process_time()))
 import json, sys
-engine = sorted(m for m in sys.modules if m.startswith(("wurk_django.server", "croniter")))
-print(json.dumps({"setup": t1 - t0, "import": t2 - t1, "first": t3 - t2, "unique": t4 - t3, "secret": t5 - t4,
-                  "batch": t6 - t5, "second": t7 - t6, "engine_modules": len(engine)}))
+steps = ("setup", "import", "first", "unique", "secret", "batch", "second")
+out = {step: clocks[i + 1][0] - clocks[i][0] for i, step in enumerate(steps)}
+out.update({step + "_cpu": clocks[i + 1][1] - clocks[i][1] for i, step in enumerate(steps)})
+out["engine_modules"] = len([m for m in sys.modules if m.startswith(("wurk_django.server", "croniter"))])
+print(json.dumps(out))
 """
 
 
@@ -106,16 +114,18 @@ def client(url: str):
     return r
 
 
-def push_once(checkout: Path, url: str, pyc: bool = True) -> dict:
+def push_once(checkout: Path, url: str, pyc: bool = True, admin: bool = False) -> dict:
     client(url).flushdb()
+    extra = {"BENCH_FEATURES": "1", "BENCH_ADMIN": "1" if admin else "0"}
     out = subprocess.run([sys.executable, "-c", PUSH_CODE], cwd=BENCH, capture_output=True, text=True,
-                         env=env_for(checkout, url, {"BENCH_FEATURES": "1", "BENCH_ADMIN": "1"}, pyc))
+                         env=env_for(checkout, url, extra, pyc))
     if out.returncode:
         raise RuntimeError(f"push run failed in {checkout}:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def boot_once(checkout: Path, url: str, features: bool, pyc: bool = True) -> float:
+def boot_once(checkout: Path, url: str, features: bool, pyc: bool = True) -> tuple[float, float]:
+    """Wall seconds from ``Popen`` to the job's start, and the CPU seconds the worker had used by then."""
     r = client(url)
     r.flushdb()
     now = int(time.time() * 1000)
@@ -133,7 +143,8 @@ def boot_once(checkout: Path, url: str, features: bool, pyc: bool = True) -> flo
         while time.monotonic() < deadline:
             mark = r.get("bench:boot")
             if mark:
-                return float(mark) - started
+                at, cpu = mark.split()
+                return float(at) - started, float(cpu)
             if proc.poll() is not None:
                 raise RuntimeError(f"the worker of {checkout} exited with {proc.returncode} before the job ran")
             time.sleep(0.002)
@@ -168,8 +179,8 @@ def main() -> None:
     args = ap.parse_args()
     only = set(args.only or ("push", "boot"))
     checkouts = [REPO] + ([args.compare.resolve()] if args.compare else [])
-    pushes: dict[Path, list[dict]] = {c: [] for c in checkouts}
-    boots: dict[Path, list[float]] = {c: [] for c in checkouts}
+    pushes: dict[tuple[Path, bool], list[dict]] = {(c, admin): [] for c in checkouts for admin in (False, True)}
+    boots: dict[Path, list[tuple[float, float]]] = {c: [] for c in checkouts}
     print(f"startup benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs, "
           f"{'bytecode cached' if not args.no_pyc else 'no bytecode cache'}, "
           f"load average {os.getloadavg()[0]:.2f} (other work on the machine skews every figure)")
@@ -177,31 +188,35 @@ def main() -> None:
     try:
         if pyc:
             for checkout in checkouts:  # not measured: fills the bytecode cache
-                push_once(checkout, args.redis)
+                push_once(checkout, args.redis, admin=True)
                 boot_once(checkout, args.redis, True)
         for run in range(args.runs):
             order = checkouts if run % 2 == 0 else checkouts[::-1]
             for checkout in order:
                 if "push" in only:
-                    pushes[checkout].append(push_once(checkout, args.redis, pyc))
+                    for admin in (False, True):
+                        pushes[checkout, admin].append(push_once(checkout, args.redis, pyc, admin))
                 if "boot" in only:
                     boots[checkout].append(boot_once(checkout, args.redis, args.features, pyc))
     finally:
         client(args.redis).flushdb()
     for checkout in checkouts:
         print(f"\n{checkout}  (median (min-max), ms)")
-        rows = pushes[checkout]
-        if rows:
+        for admin in (False, True):
+            rows = pushes[checkout, admin]
+            if not rows:
+                continue
+            print("  a web process " + ("with django.contrib.admin installed" if admin else "without the admin"))
             for key, label in (("setup", "django.setup()"), ("import", "import the job module"),
                                ("first", "first push (plain job)"), ("unique", "first unique push"),
                                ("secret", "first encrypted push"), ("batch", "first batch (open + 1 push)"),
                                ("second", "a later plain push")):
-                print(f"  {label:30} {fmt([r[key] for r in rows])}")
-            print(f"  {'engine modules after pushing':30} {statistics.median([r['engine_modules'] for r in rows]):7.0f}"
-                  "  (wurk_django.server*, croniter*)")
+                print(f"    {label:28} {fmt([r[key] for r in rows])}   CPU {fmt([r[key + '_cpu'] for r in rows])}")
+            print(f"    {'engine modules after pushing':28} "
+                  f"{statistics.median([r['engine_modules'] for r in rows]):7.0f}  (wurk_django.server*, croniter*)")
         if boots[checkout]:
-            print(f"  {'boot to first job':30} {fmt(boots[checkout])}"
-                  + ("  (every feature on)" if args.features else ""))
+            print(f"  {'boot to first job':30} {fmt([b[0] for b in boots[checkout]])}   "
+                  f"CPU {fmt([b[1] for b in boots[checkout]])}" + ("  (every feature on)" if args.features else ""))
 
 
 if __name__ == "__main__":
