@@ -20,8 +20,7 @@ Each part runs once per process, lazily, the first time a seam of that part is
 read: the client chain and the writer's hooks install the client part; the
 server chain, the death handlers and the launcher the server part (and the
 client part with it: a worker pushes too); the admin's page list the admin
-part. A web
-process that only pushes thus never imports the worker engine (no
+part. A web process that only pushes thus never imports the worker engine (no
 ``wurk_django.server`` module, no cron parser, no admin views); the layout
 test in tests/test_features.py holds that. So the ``install`` modules import
 what a part needs inside that part's function, not at their top.
@@ -102,4 +101,3 @@ def install(part: str | None = None) -> None:
             _installed.add(part)
         finally:
             _installing.discard(part)
-
