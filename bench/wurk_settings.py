@@ -2,7 +2,10 @@
 
 ``BENCH_JOBLOG=0`` sets the ``wurk_django.job`` logger to WARNING (no per-job
 lines); by default the job log stays on, as in production. ``BENCH_COUNT=1``
-loads the client-side command counter (measurement runs only).
+loads the client-side command counter (measurement runs only). ``BENCH_FEATURES=1``
+switches on unique jobs, encryption, statsd (to a port nothing listens on), history,
+leader election and a periodic job (bench/startup.py); ``BENCH_ADMIN=1`` adds the
+admin's apps, as a web process has them.
 """
 
 import os
@@ -20,6 +23,20 @@ WURK = {
     "QUEUES": ["bench"],
     "CONCURRENCY": 10,
 }
+
+if os.environ.get("BENCH_FEATURES") == "1":
+    WURK.update({
+        "UNIQUE_JOBS": True,
+        "ENCRYPTION": {"ACTIVE_VERSION": 1, "KEYS": {1: "YmVuY2gtb25seS1ub3QtYS1yZWFsLWtleS0zMmJ5dGU="}},
+        "STATSD": {"HOST": "127.0.0.1", "PORT": 8125},
+        "HISTORY": {"ROLLUP_INTERVAL": 60, "SNAPSHOT_INTERVAL": 60},
+        "LEADER": {"TTL": 30, "RENEW_INTERVAL": 15},
+        "PERIODIC": [{"cron": "0 4 * * *", "job": "wurkbench.jobs.Noop"}],
+    })
+
+if os.environ.get("BENCH_ADMIN") == "1":
+    INSTALLED_APPS = ["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+                      "django.contrib.sessions", "django.contrib.messages", *INSTALLED_APPS]
 
 if os.environ.get("BENCH_JOBLOG", "1") == "0":
     LOGGING = {

@@ -1,32 +1,54 @@
-"""features.install(): no thread sees the features as installed before they all are."""
+"""features.install(): parts installed once, no thread seeing one before it is whole, and a
+process that only pushes loading no part of the worker engine."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import types
 
-from wurk_django import features
+import pytest
+
+from tests.settings_every_feature import WURK as EVERY_FEATURE
+from tests.support import ROOT
+from wurk_django import features, keys, payload
+from wurk_django.encryption import is_envelope
+from wurk_django.unique import lock_key
 
 
-def test_concurrent_first_use_waits_for_the_install(monkeypatch):
+@pytest.fixture
+def fresh(monkeypatch):
+    """features with nothing installed yet and one fake feature, ``fake``, of every part."""
+    monkeypatch.setattr(features, "_installed", set())
+    monkeypatch.setattr(features, "_installing", set())
+    monkeypatch.setattr(features, "BUILTIN", {"fake": features.PARTS})
+    calls: list[str] = []
+    module = types.SimpleNamespace(**{f"install_{part}": (lambda part=part: calls.append(part))
+                                      for part in features.PARTS})
+    monkeypatch.setattr(features, "importlib", types.SimpleNamespace(import_module=lambda name: module))
+    return module, calls
+
+
+def test_concurrent_first_use_waits_for_the_install(fresh):
+    module, calls = fresh
     done = threading.Event()
-    calls = []
 
     def slow_install():
-        calls.append(1)
-        features.install()  # an install that comes back through a seam returns at once
+        calls.append("client")
+        features.install(features.CLIENT)  # an install that comes back through a seam returns at once
         time.sleep(0.2)
         done.set()
 
-    fake = types.SimpleNamespace(import_module=lambda name: types.SimpleNamespace(install=slow_install))
-    monkeypatch.setattr(features, "importlib", fake)
-    monkeypatch.setattr(features, "BUILTIN", ("fake",))
-    monkeypatch.setattr(features, "_installed", False)
+    module.install_client = slow_install
     seen = []
 
     def first_use():
-        features.install()
+        features.install(features.CLIENT)
         seen.append(done.is_set())
 
     threads = [threading.Thread(target=first_use) for _ in range(8)]
@@ -35,4 +57,89 @@ def test_concurrent_first_use_waits_for_the_install(monkeypatch):
     for t in threads:
         t.join()
     assert seen == [True] * 8
-    assert calls == [1]
+    assert calls == ["client"]
+
+
+def test_each_part_installs_once_and_the_server_part_brings_the_client_part(fresh):
+    _module, calls = fresh
+    features.install(features.CLIENT)
+    features.install(features.CLIENT)
+    assert calls == ["client"]
+    features.install(features.SERVER)
+    features.install(features.SERVER)
+    assert calls == ["client", "server"]
+    features.install()
+    assert calls == ["client", "server", "admin"]
+
+
+def test_a_part_that_does_not_exist_is_refused(fresh):
+    with pytest.raises(ValueError, match="'workers'"):
+        features.install("workers")
+
+
+@pytest.mark.parametrize("name", sorted(features.BUILTIN))
+def test_each_install_module_has_exactly_the_parts_it_is_listed_with(name):
+    # A part listed but missing would fail at install; one defined but not listed would never run.
+    module = importlib.import_module(f"wurk_django.{name}.install")
+    defined = {part for part in features.PARTS if callable(getattr(module, f"install_{part}", None))}
+    assert defined == set(features.BUILTIN[name])
+
+
+PUSH = """
+import json, sys
+before = set(sys.modules)
+import django
+django.setup()
+after_setup = set(sys.modules)
+from tests.jobsapp.push_jobs import Plain, Secret, Unique
+from wurk_django.batch import Batch
+Plain.perform_async("plain")
+Unique.perform_async("unique")
+Secret.perform_async("secret", "card 4242")
+batch = Batch()
+with batch.jobs():
+    Plain.perform_async("in a batch")
+print(json.dumps({"bid": batch.bid, "setup": sorted(after_setup - before), "push": sorted(set(sys.modules) - after_setup)}))
+"""
+
+
+def _engine(modules: list[str]) -> list[str]:
+    """What a process that only pushes must not load: the worker engine, the cron library
+    (only the periodic poller needs it) and any admin module, ours or Django's."""
+    return [m for m in modules
+            if m == "wurk_django.server" or m.startswith("wurk_django.server.")
+            or m == "croniter" or m.startswith("croniter.")
+            or (m.startswith("wurk_django.") and "admin" in m.split(".")[1:])
+            or m == "django.contrib.admin" or m.startswith("django.contrib.admin.")]
+
+
+def _push_in_a_fresh_process(settings_module: str, extra: dict | None = None) -> dict:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module, "PYTHONPATH": str(ROOT),
+           "WURK_TEST_EXTRA": json.dumps(extra or {})}
+    done = subprocess.run([sys.executable, "-c", PUSH], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_pushing_with_every_feature_on_loads_no_worker_engine(redis_db):
+    seen = _push_in_a_fresh_process("tests.settings_every_feature")
+    assert _engine(seen["setup"] + seen["push"]) == []
+    # The pushes themselves went through every feature's client part.
+    jobs = {job["args"][0]: job for job in map(payload.loads, redis_db.lrange("queue:default", 0, -1))}
+    assert set(jobs) == {"plain", "unique", "secret", "in a batch"}
+    assert redis_db.get(lock_key(jobs["unique"])) == jobs["unique"]["jid"].encode()
+    assert is_envelope(jobs["secret"]["args"][-1])
+    assert jobs["in a batch"]["bid"] == seen["bid"]
+    assert redis_db.hget(keys.batch(seen["bid"]), "total") == b"1"
+
+
+def test_with_the_admin_installed_pushing_adds_no_worker_engine(redis_db):
+    # django.setup() imports the admin (Django's autodiscovery), and the admin loads a
+    # little of the engine for its actions; what the pushes load on top must add none.
+    every = {key: value for key, value in EVERY_FEATURE.items() if key != "REDIS_URL"}
+    seen = _push_in_a_fresh_process("tests.settings", every)
+    assert "wurk_django.admin" in seen["setup"]
+    assert _engine(seen["push"]) == []
+    assert redis_db.llen("queue:default") == 4
+

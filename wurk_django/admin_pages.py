@@ -72,6 +72,6 @@ def pages() -> list[Page]:
     # at import (install() may not run before Django is set up).
     from . import features
 
-    features.install()
+    features.install(features.ADMIN)
     with _lock:
         return sorted(_pages.values(), key=lambda p: (p.position, p.key))

@@ -1,19 +1,33 @@
 """The built-in features, and the one place that plugs them into the engine.
 
 Each feature lives in its own package (``wurk_django.batch``,
-``wurk_django.limiter``, ...) with an ``install`` module whose ``install()``
-registers what the feature adds to the engine's seams:
+``wurk_django.limiter``, ...) with an ``install`` module. That module installs
+the feature in up to three parts, one function each, so that a process loads
+only the part it uses:
 
-* client/server middleware: :func:`wurk_django.middleware.register`;
-* commands carried in the same round trip as a push: :func:`wurk_django.writer.register_hook`;
-* what happens when a job dies: :func:`wurk_django.server.death.register_handler`;
-* background components of a worker process: :func:`wurk_django.server.launcher.register_component`;
-* admin pages: :func:`wurk_django.admin_pages.register`.
+* ``install_client()``: what a pushing process needs, its client middleware
+  (:func:`wurk_django.middleware.register` with ``"client"``) and the commands
+  carried in the same round trip as a push
+  (:func:`wurk_django.writer.register_hook`);
+* ``install_server()``: what a worker needs, its server middleware, what
+  happens when a job dies (:func:`wurk_django.server.death.register_handler`)
+  and background components of a worker process
+  (:func:`wurk_django.server.launcher.register_component`);
+* ``install_admin()``: its admin pages (:func:`wurk_django.admin_pages.register`).
 
-``install()`` runs once per process, lazily, the first time any seam is read,
-so a process that never builds a chain or a launcher pays nothing. It must not
-touch Redis or Django settings: a feature whose setting is off decides that at
-run time (in its middleware or component), not at install time.
+A feature defines only the parts it has, and lists them in :data:`BUILTIN`.
+Each part runs once per process, lazily, the first time a seam of that part is
+read: the client chain and the writer's hooks install the client part; the
+server chain, the death handlers and the launcher the server part (and the
+client part with it: a worker pushes too); the admin's page list the admin
+part. A web process that only pushes thus never imports the worker engine (no
+``wurk_django.server`` module, no cron parser, no admin views); the layout
+test in tests/test_features.py holds that. So the ``install`` modules import
+what a part needs inside that part's function, not at their top.
+
+A part must not touch Redis or Django settings: a feature whose setting is
+off decides that at run time (in its middleware or component), not at install
+time.
 """
 
 from __future__ import annotations
@@ -24,46 +38,66 @@ import threading
 
 logger = logging.getLogger("wurk_django")
 
-#: Packages under ``wurk_django`` that have an ``install`` module. Order is
-#: irrelevant: positions in each registry fix the order of execution.
-BUILTIN: tuple[str, ...] = (
-    "batch",
-    "unique",
-    "encryption",
-    "expiry",
-    "limiter",
-    "statsd",
-    "otel",
-    "history",
-    "profiling",
-    "leader",
-    "periodic",
-)
+CLIENT = "client"
+SERVER = "server"
+ADMIN = "admin"
+#: The parts of a feature, in the order :func:`install` with no part runs them.
+PARTS: tuple[str, ...] = (CLIENT, SERVER, ADMIN)
+
+#: Packages under ``wurk_django`` that have an ``install`` module, with the parts it
+#: installs (one ``install_<part>()`` function each). A process that needs one part
+#: imports only the ``install`` modules that have it, so a pushing process never
+#: loads, say, the periodic package. Order is irrelevant: positions in each
+#: registry fix the order of execution.
+BUILTIN: dict[str, tuple[str, ...]] = {
+    "batch": (CLIENT, SERVER, ADMIN),
+    "unique": (CLIENT, SERVER),
+    "encryption": (CLIENT, SERVER),
+    "expiry": (SERVER,),
+    "limiter": (SERVER, ADMIN),
+    "statsd": (CLIENT, SERVER),
+    "otel": (CLIENT, SERVER),
+    "history": (SERVER, ADMIN),
+    "profiling": (SERVER, ADMIN),
+    "leader": (SERVER,),
+    "periodic": (SERVER, ADMIN),
+}
 
 _lock = threading.RLock()
-_installed = False
-_installing = False
+_installed: set[str] = set()
+_installing: set[str] = set()
 
 
-def install() -> None:
-    """Install every built-in feature once (idempotent, thread-safe).
+def install(part: str | None = None) -> None:
+    """Install one part (``"client"``, ``"server"`` or ``"admin"``) of every built-in
+    feature once; with no part, all three (idempotent, thread-safe).
 
-    ``_installed`` turns true only once every feature is in: a thread that saw
-    it true early would build a chain without them (a push that skips the
+    A part counts as installed only once every feature's is in: a thread that
+    saw it early would build a chain without them (a push that skips the
     unique lock). Other threads wait on the lock meanwhile; the installing
-    thread itself may come back here (an install importing a seam) and returns.
+    thread itself may come back here (an install reading a seam) and returns.
     """
-    global _installed, _installing
-    if _installed:
+    if part is None:
+        for each in PARTS:
+            install(each)
         return
+    if part in _installed:
+        return
+    if part not in PARTS:
+        raise ValueError(f"a feature part is one of {PARTS}, not {part!r}")
+    if part == SERVER:
+        # A worker pushes too (jobs that push jobs, batch callbacks fired where the
+        # last job ended): it gets the client part with the server's.
+        install(CLIENT)
     with _lock:
-        if _installed or _installing:
+        if part in _installed or part in _installing:
             return
-        _installing = True
+        _installing.add(part)
         try:
-            for name in BUILTIN:
-                module = importlib.import_module(f"wurk_django.{name}.install")
-                module.install()
-            _installed = True
+            for name, parts in BUILTIN.items():
+                if part in parts:
+                    module = importlib.import_module(f"wurk_django.{name}.install")
+                    getattr(module, f"install_{part}")()
+            _installed.add(part)
         finally:
-            _installing = False
+            _installing.discard(part)

@@ -174,9 +174,10 @@ def build_chain(side: str, user_entries: Iterable[Any]) -> Chain:
     """Built-ins around the user's middleware, in position order (the one place chains are built)."""
     # Lazy: features.install() imports the feature packages, whose install() imports
     # this module to register here; and it must run at first use, not at import.
+    # Only this side's part: a process that pushes loads nothing of the worker.
     from . import features
 
-    features.install()
+    features.install(side)
     chain = Chain()
     entries = sorted(_builtin[side].items(), key=lambda item: item[1][0])
     for _name, (pos, klass, args, kwargs) in entries:

@@ -61,7 +61,7 @@ def _apply_hooks(jobs: list[dict], commands: list[Command]) -> list[Command]:
     if not _hooks.ordered:
         from . import features
 
-        features.install()
+        features.install(features.CLIENT)
     for hook in _hooks.ordered:
         commands = hook(jobs, commands)
     return commands

@@ -14,6 +14,36 @@ class Noop(Job):
         done()
 
 
+class UniqueNoop(Job):
+    """bench/startup.py: a unique job (``BENCH_FEATURES=1`` turns unique jobs on)."""
+
+    queue = "bench"
+    unique_for = 60
+
+    def perform(self):
+        done()
+
+
+class SecretNoop(Job):
+    """bench/startup.py: a job whose last argument is encrypted."""
+
+    queue = "bench"
+    encrypt = True
+
+    def perform(self, secret):
+        done()
+
+
+class BootMark(Job):
+    """bench/startup.py: records when the worker started its first job (epoch seconds), and
+    the CPU seconds its process had used by then."""
+
+    queue = "bench"
+
+    def perform(self):
+        redis_client().set("bench:boot", f"{time.time()!r} {time.process_time()!r}", nx=True)
+
+
 class Cpu(Job):
     queue = "bench"
 

@@ -138,13 +138,13 @@ def test_empty_page(admin_client):
 
 
 def test_install_registers_the_page_without_importing_the_admin():
-    # A worker run from a bare Config has no app registry: install() must not import the
+    # A worker run from a bare Config has no app registry: the admin part must not import the
     # admin package (its models need the registry); the page's views load with the URLs.
     import subprocess
     import sys
 
     code = ("import sys; from wurk_django import admin_pages; from wurk_django.limiter import install; "
-            "install.install(); assert 'limits' in admin_pages._pages; "
+            "install.install_admin(); assert 'limits' in admin_pages._pages; "
             "assert 'wurk_django.admin' not in sys.modules and 'django.contrib.admin' not in sys.modules")
     env = {k: v for k, v in __import__("os").environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=str(__import__("pathlib").Path(__file__).parents[2]))

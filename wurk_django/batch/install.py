@@ -1,19 +1,31 @@
-"""Plugs batches into the engine's seams (see :mod:`wurk_django.features`)."""
+"""Plugs batches into the engine's seams, in three parts (see :mod:`wurk_django.features`)."""
 
 from __future__ import annotations
 
 
-def install() -> None:
+def install_client() -> None:
+    """Stamp pushes inside ``jobs()`` with the batch, and register each job in its batch as it is pushed."""
     from .. import middleware, writer
+    from . import hooks
+    from .client import BatchClientMiddleware
+
+    middleware.register("client", "batch", BatchClientMiddleware, position=-20)
+    writer.register_hook("batch", hooks.write_hook, position=20)
+
+
+def install_server() -> None:
+    """Ack batch jobs as they end, and record their deaths."""
+    from .. import middleware
     from ..server import death
-    from . import callbacks, deaths, hooks
-    from .middleware import BatchClientMiddleware, BatchServerMiddleware
+    from . import callbacks, deaths
+    from .middleware import BatchServerMiddleware
 
     del callbacks  # imported for its job classes (the callback runner, the empty marker)
-    middleware.register("client", "batch", BatchClientMiddleware, position=-20)
     middleware.register("server", "batch", BatchServerMiddleware, position=-40)
-    writer.register_hook("batch", hooks.write_hook, position=20)
     death.register_handler("batch", deaths.on_death, position=20)
+
+
+def install_admin() -> None:
     from ..admin_pages import Page, register
 
     # Only the page's entry here: its views (and the admin package, which needs the app

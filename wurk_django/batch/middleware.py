@@ -1,4 +1,5 @@
-"""The batch middleware: stamping pushes with the open batch, and acking batch jobs (PRO-230, PRO-232)."""
+"""The batch server middleware: acking batch jobs (PRO-230, PRO-232); stamping pushes with the open
+batch is :mod:`wurk_django.batch.client`'s."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..errors import JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..server.retry import caused_by_shutdown
 from . import context, fire, scripts
 from .batch import ack_with_retries
+from .client import BatchClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 from .fire import CALLBACK_CLASS
 
 logger = logging.getLogger("wurk_django.batch")
@@ -21,20 +23,6 @@ logger = logging.getLogger("wurk_django.batch")
 #: interrupted iterable job, a limiter's reschedule, a shutdown), so it stays a
 #: live member and its next run is the one that counts.
 HANDLED_EXITS: tuple[type[BaseException], ...] = (RetrySkip, Shutdown, RetryHandled, JobInterrupted)
-
-
-class BatchClientMiddleware:
-    """Stamps the open batch's bid on every job pushed inside ``jobs()``."""
-
-    @staticmethod
-    def applies(job: dict) -> bool:
-        return context.current_batch.get() is not None
-
-    def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
-        batch = context.current_batch.get()
-        if batch is not None and not job.get("bid"):
-            job["bid"] = batch.bid
-        return call_next()
 
 
 class BatchServerMiddleware:

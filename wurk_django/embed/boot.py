@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import raw_settings
-from . import embedded
 
 logger = logging.getLogger("wurk_django.boot")
 
@@ -148,6 +147,8 @@ def on_ready() -> Decision:
 
 
 def _first_request(**kwargs: Any) -> None:
+    from . import embedded
+
     if not embedded.attempted():
         start("first request")
 
@@ -159,6 +160,10 @@ def start(source: str, *, drain_timeout: float | None = None) -> bool:
     """
     decision = current()
     if decision.action == EMBEDDED:
+        # Lazy: the embedded worker loads the engine, which a process that only
+        # decides (every web process, every management command) never needs.
+        from . import embedded
+
         return embedded.start(drain_timeout=drain_timeout, source=source)
     if decision.action == SWARM:
         return _hand_over_to_swarm(source)

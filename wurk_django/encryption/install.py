@@ -4,11 +4,17 @@ middleware checks the job's ``encrypt`` flag and the keys in force when it runs.
 from __future__ import annotations
 
 
-def install() -> None:
+def install_client() -> None:
     from .. import middleware
-    from .middleware import EncryptionClientMiddleware, EncryptionServerMiddleware
+    from .client import EncryptionClientMiddleware
 
-    # Client: innermost, so it seals last and nothing else sees the envelope.
+    # Innermost, so it seals last and nothing else sees the envelope.
     middleware.register("client", "encryption", EncryptionClientMiddleware, position=50)
-    # Server: outermost, so it opens first and puts the envelope back last.
+
+
+def install_server() -> None:
+    from .. import middleware
+    from .middleware import EncryptionServerMiddleware
+
+    # Outermost, so it opens first and puts the envelope back last.
     middleware.register("server", "encryption", EncryptionServerMiddleware, position=-50)

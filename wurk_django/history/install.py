@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from ..server.launcher import register_component
-from .component import factory
-
 COMPONENT_POSITION = 30
 
 
-def install() -> None:
+def install_server() -> None:
+    from ..server.launcher import register_component
+    from .component import factory
+
     register_component("history", factory, position=COMPONENT_POSITION)
+
+
+def install_admin() -> None:
     from ..admin_pages import Page, register
 
     register(Page("history", "Historical", "wurk_history", _urls, 120))

@@ -41,7 +41,7 @@ class _Component:
         return getattr(self.leader, name)
 
 
-def install() -> None:
+def install_server() -> None:
     from ..server.launcher import register_component
 
     register_component("leader", build, position=POSITION)

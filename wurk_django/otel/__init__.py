@@ -14,14 +14,28 @@ no-op tracer is used: no spans, no context written, next to no cost.
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
-    from opentelemetry import propagate, trace
+    from opentelemetry import trace
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError:  # optional dependency
     trace = None  # type: ignore[assignment]
-    propagate = None  # type: ignore[assignment]
 
 __all__ = ["SpanKind", "Status", "StatusCode", "attributes", "available", "propagate", "tracer"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``propagate`` loads on first use: importing it scans the entry points of every
+    # installed package, which a process with no SDK set up (no span, so no context
+    # to carry) never needs, and which would otherwise delay its first push.
+    if name == "propagate":
+        found = None
+        if trace is not None:
+            from opentelemetry import propagate as found
+        globals()["propagate"] = found
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SYSTEM = "wurk"
 TRACER_NAME = "wurk_django"

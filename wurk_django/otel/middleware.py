@@ -9,7 +9,7 @@ from ..errors import JobInterrupted, RetrySkip, Shutdown
 from . import attributes, available, tracer
 
 if available():
-    from . import SpanKind, Status, StatusCode, propagate
+    from . import SpanKind, Status, StatusCode
 
 # Not failures: a job pausing itself or cut short by a shutdown.
 _NOT_FAILURES = (JobInterrupted, RetrySkip, Shutdown)
@@ -29,6 +29,8 @@ class PublishSpan:
             return call_next()
         attrs = attributes(job, queue)
         attrs["messaging.operation.type"] = "publish"
+        from . import propagate  # loaded with the first span (see the package's __getattr__)
+
         with spans.start_as_current_span(f"{queue} publish", kind=SpanKind.PRODUCER, attributes=attrs):
             carrier: dict[str, str] = {}
             propagate.inject(carrier)
@@ -49,6 +51,8 @@ class ProcessSpan:
         spans = tracer()
         if spans is None:
             return call_next()
+        from . import propagate  # loaded with the first span (see the package's __getattr__)
+
         carrier = {k: job[k] for k in _CONTEXT_KEYS if isinstance(job.get(k), str)}
         parent = propagate.extract(carrier) if carrier else None
         attrs = attributes(job, queue)

@@ -20,9 +20,13 @@ def _urls(admin: Any) -> list:
     return urls(admin)
 
 
-def install() -> None:
-    from ..admin_pages import Page, register
+def install_server() -> None:
     from ..server.launcher import register_component
 
     register_component("periodic", build, position=POSITION)
+
+
+def install_admin() -> None:
+    from ..admin_pages import Page, register
+
     register(Page("periodic", "Periodic", "wurk_periodic", _urls, 100))

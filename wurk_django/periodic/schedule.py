@@ -19,9 +19,6 @@ from __future__ import annotations
 import functools
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from croniter import croniter
-from croniter.croniter import CroniterBadDateError
-
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -78,6 +75,11 @@ class Schedule:
     def next_fire_at(self, after: float, zone: tzinfo = UTC) -> int | None:
         """The first minute-aligned epoch second strictly after ``after`` whose wall-clock
         time in ``zone`` matches; None when nothing matches within four years."""
+        # Here, not at the top: parsing and checking a schedule (settings checks in
+        # every process) needs no cron library; only the poller asks for fire times.
+        from croniter import croniter
+        from croniter.croniter import CroniterBadDateError
+
         t = int(after // 1)
         wall = _wall(t, zone)
         # Around a fall-back change the clock shows some wall times twice: just after

@@ -3,14 +3,17 @@ code) and the Profiles admin page."""
 
 from __future__ import annotations
 
-from .. import middleware
-from .middleware import ProfileMiddleware
-
 MIDDLEWARE_POSITION = 20
 
 
-def install() -> None:
+def install_server() -> None:
+    from .. import middleware
+    from .middleware import ProfileMiddleware
+
     middleware.register("server", "profile", ProfileMiddleware, position=MIDDLEWARE_POSITION)
+
+
+def install_admin() -> None:
     from ..admin_pages import Page, register
 
     register(Page("profiles", "Profiles", "wurk_profiles", _urls, 140))

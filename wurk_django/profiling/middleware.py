@@ -7,9 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connection import get_redis
-from .gecko import build, to_gzip
-from .sampler import Sampler
-from .store import store
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -30,6 +27,12 @@ class ProfileMiddleware:
             logger.warning("job %s has a profile value %r that is not a text token; running it unprofiled",
                            job.get("jid"), token)
             return call_next()
+        # Here, not at the top: the sampler and the profile format load in a worker only
+        # once a job asks to be profiled, not on the way to its first job.
+        from .gecko import build, to_gzip
+        from .sampler import Sampler
+        from .store import store
+
         options = job.get("profiler_options") if isinstance(job.get("profiler_options"), dict) else {}
         interval = options.get("interval", 0.001)
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval < MIN_INTERVAL:

@@ -149,7 +149,7 @@ def run_handlers(job: dict, exc: BaseException, reason: str, config: Any) -> Non
     # this module to register here; and it must run at first use, not at import.
     from .. import features
 
-    features.install()
+    features.install(features.SERVER)
     for handler in _handlers.ordered:
         try:
             handler(job, exc, reason)

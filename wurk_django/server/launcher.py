@@ -1,7 +1,8 @@
 """Launcher: starts and stops every component of a worker process (RUN-110, RUN-111).
 
-Start order: managers (the only step on the way to the first job), heartbeat
-(beats at once), scheduled poller (first tick after a wait). Stop: quiet,
+Start order: managers (the only step on the way to the first job), then the
+features' components are built, then heartbeat (beats at once), reaper,
+scheduled poller (first tick after a wait) and the components start. Stop: quiet,
 drain every manager against one deadline, then tear down in reverse, each
 step guarded on its own so one failure cannot strand the rest.
 """
@@ -79,7 +80,10 @@ class Launcher:
         self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace,
                               config=config)
                        if hasattr(self.manager.fetcher, "private_lists") else None)
-        self.components: list[tuple[str, Component]] = self._build_components()
+        # Built in run(), once the processors are fetching: a feature's component (the
+        # leader, the periodic poller, the rollups) and the modules it loads never
+        # stand between a booting worker and its first job.
+        self.components: list[tuple[str, Component]] = []
         if config.max_jobs and not embedded:  # a web server's workers are recycled by the web server
             self.state.max_jobs = config.max_jobs
             self.state.on_max_jobs = self._recycle
@@ -98,7 +102,7 @@ class Launcher:
         # this module to register here; and it must run at first use, not at import.
         from .. import features
 
-        features.install()
+        features.install(features.SERVER)
         built = []
         for name, (_pos, factory) in sorted(_components.items(), key=lambda item: item[1][0]):
             component = factory(self)
@@ -112,6 +116,13 @@ class Launcher:
 
     def run(self) -> None:
         self.manager.start()
+        try:
+            self.components = self._build_components()
+        except BaseException:
+            # A feature that cannot build its component stops the worker, as it did when
+            # components were built before anything started: nothing fetched stays held.
+            self.stop(timeout=0)
+            raise
         self.heartbeat_loop.start()
         if self.reaper is not None:
             self.reaper.start()

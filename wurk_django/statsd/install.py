@@ -1,5 +1,7 @@
-"""Plug statsd into the engine: a server middleware for per-job metrics, signal
-receivers for expired/recovered jobs and batches, a death handler for poison pills.
+"""Plug statsd into the engine. Client part: signal receivers for what a pushing process
+sees (batches created and succeeded, pushes recovered). Server part: a server middleware
+for per-job metrics, receivers for expired and recovered jobs, a death handler for poison
+pills.
 
 Everything checks ``statsd.client()`` at run time, so with ``WURK["STATSD"]``
 unset each hook costs one attribute lookup and sends nothing.
@@ -7,10 +9,8 @@ unset each hook costs one attribute lookup and sends nothing.
 
 from __future__ import annotations
 
-from .. import middleware, signals
-from ..server import death
+from .. import signals
 from . import client, emit, job_tags
-from .middleware import StatsdMiddleware
 
 #: Inside the user's SERVER_MIDDLEWARE, right around ``perform``: the timing is
 #: the job's own work, as with Pro's middleware added at the end of the chain.
@@ -40,18 +40,28 @@ def _batch_succeeded(sender, duration: float, **_kw) -> None:
 
 
 def _poison(job: dict, exc: BaseException, reason: str) -> None:
-    if reason == death.POISON and client() is not None:
+    from ..server.death import POISON  # here, not at the top: the client part must not load the engine
+
+    if reason == POISON and client() is not None:
         queue = str(job.get("queue") or "default")
         tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
         emit("increment", "jobs.poison", 1, tags, rate)
 
 
-def install() -> None:
-    middleware.register("server", "statsd", StatsdMiddleware, position=MIDDLEWARE_POSITION)
-    death.register_handler("statsd", _poison, position=90)
-    # weak=False: these module functions live for the process anyway.
-    signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
-    signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")
+def install_client() -> None:
+    # weak=False: these module functions live for the process anyway. A batch's success
+    # may fire in the process that pushed its last job, not only in a worker.
     signals.pushes_recovered.connect(_recovered_push, weak=False, dispatch_uid="wurk_statsd_recovered_push")
     signals.batch_created.connect(_batch_created, weak=False, dispatch_uid="wurk_statsd_batch_created")
     signals.batch_succeeded.connect(_batch_succeeded, weak=False, dispatch_uid="wurk_statsd_batch_succeeded")
+
+
+def install_server() -> None:
+    from .. import middleware
+    from ..server import death
+    from .middleware import StatsdMiddleware
+
+    middleware.register("server", "statsd", StatsdMiddleware, position=MIDDLEWARE_POSITION)
+    death.register_handler("statsd", _poison, position=90)
+    signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
+    signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")

@@ -1,71 +1,15 @@
-"""The two middleware of unique jobs: lock on push, release when the job ran (ENT-204, ENT-205)."""
+"""The server middleware of unique jobs: release the lock when the job ran (ENT-205); the
+lock on push is :mod:`wurk_django.unique.client`'s."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from .. import payload, testing
-from ..arguments import check_arguments
-from ..conf import get_config
 from . import lock
+from .client import UniqueClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 
-logger = logging.getLogger("wurk_django.client")
 worker_logger = logging.getLogger("wurk_django.worker")
-
-
-class UniqueClientMiddleware:
-    """Takes the job's lock before it is written; a live duplicate stops the push.
-
-    Runs outside the batch middleware, so a dropped duplicate never joins a batch.
-    """
-
-    @staticmethod
-    def applies(job: dict) -> bool:
-        return job.get("unique_for") is not None
-
-    def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Any) -> Any:
-        if job.get("unique_for") is None:
-            return call_next()
-        ttl = lock.coerce_ttl(job["unique_for"])
-        if ttl is None:
-            return call_next()
-        job["unique_for"] = ttl  # the payload carries whole seconds, whatever the caller gave
-        lock.check_until(job.get("unique_until"))
-        config = get_config()
-        if redis is None or not lock.enabled(config) or testing.mode(config) in ("fake", "inline"):
-            # Not enabled, or nothing will reach Redis (perform_inline, test modes): no lock.
-            return call_next()
-        if payload.truthy(job.get("encrypt")):
-            # Each push encrypts to different bytes, so the lock could never match a duplicate.
-            raise lock.UniqueConfigurationError(
-                f"{job['class']}: a job cannot be both unique (unique_for) and encrypted (encrypt)")
-        # The lock is keyed on the arguments exactly as they will be stored.
-        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
-        key = lock.lock_key(job)
-        taken, holder = lock.acquire(redis, key, job["jid"], lock.lifetime(ttl, job.get("at")))
-        if holder != job["jid"]:
-            logger.info("duplicate %s dropped (jid=%s blocked by jid=%s)", job["class"], job["jid"], holder)
-            return None
-        try:
-            result = call_next()
-        except BaseException:
-            if taken:
-                _give_back(redis, key, job)
-            raise
-        if not result and taken:
-            _give_back(redis, key, job)  # an inner middleware stopped the push
-        return result
-
-
-def _give_back(redis: Any, key: str, job: dict) -> None:
-    """Release a lock taken for a push that did not happen; a failure here only logs
-    (the lock then expires on its own) so the push's own error is what the caller sees."""
-    try:
-        lock.release_if_owner(redis, key, job["jid"])
-    except Exception as exc:
-        logger.warning("could not give back the unique lock of %s jid=%s: %s: %s",
-                       job["class"], job["jid"], type(exc).__name__, exc)
 
 
 class UniqueServerMiddleware:

@@ -22,7 +22,6 @@ from ...server.launcher import Launcher, dump_threads
 from ...server.logfiles import reopen as reopen_logs
 from ...server.logwriter import BatchingStreamHandler, flush_all
 from ...server.os_signals import SignalPipe
-from ...server.swarm import run_swarm
 from ...server.threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")
@@ -138,6 +137,9 @@ class Command(BaseCommand):
         if version is None:
             return
         if swarm:
+            # Here, not at the top: a single worker process boots without the supervisor's modules.
+            from ...server.swarm import run_swarm
+
             sys.exit(run_swarm(config, pipe, processes))
 
         pidfile = options.get("pidfile")
