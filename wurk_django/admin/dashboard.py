@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -131,7 +130,11 @@ def stats_queues(request: HttpRequest, model_admin: Any) -> HttpResponse:
 
 
 def _label(value: str) -> str:
-    return json.dumps(value)  # a quoted, escaped label value is valid Prometheus text
+    """A label value in the Prometheus text format: quoted, with only backslash, double
+    quote and newline escaped. Any other character, ``é`` included, is written as UTF-8:
+    the format has no ``\\u`` escape, and one such escape fails the whole scrape."""
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def _running_by_queue_and_class() -> dict[tuple[str, str], int]:
