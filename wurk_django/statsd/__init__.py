@@ -21,9 +21,12 @@ metric                                    type           tags
 ``sidekiq.batch.duration_dist``           distribution   -
 ========================================  =============  ==================
 
-Metrics are sent over UDP on a non-blocking socket: when statsd is down or
-slow they are dropped, never waited for, and a failing client never changes a
-job's outcome.
+A job thread never waits for statsd: it queues its lines in memory and one
+sender thread per process looks the host name up (once; a failure is retried
+every 30 s, not per metric), packs the lines into datagrams and sends them on
+a non-blocking socket. When statsd is down, slow or unresolvable, metrics are
+dropped and counted (``client().dropped``), never waited for, and a failing
+client never changes a job's outcome (see :mod:`.client`).
 """
 
 from __future__ import annotations
