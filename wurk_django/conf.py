@@ -436,6 +436,10 @@ SETTINGS: tuple[Setting, ...] = (
             "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
             " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
             " [operations.md](operations.md).", WORKER),
+    Setting("HEALTH_BIND", "127.0.0.1",
+            lambda v: isinstance(v, str) and bool(v), "an IP address or host name",
+            "Address the health port listens on. The loopback default answers probes from the same host or pod"
+            " only; `\"0.0.0.0\"` (or `\"::\"`) listens on every interface, for a probe from another host.", WORKER),
     Setting("HISTORY", {},
             _history, "False or a dict of ROLLUP_INTERVAL (seconds, 0 off), SNAPSHOT_INTERVAL (None off) and"
             " STREAM_CAP (an integer >= 100)",
@@ -673,6 +677,7 @@ class Config:
         self.swarm_heartbeat_timeout: float = float(values["SWARM_HEARTBEAT_TIMEOUT"] or 0)
         self.max_jobs: int | None = values["MAX_JOBS"]
         self.health_port: int | None = values["HEALTH_PORT"]
+        self.health_bind: str = values["HEALTH_BIND"]
 
     def _set_target(self, target: RedisTarget) -> None:
         self.redis_target = target

@@ -87,7 +87,7 @@ class Launcher:
         if config.health_port and not embedded:
             from .health import HealthListener
 
-            self.health = HealthListener(self, config.health_port)
+            self.health = HealthListener(self, config.health_port, config.health_bind)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
