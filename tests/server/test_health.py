@@ -108,3 +108,54 @@ def test_a_request_trickled_a_byte_at_a_time_is_cut_off(start_listener, monkeypa
         sock.close()
     # 0.2 s a byte: without a deadline on the whole request the 200 bytes would take 40 s.
     assert cut_after is not None and cut_after < len(request)
+
+
+# -- /ready through the one factory, under every topology (issue 25 item 2) ------------
+
+
+@pytest.mark.slow
+def test_ready_under_sentinel_and_503_while_the_primary_is_gone(start_listener):
+    from tests.redis_servers import SentinelGroup
+
+    group = SentinelGroup().start()
+    try:
+        config = Config(raw={"REDIS": {"SENTINELS": group.addresses, "SERVICE": group.service}, "TAG": "t"})
+        listener = start_listener(config)
+        status, body = _get(listener, "/ready")
+        assert (status, body["reasons"]) == (200, [])
+        group.replica.stop()  # no replica to promote: the primary stays gone
+        group.primary.stop()
+        wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without a primary")
+        assert any(r.startswith("redis: ") for r in _get(listener, "/ready")[1]["reasons"])
+    finally:
+        group.stop()
+
+
+@pytest.mark.slow
+def test_ready_over_tls(start_listener):
+    from tests.redis_servers import TLSRedis
+
+    server = TLSRedis().start()
+    try:
+        config = Config(raw={"REDIS": {"URL": server.url(), "OPTIONS": {"ssl_ca_certs": server.certs["ca.crt"]}},
+                             "TAG": "t"})
+        listener = start_listener(config)
+        assert _get(listener, "/ready")[0] == 200
+        server.server.stop()
+        wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without Redis")
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_ready_over_a_unix_socket(start_listener):
+    from tests.redis_servers import UnixRedis
+
+    server = UnixRedis().start()
+    try:
+        listener = start_listener(Config(raw={"REDIS_URL": server.url(), "TAG": "t"}))
+        assert _get(listener, "/ready")[0] == 200
+        server.server.stop()
+        wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without Redis")
+    finally:
+        server.stop()

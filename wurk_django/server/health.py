@@ -13,7 +13,10 @@ the same host or pod, never the whole network). It is built to be cheap to
 leave open: a request must arrive whole within ``READ_TIMEOUT`` seconds (a
 client sending a byte at a time is cut off too), at most ``MAX_CONNECTIONS``
 are served at once and any more are closed at accept, so a flood of half-sent
-requests costs a bounded number of threads. Swarm children share one port: the first child to bind it serves;
+requests costs a bounded number of threads. The Redis PING goes through the
+same client factory as the rest of the worker (:func:`~wurk_django.connection.probe_redis`),
+so it reaches Redis however it is configured: a URL, TLS, a Unix socket or
+Sentinel. Swarm children share one port: the first child to bind it serves;
 the others retry every 5 seconds, so the port outlives any one child.
 """
 
@@ -30,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import redis as redis_lib
+
+from ..connection import probe_redis
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -137,7 +142,7 @@ class HealthListener:
         if self._thread is not None:
             self._thread.join(3)
         if self._redis is not None:
-            self._redis.close()
+            self._redis.connection_pool.disconnect()
 
     # -- the checks --------------------------------------------------------------
 
@@ -166,10 +171,9 @@ class HealthListener:
 
     def _client(self) -> redis_lib.Redis:
         if self._redis is None:
-            config = self.launcher.config
-            options = {**config.redis_options, "socket_timeout": PING_TIMEOUT,
-                       "socket_connect_timeout": PING_TIMEOUT}
-            self._redis = redis_lib.Redis.from_url(config.redis_url, **options)
+            # The factory's probe client: one connection, short timeouts, and the
+            # configured topology (Sentinel has no redis:// URL to build one from).
+            self._redis = probe_redis(self.launcher.config, timeout=PING_TIMEOUT)
         return self._redis
 
 
