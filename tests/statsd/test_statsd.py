@@ -307,6 +307,29 @@ def test_statsd_off_sends_nothing(redis_db, listener):
         "sidekiq.jobs.count", "sidekiq.jobs.success", "sidekiq.jobs.perform", "sidekiq.jobs.perform_dist"]
 
 
+def test_a_jobs_metrics_are_aggregated_between_sends(redis_db, listener, monkeypatch):
+    """Counters are summed and distributions keep every value; a sampled job's lines
+    carry its rate (issue 28 item 2: a few dictionary updates per job)."""
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        chain = server_chain(get_config())
+        udp = statsd.client()
+        udp._sender = threading.current_thread()  # no sender thread: the test sends by hand
+        for _ in range(50):
+            chain.invoke((None, {"class": "A", "args": []}, "q"), lambda: 1)
+        monkeypatch.setattr("random.random", lambda: 0.0)  # sampled in
+        chain.invoke((None, {"class": "A", "args": [], "dd_rate": 0.5}, "q"), lambda: 1)
+        udp.flush()
+    tags = "#worker:A,queue:q"
+    assert listener.wait_for("sidekiq.jobs.count", 2) == [f"sidekiq.jobs.count:50|c|{tags}",
+                                                         f"sidekiq.jobs.count:1|c|@0.5|{tags}"]
+    assert listener.wait_for("sidekiq.jobs.success", 2)[0] == f"sidekiq.jobs.success:50|c|{tags}"
+    assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2  # the last value per tag set
+    assert len(listener.wait_for("sidekiq.jobs.perform_dist", 51)) == 51
+
+
 def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):
     from wurk_django.conf import get_config
     from wurk_django.middleware import server_chain

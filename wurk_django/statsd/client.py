@@ -1,10 +1,13 @@
 """A DogStatsD client over UDP that can never hold a job up.
 
-A job thread only formats its lines and appends them to a bounded in-memory
-queue; one sender thread per process takes them from there about every
-``SEND_INTERVAL`` seconds, packs them into datagrams (several lines each,
+A job thread only records its metrics in memory: the job middleware's are
+aggregated (counters summed, a gauge's last value kept, every distribution
+value kept), any other metric is formatted and appended to a bounded queue.
+One sender thread per process takes them from there about every
+``SEND_INTERVAL`` seconds, packs the lines into datagrams (several lines each,
 newline-separated, as DogStatsD reads them) and sends them. So a job thread
-never waits on a socket, a lock or a name lookup:
+never waits on a socket, a name lookup or a lock held for longer than a few
+dictionary updates:
 
 * the host name is looked up by the sender thread, once; the address is kept.
   A lookup that fails is remembered for ``RETRY_LOOKUP`` seconds, during which
@@ -38,8 +41,8 @@ logger = logging.getLogger("wurk_django.statsd")
 # than MAX_DATAGRAM (absurd tag lists) is dropped rather than fragmented.
 PACKET_SIZE = 1432
 MAX_DATAGRAM = 8192
-MAX_QUEUED = 50_000  # lines waiting for the sender thread; more are dropped
-WAKE_AT = 2_000  # lines queued that wake the sender before its next round
+MAX_QUEUED = 20_000  # lines (and distribution values) waiting for the sender thread; more are dropped
+WAKE_AT = 1_000  # lines queued that wake the sender before its next round
 SEND_INTERVAL = 0.1  # seconds between the sender thread's rounds
 RETRY_LOOKUP = 30.0  # seconds a failed name lookup is remembered before the next try
 MAX_TAG_SETS = 4096  # formatted tag suffixes kept; a workload with more starts over
@@ -64,6 +67,12 @@ class UDPClient:
         self.lookups = 0  # name lookups made, for the curious and the tests
         self._prefix = _clean(f"{namespace}.", ":|@#") if namespace else ""
         self._lines: deque[str] = deque()
+        # The job path's aggregates, keyed by (name, kind, rate and tags), swapped out by the sender.
+        self._agg_lock = threading.Lock()
+        self._counts: dict[tuple[str, str, str], float] = {}
+        self._gauges: dict[tuple[str, str, str], float] = {}
+        self._values: dict[tuple[str, str, str], list[float]] = {}
+        self._pending = 0  # values held in _values
         self._suffixes: dict[tuple[str, ...], str] = {}
         self._lock = threading.Lock()  # starts the sender; never taken on a job's path once it runs
         self._sender: threading.Thread | None = None  # started by the first metric (again after a fork)
@@ -116,19 +125,56 @@ class UDPClient:
             metric = _clean(metric, ":|@#")
         self.send_line(f"{self._prefix}{metric}:{value}|{kind}{rate}{self._suffix(tags)}")
 
-    def report_many(self, metrics: Iterable[tuple[str, str, float]], tags: Iterable[str] | None,
-                    sample_rate: float | None) -> None:
-        """Several ``(name, kind, value)`` metrics with the same tags: the tags are
-        formatted once (a job's metrics after its run)."""
-        suffix = self._suffix(tags)
-        rate = f"|@{sample_rate:g}" if sample_rate is not None and sample_rate < 1 else ""
+    # -- the job middleware's path: aggregated until the sender's next round --------
+    #
+    # As the Datadog client does by default: counters are summed and a gauge keeps its
+    # last value (what a statsd server makes of them anyway); distributions keep every
+    # value. Per job that is a few dictionary updates under one uncontended lock, and
+    # a line per tag set per round rather than a line per metric per job.
+
+    def tail(self, tags: Iterable[str] | None, sample_rate: float | None = None) -> str:
+        """The ``|@rate|#tags`` end of a line, formatted once per tag set."""
+        tail = self._suffix(tags)
+        return f"|@{sample_rate:g}{tail}" if sample_rate is not None and sample_rate < 1 else tail
+
+    def add_count(self, metric: str, tail: str) -> None:
+        """``metric`` +1 with a :meth:`tail`; summed until the sender's next round."""
+        key = (metric, "c", tail)
+        with self._agg_lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+        if self._sender is None:
+            self._start_sender()
+
+    def add_timing(self, counter: str, gauge: str, distribution: str, tail: str, value: float) -> None:
+        """``counter`` +1, ``gauge`` and ``distribution`` set to ``value``, in one go."""
+        counted = (counter, "c", tail)
+        with self._agg_lock:
+            self._counts[counted] = self._counts.get(counted, 0) + 1
+            self._gauges[(gauge, "g", tail)] = value
+            if self._pending >= MAX_QUEUED:
+                self.dropped += 1
+            else:
+                self._pending += 1
+                key = (distribution, "d", tail)
+                values = self._values.get(key)
+                if values is None:
+                    self._values[key] = [value]
+                else:
+                    values.append(value)
+
+    def _aggregated(self) -> list[str]:
+        """The lines of what the job path gathered since the last round."""
+        with self._agg_lock:
+            counts, gauges, values = self._counts, self._gauges, self._values
+            if not (counts or gauges or values):
+                return []
+            self._counts, self._gauges, self._values, self._pending = {}, {}, {}, 0
         prefix = self._prefix
-        for metric, kind, value in metrics:
-            if rate and random.random() >= sample_rate:  # type: ignore[operator]
-                continue
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            self.send_line(f"{prefix}{metric}:{value}|{kind}{rate}{suffix}")
+        lines = [f"{prefix}{metric}:{_number(total)}|{kind}{tail}"
+                 for source in (counts, gauges) for (metric, kind, tail), total in source.items()]
+        for (metric, kind, tail), numbers in values.items():
+            lines.extend(f"{prefix}{metric}:{_number(v)}|{kind}{tail}" for v in numbers)
+        return lines
 
     def _suffix(self, tags: Iterable[str] | None) -> str:
         key = tuple(tags) if tags else ()
@@ -142,12 +188,14 @@ class UDPClient:
         return suffix
 
     def send_line(self, line: str) -> None:
-        """Queue one metric line for the sender thread; dropped (counted) when the queue is full."""
-        if len(self._lines) >= MAX_QUEUED or len(line) > MAX_DATAGRAM or self._closed:
+        """Queue one metric line for the sender thread; dropped (and counted) when the
+        queue is full."""
+        queued = len(self._lines)
+        if queued >= MAX_QUEUED or len(line) > MAX_DATAGRAM or self._closed:
             self.dropped += 1
             return
         self._lines.append(line)  # deque.append is atomic: no lock on a job's path
-        if len(self._lines) == WAKE_AT:
+        if queued == WAKE_AT:
             self._wake.set()  # a burst: the sender goes now rather than at its next round
         if self._sender is None:
             self._start_sender()
@@ -179,6 +227,7 @@ class UDPClient:
     def flush(self) -> None:
         """Send what is queued now (the sender thread does it every ``SEND_INTERVAL``)."""
         lines = self._lines
+        lines.extend(self._aggregated())
         if not lines:
             return
         target = self._target()
@@ -275,6 +324,8 @@ def _after_fork() -> None:
     # (started by its first metric); the parent's queued lines are the parent's.
     for client in list(_clients):
         client._lock = threading.Lock()
+        client._agg_lock = threading.Lock()
+        client._counts, client._gauges, client._values, client._pending = {}, {}, {}, 0
         client._lines.clear()
         client._sock = None
         client._sender = None
@@ -282,6 +333,10 @@ def _after_fork() -> None:
 
 atexit.register(_flush_all)
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def _number(value: float) -> float:
+    return int(value) if type(value) is float and value.is_integer() else value
 
 
 def format_metric(name: str, kind: str, value: float, tags: list[str], sample_rate: float | None) -> str:
