@@ -14,7 +14,7 @@ from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 
 HISTORY_CHOICES = (7, 30, 90)
-MAX_HISTORY_DAYS = 180  # UI limit (CORE-242)
+MAX_HISTORY_DAYS = 180  # the history chart offers at most 180 days (CORE-242)
 
 
 def today_counts() -> dict[str, int]:
