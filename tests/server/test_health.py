@@ -131,29 +131,23 @@ def test_ready_under_sentinel_and_503_while_the_primary_is_gone(start_listener):
         group.stop()
 
 
-@pytest.mark.slow
-def test_ready_over_tls(start_listener):
-    from tests.redis_servers import TLSRedis
+def _tls_config(server) -> Config:
+    return Config(raw={"REDIS": {"URL": server.url(), "OPTIONS": {"ssl_ca_certs": server.certs["ca.crt"]}},
+                       "TAG": "t"})
 
-    server = TLSRedis().start()
-    try:
-        config = Config(raw={"REDIS": {"URL": server.url(), "OPTIONS": {"ssl_ca_certs": server.certs["ca.crt"]}},
-                             "TAG": "t"})
-        listener = start_listener(config)
-        assert _get(listener, "/ready")[0] == 200
-        server.server.stop()
-        wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without Redis")
-    finally:
-        server.stop()
+
+def _unix_config(server) -> Config:
+    return Config(raw={"REDIS_URL": server.url(), "TAG": "t"})
 
 
 @pytest.mark.slow
-def test_ready_over_a_unix_socket(start_listener):
-    from tests.redis_servers import UnixRedis
+@pytest.mark.parametrize("kind", ["TLSRedis", "UnixRedis"])
+def test_ready_over_tls_and_a_unix_socket(start_listener, kind):
+    from tests import redis_servers
 
-    server = UnixRedis().start()
+    server = getattr(redis_servers, kind)().start()
     try:
-        listener = start_listener(Config(raw={"REDIS_URL": server.url(), "TAG": "t"}))
+        listener = start_listener(_tls_config(server) if kind == "TLSRedis" else _unix_config(server))
         assert _get(listener, "/ready")[0] == 200
         server.server.stop()
         wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without Redis")
