@@ -49,3 +49,8 @@ if os.environ.get("BENCH_COUNT") == "1":
     from peers import cmdcount
 
     cmdcount.install()
+
+# BENCH_STATSD=host:port turns statsd on (docs/benchmarks.md: statsd on versus off).
+if os.environ.get("BENCH_STATSD"):
+    _host, _, _port = os.environ["BENCH_STATSD"].rpartition(":")
+    WURK["STATSD"] = {"HOST": _host, "PORT": int(_port)}

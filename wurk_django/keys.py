@@ -105,6 +105,8 @@ def deploy_lock(label: str) -> str:
 # -- Pro: reliable fetch (PRO-100..155) ----------------------------------------------
 REAPER_LOCK = "super_fetch:reaper"  # one reaper sweep at a time across the cluster
 REAPER_FULL_LOCK = "super_fetch:reaper:full"  # one full (every queue) sweep at a time
+# Private lists found ownerless, with when and at what length, where OBJECT IDLETIME is refused.
+REAPER_QUIET = "super_fetch:reaper:quiet"
 RECOVERED_PREFIX = "super_fetch:recovered:"
 PRIVATE_ALL = f"{QUEUE_PREFIX}*|*"  # SCAN pattern: every process's private lists
 

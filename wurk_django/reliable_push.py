@@ -15,8 +15,11 @@ buffered.
 A short-lived process (a management command, a cron script) may end while
 jobs still wait. At interpreter exit the buffer is retried for up to
 ``RELIABLE_PUSH_EXIT_WAIT`` seconds; every job still undelivered then is
-reported by jid at ERROR (on stderr when logging is not configured): never
-lost without a word. ``RELIABLE_PUSH = False`` makes pushes raise instead.
+reported by jid at ERROR (on stderr when logging is not configured), and the
+process exits with status ``EXIT_PUSHES_LOST`` (75, sysexits' "temporary
+failure") whatever status it was leaving with, so a cron job or a CI step
+sees the loss: never lost without a word. ``RELIABLE_PUSH = False`` makes
+pushes raise instead.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import atexit
 import logging
 import os
 import ssl
+import sys
 import threading
 import time
 from collections import deque
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("wurk_django.client")
 
 FLUSH_INTERVAL = 2.0
+EXIT_PUSHES_LOST = 75  # the exit status of a process that ends with pushes undelivered
 TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 
@@ -169,14 +174,32 @@ def _buffer_for(writer: Writer | AsyncWriter) -> PushBuffer:
     return buffer
 
 
-def _at_exit() -> None:
+def _at_exit() -> int:
+    """Deliver or report what is still buffered; returns how many jobs were lost."""
+    lost = 0
     for buffer in list(_buffers.values()):  # one per Redis the process pushed to
-        _deliver_at_exit(buffer)
+        lost += _deliver_at_exit(buffer)
+    return lost
 
 
-def _deliver_at_exit(buffer: PushBuffer) -> None:
-    if not len(buffer) or buffer._writer is None:
+def _exit_handler() -> None:
+    if not _at_exit():
         return
+    # An atexit handler cannot change the status the interpreter exits with; os._exit
+    # can. It skips the handlers registered before this module was imported, so
+    # logging and the standard streams are flushed here first.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(EXIT_PUSHES_LOST)
+
+
+def _deliver_at_exit(buffer: PushBuffer) -> int:
+    if not len(buffer) or buffer._writer is None:
+        return 0
     wait = float(getattr(buffer._writer.config, "reliable_push_exit_wait", 5))
     logger.warning("process exiting with %d job(s) waiting for Redis; retrying for up to %gs", len(buffer), wait)
     lost = buffer.deliver_at_exit(wait)
@@ -184,11 +207,12 @@ def _deliver_at_exit(buffer: PushBuffer) -> None:
         logger.error("job %s (%s, queue %s) was NOT delivered: Redis stayed unreachable until this process exited",
                      job.get("jid"), job.get("class"), job.get("queue"))
     if lost:
-        logger.error("%d pushed job(s) lost at exit; set WURK['RELIABLE_PUSH'] = False to make pushes raise instead",
-                     len(lost))
+        logger.error("%d pushed job(s) lost at exit (exit status %d); set WURK['RELIABLE_PUSH'] = False to make "
+                     "pushes raise instead", len(lost), EXIT_PUSHES_LOST)
+    return len(lost)
 
 
-atexit.register(_at_exit)
+atexit.register(_exit_handler)
 
 
 def _reset_after_fork() -> None:

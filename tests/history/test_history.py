@@ -90,9 +90,11 @@ def test_snapshots_stream_and_statsd_gauges(redis_db):
         redis_db.sadd("queues", "default", "mail")
         redis_db.lpush("queue:mail", b"{}", b"{}")
         values = {"processed": 10, "failures": 2, "enqueued": 3, "retries": 0, "dead": 1, "scheduled": 0, "busy": 4}
+        # One client, as the history component uses: its lines leave in the order they were sent.
+        client = UDPClient("127.0.0.1", 7941)
         for i in range(3):
             snapshot(redis_db, collector=lambda i=i: {**values, "processed": 10 + i, "note": "x"}, cap=100,
-                     statsd_client=UDPClient("127.0.0.1", 7941))
+                     statsd_client=client)
         points = history.recent(2)
         assert [p["processed"] for p in points] == [11, 12] and points[0]["note"] == "x"
         assert points[0]["at"] <= points[1]["at"]

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from tests.support import ROOT, RedisServer, free_port
+from wurk_django import reliable_push
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +24,10 @@ print("PUSHED", RecordJob.perform_async("from a cron script"), flush=True)
 """
 
 
-def _script(**wurk) -> subprocess.Popen:
+def _script(script: str = SCRIPT, **wurk) -> subprocess.Popen:
     extra = {"REDIS_URL": f"redis://127.0.0.1:{PORT}/0", **wurk}
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "WURK_TEST_EXTRA": json.dumps(extra)}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-c", script], cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -37,10 +38,19 @@ def test_undelivered_jobs_are_reported_by_jid_at_exit():
     assert len(jid) == 24
     assert f"job {jid} (tests.jobsapp.jobs.RecordJob, queue default) was NOT delivered" in err
     assert "1 pushed job(s) lost at exit" in err
+    assert proc.returncode == reliable_push.EXIT_PUSHES_LOST  # issue 28 item 11: a cron script can tell
+
+
+def test_a_loss_at_exit_overrides_a_clean_exit_status():
+    """issue 28 item 11: even a script that ends with ``sys.exit(0)`` exits non-zero when
+    its pushes were lost."""
+    proc = _script(SCRIPT + "import sys\nsys.exit(0)\n", RELIABLE_PUSH_EXIT_WAIT=0.5)
+    out, err = proc.communicate(timeout=60)
+    assert "PUSHED" in out and "lost at exit" in err
+    assert proc.returncode == reliable_push.EXIT_PUSHES_LOST == 75
 
 
 def test_the_report_is_at_error_level(caplog, monkeypatch):
-    from wurk_django import reliable_push
     from wurk_django.conf import Config
 
     class DownWriter:
@@ -53,7 +63,7 @@ def test_the_report_is_at_error_level(caplog, monkeypatch):
     monkeypatch.setattr(reliable_push, "_buffers", {"test": buffer})  # one buffer per Redis
     monkeypatch.setattr(reliable_push.PushBuffer, "_run", lambda self, writer: None)  # no background flusher
     buffer.add(DownWriter(), ([{"jid": "j1", "class": "C", "queue": "q"}], [], False), redis.ConnectionError("down"))
-    reliable_push._at_exit()
+    assert reliable_push._at_exit() == 1
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("job j1 (C, queue q) was NOT delivered" in m for m in errors)
 
@@ -71,6 +81,7 @@ def test_buffered_jobs_are_delivered_if_redis_returns_before_the_wait_ends():
         client.close()
         assert queued == [jid]
         assert "NOT delivered" not in err
+        assert proc.returncode == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import socket
+import threading
+import time
 
 import pytest
 
@@ -12,6 +16,9 @@ from tests.support import free_port, wait_for, wurk_settings
 from wurk_django import payload, statsd
 from wurk_django.conf import problems
 from wurk_django.statsd.client import UDPClient, format_metric
+
+# The module, not the package's client() function of the same name.
+statsd_client = importlib.import_module("wurk_django.statsd.client")
 
 PORT = free_port()  # never a fixed port: the CI runs two suites side by side
 
@@ -53,6 +60,7 @@ def test_udp_client_never_raises_and_counts_drops():
     client = UDPClient("127.0.0.1", 7912)
     for _ in range(50):
         client.increment("nobody.listens")
+    client.flush()
 
     class FullSocket:
         def sendto(self, data, addr):
@@ -64,14 +72,84 @@ def test_udp_client_never_raises_and_counts_drops():
     client._sock = FullSocket()  # a send buffer that is always full
     before = client.dropped
     client.gauge("g", 1)
-    assert client.dropped == before + 1
+    client.gauge("g", 2)
+    client.flush()
+    assert client.dropped == before + 2  # one datagram of two lines, both counted
     assert client._sock is not None
+    client.close()
 
 
 def test_socket_is_non_blocking():
     client = UDPClient("127.0.0.1", 7912)
-    sock, _addr = client._socket()
+    sock, _addr = client._target()
     assert sock.getblocking() is False
+    client.close()
+
+
+def _failing_resolver(calls: list, delay: float = 0.0):
+    def resolve(host, port):
+        calls.append(host)
+        time.sleep(delay)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return resolve
+
+
+def test_a_name_that_does_not_resolve_is_looked_up_once(monkeypatch):
+    """issue 28 item 2: 1,000 metrics from 8 threads cost one lookup, made off the job
+    threads; the failure is remembered, and every metric is dropped and counted."""
+    calls: list[str] = []
+    monkeypatch.setattr(statsd_client, "resolve", _failing_resolver(calls, delay=0.2))
+    client = UDPClient("statsd.invalid", 8125)
+
+    def job_thread():
+        for _ in range(125):
+            statsd.emit("increment", "jobs.count", 1, ["queue:q"], to=client)
+
+    threads = [threading.Thread(target=job_thread) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wait_for(lambda: client.dropped == 1000, message="every metric dropped and counted")
+    client.flush()
+    assert calls == ["statsd.invalid"]
+    assert client.lookups == 1
+    client.close()
+
+
+def test_a_failed_lookup_is_tried_again_after_a_while(monkeypatch, listener):
+    calls: list[str] = []
+    monkeypatch.setattr(statsd_client, "resolve", _failing_resolver(calls))
+    client = UDPClient("127.0.0.1", PORT)
+    client._sender = threading.current_thread()  # no sender thread: this test flushes by hand
+    client.increment("lost")
+    client.flush()
+    client.increment("lost")
+    client.flush()
+    assert calls == ["127.0.0.1"] and client.dropped == 2
+    monkeypatch.undo()
+    client._lookup_failed_at -= statsd_client.RETRY_LOOKUP  # the retry interval has passed
+    client.increment("found")
+    client.flush()
+    assert listener.wait_for("found") == ["found:1|c"]
+    assert client.lookups == 2
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting(monkeypatch):
+    monkeypatch.setattr(statsd_client, "MAX_QUEUED", 5)
+    client = UDPClient("127.0.0.1", 7912)
+    client._sender = threading.current_thread()  # a sender that never comes round
+    for _ in range(12):
+        client.increment("pile.up")
+    assert len(client._lines) == 5 and client.dropped == 7
+    client.close()
+
+
+def test_lines_are_packed_into_datagrams_the_agent_splits(listener):
+    client = UDPClient("127.0.0.1", PORT)
+    for i in range(300):
+        client.gauge("packed", i, tags=["queue:q"])
+    assert listener.wait_for("packed:", 300)[-1] == "packed:299|g|#queue:q"
     client.close()
 
 
@@ -199,6 +277,23 @@ def test_worker_process_emits_pro_metrics(redis_db, worker_factory, listener):
     assert b"late" not in redis_db.lrange("test:ran", 0, -1)
 
 
+@pytest.mark.slow
+def test_a_hanging_name_lookup_never_holds_a_job_up(redis_db, worker_factory):
+    """issue 28 item 2, in a worker: the one lookup of a statsd host that does not
+    resolve hangs until every job has run; no second lookup is made."""
+    from tests.statsd import slow_dns
+
+    for i in range(slow_dns.JOBS):
+        RecordJob.perform_async(i)
+    extra = {"STATSD": {"CLIENT": "tests.statsd.slow_dns.make_client"}}
+    worker = worker_factory("-c", "5", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+    wait_for(lambda: redis_db.llen(slow_dns.RAN_WHEN_LOOKUP_ENDED) >= 1, timeout=60,
+             message="the statsd lookup to end")
+    assert int(redis_db.lindex(slow_dns.RAN_WHEN_LOOKUP_ENDED, 0)) == slow_dns.JOBS
+    assert worker.stop() == 0
+    assert int(redis_db.get(slow_dns.LOOKUPS)) == 1
+
+
 def test_statsd_off_sends_nothing(redis_db, listener):
     from wurk_django.conf import get_config
     from wurk_django.middleware import server_chain
@@ -210,6 +305,29 @@ def test_statsd_off_sends_nothing(redis_db, listener):
         assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "q"), lambda: 8) == 8
     assert [line.split(":")[0] for line in listener.wait_for("sidekiq.jobs", 4)] == [
         "sidekiq.jobs.count", "sidekiq.jobs.success", "sidekiq.jobs.perform", "sidekiq.jobs.perform_dist"]
+
+
+def test_a_jobs_metrics_are_aggregated_between_sends(redis_db, listener, monkeypatch):
+    """Counters are summed and distributions keep every value; a sampled job's lines
+    carry its rate (issue 28 item 2: a few dictionary updates per job)."""
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        chain = server_chain(get_config())
+        udp = statsd.client()
+        udp._sender = threading.current_thread()  # no sender thread: the test sends by hand
+        for _ in range(50):
+            chain.invoke((None, {"class": "A", "args": []}, "q"), lambda: 1)
+        monkeypatch.setattr("random.random", lambda: 0.0)  # sampled in
+        chain.invoke((None, {"class": "A", "args": [], "dd_rate": 0.5}, "q"), lambda: 1)
+        udp.flush()
+    tags = "#worker:A,queue:q"
+    assert listener.wait_for("sidekiq.jobs.count", 2) == [f"sidekiq.jobs.count:50|c|{tags}",
+                                                         f"sidekiq.jobs.count:1|c|@0.5|{tags}"]
+    assert listener.wait_for("sidekiq.jobs.success", 2)[0] == f"sidekiq.jobs.success:50|c|{tags}"
+    assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2  # the last value per tag set
+    assert len(listener.wait_for("sidekiq.jobs.perform_dist", 51)) == 51
 
 
 def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +14,7 @@ from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 
 HISTORY_CHOICES = (7, 30, 90)
-MAX_HISTORY_DAYS = 180  # UI limit (CORE-242)
+MAX_HISTORY_DAYS = 180  # the history chart offers at most 180 days (CORE-242)
 
 
 def today_counts() -> dict[str, int]:
@@ -131,7 +130,11 @@ def stats_queues(request: HttpRequest, model_admin: Any) -> HttpResponse:
 
 
 def _label(value: str) -> str:
-    return json.dumps(value)  # a quoted, escaped label value is valid Prometheus text
+    """A label value in the Prometheus text format: quoted, with only backslash, double
+    quote and newline escaped. Any other character, ``é`` included, is written as UTF-8:
+    the format has no ``\\u`` escape, and one such escape fails the whole scrape."""
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def _running_by_queue_and_class() -> dict[tuple[str, str], int]:

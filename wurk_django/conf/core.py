@@ -210,6 +210,11 @@ ROWS: tuple[Setting, ...] = (
             " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
             " [operations.md](operations.md).", WORKER,
             type=int | None),
+    Setting("HEALTH_BIND", "127.0.0.1",
+            lambda v: isinstance(v, str) and bool(v), "an IP address or host name",
+            "Address the health port listens on. The loopback default answers probes from the same host or pod"
+            " only; `\"0.0.0.0\"` (or `\"::\"`) listens on every interface, for a probe from another host.", WORKER,
+            type=str),
     # -- Retries and the dead set --
     Setting("MAX_RETRIES", 25,
             lambda v: is_int(v, 0), "an integer >= 0",

@@ -5,18 +5,28 @@ not completed): a liveness probe restarts a process that stopped answering.
 ``GET /ready`` answers 200 only while Redis answers a PING and the process is
 fetching: not quiet, and a processor came back from a fetch within the last
 30 seconds (or every processor is busy with a job). Anything else is 503 with
-the reasons in a small JSON body.
+the reasons in a small JSON body. Both bodies carry the process identity
+(host:pid:nonce); nothing else is exposed.
 
-The listener binds all interfaces. Swarm children share one port: the first
-child to bind it serves; the others retry every 5 seconds, so the port
-outlives any one child.
+The listener binds ``WURK["HEALTH_BIND"]`` (127.0.0.1 unless set: a probe from
+the same host or pod, never the whole network). It is built to be cheap to
+leave open: a request must arrive whole within ``READ_TIMEOUT`` seconds (a
+client sending a byte at a time is cut off too), at most ``MAX_CONNECTIONS``
+are served at once and any more are closed at accept, so a flood of half-sent
+requests costs a bounded number of threads. The Redis PING goes through the
+same client factory as the rest of the worker (:func:`~wurk_django.connection.probe_redis`),
+so it reaches Redis however it is configured: a URL, TLS, a Unix socket or
+Sentinel. Swarm children share one port: the first child to bind it serves;
+the others retry every 5 seconds, so the port outlives any one child.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import logging
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,15 +34,71 @@ from typing import Any
 
 import redis as redis_lib
 
+from ..connection import probe_redis
+
 logger = logging.getLogger("wurk_django.worker")
 
 READY_WINDOW = 30.0  # seconds since a processor last came back from a fetch
 RETRY_BIND = 5.0  # seconds between tries at a port another process holds
 PING_TIMEOUT = 1.0  # a probe's own timeout is often 1 s
+READ_TIMEOUT = 5.0  # seconds for a whole request to arrive; a probe sends one in microseconds
+MAX_CONNECTIONS = 16  # requests served at once; orchestrators probe a few times a minute
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket reader that gives up once the request's whole deadline has passed,
+    however the bytes trickle in (a per-read timeout alone lets a client that sends
+    one byte every few seconds hold a thread forever)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` with at most ``MAX_CONNECTIONS`` requests in hand: a
+    connection over the cap is closed at accept, without a thread."""
+
+    daemon_threads = True
+    request_queue_size = 128  # a burst waits in the kernel's queue, not in threads
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.refused = 0  # connections closed at accept because every slot was taken
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class HealthListener:
-    def __init__(self, launcher: Any, port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, launcher: Any, port: int, host: str = "127.0.0.1") -> None:
         self.launcher = launcher
         self.port = port
         self.host = host
@@ -51,10 +117,10 @@ class HealthListener:
         warned = False
         while not self._stop.is_set():
             try:
-                server = ThreadingHTTPServer((self.host, self.port), _handler(self))
+                server = _BoundedServer((self.host, self.port), _handler(self))
             except OSError as exc:
                 if exc.errno != errno.EADDRINUSE:
-                    logger.error("health listener cannot bind port %s: %s", self.port, exc)
+                    logger.error("health listener cannot bind %s port %s: %s", self.host, self.port, exc)
                     return
                 if not warned:
                     warned = True
@@ -62,9 +128,8 @@ class HealthListener:
                                 self.port, RETRY_BIND)
                 self._stop.wait(RETRY_BIND)
                 continue
-            server.daemon_threads = True
             self.server = server
-            logger.info("health listener on port %s (/live, /ready)", self.port)
+            logger.info("health listener on %s port %s (/live, /ready)", self.host, self.port)
             server.serve_forever(poll_interval=0.25)
             return
 
@@ -77,7 +142,7 @@ class HealthListener:
         if self._thread is not None:
             self._thread.join(3)
         if self._redis is not None:
-            self._redis.close()
+            self._redis.connection_pool.disconnect()
 
     # -- the checks --------------------------------------------------------------
 
@@ -106,15 +171,18 @@ class HealthListener:
 
     def _client(self) -> redis_lib.Redis:
         if self._redis is None:
-            config = self.launcher.config
-            options = {**config.redis_options, "socket_timeout": PING_TIMEOUT,
-                       "socket_connect_timeout": PING_TIMEOUT}
-            self._redis = redis_lib.Redis.from_url(config.redis_url, **options)
+            # The factory's probe client: one connection, short timeouts, and the
+            # configured topology (Sentinel has no redis:// URL to build one from).
+            self._redis = probe_redis(self.launcher.config, timeout=PING_TIMEOUT)
         return self._redis
 
 
 def _handler(listener: HealthListener) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + READ_TIMEOUT))
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0].rstrip("/")
             if path == "/live":

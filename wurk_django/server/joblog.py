@@ -25,6 +25,7 @@ class JobLogger:
     def __init__(self, attributes: list[str], skip: bool) -> None:
         self.attributes = attributes
         self.skip = skip
+        self._requeued_at_shutdown: set[object] = set()  # jids whose requeued line the shutdown wrote
 
     def context(self, job: dict) -> dict:
         ctx = {"jid": job.get("jid"), "class": job.get("wrapped") or job.get("class")}
@@ -47,8 +48,18 @@ class JobLogger:
 
     def requeued(self, ctx: dict, started: int) -> None:
         """Stopped by shutdown and put back on its queue: it did not fail and will run again."""
+        if ctx.get("jid") in self._requeued_at_shutdown:
+            return  # already written by the hard shutdown that put it back
         if not self.skip:
             _log("requeued", {**ctx, "elapsed": _elapsed(started)})
+
+    def requeued_at_shutdown(self, ctx: dict, elapsed: float) -> None:
+        """The hard shutdown put this job back. Written by the shutdown itself, as a thread
+        blocked in C code (a ``sleep``, a socket read) may never see its interruption before
+        the process exits; the thread's own ``requeued`` line is then skipped."""
+        self._requeued_at_shutdown.add(ctx.get("jid"))
+        if not self.skip:
+            _log("requeued", {**ctx, "elapsed": elapsed})
 
 
 def _log(message: str, ctx: dict) -> None:

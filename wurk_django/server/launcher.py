@@ -91,7 +91,7 @@ class Launcher:
         if config.health_port and not embedded:
             from .health import HealthListener
 
-            self.health = HealthListener(self, config.health_port)
+            self.health = HealthListener(self, config.health_port, config.health_bind)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -152,6 +152,9 @@ class Launcher:
                 except Exception:
                     logger.exception("quieting component %s failed", name)
         signals.send(signals.worker_quiet, Launcher, launcher=self)
+        # Beat now: the process list shows "quiet" at once, not a beat later, so
+        # `wurk_quiet --wait` and the dashboard see it as soon as it is true.
+        self.heartbeat_loop.wake()
 
     def stop(self, timeout: float | None = None) -> None:
         """Drain within ``timeout`` (default: the configured one), requeue what is left, deregister (CORE-157).
@@ -181,13 +184,15 @@ class Launcher:
                 step()
             except Exception:
                 logger.exception("shutdown step %s failed", getattr(step, "__name__", step))
+        # Logged before `stopped` is set: the main thread (or a swarm child's os._exit)
+        # ends the process as soon as it sees it, and this line would be lost.
+        logger.info("worker %s stopped", self.state.identity)
         self.stopped.set()
         if self.health is not None:
             try:
                 self.health.stop()
             except Exception:
                 logger.exception("closing the health listener failed")
-        logger.info("worker %s stopped", self.state.identity)
 
     def deregister_now(self, budget: float = 2.0) -> bool:
         """Hard exit path: remove this process's entry from ``processes`` within ``budget``

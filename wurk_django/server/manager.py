@@ -13,6 +13,7 @@ from typing import Any
 
 import redis as redis_lib
 
+from .. import payload
 from ..conf import Config
 from ..connection import get_redis
 from ..errors import Shutdown
@@ -109,17 +110,37 @@ class Manager:
     def hard_shutdown(self, busy: list[Processor]) -> None:
         """Requeue every in-flight job, then interrupt its thread (CORE-157, RUN-203)."""
         units: list[Any] = []
+        started: list[int | None] = []
         for processor in busy:
             processor.killed = True  # set first: a job finishing now must not ACK (RUN-803)
             if processor.unit is not None:
                 units.append(processor.unit)
+                started.append(self.state.started_at(processor.tid))
         if units:
             logger.warning("terminating %d busy job(s): %s", len(units),
                            ", ".join(str(u.jid) for u in units))
             self.fetcher.bulk_requeue(units)
+            self._log_requeued(units, started)
         for processor in busy:
             if processor.thread is not None:
                 raise_in_thread(processor.thread, Shutdown)
         deadline = time.monotonic() + HARD_SHUTDOWN_WAIT
         while self.alive_processors() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def _log_requeued(self, units: list[Any], started: list[int | None]) -> None:
+        """One ``requeued`` job log line per job put back, written here and now: its
+        thread may be stuck in C code until the process exits."""
+        now = time.time()
+        for unit, began in zip(units, started, strict=True):
+            try:
+                job = payload.loads(unit.job)
+                job = job if isinstance(job, dict) else {}
+            except Exception:
+                job = {}
+            job.setdefault("jid", unit.jid)
+            elapsed = round(max(now - began, 0.0), 3) if began is not None else 0.0
+            try:
+                self.joblog.requeued_at_shutdown(self.joblog.context(job), elapsed)
+            except Exception:
+                logger.exception("could not log the requeue of %s", unit.jid)

@@ -16,6 +16,14 @@ An owner is dead when:
 3. on this host with another nonce (a restarted worker): its pid no longer
    exists and its last beat is older than two beat intervals — a shortcut
    over the 60 s TTL, safe because a live process beats every 10 s.
+
+How long a list has been idle comes from ``OBJECT IDLETIME``. A server that
+refuses it (an LFU eviction policy, Dragonfly and other look-alikes) gets the
+same grace another way: the first sweep that finds the list ownerless notes
+the time and the list's length in ``super_fetch:reaper:quiet``, and a later
+sweep reclaims it once ``REAPER_ORPHAN_GRACE`` seconds have passed with the
+length unchanged. Nothing here needs ``CONFIG``, which managed Redis services
+usually disable.
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ class Reaper:
         self.grace = grace
         self.loop = TimerLoop("wurk-reaper", self.tick, lambda: self.interval, first_wait=interval)
         self.boot_thread = None
+        self._no_idletime = False  # set once the server refused OBJECT IDLETIME: the fallback from then on
 
     def start(self) -> None:
         self.loop.start()
@@ -128,6 +137,8 @@ class Reaper:
         for owner, lists in crashes.items():
             if owner not in kept:
                 moved += self.drain(self._gather(redis, lists), owner[0])
+                if self._no_idletime:
+                    redis.hdel(keys.REAPER_QUIET, *lists)
         return moved
 
     @staticmethod
@@ -178,11 +189,43 @@ class Reaper:
             if same_host and not _pid_alive(pid) and time.time() - beat > STALE_BEAT:
                 return False
             return True
-        if self.grace > 0:
-            idle = redis.object("idletime", key)
-            if idle is not None and idle < self.grace:
-                return True
+        if self.grace > 0 and self._idle_for(redis, key) < self.grace:
+            return True
         return False
+
+    def _idle_for(self, redis: redis_lib.Redis, key: str) -> float:
+        """Seconds ``key`` has gone untouched, as far as this server lets us know."""
+        if not self._no_idletime:
+            try:
+                idle = redis.object("idletime", key)
+            except redis_lib.ResponseError as exc:
+                # An LFU policy keeps no access time; some Redis look-alikes lack the command.
+                self._no_idletime = True
+                logger.info("OBJECT IDLETIME is refused (%s); the reaper times ownerless lists itself", exc)
+            else:
+                return float("inf") if idle is None else float(idle)
+        return self._quiet_for(redis, key)
+
+    def _quiet_for(self, redis: redis_lib.Redis, key: str) -> float:
+        """Seconds since a sweep first found ``key`` ownerless at its present length: the
+        first sweep starts the clock, a change of length starts it again (someone still
+        uses the list)."""
+        now = time.time()
+        length = int(redis.llen(key) or 0)
+        seen = redis.hget(keys.REAPER_QUIET, key)
+        if seen is not None:
+            since, _, seen_length = (seen.decode() if isinstance(seen, bytes) else seen).partition(":")
+            try:
+                if int(seen_length) == length:
+                    return max(now - float(since), 0.0)
+            except ValueError:
+                pass  # unreadable: start the clock again
+        pipe = redis.pipeline(transaction=False)
+        pipe.hset(keys.REAPER_QUIET, key, f"{now}:{length}")
+        # Entries of lists reclaimed or emptied by their owner go with the hash.
+        pipe.expire(keys.REAPER_QUIET, max(int(self.grace * 20), FULL_INTERVAL))
+        pipe.execute()
+        return 0.0
 
     def drain(self, private: str, public: str) -> int:
         """Give every job back to its queue, counting the recovery (PRO-141, RUN-142).

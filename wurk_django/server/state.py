@@ -97,6 +97,11 @@ class WorkerState:
             self.on_max_jobs()
         return True
 
+    def started_at(self, tid: str) -> int | None:
+        """When (epoch seconds) the job running on thread ``tid`` began, if one is."""
+        entry = self._busy.get(tid)
+        return entry[2] if entry is not None else None
+
     def busy_count(self) -> int:
         return len(self._busy)
 

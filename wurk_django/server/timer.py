@@ -30,6 +30,7 @@ class TimerLoop:
         self._first_wait = first_wait
         self._cond = threading.Condition()
         self._done = False
+        self._woken = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.outage = OutageLog(name, "; will try again")
@@ -48,8 +49,9 @@ class TimerLoop:
     def _wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; False once terminated."""
         with self._cond:
-            if not self._done and seconds > 0:
+            if not self._done and seconds > 0 and not self._woken:
                 self._cond.wait(seconds)
+            self._woken = False
             return not self._done
 
     def _run(self) -> None:
@@ -67,6 +69,13 @@ class TimerLoop:
                 self.outage.succeeded()
             if not self._wait(self._interval()):
                 return
+
+    def wake(self) -> None:
+        """Tick now rather than at the end of the current wait. A wake that comes while
+        a tick runs is kept: the next wait returns at once."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
 
     def terminate(self) -> None:
         with self._cond:

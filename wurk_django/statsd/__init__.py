@@ -21,9 +21,12 @@ metric                                    type           tags
 ``sidekiq.batch.duration_dist``           distribution   -
 ========================================  =============  ==================
 
-Metrics are sent over UDP on a non-blocking socket: when statsd is down or
-slow they are dropped, never waited for, and a failing client never changes a
-job's outcome.
+A job thread never waits for statsd: it queues its lines in memory and one
+sender thread per process looks the host name up (once; a failure is retried
+every 30 s, not per metric), packs the lines into datagrams and sends them on
+a non-blocking socket. When statsd is down, slow or unresolvable, metrics are
+dropped and counted (``client().dropped``), never waited for, and a failing
+client never changes a job's outcome (see :mod:`.client`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from ..conf import get_config
@@ -49,8 +53,12 @@ PREFIX = "sidekiq."
 SETTING_KEYS = ("HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS")
 
 _lock = threading.Lock()
-# (pid, the setting object it was built from, client or None)
-_memo: tuple[int, Any, Any] | None = None
+# (pid, the setting object it was built from, client or None, settings generation)
+_memo: tuple[int, Any, Any, int] | None = None
+# Bumped when Django says a setting changed (override_settings, pytest's ``settings``):
+# until then a job reads the client without going through the settings object.
+_generation = 0
+_options_memo: tuple[int, Any] | None = None  # (generation, the OPTIONS function or None)
 _override: Any = None  # set_client(): a client or a factory, wins over the setting
 _options: Callable[[str, dict, str], dict] | None = None
 
@@ -87,13 +95,18 @@ def client() -> Any:
 
     Built once per process from ``set_client()`` or ``WURK["STATSD"]``, again
     after a fork (a child must not share its parent's socket) or when the
-    setting changes.
+    setting changes: Django's ``setting_changed`` signal (sent by
+    ``override_settings``) has the next call read the setting again.
     """
     global _memo
-    source = _override if _override is not None else _setting()
     memo = _memo
     pid = os.getpid()
+    if memo is not None and memo[0] == pid and memo[3] == _generation:
+        return memo[2]  # every job comes here: no settings lookup
+    source = _override if _override is not None else _setting()
+    generation = _generation
     if memo is not None and memo[0] == pid and memo[1] is source:
+        _memo = (pid, source, memo[2], generation)
         return memo[2]
     with _lock:
         memo = _memo
@@ -104,8 +117,17 @@ def client() -> Any:
             built = _build(source)
         except Exception:
             logger.exception("statsd client could not be built; metrics are off in this process")
-        _memo = (pid, source, built)
+        _memo = (pid, source, built, generation)
         return built
+
+
+def _settings_changed(setting: str = "", **_kw: Any) -> None:
+    global _generation
+    if setting == "WURK":
+        _generation += 1
+
+
+setting_changed.connect(_settings_changed, weak=False, dispatch_uid="wurk_statsd_setting_changed")
 
 
 def _build(source: Any) -> Any:
@@ -124,11 +146,18 @@ def _build(source: Any) -> Any:
 
 
 def setting_options() -> Callable[[str, dict, str], dict] | None:
+    global _options_memo
     if _options is not None:
         return _options
+    memo = _options_memo
+    if memo is not None and memo[0] == _generation:
+        return memo[1]
+    generation = _generation
     source = _setting()
     fn = source.options if source is not None else None
-    return import_string(fn) if isinstance(fn, str) else fn
+    fn = import_string(fn) if isinstance(fn, str) else fn
+    _options_memo = (generation, fn)
+    return fn
 
 
 def job_tags(klass: str, job: dict, queue: str) -> tuple[list[str], float | None]:
