@@ -53,13 +53,13 @@ class Enqueue:
 class Schedule:
     """Add ``raw`` to the sorted set ``into`` with score ``at`` (epoch seconds).
 
-    ``job`` is ``None`` for stored bytes passed on without being parsed. ``via``,
+    ``job`` is ``None`` for stored bytes (or text) passed on without being parsed. ``via``,
     when set, is the command that adds it instead of ``ZADD``; an entry of
     ``schedule`` or ``retry`` is announced to the schedulers either way.
     """
 
     at: float
-    raw: bytes
+    raw: bytes | str
     job: dict | None = None
     into: str = keys.SCHEDULE
     via: Command | None = None
@@ -115,17 +115,18 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
 
     Extras stay where they stand. The pushes are written together where the first
     of them stands: one ``ZADD`` per set, the ``via`` commands of scheduled jobs,
-    ``SADD queues`` with every queue pushed to, one ``LPUSH`` (``RPUSH`` for
-    ``front``) per queue, the ``via`` commands of pushed jobs. The wake-up signals
+    ``SADD queues`` with every queue pushed to, one ``LPUSH`` per queue (then one
+    ``RPUSH`` per queue for ``front`` pushes), the ``via`` commands of pushed jobs. The wake-up signals
     come last (:func:`wake_commands`), so the pushes land first.
     """
     out: list[Command] = []
     at = -1  # where the pushes go in ``out``
     sets: dict[str, list[Any]] = {}
-    lists: dict[tuple[str, bool], list[bytes]] = {}
+    backs: dict[str, list[bytes]] = {}  # LPUSH, per queue
+    fronts: dict[str, list[bytes]] = {}  # RPUSH, per queue
     scheduled_via: list[Command] = []
     pushed_via: list[Command] = []
-    woken: dict[str, int] = {}
+    woken: dict[str, int] = {}  # jobs per queue, in the order the queues first come
     earliest: float | None = None
     for op in ops:
         kind = type(op)
@@ -138,12 +139,14 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
             if op.via is not None:
                 pushed_via.append(op.via)  # the script writes its own wake-up tokens
                 continue
-            found = lists.get((op.queue, op.front))
+            queue = op.queue
+            lists = fronts if op.front else backs
+            found = lists.get(queue)
             if found is None:
-                lists[(op.queue, op.front)] = [op.raw]
+                lists[queue] = [op.raw]
             else:
                 found.append(op.raw)
-            woken[op.queue] = woken.get(op.queue, 0) + 1
+            woken[queue] = woken.get(queue, 0) + 1
         else:
             if op.via is not None:
                 scheduled_via.append(op.via)
@@ -159,9 +162,10 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
         return out
     block: list[Command] = [("ZADD", name, *members) for name, members in sets.items()]
     block += scheduled_via
-    if lists:
-        block.append(("SADD", keys.QUEUES, *dict.fromkeys(queue for queue, _front in lists)))
-        block += [("RPUSH" if front else "LPUSH", keys.queue(queue), *raws) for (queue, front), raws in lists.items()]
+    if woken:
+        block.append(("SADD", keys.QUEUES, *woken))
+        block += [("LPUSH", keys.queue(queue), *raws) for queue, raws in backs.items()]
+        block += [("RPUSH", keys.queue(queue), *raws) for queue, raws in fronts.items()]
     block += pushed_via
     out[at:at] = block
     return out + wake_commands(woken, earliest, db)

@@ -1,4 +1,4 @@
-"""The write path: the one place normalized jobs become Redis commands.
+"""The write path: the one place normalized jobs are written to Redis.
 
 Every enqueue goes through a :class:`Writer`: ``perform_async/in/at/bulk``,
 the ``django.tasks`` backend (``aenqueue`` through its twin
@@ -6,13 +6,16 @@ the ``django.tasks`` backend (``aenqueue`` through its twin
 retry booking, the data API's retry/add-to-queue moves,
 and whatever features re-push (batch callbacks, limiter reschedules). That
 gives one connection policy (a ``READONLY`` reply after a failover redials and
-sends once more) and one seam for features.
+sends once more), one seam for features, and one serializer: jobs become typed
+operations (:mod:`wurk_django.operations`), and only
+:func:`wurk_django.operations.commands` makes them Redis commands.
 
 Promoting a due job from ``schedule``/``retry`` is one atomic script of the
-scheduler's (``lua/promote_due.lua``), and putting a fetched job back on its
-queue (a requeue at shutdown, the reaper's recovery) is not an enqueue either:
-it is sent with :meth:`Writer.send`, so it gets the policy, but the write hooks
-never see it.
+scheduler's (``lua/promote_due.lua``, which pushes with the snippet every
+pushing script shares, wake-up tokens included), and putting a fetched job
+back on its queue (a requeue at shutdown, the reaper's recovery) is not an
+enqueue either: it is sent with :meth:`Writer.send`, so it gets the policy,
+but the write hooks never see it.
 
 The seam is a *write hook*: ``hook(ops) -> ops``. It receives the typed
 operations of one round trip (:mod:`wurk_django.operations`: ``Enqueue``,

@@ -37,7 +37,8 @@ def _bid(op: Operation) -> str | None:
 def write_hook(ops: list[Operation]) -> list[Operation]:
     """Give every batch job's push the script that registers it; buffer those of an open block."""
     for op in ops:
-        if _bid(op) is not None:
+        # A quick look first (this runs on every push): a job with a bid at all.
+        if type(op) is not Extra and op.job is not None and op.job.get("bid"):
             break
     else:
         return ops  # the usual case: nothing of a batch's
