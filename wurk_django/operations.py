@@ -92,15 +92,16 @@ def for_jobs(jobs: list[dict], *, front: bool = False, now_ms: int | None = None
     those with an ``at``, an :class:`Enqueue` for the others, whose ``enqueued_at``
     is stamped now (CORE-083/084)."""
     ops: list[Operation] = []
+    add, dumps = ops.append, payload.dumps  # this loop runs for every job pushed
     now = None
     for job in jobs:
         if "at" in job:
-            ops.append(schedule(job))
+            add(schedule(job))
         else:
             if now is None:
                 now = payload.now_ms() if now_ms is None else now_ms
             job["enqueued_at"] = now
-            ops.append(Enqueue(job["queue"], payload.dumps(job), job, front))
+            add(Enqueue(job["queue"], dumps(job), job, front))
     return ops
 
 
@@ -116,8 +117,8 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
     Extras stay where they stand. The pushes are written together where the first
     of them stands: one ``ZADD`` per set, the ``via`` commands of scheduled jobs,
     ``SADD queues`` with every queue pushed to, one ``LPUSH`` per queue (then one
-    ``RPUSH`` per queue for ``front`` pushes), the ``via`` commands of pushed jobs. The wake-up signals
-    come last (:func:`wake_commands`), so the pushes land first.
+    ``RPUSH`` per queue for ``front`` pushes), the ``via`` commands of pushed jobs.
+    The wake-up signals come last (:func:`wake_commands`), so the pushes land first.
     """
     out: list[Command] = []
     at = -1  # where the pushes go in ``out``
