@@ -127,7 +127,6 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
     fronts: dict[str, list[bytes]] = {}  # RPUSH, per queue
     scheduled_via: list[Command] = []
     pushed_via: list[Command] = []
-    woken: dict[str, int] = {}  # jobs per queue, in the order the queues first come
     earliest: float | None = None
     for op in ops:
         kind = type(op)
@@ -140,14 +139,12 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
             if op.via is not None:
                 pushed_via.append(op.via)  # the script writes its own wake-up tokens
                 continue
-            queue = op.queue
             lists = fronts if op.front else backs
-            found = lists.get(queue)
+            found = lists.get(op.queue)
             if found is None:
-                lists[queue] = [op.raw]
+                lists[op.queue] = [op.raw]
             else:
                 found.append(op.raw)
-            woken[queue] = woken.get(queue, 0) + 1
         else:
             if op.via is not None:
                 scheduled_via.append(op.via)
@@ -161,6 +158,9 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
                 earliest = op.at
     if at < 0:
         return out
+    woken = {queue: len(raws) for queue, raws in backs.items()}  # jobs per queue pushed to
+    for queue, raws in fronts.items():
+        woken[queue] = woken.get(queue, 0) + len(raws)
     block: list[Command] = [("ZADD", name, *members) for name, members in sets.items()]
     block += scheduled_via
     if woken:
