@@ -114,3 +114,13 @@ def test_extras_keep_their_place_around_the_pushes():
         ("SET", "a"), ("SADD", "queues"), ("LPUSH", "queue:default"), ("SET", "b"),
         ("LPUSH", "wake:default"), ("LTRIM", "wake:default"), ("EXPIRE", "wake:default")]
     assert operations.commands([Extra(("SET", "a", "1"))]) == [("SET", "a", "1")]
+
+
+def test_front_and_back_pushes_in_one_round_trip_share_the_wake_up_count():
+    ops = [Enqueue("a", b"1"), Enqueue("a", b"2", front=True), Enqueue("b", b"3"),
+           Enqueue("c", b"4", via=("EVALSHA", "0" * 40, 0))]
+    assert operations.commands(ops) == [
+        ("SADD", "queues", "a", "b"), ("LPUSH", "queue:a", b"1"), ("LPUSH", "queue:b", b"3"),
+        ("RPUSH", "queue:a", b"2"), ("EVALSHA", "0" * 40, 0),
+        ("LPUSH", "wake:a", "1", "1"), ("LTRIM", "wake:a", 0, 63), ("EXPIRE", "wake:a", 60),
+        ("LPUSH", "wake:b", "1"), ("LTRIM", "wake:b", 0, 63), ("EXPIRE", "wake:b", 60)]
