@@ -1,6 +1,7 @@
-"""The write path (issue 11, item 1): write hooks, NOSCRIPT resend, READONLY redial,
-for the blocking Writer and its async twin. Round trips are counted at the writer's
-one send function, so every command of a round trip is visible."""
+"""The write path (issue 11, item 1; issue 24 item 3): typed write operations, the write
+hooks that transform them, the one serializer, NOSCRIPT resend, READONLY redial, for the
+blocking Writer and its async twin. Round trips are counted at the writer's one send
+function, so every command of a round trip is visible."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import redis as redis_lib
 from django.conf import settings
 
 from tests.local_redis import LocalRedis, free_port
-from wurk_django import payload, scripts
+from wurk_django import operations, payload, scripts
 from wurk_django import writer as writer_module
 from wurk_django.conf import Config
+from wurk_django.operations import Enqueue, Extra, Schedule
 from wurk_django.writer import AsyncWriter, Writer, register_hook, unregister_hook
 
 # Pushes the job itself and marks it, atomically: what a feature's script would do instead of LPUSH.
@@ -81,58 +83,84 @@ def trips(monkeypatch):
 # --- write hooks ----------------------------------------------------------------------------------
 
 
-def test_a_hook_sees_the_jobs_and_adds_commands_to_the_same_round_trip(redis_db, hooks, trips):
-    seen: list[list[str]] = []
+def test_a_hook_sees_the_operations_and_adds_commands_to_the_same_round_trip(redis_db, hooks, trips):
+    seen: list[list[tuple[str, str]]] = []
 
-    def register_jids(jobs, commands):
-        seen.append([job["jid"] for job in jobs])
-        return [*commands, ("SADD", "hooked", *[job["jid"] for job in jobs])]
+    def register_jids(ops):
+        seen.append([(type(op).__name__, op.job["jid"]) for op in ops])
+        return [*ops, Extra(("SADD", "hooked", *[job["jid"] for job in operations.jobs(ops)]))]
 
     hooks("test-register", register_jids)
     jobs = [_job(), _job(), _job("low", at=9_999_999_999)]
     Writer(_config()).push(jobs)
-    assert seen == [[job["jid"] for job in jobs]]
+    assert seen == [[("Enqueue", jobs[0]["jid"]), ("Enqueue", jobs[1]["jid"]), ("Schedule", jobs[2]["jid"])]]
     assert len(trips.trips) == 1
-    # The hook's command, then the wake-up signals (always last: the pushes land first).
+    # The pushes, the hook's command, then the wake-up signals (always last: the pushes land first).
     names = [c[0] for c in trips.trips[0]]
-    assert names[-5:] == ["SADD", "LPUSH", "LTRIM", "EXPIRE", "PUBLISH"]
-    assert trips.trips[0][-5][1] == "hooked"
+    assert names == ["ZADD", "SADD", "LPUSH", "SADD", "LPUSH", "LTRIM", "EXPIRE", "PUBLISH"]
+    assert trips.trips[0][3][1] == "hooked"
     assert redis_db.smembers("hooked") == {job["jid"].encode() for job in jobs}
     assert redis_db.llen("queue:default") == 2 and redis_db.zcard("schedule") == 1
 
 
-def test_a_hook_can_replace_a_push_with_a_script_in_the_same_round_trip(redis_db, hooks, trips):
+def test_a_hook_transforms_operations_rerouting_and_rewriting_a_job(redis_db, hooks, trips):
+    """A hook returns other operations than it was given: here the jobs of queue "old" are
+    rewritten (a new payload, a new queue) and go where the serializer puts any push, wake-up
+    token included; the scheduled one is moved to a later time."""
+
+    def reroute(ops):
+        out = []
+        for op in ops:
+            if type(op) is Enqueue and op.queue == "old":
+                out.append(operations.enqueue({**op.job, "queue": "new", "rerouted": True}))
+            elif type(op) is Schedule:
+                out.append(Schedule(op.at + 60, op.raw, op.job))
+            else:
+                out.append(op)
+        return out
+
+    hooks("test-reroute", reroute)
+    moved, kept, later = _job("old"), _job(), _job(at=2_000_000_000)
+    Writer(_config()).push([moved, kept, later])
+    assert redis_db.llen("queue:old") == 0 and not redis_db.exists("wake:old")
+    [raw] = redis_db.lrange("queue:new", 0, -1)
+    assert payload.loads(raw)["jid"] == moved["jid"] and payload.loads(raw)["rerouted"] is True
+    assert redis_db.lrange("wake:new", 0, -1) == [b"1"] and redis_db.smembers("queues") == {b"new", b"default"}
+    assert redis_db.zscore("schedule", redis_db.zrange("schedule", 0, 0)[0]) == 2_000_000_060
+    assert trips.trips[0][-1] == ("PUBLISH", "wake-schedule:" + str(redis_db.connection_pool.connection_kwargs["db"]),
+                                  "2000000060.0")
+
+
+def test_a_hook_can_push_a_job_via_a_script_in_the_same_round_trip(redis_db, hooks, trips):
     sha = _known_script(PUSH_AND_MARK)
     redis_db.script_load(PUSH_AND_MARK)
 
-    def through_script(jobs, commands):
+    def through_script(ops):
         # The job of queue "marked" is pushed (and marked) by the script instead of LPUSH.
-        out = []
-        for command in commands:
-            if command[0] == "LPUSH" and command[1] == "queue:marked":
-                for body in command[2:]:
-                    out.append(("EVALSHA", sha, 2, "queue:marked", "marks", body, payload.loads(body)["jid"]))
-            else:
-                out.append(command)
-        return out
+        return [operations.Enqueue(op.queue, op.raw, op.job,
+                                   via=("EVALSHA", sha, 2, "queue:marked", "marks", op.raw, op.job["jid"]))
+                if type(op) is Enqueue and op.queue == "marked" else op for op in ops]
 
     hooks("test-script", through_script)
     marked, plain = _job("marked"), _job()
     Writer(_config()).push([marked, plain])
     assert len(trips.trips) == 1
-    assert [c[0] for c in trips.trips[0]][:3] == ["SADD", "EVALSHA", "LPUSH"]
+    # The plain push, then the script; the script wakes for its own push (this one: none).
+    assert [c[0] for c in trips.trips[0]] == ["SADD", "LPUSH", "EVALSHA", "LPUSH", "LTRIM", "EXPIRE"]
+    assert trips.trips[0][1][1] == "queue:default" and trips.trips[0][3][1] == "wake:default"
     assert redis_db.smembers("marks") == {marked["jid"].encode()}
     assert payload.loads(redis_db.lindex("queue:marked", 0))["jid"] == marked["jid"]
     assert payload.loads(redis_db.lindex("queue:default", 0))["jid"] == plain["jid"]
 
 
-def test_hooks_run_in_position_order_each_seeing_the_previous_commands(redis_db, hooks):
+def test_hooks_run_in_position_order_each_seeing_the_previous_operations(redis_db, hooks):
     order: list[str] = []
 
     def hook(name):
-        def run(jobs, commands):
+        def run(ops):
             order.append(name)
-            return [*commands, ("RPUSH", "order", name)]
+            assert len(ops) == len(order)  # the job, plus one Extra per earlier hook
+            return [*ops, Extra(("RPUSH", "order", name))]
         return run
 
     hooks("test-late", hook("late"), position=20)
@@ -143,17 +171,19 @@ def test_hooks_run_in_position_order_each_seeing_the_previous_commands(redis_db,
     assert redis_db.lrange("order", 0, -1) == [b"early", b"middle", b"late"]
 
 
-def test_add_to_set_runs_the_hooks_over_the_parsed_jobs(redis_db, hooks, trips):
-    seen: list[str] = []
-    hooks("test-set", lambda jobs, commands: seen.extend(j["jid"] for j in jobs) or commands)
+def test_add_to_set_runs_the_hooks_over_its_operations(redis_db, hooks, trips):
+    seen: list[Schedule] = []
+    hooks("test-set", lambda ops: seen.extend(ops) or ops)
     job = _job()
     Writer(_config()).add_to_set("retry", [(job, 123.0), (b'{"raw":"bytes"}', 124.0)])
-    assert seen == [job["jid"]]  # stored bytes are passed on as they are, not parsed
+    # Stored bytes are passed on as they are, not parsed.
+    assert [(op.into, op.at, op.job is job) for op in seen] == [("retry", 123.0, True), ("retry", 124.0, False)]
+    assert seen[1].raw == b'{"raw":"bytes"}'
     assert len(trips.trips) == 1 and redis_db.zcard("retry") == 2
 
 
 def test_the_async_writer_runs_the_same_hooks_in_one_round_trip(redis_db, hooks, trips):
-    hooks("test-async", lambda jobs, commands: [*commands, ("SADD", "hooked", *[j["jid"] for j in jobs])])
+    hooks("test-async", lambda ops: [*ops, Extra(("SADD", "hooked", *[j["jid"] for j in operations.jobs(ops)]))])
     job, high = _job(), _job()
 
     async def go():
@@ -332,7 +362,7 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
 
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
     seen: list[str] = []
-    hooks("test-every", lambda jobs, commands: seen.extend(j["jid"] for j in jobs) or commands)
+    hooks("test-every", lambda ops: seen.extend(j["jid"] for j in operations.jobs(ops)) or ops)
 
     def reached(jid) -> bool:
         found = jid in seen

@@ -12,12 +12,20 @@ Two ways to run one:
   ``NOSCRIPT`` reply means the script did not run at all, so the sender may
   safely send that one command again as ``EVAL``: :func:`source_for_sha`
   gives the text for that.
+
+A script may include a shared snippet: a line ``--!include <name>`` is replaced,
+when the script is read, by the text of that snippet (named like a script, e.g.
+``lua/snippets/push_job``). Redis only ever sees the whole text, so its SHA, the
+``EVAL`` fallback and the load-once cache are about the script as sent. Every
+script that pushes a job includes ``lua/snippets/push_job``, so "push a job onto a
+queue" (and the wake-up tokens that go with it) is written once.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,13 +37,15 @@ PACKAGE_DIR = Path(__file__).parent
 
 _by_sha: dict[str, str] = {}
 _lock = threading.Lock()
+_INCLUDE = re.compile(r"^--!include ([\w/]+)[ \t]*$", re.MULTILINE)
 
 
 @functools.cache
 def source(name: str) -> str:
-    """Text of ``lua/<name>.lua``, or of ``<name>.lua`` under the package when ``name`` has a ``/``."""
+    """Text of ``lua/<name>.lua``, or of ``<name>.lua`` under the package when ``name`` has a
+    ``/``, with every ``--!include <snippet>`` line replaced by that snippet's text."""
     path = (PACKAGE_DIR / f"{name}.lua") if "/" in name else (LUA_DIR / f"{name}.lua")
-    return path.read_text()
+    return _INCLUDE.sub(lambda found: source(found.group(1)).rstrip("\n"), path.read_text())
 
 
 def script(client: redis.Redis, name: str):

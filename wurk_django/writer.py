@@ -1,4 +1,4 @@
-"""The write path: the one place normalized jobs become Redis commands.
+"""The write path: the one place normalized jobs are written to Redis.
 
 Every enqueue goes through a :class:`Writer`: ``perform_async/in/at/bulk``,
 the ``django.tasks`` backend (``aenqueue`` through its twin
@@ -6,21 +6,26 @@ the ``django.tasks`` backend (``aenqueue`` through its twin
 retry booking, the data API's retry/add-to-queue moves,
 and whatever features re-push (batch callbacks, limiter reschedules). That
 gives one connection policy (a ``READONLY`` reply after a failover redials and
-sends once more) and one seam for features.
+sends once more), one seam for features, and one serializer: jobs become typed
+operations (:mod:`wurk_django.operations`), and only
+:func:`wurk_django.operations.commands` makes them Redis commands.
 
 Promoting a due job from ``schedule``/``retry`` is one atomic script of the
-scheduler's (``lua/promote_due.lua``), and putting a fetched job back on its
-queue (a requeue at shutdown, the reaper's recovery) is not an enqueue either:
-it is sent with :meth:`Writer.send`, so it gets the policy, but the write hooks
-never see it.
+scheduler's (``lua/promote_due.lua``, which pushes with the snippet every
+pushing script shares, wake-up tokens included), and putting a fetched job
+back on its queue (a requeue at shutdown, the reaper's recovery) is not an
+enqueue either: it is sent with :meth:`Writer.send`, so it gets the policy,
+but the write hooks never see it.
 
-The seam is a *write hook*: ``hook(jobs, commands) -> commands``. It sees the
-jobs of one round trip and the commands about to carry them, and returns the
-commands to send instead: usually the same list with its own commands added
-(a batch registers its jids in the same round trip), or with a job's push
-replaced by a script that pushes and books atomically. Hooks run in position
-order. A hook must be cheap when the jobs are none of its business: it runs
-on every push.
+The seam is a *write hook*: ``hook(ops) -> ops``. It receives the typed
+operations of one round trip (:mod:`wurk_django.operations`: ``Enqueue``,
+``Schedule``, ``Extra``) and returns the operations to write instead: usually
+the same list with its own ``Extra`` commands added (a batch registers its jids
+in the same round trip), or with a job's operation given a ``via`` (a script
+that pushes and books atomically). Hooks run in position order; then one
+serializer (:func:`wurk_django.operations.commands`) makes the commands and the
+wake-up signals. A hook must be cheap when the operations are none of its
+business: it runs on every push.
 
 Scripts inside a round trip are sent as ``EVALSHA``; a ``NOSCRIPT`` reply
 means that script did not run, so exactly that command is sent again as
@@ -29,27 +34,27 @@ means that script did not run, so exactly that command is sent again as
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis as redis_lib
 
-from . import keys, payload, redis_errors
+from . import operations, payload, redis_errors
 from .conf import Config, get_config
 from .connection import async_redis, get_redis, send_commands
+from .operations import Command, Extra, Operation, Schedule
 from .positioned import Positioned
 from .scripts import source_for_sha
 
-Command = tuple[Any, ...]
-WriteHook = Callable[[list[dict], list[Command]], list[Command]]
+WriteHook = Callable[[list[Operation]], list[Operation]]
 
 
 _hooks: Positioned[WriteHook] = Positioned()
 
 
 def register_hook(name: str, hook: WriteHook, *, position: int = 0) -> None:
-    """Add (or replace) the write hook ``name``; lower positions run first."""
+    """Add (or replace) the write hook ``name``: ``hook(ops) -> ops`` over the
+    :mod:`~wurk_django.operations` of each round trip; lower positions run first."""
     _hooks.add(name, hook, position)
 
 
@@ -57,77 +62,20 @@ def unregister_hook(name: str) -> None:
     _hooks.remove(name)
 
 
-def _apply_hooks(jobs: list[dict], commands: list[Command]) -> list[Command]:
+def _apply_hooks(ops: list[Operation]) -> list[Operation]:
     if not _hooks.ordered:
         from . import features
 
         features.install(features.CLIENT)
     for hook in _hooks.ordered:
-        commands = hook(jobs, commands)
-    return commands
+        ops = hook(ops)
+    return ops
 
 
-def push_commands(jobs: list[dict], *, front: bool = False, now_ms: int | None = None) -> list[Command]:
-    """The plain commands for ``jobs`` (before hooks): one ``ZADD schedule`` for those
-    with an ``at``, ``SADD queues`` plus one ``LPUSH`` per queue for the others
-    (``RPUSH`` with ``front``: the end workers take from next). Stamps ``enqueued_at``
-    on immediate jobs (CORE-083/084)."""
-    commands: list[Command] = []
-    scheduled = [j for j in jobs if "at" in j]
-    if scheduled:
-        zadd: list[Any] = ["ZADD", "schedule"]
-        for job in scheduled:
-            body = {k: v for k, v in job.items() if k not in ("at", "enqueued_at")}
-            zadd += (float(job["at"]), payload.dumps(body))
-        commands.append(tuple(zadd))
-    immediate = [j for j in jobs if "at" not in j]
-    if immediate:
-        now = payload.now_ms() if now_ms is None else now_ms
-        by_queue: dict[str, list[bytes]] = defaultdict(list)
-        for job in immediate:
-            job["enqueued_at"] = now
-            by_queue[job["queue"]].append(payload.dumps(job))
-        commands.append(("SADD", "queues", *by_queue))
-        verb = "RPUSH" if front else "LPUSH"
-        commands += [(verb, f"queue:{queue}", *bodies) for queue, bodies in by_queue.items()]
-    return commands
-
-
-def wake_commands(jobs: list[dict], db: int | str = 0) -> list[Command]:
-    """The wake-up signals for ``jobs``, sent after their pushes in the same round trip.
-
-    * per queue pushed to: up to :data:`keys.WAKE_TOKENS_MAX` tokens on ``wake:<queue>``
-      (one per job), which an idle fetcher serving several queues blocks on: no blocking
-      move can take from more than one list, so the token says "look again now". The list
-      is trimmed and expires, so nobody listening costs nothing lasting;
-    * for jobs with an ``at``: the earliest one, published on
-      ``wake-schedule:<db>``, so a sleeping scheduler can wake in time.
-
-    A lost signal only costs time: fetchers and schedulers still poll as before.
-    """
-    counts: dict[str, int] = {}
-    earliest: float | None = None
-    for job in jobs:
-        at = job.get("at")
-        if at is None:
-            queue = job["queue"]
-            counts[queue] = counts.get(queue, 0) + 1
-        else:
-            earliest = float(at) if earliest is None else min(earliest, float(at))
-    commands: list[Command] = []
-    for queue, count in counts.items():
-        key = keys.wake(queue)
-        commands += [("LPUSH", key, *("1",) * min(count, keys.WAKE_TOKENS_MAX)),
-                     ("LTRIM", key, 0, keys.WAKE_TOKENS_MAX - 1), ("EXPIRE", key, keys.WAKE_TTL)]
-    if earliest is not None:
-        commands.append(schedule_wake_command(earliest, db))
-    return commands
-
-
-def schedule_wake_command(score: float, db: int | str = 0) -> Command:
-    """Announce a ``schedule``/``retry`` entry due at ``score`` (epoch seconds) to the
-    schedulers of database ``db``."""
-    return ("PUBLISH", keys.schedule_wake_channel(db), repr(float(score)))
+def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool) -> list[Operation]:
+    """``extra`` commands first, then the jobs' operations in their order."""
+    ops = operations.for_jobs(jobs, front=front)
+    return [*(Extra(command) for command in extra), *ops] if extra else ops
 
 
 def _db(client: Any) -> int | str:
@@ -160,26 +108,28 @@ class Writer:
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
               connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
-        commands = list(extra or ()) + push_commands(jobs, front=front)
-        return self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)),
-                         connect_attempts=connect_attempts)
+        return self.write_operations(_operations(jobs, extra, front), connect_attempts=connect_attempts)
+
+    def write_operations(self, ops: list[Operation], *, hooks: bool = True,
+                         connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
+        """Write ``ops`` now, in one round trip, after the write hooks (unless ``hooks`` is
+        False: operations the hooks already made, such as a batch's buffered pushes)."""
+        if hooks:
+            ops = _apply_hooks(ops)
+        return self.send(operations.commands(ops, _db(self.redis)), connect_attempts=connect_attempts)
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
         """``ZADD name`` for ``(job, score)`` pairs (retry booking, re-scheduling), with
-        the write hooks run over the parsed jobs, in one round trip."""
-        members: list[Any] = []
-        jobs: list[dict] = []
+        the write hooks run over their operations, in one round trip. Stored bytes are
+        passed on as they are (a :class:`~wurk_django.operations.Schedule` without a job)."""
+        ops: list[Operation] = [Extra(command) for command in extra]
         for job, score in entries:
-            raw = job if isinstance(job, (bytes, str)) else payload.dumps(job)
             if isinstance(job, dict):
-                jobs.append(job)
-            members += (float(score), raw)
-        commands = [*extra, ("ZADD", name, *members)] if members else list(extra)
-        commands = _apply_hooks(jobs, commands)
-        if members and name in (keys.SCHEDULE, keys.RETRY):
-            commands.append(schedule_wake_command(min(members[0::2]), _db(self.redis)))
-        return self.send(commands)
+                ops.append(Schedule(float(score), payload.dumps(job), job, name))
+            else:
+                ops.append(Schedule(float(score), job, None, name))
+        return self.write_operations(ops)
 
     def send(self, commands: list[Command], *, connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Send ``commands`` in one round trip under the replay policy of
@@ -213,7 +163,7 @@ class Writer:
 class AsyncWriter:
     """The :class:`Writer` for ``async`` callers, on ``redis.asyncio`` (DJ-017).
 
-    The same commands (:func:`push_commands`), the same write hooks and the same
+    The same operations and commands (:mod:`wurk_django.operations`), the same write hooks and the same
     policy (``READONLY`` redial, ``NOSCRIPT`` resend, the reliable-push buffer);
     only the round trip awaits instead of blocking.
     """
@@ -243,8 +193,8 @@ class AsyncWriter:
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
-        commands = list(extra or ()) + push_commands(jobs, front=front)
-        return await self.send(_apply_hooks(jobs, commands) + wake_commands(jobs, _db(self.redis)))
+        ops = _apply_hooks(_operations(jobs, extra, front))
+        return await self.send(operations.commands(ops, _db(self.redis)))
 
     async def send(self, commands: list[Command], *,
                    connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:

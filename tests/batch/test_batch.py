@@ -462,23 +462,47 @@ def test_job_sees_its_batch_and_validity(redis_db):  # PRO-223
     assert not job.valid_within_batch()
 
 
-def test_a_job_changed_after_serialization_is_reported(redis_db, caplog):
-    from wurk_django import writer
+def test_a_job_changed_by_an_earlier_hook_is_registered_as_written(redis_db):
+    """The batch hook works on operations (issue 24 item 3): a hook ahead of it that
+    rewrites a batch job's operation cannot make the job miss its registration."""
+    from wurk_django import operations, writer
 
-    def meddle(jobs, commands):
-        for job in jobs:
-            job["meddled"] = True
-        return commands
+    def meddle(ops):
+        return [operations.enqueue({**op.job, "meddled": True}) if type(op) is operations.Enqueue else op
+                for op in ops]
 
     writer.register_hook("meddle", meddle, position=10)
     try:
         batch = Batch()
-        batch.autoflush = 1
-        with caplog.at_level(logging.ERROR, logger="wurk_django.batch"), batch.jobs():
-            Noop.perform_async()
+        with batch.jobs():
+            jid = Noop.perform_async()
     finally:
         writer.unregister_hook("meddle")
-    assert "without being registered" in caplog.text
+    [raw] = redis_db.lrange("queue:default", 0, -1)
+    assert payload.loads(raw)["meddled"] is True and payload.loads(raw)["jid"] == jid
+    assert redis_db.smembers(f"b-{batch.bid}-jids") == {jid.encode()}
+    assert redis_db.hget(f"b-{batch.bid}", "total") == b"1"
+
+
+def test_a_batch_push_wakes_idle_fetchers_when_it_lands(redis_db, monkeypatch):
+    """A batch job is pushed by push.lua, whose shared push snippet writes the wake-up
+    token: inside a jobs() block it lands (and wakes) when the block's buffer is sent,
+    not before; the writer sends no wake-up of its own for it."""
+    from wurk_django import operations
+
+    woken: list[dict] = []
+    real = operations.wake_commands
+    monkeypatch.setattr(operations, "wake_commands",
+                        lambda counts, earliest, db=0: woken.append(dict(counts)) or real(counts, earliest, db))
+    batch = Batch()
+    with batch.jobs():
+        Noop.perform_async()
+        Noop.set(queue="other").perform_async()
+        assert not redis_db.exists("wake:default") and not redis_db.exists("queue:default")
+    assert redis_db.lrange("wake:default", 0, -1) == [b"1"] and redis_db.lrange("wake:other", 0, -1) == [b"1"]
+    assert 0 < redis_db.ttl("wake:other") <= keys.WAKE_TTL
+    assert all(not counts for counts in woken)
+    assert redis_db.hget(f"b-{batch.bid}", "total") == b"2"
 
 
 @pytest.mark.parametrize("exit_kind", ["skip", "shutdown", "interrupted", "caused_by_shutdown", "error"])

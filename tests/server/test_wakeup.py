@@ -16,8 +16,7 @@ import threading
 import pytest
 
 from tests.support import wait_for
-from wurk_django import keys, payload
-from wurk_django import writer as writer_module
+from wurk_django import keys, operations, payload
 from wurk_django.client import Client
 from wurk_django.conf import Config
 from wurk_django.server.reaper import Reaper
@@ -97,7 +96,7 @@ def test_strict_order_is_kept_when_woken(redis_db):
 def test_a_lost_wake_up_is_made_up_for_by_polling(redis_db, monkeypatch):
     """The signal is sent but never arrives (here: the writer's wake-up commands are dropped):
     the fetcher finds the job at its next walk, one poll interval later."""
-    monkeypatch.setattr(writer_module, "wake_commands", lambda jobs, db=0: [])
+    monkeypatch.setattr(operations, "wake_commands", lambda woken, earliest, db=0: [])
     fetcher = _fetcher(poll=1)
     attempts: list[int] = []
     thread, got = _fetch_in_thread(fetcher, attempts)

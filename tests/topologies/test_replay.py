@@ -17,6 +17,7 @@ from tests.local_redis import free_port
 from tests.redis_servers import SwitchableProxy, TCPRedis
 from wurk_django import connection, payload, redis_errors, writer
 from wurk_django.conf import Config
+from wurk_django.operations import Extra
 from wurk_django.server.reliable_fetch import ReliableFetch
 from wurk_django.writer import Writer
 
@@ -118,12 +119,12 @@ def kill_after_push(private):
         killer.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
         killer.close()
 
-    def hook(jobs, commands):
+    def hook(ops):
         if fired:
-            return commands
+            return ops
         fired.append(True)
         threading.Thread(target=kill_soon).start()
-        return [*commands, ("BLPOP", "test:never", 2)]
+        return [*ops, Extra(("BLPOP", "test:never", 2))]
 
     writer.register_hook("test-kill", hook, position=1000)
     yield fired

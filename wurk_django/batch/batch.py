@@ -310,9 +310,9 @@ class Batch:
         return commands
 
     def _write_buffer(self, writer: Writer, buffer: Buffer) -> None:
-        commands = buffer.take()
-        for start in range(0, len(commands), FLUSH_CHUNK):
-            writer.send(commands[start:start + FLUSH_CHUNK])
+        ops = buffer.take()  # the write hooks made these already
+        for start in range(0, len(ops), FLUSH_CHUNK):
+            writer.write_operations(ops[start:start + FLUSH_CHUNK], hooks=False)
 
     def _push_empty_marker_if_needed(self, config: Config) -> None:
         redis = get_redis(config=config)

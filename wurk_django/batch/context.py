@@ -5,7 +5,7 @@ each see their own (PRO-006); every setter hands back a token and the caller
 restores the previous value on the way out.
 
 * the batch whose ``jobs()`` block is open (pushes are stamped with its bid);
-* that block's buffer (pushed jobs waiting to be written at the end);
+* that block's buffer (the write operations of its pushes, waiting to be written);
 * the bids with an open block in this context (only the outermost block of a
   bid takes a hold);
 * the jid of the job this context is running (a hold taken inside a job is
@@ -15,9 +15,10 @@ restores the previous value on the way out.
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..operations import Operation
     from .batch import Batch
 
 current_batch: ContextVar[Batch | None] = ContextVar("wurk_batch", default=None)
@@ -27,28 +28,29 @@ current_jid: ContextVar[str | None] = ContextVar("wurk_batch_job", default=None)
 
 
 class Buffer:
-    """Commands (push-and-register scripts) of one ``jobs()`` block, waiting to be sent.
+    """Write operations (pushes through the batch's scripts) of one ``jobs()`` block,
+    waiting to be sent.
 
     ``autoflush``: ``None`` keeps everything until the block ends; ``N`` sends
     them every ``N`` jobs, in the round trip of the push that reached ``N``.
     """
 
-    __slots__ = ("bid", "autoflush", "commands")
+    __slots__ = ("bid", "autoflush", "operations")
 
     def __init__(self, bid: str, autoflush: int | None) -> None:
         self.bid = bid
         self.autoflush = autoflush
-        self.commands: list[tuple[Any, ...]] = []
+        self.operations: list[Operation] = []
 
-    def add(self, commands: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """Keep ``commands``; returns what must be sent now (the whole buffer when full)."""
-        self.commands.extend(commands)
-        if self.autoflush is not None and len(self.commands) >= self.autoflush:
+    def add(self, operations: list[Operation]) -> list[Operation]:
+        """Keep ``operations``; returns what must be sent now (the whole buffer when full)."""
+        self.operations.extend(operations)
+        if self.autoflush is not None and len(self.operations) >= self.autoflush:
             return self.take()
         return []
 
-    def take(self) -> list[tuple[Any, ...]]:
-        taken, self.commands = self.commands, []
+    def take(self) -> list[Operation]:
+        taken, self.operations = self.operations, []
         return taken
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import keys
+from ..operations import wake_args
 from ..scripts import lua
 
 #: How long any batch key lives unless the batch says otherwise (30 days).
@@ -39,11 +40,12 @@ DELETE = lua("batch/lua/delete")
 FIRE = lua("batch/lua/fire")
 
 
-def push_command(bid: str, queue: str, jid: str, raw: bytes) -> tuple[Any, ...]:
+def push_command(bid: str, queue: str, jid: str, raw: bytes, front: bool = False) -> tuple[Any, ...]:
+    """Register ``jid`` in ``bid`` and push ``raw`` onto ``queue`` (waking idle fetchers)."""
     return PUSH.command(
         [keys.batch(bid), keys.batch(bid, "jids"), keys.queue(queue), keys.QUEUES, keys.batch(bid, "died"),
-         keys.DEAD_BATCHES],
-        [queue, jid, raw, bid, DEFAULT_EXPIRY],
+         keys.DEAD_BATCHES, keys.wake(queue)],
+        [queue, jid, raw, bid, DEFAULT_EXPIRY, 1 if front else 0, *wake_args()],
     )
 
 
@@ -106,13 +108,15 @@ def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[i
 
 def fire_command(bid: str, event: str, *, now: float, queue: str, parent: str | None,
                  callbacks: list[tuple[str, bytes]]) -> tuple[Any, ...]:
-    """Claim ``event`` and push its callback jobs (``(jid, payload)``) in one step; the
-    reply is 1 (fired now), 0 (fired already) or -1 (the batch is gone)."""
-    fire_keys = [keys.batch(bid), keys.batch(bid, event), keys.DEAD_BATCHES, keys.QUEUES, keys.queue(queue)]
+    """Claim ``event`` and push its callback jobs (``(jid, payload)``) in one step, waking
+    idle fetchers of ``queue`` as any push does; the reply is 1 (fired now), 0 (fired
+    already) or -1 (the batch is gone)."""
+    fire_keys = [keys.batch(bid), keys.batch(bid, event), keys.DEAD_BATCHES, keys.QUEUES, keys.queue(queue),
+                 keys.wake(queue)]
     if parent:
         fire_keys += [keys.batch(parent), keys.batch(parent, "jids")]
     args: list[Any] = [event, bid, repr(now), CALLBACK_MARKER_TTL, DEFAULT_EXPIRY, repr(now - DEFAULT_EXPIRY),
-                       INDEX_MAX, queue, 1 if parent else 0]
+                       INDEX_MAX, queue, 1 if parent else 0, *wake_args()]
     for jid, raw in callbacks:
         args += [jid, raw]
     return FIRE.command(fire_keys, args)

@@ -3,7 +3,8 @@
 -- ARGV[1] = now, epoch seconds (score bound and dead-set score); ARGV[2] = queue key prefix "queue:";
 -- ARGV[3] = now in epoch milliseconds (the new enqueued_at); ARGV[4] = at most this many jobs per call;
 -- ARGV[5..7] (optional) = the wake-up list prefix "wake:", most tokens kept, their TTL: idle
--- fetchers serving several queues block on wake:<queue>, so a promoted job starts at once.
+-- fetchers serving several queues block on wake:<queue>, so a promoted job starts at once
+-- (the tokens the client writes with a push, by the shared push snippet).
 -- Returns {jobs taken from the set, of which moved to dead, then those dead members}: the caller
 -- runs the death handlers for them. It calls again while a full batch came back.
 --
@@ -13,6 +14,8 @@
 -- enqueued_at number is rewritten in the text (or added after the opening brace),
 -- so Ruby's and Python's bytes survive as written. Queue keys are built here from
 -- the prefix, as Sidekiq Pro does; this script is not for Redis Cluster.
+
+--!include lua/snippets/push_job
 
 local function skip_space(s, k)
   while true do
@@ -79,13 +82,11 @@ end
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 local buried = 0
 local dead = {}
-local woken = {}
 for _, member in ipairs(due) do
   local ok, job = pcall(cjson.decode, member)
   if ok and type(job) == 'table' and type(job['queue']) == 'string' and job['queue'] ~= '' then
-    redis.call('SADD', KEYS[2], job['queue'])
-    redis.call('LPUSH', ARGV[2] .. job['queue'], stamp(member, ARGV[3]))
-    woken[job['queue']] = (woken[job['queue']] or 0) + 1
+    local queue = job['queue']
+    push_job(KEYS[2], queue, ARGV[2] .. queue, stamp(member, ARGV[3]), ARGV[5] and (ARGV[5] .. queue), false)
   else
     -- Not a job anybody can run: keep it for a human in the dead set instead of dropping it.
     redis.call('ZADD', KEYS[3], ARGV[1], member)
@@ -95,13 +96,7 @@ for _, member in ipairs(due) do
   redis.call('ZREM', KEYS[1], member)
 end
 if ARGV[5] then
-  local most = tonumber(ARGV[6])
-  for queue, count in pairs(woken) do
-    local key = ARGV[5] .. queue
-    for _ = 1, math.min(count, most) do redis.call('LPUSH', key, '1') end
-    redis.call('LTRIM', key, 0, most - 1)
-    redis.call('EXPIRE', key, tonumber(ARGV[7]))
-  end
+  wake_fetchers(ARGV[6], ARGV[7])
 end
 local reply = {#due, buried}
 for _, member in ipairs(dead) do reply[#reply + 1] = member end

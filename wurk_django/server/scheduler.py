@@ -30,6 +30,7 @@ from ..conf import Config
 from ..connection import get_redis, send_commands
 from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
+from ..operations import wake_args
 from ..scripts import script
 from . import death
 from .outage import is_outage
@@ -140,7 +141,7 @@ class Scheduler:
                 at = now if now is not None else time.time()
                 taken, buried, *members = promote(keys=[name, keys.QUEUES, keys.DEAD],
                                                   args=[payload.score(at), keys.QUEUE_PREFIX, int(at * 1000), BATCH,
-                                                        keys.wake(""), keys.WAKE_TOKENS_MAX, keys.WAKE_TTL])
+                                                        keys.wake(""), *wake_args()])
                 moved += int(taken) - int(buried)
                 if buried:
                     logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set",

@@ -2,12 +2,17 @@
 -- callback jobs in the same atomic step: the marker key is claimed with SET NX,
 -- and only the claimer pushes, so any number of racing processes enqueue the
 -- callbacks once, and a crash can never leave a marker without its callbacks.
+-- The callbacks are pushed by the shared push snippet, wake-up tokens included,
+-- so an idle worker starts them at once, as it does any other push.
 -- KEYS = [b-<bid>, b-<bid>-<event>, dead-batches, queues, queue:<callback queue>,
---         (b-<parent>, b-<parent>-jids when callbacks join the parent)]
+--         wake:<callback queue>, (b-<parent>, b-<parent>-jids when callbacks join the parent)]
 -- ARGV = [event, bid, now, marker ttl, expiry, dead-index cutoff, index max,
---         callback queue, joins parent (0/1), jid, payload, jid, payload, ...]
+--         callback queue, joins parent (0/1), most wake-up tokens, their TTL,
+--         jid, payload, jid, payload, ...]
 -- Returns 1 when this call fired the event, 0 when it had fired already,
 -- -1 when the batch is gone.
+--!include lua/snippets/push_job
+
 if redis.call("exists", KEYS[1]) == 0 then
   return -1
 end
@@ -27,19 +32,17 @@ if event ~= "death" then
   redis.call("hset", KEYS[1], event, "1", event .. "_at", ARGV[3])
 end
 redis.call("expire", KEYS[1], ARGV[5], "NX")
-local joins = ARGV[9] == "1" and redis.call("exists", KEYS[6]) == 1
-if #ARGV > 9 then
-  redis.call("sadd", KEYS[4], ARGV[8])
-end
-for i = 10, #ARGV, 2 do
+local joins = ARGV[9] == "1" and redis.call("exists", KEYS[7]) == 1
+for i = 12, #ARGV, 2 do
   if joins then
-    if redis.call("sadd", KEYS[7], ARGV[i]) == 1 then
-      redis.call("hincrby", KEYS[6], "total", 1)
-      redis.call("hincrby", KEYS[6], "pending", 1)
+    if redis.call("sadd", KEYS[8], ARGV[i]) == 1 then
+      redis.call("hincrby", KEYS[7], "total", 1)
+      redis.call("hincrby", KEYS[7], "pending", 1)
     end
-    redis.call("expire", KEYS[6], ARGV[5], "NX")
     redis.call("expire", KEYS[7], ARGV[5], "NX")
+    redis.call("expire", KEYS[8], ARGV[5], "NX")
   end
-  redis.call("lpush", KEYS[5], ARGV[i + 1])
+  push_job(KEYS[4], ARGV[8], KEYS[5], ARGV[i + 1], KEYS[6], false)
 end
+wake_fetchers(ARGV[10], ARGV[11])
 return 1
