@@ -282,10 +282,9 @@ class Job:
         """False once this job's batch was invalidated (a long job may stop early)."""
         if not self.bid:
             return True
-        from . import keys
-        from .connection import get_redis
+        from . import context, keys
 
-        return get_redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+        return context.redis().hget(keys.batch(self.bid), "invalidated") != b"1"
 
     def interrupted(self) -> bool:
         """True once this job's worker is stopping; long jobs should save and return."""

@@ -29,9 +29,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .. import context as job_context
 from .. import keys, signals
-from ..conf import QUEUE_NAME, Config, get_config
-from ..connection import get_redis
+from ..conf import QUEUE_NAME, Config
 from ..errors import WurkError
 from ..writer import Writer
 from . import context, fire, scripts
@@ -244,7 +244,8 @@ class Batch:
         if self.bid in open_now:
             yield self  # a block inside a block of the same batch: the outer one holds and writes
             return
-        config = get_config()
+        # Inside a job, the worker's config (its shard); elsewhere the settings' (or a via() block's).
+        config = job_context.config()
         writer = Writer(config)
         created = not self._written
         commands: list[tuple[Any, ...]] = []
@@ -318,7 +319,7 @@ class Batch:
             writer.send(commands[start:start + FLUSH_CHUNK])
 
     def _push_empty_marker_if_needed(self, config: Config) -> None:
-        redis = get_redis(config=config)
+        redis = job_context.redis_for(config)
         pipe = redis.pipeline(transaction=False)
         pipe.hget(keys.batch(self.bid), "total")
         pipe.scard(keys.batch(self.bid, "kids"))
@@ -331,7 +332,7 @@ class Batch:
                                         "bid": self.bid})
 
     def _release(self, sentinel: str, config: Config) -> None:
-        state = ack_with_retries(self.bid, sentinel, config)
+        state = ack_with_retries(self.bid, sentinel, job_context.redis_for(config))
         fire.gate_reporting(self.bid, state[1], state[2], state[3], config)
 
     # -- reading and changing -------------------------------------------------------
@@ -346,7 +347,7 @@ class Batch:
             return 0
         removed, pending, live, kids = scripts.remove_jobs(self._redis(), self.bid, list(jids))
         if removed:
-            fire.gate_reporting(self.bid, pending, live, kids, get_config())
+            fire.gate_reporting(self.bid, pending, live, kids, job_context.config())
         return removed
 
     def invalidate_all(self) -> None:
@@ -379,12 +380,11 @@ class Batch:
 
     @staticmethod
     def _redis():
-        return get_redis()
+        return job_context.redis()
 
 
-def ack_with_retries(bid: str, jid: str, config: Config) -> list[int]:
-    """BATCH_ACK_SUCCESS, tried three times (it is safe to repeat); raises if Redis stays down."""
-    redis = get_redis(config=config)
+def ack_with_retries(bid: str, jid: str, redis: Any) -> list[int]:
+    """BATCH_ACK_SUCCESS on ``redis``, tried three times (it is safe to repeat); raises if Redis stays down."""
     for attempt in range(1, _ACK_ATTEMPTS + 1):
         try:
             return scripts.ack_success(redis, bid, jid)

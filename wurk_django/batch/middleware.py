@@ -6,9 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import context as job_context
 from .. import keys
-from ..conf import get_config
-from ..connection import get_redis
 from ..errors import JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..server.retry import caused_by_shutdown
 from . import context, fire, scripts
@@ -62,8 +61,9 @@ class BatchServerMiddleware:
             context.current_jid.reset(token)
 
     def _run(self, bid: str, job: dict, call_next: Callable[[], Any]) -> Any:
-        config = get_config()
-        redis = get_redis(config=config)
+        # The worker's config and the Redis the job came from: a worker on a shard acks there.
+        where = job_context.current()
+        config, redis = where.config, where.redis
         jid = job.get("jid") or ""
         result = None
         if job.get("class") != CALLBACK_CLASS and redis.hget(keys.batch(bid), "invalidated") == b"1":
@@ -83,6 +83,6 @@ class BatchServerMiddleware:
                 raise
         # Outside the job's error handling: if Redis stays down this raises and the job
         # is retried (it is still a live member, so the retry counts once).
-        _removed, pending, live, kids = ack_with_retries(bid, jid, config)
+        _removed, pending, live, kids = ack_with_retries(bid, jid, redis)
         fire.gate_reporting(bid, pending, live, kids, config)
         return result

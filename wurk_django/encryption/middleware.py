@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload
+from .. import context, payload
 from ..arguments import _coerce, check_arguments, find_complex
 from ..errors import RetryHandled
 from . import envelope, keyring, redaction
@@ -54,9 +54,7 @@ class EncryptionClientMiddleware:
         args = job.get("args")
         if not isinstance(args, list) or not args or envelope.is_envelope(args[-1]):
             return call_next()  # nothing to seal, or sealed already (a retry, a re-push): never twice
-        from ..conf import get_config
-
-        config = get_config()
+        config = context.config()
         ring = keyring.current()
         if ring is None:
             from .. import testing
@@ -109,11 +107,11 @@ class EncryptionServerMiddleware:
 def bury(job: dict, exc: EncryptionError) -> None:
     """Kill a job that cannot be decrypted: its envelope kept as it is, the reason in
     ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
-    from ..conf import get_config
     from ..server import death
 
     record = {**job, "error_class": DECRYPTION_ERROR_CLASS,
               "error_message": f"{DEAD_REASON}: {type(exc).__name__}: {exc}", "failed_at": payload.now_ms()}
     logger.error("%s jid=%s cannot be decrypted (%s: %s); moved to the dead set",
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
-    death.die(record, exc, reason=death.INVALID, config=get_config())
+    where = context.current()  # the worker's config and the Redis the job came from
+    death.die(record, exc, reason=death.INVALID, config=where.config, redis=where.redis)

@@ -20,9 +20,9 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .. import payload, signals
+from .. import context, payload, signals
 from ..client import Client
-from ..conf import Config, get_config
+from ..conf import Config
 from ..errors import RetrySkip
 from ..server import death
 from ..server.retry import error_class_name
@@ -45,7 +45,7 @@ def _load(entry: Any) -> Any:
     return import_string(entry) if isinstance(entry, str) else entry
 
 
-def _listed(exc: Exception) -> bool:
+def _listed(exc: Exception, config: Config) -> bool:
     """Is ``exc`` one of ``WURK["LIMITER_ERRORS"]``? Any job failure passes through
     here, so a worker run from a bare Config (no Django settings) is not made to read
     settings for it: without settings there is no such list."""
@@ -53,7 +53,7 @@ def _listed(exc: Exception) -> bool:
 
     if not settings.configured:
         return False
-    extra = get_config().raw.get("LIMITER_ERRORS") or ()
+    extra = config.raw.get("LIMITER_ERRORS") or ()
     return bool(extra) and isinstance(exc, tuple(_load(e) for e in extra))
 
 
@@ -72,16 +72,15 @@ def cap_of(limiter: Any) -> int:
     return DEFAULT_RESCHEDULE if cap is None else int(cap)
 
 
-def _seal_again(record: dict, config: Config) -> None:
+def _seal_again(record: dict, redis: Any) -> None:
     """An encrypted job reaches this middleware with its argument already decrypted
     (decryption runs further out); what is stored must hold the envelope again, never
     the clear value. A re-push gets that from the client chain; the dead set does not."""
     if not payload.truthy(record.get("encrypt")):
         return
-    from ..connection import get_redis
     from ..encryption.middleware import EncryptionClientMiddleware
 
-    EncryptionClientMiddleware()(None, record, record.get("queue"), get_redis(config=config), lambda: True)
+    EncryptionClientMiddleware()(None, record, record.get("queue"), redis, lambda: True)
 
 
 class LimiterMiddleware:
@@ -91,9 +90,10 @@ class LimiterMiddleware:
         try:
             return call_next()
         except Exception as exc:
-            if not (isinstance(exc, OverLimit) or _listed(exc)):
+            where = context.current()  # the worker's config and the Redis the job came from
+            if not (isinstance(exc, OverLimit) or _listed(exc, where.config)):
                 raise
-            self.handle(exc, job, queue, get_config())  # read for every job: settings changes apply at once
+            self.handle(exc, job, queue, where.config)
 
     def handle(self, exc: Exception, job: dict, queue: str, config: Config) -> None:
         job["overrated"] = int(job.get("overrated", 0) or 0) + 1
@@ -132,10 +132,11 @@ class LimiterMiddleware:
         record = {**job, "error_class": error_class_name(exc),
                   "error_message": f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
                   "failed_at": payload.now_ms()}
-        _seal_again(record, config)
+        redis = context.redis_for(config)
+        _seal_again(record, redis)
         logger.warning("%s jid=%s still rate limited after %d reschedules: moved to the dead set",
                        job.get("class"), job.get("jid"), job["overrated"])
-        death.die(record, exc, reason=death.EXHAUSTED, config=config)
+        death.die(record, exc, reason=death.EXHAUSTED, config=config, redis=redis)
         # Statsd's jobs.rate_limited counter (tagged worker:<class>) hangs off this signal.
         signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=None)
         raise RetrySkip() from None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import asyncrun, payload, registry, signals
+from .. import asyncrun, context, payload, registry, signals
 from ..client import Client
 from ..errors import BookingFailed, InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..reporting import report
@@ -38,6 +38,7 @@ class Processor:
         self.manager = manager
         self.fetcher = manager.fetcher
         self.config = manager.config
+        self.redis = manager.redis()  # the server this worker fetches from: every job's features use it
         self.state = manager.state
         self.retrier = manager.retrier
         self.joblog = manager.joblog
@@ -117,6 +118,14 @@ class Processor:
             return
         unit.jid = job.get("jid")
         queue = unit.queue
+        # The one object of this job: every feature reads the worker's config and Redis from it.
+        token = context.enter(context.JobContext(self.config, self.redis, raw, unit, queue, job))
+        try:
+            self._process(unit, job, raw, queue)
+        finally:
+            context.leave(token)
+
+    def _process(self, unit: Any, job: dict, raw: bytes, queue: str) -> None:
         ctx = self.joblog.context(job)
         started = time.monotonic_ns()
         ack = failed = skipped = self._interrupted = False
@@ -245,7 +254,7 @@ class Processor:
     def _bury(self, raw: bytes, exc: BaseException, reason: str, queue: str) -> bool:
         """True once ``raw`` is in the dead set with ``reason``."""
         try:
-            invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.manager.redis())
+            invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.redis)
             return True
         except Exception as bury_exc:
             report(bury_exc, {"context": "could not move a job that cannot run to the dead set"}, self.config)

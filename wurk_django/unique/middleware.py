@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload, testing
+from .. import context, payload, testing
 from ..arguments import check_arguments
-from ..conf import get_config
 from . import lock
 
 logger = logging.getLogger("wurk_django.client")
@@ -32,7 +31,7 @@ class UniqueClientMiddleware:
             return call_next()
         job["unique_for"] = ttl  # the payload carries whole seconds, whatever the caller gave
         lock.check_until(job.get("unique_until"))
-        config = get_config()
+        config = context.config()
         if redis is None or not lock.enabled(config) or testing.mode(config) in ("fake", "inline"):
             # Not enabled, or nothing will reach Redis (perform_inline, test modes): no lock.
             return call_next()
@@ -77,19 +76,20 @@ class UniqueServerMiddleware:
         return job.get("unique_for") is not None
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
-        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled():
+        where = context.current()  # the worker's config and the Redis the job came from
+        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled(where.config):
             return call_next()
         if job.get("unique_until") == lock.UNTIL_START:
-            self.release(job)
+            self.release(job, where.redis)
             return call_next()
         result = call_next()
-        self.release(job)
+        self.release(job, where.redis)
         return result
 
     @staticmethod
-    def release(job: dict) -> None:
+    def release(job: dict, redis: Any) -> None:
         try:
-            lock.release(job)
+            lock.release(job, redis)
         except Exception as exc:  # the TTL still bounds the lock
             worker_logger.warning("could not release the unique lock of %s jid=%s: %s: %s",
                                   job.get("class"), job.get("jid"), type(exc).__name__, exc)
