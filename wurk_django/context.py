@@ -22,6 +22,8 @@ settings, so the rest of the worker side never does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,17 @@ def enter(ctx: JobContext) -> Token:
 
 def leave(token: Token) -> None:
     _current.reset(token)
+
+
+@contextmanager
+def scope(ctx: JobContext) -> Iterator[JobContext]:
+    """``ctx`` is current inside the block: for running a job outside a processor
+    (``perform_inline``, the testing helpers, tests of a middleware)."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
 
 
 def running() -> JobContext | None:

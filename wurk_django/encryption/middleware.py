@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import context, payload
 from ..arguments import _coerce, check_arguments, find_complex
-from ..errors import RetryHandled
+from ..outcome import Outcome
 from . import envelope, keyring, redaction
 from .errors import DecryptionError, EncryptionError
 
@@ -89,8 +89,10 @@ class EncryptionServerMiddleware:
                 raise EncryptionError("no encryption key is configured in this process")
             value = envelope.unseal(ring, sealed[-1])
         except EncryptionError as exc:
-            bury(job, exc)
-            raise RetryHandled(exc) from None
+            where = context.current()
+            bury(where, job, exc)
+            where.outcome, where.error = Outcome.DEAD, exc  # reported and counted as a failure
+            return None
         job["args"] = [*sealed[:-1], value]
         try:
             return call_next()
@@ -104,14 +106,13 @@ class EncryptionServerMiddleware:
             job["args"] = sealed
 
 
-def bury(job: dict, exc: EncryptionError) -> None:
-    """Kill a job that cannot be decrypted: its envelope kept as it is, the reason in
-    ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
+def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
+    """Kill a job that cannot be decrypted: stored as fetched (its envelope as it is), the
+    reason in ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
     from ..server import death
 
-    record = {**job, "error_class": DECRYPTION_ERROR_CLASS,
-              "error_message": f"{DEAD_REASON}: {type(exc).__name__}: {exc}", "failed_at": payload.now_ms()}
     logger.error("%s jid=%s cannot be decrypted (%s: %s); moved to the dead set",
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
-    where = context.current()  # the worker's config and the Redis the job came from
-    death.die(record, exc, reason=death.INVALID, config=where.config, redis=where.redis)
+    death.die_as_fetched(where, exc, reason=death.INVALID, job=job, error_class=DECRYPTION_ERROR_CLASS,
+                         error_message=f"{DEAD_REASON}: {type(exc).__name__}: {exc}",
+                         failed_at=payload.now_ms())

@@ -140,6 +140,20 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         context.leave(token)
 
 
+def die_as_fetched(where: Any, exc: BaseException, *, reason: str, job: dict | None = None,
+                   **fields: Any) -> dict:
+    """End the running job for good: the entry is the job as it was fetched
+    (``where.raw``), never as a middleware changed it in memory (an argument it
+    decrypted, say), plus ``fields`` (``error_class``, ``error_message``...).
+    ``job`` stands in for the bytes when there are none (a job run outside a
+    worker). Returns the entry handed to the handlers."""
+    base = payload.loads(where.raw) if where.raw is not None else dict(job or {})
+    entry = {**base, **fields}
+    die(entry, exc, reason=reason, config=where.config, redis=where.redis,
+        job_class=where.job_class)
+    return entry
+
+
 def _notify(job: dict, exc: BaseException, reason: str, config: Any, job_class: Any) -> None:
     run_handlers(job, exc, reason, config)
     signals.send(signals.job_died, job_class or _job_class(job), job=job, exception=exc, reason=reason)

@@ -36,8 +36,8 @@ from .compat import TaskContext, TaskResultStatus, task_backends, task_finished,
 
 _worker_id: str | None = None
 
-# Raised by the worker runtime to stop or requeue a job: the attempt did not fail.
-_NOT_A_FAILURE = (errors.Shutdown, errors.RetrySkip, errors.RetryHandled, errors.JobInterrupted, KeyboardInterrupt)
+# A worker stopping, or a task asking to resume later: the attempt did not fail.
+_NOT_A_FAILURE = (errors.Shutdown, errors.JobInterrupted, KeyboardInterrupt)
 
 
 def set_worker_id(value: str | None) -> None:

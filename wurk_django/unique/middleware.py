@@ -83,7 +83,8 @@ class UniqueServerMiddleware:
             self.release(job, where.redis)
             return call_next()
         result = call_next()
-        self.release(job, where.redis)
+        if where.outcome is None:  # it ran; a rescheduled or paused job keeps its lock for its next run
+            self.release(job, where.redis)
         return result
 
     @staticmethod
