@@ -11,7 +11,8 @@ The worker-side modules (``WORKER_SIDE``) are the ones whose code runs because a
 worker is running a job or settling its outcome: the processor and its retry /
 death / invalid-payload paths, and every feature module holding server
 middleware, death handlers, batch acks and callbacks, unique-lock releases,
-limiter reschedules, encryption burials, iterable and ``django.tasks`` jobs.
+limiter reschedules, encryption burials, stored profiles, iterable and ``django.tasks``
+jobs.
 Some of them also hold client-side entry points (``Batch.jobs()``,
 ``unique.locked()``, ``Status``); those resolve through
 :func:`wurk_django.context.config` / :func:`wurk_django.context.redis`, the one
@@ -37,7 +38,7 @@ WORKER_SIDE = (
     "server/processor.py", "server/retry.py", "server/death.py", "server/invalid.py",
     "batch/middleware.py", "batch/deaths.py", "batch/callbacks.py", "batch/fire.py", "batch/batch.py",
     "batch/status.py", "unique/lock.py", "unique/middleware.py", "limiter/middleware.py",
-    "encryption/middleware.py", "iterable.py", "expiry/__init__.py", "tasks/job.py",
+    "encryption/middleware.py", "iterable.py", "expiry/__init__.py", "tasks/job.py", "profiling/middleware.py",
 )
 FORBIDDEN = {"get_config", "get_redis"}
 
