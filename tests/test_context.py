@@ -48,7 +48,7 @@ def _keys(client) -> set[str]:
 
 
 def test_a_shard_worker_keeps_batch_unique_and_limiter_state_on_its_shard(shard_b, server):
-    from tests.jobsapp.jobs import ShardCallbacks, ShardLimitedJob, ShardRecordJob, ShardUniqueJob
+    from tests.jobsapp.jobs import ShardCallbacks, ShardDoomedJob, ShardLimitedJob, ShardRecordJob, ShardUniqueJob
 
     default, b = shard_b
     with via("b"):
@@ -57,26 +57,33 @@ def test_a_shard_worker_keeps_batch_unique_and_limiter_state_on_its_shard(shard_
         with batch.jobs():
             ShardRecordJob.perform_async("in-batch-1")
             ShardRecordJob.perform_async("in-batch-2")
+        doomed = Batch()  # its job dies: the death handlers and death callbacks run on b too
+        doomed.on("death", ShardCallbacks)
+        with doomed.jobs():
+            doomed_jid = ShardDoomedJob.perform_async("x")
         unique_jid = ShardUniqueJob.perform_async("once")
         assert ShardUniqueJob.perform_async("once") is None  # the lock is on b: a duplicate is dropped
         limited_jid = ShardLimitedJob.perform_async("shard-test-window")
     assert _keys(default) == set()  # pushing through via("b") wrote nothing on the default Redis
     lock_keys = {k for k in _keys(b) if k.startswith("unique:")}
-    assert len(lock_keys) == 1
+    assert len(lock_keys) == 2  # the unique job's and the doomed one's
 
     worker = _worker(server, "-c", "2")
     try:
-        wait_for(lambda: b.llen("test:callbacks") == 2, timeout=60, message="both batch callbacks on b")
+        wait_for(lambda: b.llen("test:callbacks") == 3, timeout=60, message="the batch callbacks on b")
         wait_for(lambda: b.zcard("schedule") == 1, timeout=30, message="the limited job rescheduled on b")
         wait_for(lambda: b"unique:once" in b.lrange("test:ran", 0, -1), timeout=30, message="the unique job")
     finally:
         assert worker.stop() == 0, worker.output()
 
-    assert sorted(v.decode() for v in b.lrange("test:callbacks", 0, -1)) == [
-        f"complete:{batch.bid}", f"success:{batch.bid}:2"]
+    assert sorted(v.decode() for v in b.lrange("test:callbacks", 0, -1)) == sorted([
+        f"complete:{batch.bid}", f"success:{batch.bid}:2", f"death:{doomed.bid}"])
     # The batch acks, the callbacks' own acks and the gate all ran on b: it finished there.
     assert b.hget(f"b-{batch.bid}", "pending") == b"0"
-    # The lock was released on b after the job succeeded.
+    # The doomed job is in b's dead set; both locks were released on b (after the success, and
+    # by the death handler).
+    (dead,) = b.zrange("dead", 0, -1)
+    assert json.loads(dead)["jid"] == doomed_jid and b.sismember(f"b-{doomed.bid}-died", doomed_jid)
     assert not any(k.startswith("unique:") for k in _keys(b)), unique_jid
     # The limiter counted on b and put the job back in b's schedule, one round later.
     (rescheduled, _at), = b.zrange("schedule", 0, -1, withscores=True)

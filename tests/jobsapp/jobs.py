@@ -219,6 +219,11 @@ class ShardCallbacks:
 
         context.current().redis.rpush("test:callbacks", f"complete:{status.bid}")
 
+    def on_death(self, status, options):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:callbacks", f"death:{status.bid}")
+
 
 class ShardUniqueJob(Job):
     unique_for = 600
@@ -227,6 +232,16 @@ class ShardUniqueJob(Job):
         from wurk_django import context
 
         context.current().redis.rpush("test:ran", f"unique:{value}")
+
+
+class ShardDoomedJob(Job):
+    """A unique job that fails with no retries: it dies on its first run."""
+
+    unique_for = 600
+    retry = 0
+
+    def perform(self, value):
+        raise RuntimeError(f"doomed {value}")
 
 
 class ShardLimitedJob(Job):
