@@ -10,7 +10,8 @@ import pytest
 from wurk_django import Job, payload
 from wurk_django.backtrace import decompress
 from wurk_django.conf import Config
-from wurk_django.errors import RetryHandled, Shutdown
+from wurk_django.errors import Shutdown
+from wurk_django.outcome import Outcome
 from wurk_django.server.retry import Retrier, caused_by_shutdown, error_class_name
 
 
@@ -32,9 +33,10 @@ class Plain(Job):
         pass
 
 
-def book(retrier, raw, exc, job_class=Plain):
-    with pytest.raises(RetryHandled):
-        retrier.local(job_class, raw, "default", exc)
+def book(retrier, raw, exc, job_class=Plain) -> Outcome:
+    outcome = retrier.book(job_class, raw, "default", exc)
+    assert outcome in (Outcome.RETRIED, Outcome.DEAD, Outcome.DISCARDED)
+    return outcome
 
 
 @pytest.fixture
@@ -57,11 +59,10 @@ def test_retry_false_runs_death_handlers_without_the_morgue(redis_db):
     died = []
     retrier = Retrier(Config(DEATH_HANDLERS=[lambda job, exc: died.append((job["jid"], str(exc)))]))
     exc = _fail()
-    with pytest.raises(RuntimeError):  # re-raised outward by the local scope (CORE-120)
-        retrier.local(Plain, _raw(retry=False), "default", exc)
-    with pytest.raises(RetryHandled):
-        retrier.global_(_raw(retry=False), "default", exc)
-    assert died == [("c" * 24, "boom")]
+    # With the class known or not, retries off end the job: handlers run, nothing is kept (CORE-120).
+    assert retrier.book(Plain, _raw(retry=False), "default", exc) is Outcome.DISCARDED
+    assert retrier.book(None, _raw(retry=False), "default", exc) is Outcome.DISCARDED
+    assert died == [("c" * 24, "boom")] * 2
     assert redis_db.zcard("dead") == 0 and redis_db.zcard("retry") == 0  # CORE-125
 
 
@@ -163,5 +164,5 @@ def test_shutdown_in_the_cause_chain_is_shutdown(retrier):
     except RuntimeError as exc:
         wrapped = exc
     assert caused_by_shutdown(wrapped)  # CORE-121
-    with pytest.raises(Shutdown):
-        retrier.local(Plain, _raw(), "default", wrapped)
+    assert retrier.book(Plain, _raw(), "default", wrapped) is Outcome.INTERRUPTED
+    assert retrier.book(None, _raw(), "default", wrapped) is Outcome.INTERRUPTED

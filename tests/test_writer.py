@@ -356,7 +356,7 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
 
     from tests.jobsapp.jobs import RecordJob
     from wurk_django.api import RetrySet, ScheduledSet
-    from wurk_django.errors import RetryHandled
+    from wurk_django.outcome import Outcome
     from wurk_django.server.retry import Retrier
     from wurk_django.server.scheduler import Scheduler
 
@@ -386,8 +386,7 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
     assert Scheduler(config).enqueue_due(now=time.time() + 7200) == 1 and not seen
     # Retry booking.
     raw = redis_db.rpop("queue:default")
-    with pytest.raises(RetryHandled):
-        Retrier(config).global_(raw, "default", RuntimeError("boom"))
+    assert Retrier(config).book(None, raw, "default", RuntimeError("boom")) is Outcome.RETRIED
     assert reached(promoted) and RetrySet().size == 1
     # The data API's moves out of a sorted set, and adding to one.
     [entry] = list(RetrySet())

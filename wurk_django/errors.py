@@ -1,4 +1,4 @@
-"""Exceptions raised by wurk_django, and the control-flow signals of the worker."""
+"""Exceptions raised by wurk_django, and the shutdown the worker injects into busy threads."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ class InvalidJob(WurkError, ValueError):
 class BookingFailed(WurkError):
     """Recording a job's failure raised (a hook, a cleaner, a payload that cannot be written back).
 
-    The job then goes to the dead set with both errors instead of running again.
+    Raised by the retry layer to the processor, which then puts the job in the dead
+    set with both errors instead of running it again.
     """
 
     def __init__(self, job_error: BaseException, internal: BaseException) -> None:
@@ -45,20 +46,15 @@ class RedisClusterError(RedisVersionError):
     """The Redis server is a Redis Cluster node; wurk needs one primary (RUN-606)."""
 
 
-# Control flow inside the processor. They are BaseException subclasses so a job's
-# own ``except Exception`` cannot swallow them.
-
-
-class RetryHandled(BaseException):  # noqa: N818 - Sidekiq's name
-    """The retry layer booked the failure; the job is acknowledged."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(cause)
-        self.cause = cause
+# How a job's run ends is a value (wurk_django.outcome), not an exception. Two
+# BaseException subclasses remain, so a job's own ``except Exception`` cannot
+# swallow them: ``Shutdown``, which the manager injects into a busy thread, and
+# ``RetrySkip``, which nothing raises any more.
 
 
 class RetrySkip(BaseException):  # noqa: N818 - Sidekiq's name
-    """The job was re-pushed (an interrupted iterable job); acknowledge quietly."""
+    """No longer raised: a feature that ends a run sets ``context.current().outcome``
+    (see wurk_django.outcome). Kept so code that names it still imports."""
 
 
 class Shutdown(BaseException):  # noqa: N818 - Sidekiq's name

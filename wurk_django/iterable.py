@@ -25,9 +25,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import keys, payload
-from .conf import get_config
-from .connection import get_redis
+from . import context, keys, payload
 from .errors import JobInterrupted
 from .job import Job
 
@@ -40,7 +38,7 @@ FLUSH_INTERVAL = 5.0
 def cancel(jid: str) -> int:
     """Mark ``jid`` cancelled; returns the epoch second it was (first) cancelled (CORE-092)."""
     key = keys.iteration(jid)
-    pipe = get_redis().pipeline(transaction=True)
+    pipe = context.redis().pipeline(transaction=True)
     pipe.hsetnx(key, "cancelled", int(time.time()))
     pipe.hget(key, "cancelled")
     pipe.expire(key, STATE_TTL, nx=True)
@@ -136,7 +134,7 @@ class IterableJob(Job):
         """The iteration loop; subclasses define build_enumerator/each_iteration instead."""
         self.arguments = args
         key = keys.iteration(self.jid)
-        redis = get_redis(config=self._config)
+        redis = context.current().redis  # the Redis the job came from (its shard)
         state = redis.hgetall(key)
         self._executions = int(state.get(b"ex", 0)) + 1
         self._runtime = float(state.get(b"rt", 0.0))
@@ -168,7 +166,7 @@ class IterableJob(Job):
         self._finish(key)
 
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
-        limit = (self._config or get_config()).max_iteration_runtime
+        limit = context.current().config.max_iteration_runtime
         flushed_at = time.monotonic()
         for item, cursor in enumerator:
             self.current_object, self.cursor = item, cursor
@@ -186,7 +184,7 @@ class IterableJob(Job):
     def _flush(self, key: str) -> bool:
         """Save executions, cursor and runtime; True if the job was cancelled (CORE-223)."""
         runtime = self._runtime + (time.monotonic() - self._started)
-        pipe = get_redis(config=self._config).pipeline(transaction=True)
+        pipe = context.current().redis.pipeline(transaction=True)
         pipe.hset(key, mapping={"ex": self._executions, "c": payload.dumps(self.cursor), "rt": repr(runtime)})
         pipe.expire(key, STATE_TTL, nx=True)
         pipe.hget(key, "cancelled")
@@ -194,4 +192,4 @@ class IterableJob(Job):
 
     def _finish(self, key: str) -> None:
         self.on_complete()
-        get_redis(config=self._config).unlink(key)
+        context.current().redis.unlink(key)

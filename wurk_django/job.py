@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import payload, registry
+from . import context, payload, registry
 from .arguments import check_arguments
 from .asyncrun import run_coroutine
 from .conf import get_config
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
                 "display_class", "expires_in", "unique_for", "unique_until", "encrypt")
-_ABSOLUTE_THRESHOLD = 1_000_000_000  # CORE-086: below this an interval is relative
+_ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
 
 
 def _run_at(when: Any) -> float:
@@ -184,9 +184,14 @@ class Setter:
             instance.run(job["args"])
             return True
 
-        # A server middleware that does not call through halts the job: report it like the client side does.
-        if not server_chain.invoke((instance, job, job["queue"]), perform):
-            return None
+        # The job's context, as a worker makes it: the features in the chain read it.
+        where = context.JobContext(config, context.redis_for(config), payload.dumps(job), queue=job["queue"],
+                                   job=job)
+        where.instance, where.job_class = instance, self.job_class
+        with context.scope(where):
+            # A server middleware that does not call through halts the job: report it like the client side does.
+            if not server_chain.invoke((instance, job, job["queue"]), perform):
+                return None
         return True
 
 
@@ -283,9 +288,8 @@ class Job:
         if not self.bid:
             return True
         from . import keys
-        from .connection import get_redis
 
-        return get_redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+        return context.redis().hget(keys.batch(self.bid), "invalidated") != b"1"
 
     def interrupted(self) -> bool:
         """True once this job's worker is stopping; long jobs should save and return."""

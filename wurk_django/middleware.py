@@ -5,7 +5,11 @@ A middleware is a class whose instances are called once per job:
 * client: ``mw(job_class, job, queue, redis, call_next)``; return
   ``call_next()`` to continue, or a falsy value to stop the push;
 * server: ``mw(job_instance, job, queue, call_next)``; not calling
-  ``call_next()`` skips ``perform``; raising fails the job.
+  ``call_next()`` skips ``perform``; raising fails the job. The job's
+  context (the worker's config, the Redis the job came from and, once
+  ``call_next()`` returned, how an inner layer ended the run) is
+  ``wurk_django.context.current()``; a middleware that ends the run another
+  way sets its ``outcome`` and returns (see wurk_django.outcome).
 
 A fresh instance is built per job from the arguments given at registration,
 so middleware can keep per-job state on ``self`` safely across threads.

@@ -6,10 +6,11 @@ import pytest
 
 
 def run_jobs(redis_db, queues=("default",), limit: int = 10_000) -> int:
-    """Run queued jobs one at a time until the queues are empty; returns how many ran."""
-    from wurk_django import payload, registry
+    """Run queued jobs one at a time until the queues are empty; returns how many ran.
+    Each runs in its job context, as the processor runs it; a failure is booked."""
+    from wurk_django import context, payload, registry
     from wurk_django.conf import get_config
-    from wurk_django.errors import RetryHandled
+    from wurk_django.connection import get_redis
     from wurk_django.middleware import server_chain
     from wurk_django.server.retry import Retrier
 
@@ -28,23 +29,15 @@ def run_jobs(redis_db, queues=("default",), limit: int = 10_000) -> int:
             return ran
         ran += 1
         job = payload.loads(raw)
-        job_class = registry.resolve(job["class"])
-        instance = job_class()
-        instance.jid, instance.bid, instance.payload = job.get("jid"), job.get("bid"), job
-        try:
+        where = context.JobContext(config, get_redis(config=config), raw, queue=queue, job=job)
+        with context.scope(where):
             try:
+                job_class = where.job_class = registry.resolve(job["class"])
+                instance = job_class()
+                instance.jid, instance.bid, instance.payload = job.get("jid"), job.get("bid"), job
                 chain.invoke((instance, job, queue), lambda: instance.run(job["args"]))  # noqa: B023
-            except RetryHandled:
-                raise
             except BaseException as exc:
-                retrier.local(job_class, raw, queue, exc)
-        except RetryHandled:
-            pass
-        except BaseException as exc:
-            try:
-                retrier.global_(raw, queue, exc)
-            except RetryHandled:
-                pass
+                retrier.book(where.job_class, raw, queue, exc)
     return ran
 
 

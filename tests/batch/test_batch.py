@@ -505,23 +505,33 @@ def test_a_batch_push_wakes_idle_fetchers_when_it_lands(redis_db, monkeypatch):
     assert redis_db.hget(f"b-{batch.bid}", "total") == b"2"
 
 
-@pytest.mark.parametrize("exit_kind", ["skip", "shutdown", "interrupted", "caused_by_shutdown", "error"])
-def test_handled_exits_ack_nothing(redis_db, exit_kind):  # PRO-230 step 1, PRO-232
+@pytest.mark.parametrize("exit_kind", ["rescheduled", "paused", "shutdown", "caused_by_shutdown", "error"])
+def test_runs_that_end_another_way_ack_nothing(redis_db, exit_kind):  # PRO-230 step 1, PRO-232
+    from wurk_django import context
     from wurk_django.batch.middleware import BatchServerMiddleware
-    from wurk_django.errors import JobInterrupted, RetrySkip, Shutdown
+    from wurk_django.conf import get_config
+    from wurk_django.connection import get_redis
+    from wurk_django.errors import Shutdown
+    from wurk_django.outcome import Outcome
 
     batch = Batch()
     with batch.jobs():
         jid = Mark.perform_async(1)
-    job = payload.loads(redis_db.lindex("queue:default", 0))
+    raw = redis_db.lindex("queue:default", 0)
+    job = payload.loads(raw)
+    where = context.JobContext(get_config(), get_redis(), raw, queue="default", job=job)
 
     def run():
-        if exit_kind == "skip":
-            raise RetrySkip()
+        # What an inner layer does: a limiter reschedules, perform asks to resume later
+        # (the processor's innermost layer records it), a shutdown, a failure.
+        if exit_kind == "rescheduled":
+            where.outcome = Outcome.RESCHEDULED
+            return None
+        if exit_kind == "paused":
+            where.outcome = Outcome.PAUSED
+            return None
         if exit_kind == "shutdown":
             raise Shutdown()
-        if exit_kind == "interrupted":
-            raise JobInterrupted("resume later")
         if exit_kind == "caused_by_shutdown":
             try:
                 raise Shutdown()
@@ -529,8 +539,12 @@ def test_handled_exits_ack_nothing(redis_db, exit_kind):  # PRO-230 step 1, PRO-
                 raise RuntimeError("wrapped") from exc
         raise RuntimeError("a real failure")
 
-    with pytest.raises(BaseException):  # noqa: B017 - each kind raises its own
-        BatchServerMiddleware()(Mark(), job, "default", run)
+    with context.scope(where):
+        if exit_kind in ("rescheduled", "paused"):
+            assert BatchServerMiddleware()(Mark(), job, "default", run) is None
+        else:
+            with pytest.raises(BaseException):  # noqa: B017 - each kind raises its own
+                BatchServerMiddleware()(Mark(), job, "default", run)
     status = Status(batch.bid)
     assert status.pending == 1 and batch.include(jid)
     assert status.failures == (1 if exit_kind == "error" else 0)

@@ -14,7 +14,7 @@ from tests.support import wurk_settings
 from wurk_django import encryption, payload
 from wurk_django.conf import get_config
 from wurk_django.encryption import envelope
-from wurk_django.errors import RetryHandled
+from wurk_django.outcome import Outcome
 from wurk_django.server.retry import Retrier
 
 pytestmark = pytest.mark.django_db
@@ -44,12 +44,11 @@ def fill(redis_db) -> None:
     ChargeCard.perform_in(3600, 3, CARD)
     DeclinedCard.perform_async(4, CARD)
     raw = redis_db.lpop("queue:default")  # DeclinedCard, the newest
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(DeclinedCard, raw, "default", ValueError("card [encrypted data] declined"))
+    assert Retrier(get_config()).book(DeclinedCard, raw, "default",
+                                      ValueError("card [encrypted data] declined")) is Outcome.RETRIED
     DeclinedCard.set(retry=0).perform_async(5, CARD)
     raw = redis_db.lpop("queue:default")
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(DeclinedCard, raw, "default", ValueError("declined"))
+    assert Retrier(get_config()).book(DeclinedCard, raw, "default", ValueError("declined")) is Outcome.DEAD
     # A Ruby-sealed argument without the encrypt flag is masked as well.
     sealed = envelope.seal(encryption.keyring.current(), CARD)
     enqueue(redis_db, job("Ruby::Charge", args=[6, sealed]))

@@ -13,12 +13,13 @@ from django.test import override_settings
 
 from tests.encryption.jobs import ChargeCard, DeclinedCard, OpaqueFailure, fingerprint
 from tests.support import wurk_settings
-from wurk_django import encryption, payload, testing
+from wurk_django import context, encryption, payload, testing
 from wurk_django.api import DeadSet, RetrySet
 from wurk_django.client import Client
 from wurk_django.conf import get_config
+from wurk_django.connection import get_redis
 from wurk_django.encryption import envelope, keyring
-from wurk_django.errors import RetryHandled
+from wurk_django.outcome import Outcome
 from wurk_django.server.retry import Retrier
 
 KEY1 = bytes(range(32))
@@ -207,13 +208,18 @@ def test_code_enable_takes_precedence_over_the_setting(redis_db):  # ENT-601
 # -- server side -------------------------------------------------------------------------
 
 
-def run_job(job: dict, job_class) -> None:
-    """The server chain around ``perform``, as the processor runs it."""
+def run_job(job: dict, job_class) -> context.JobContext:
+    """The server chain around ``perform``, as the processor runs it, in the job's
+    context (the bytes as fetched are ``job`` as it is now); the context afterwards."""
     from wurk_django.middleware import server_chain
 
     instance = job_class()
     instance.payload = job
-    server_chain(get_config()).invoke((instance, job, job["queue"]), lambda: instance.run(job["args"]))
+    config = get_config()
+    where = context.JobContext(config, get_redis(config=config), payload.dumps(job), queue=job["queue"], job=job)
+    with context.scope(where):
+        server_chain(config).invoke((instance, job, job["queue"]), lambda: instance.run(job["args"]))
+    return where
 
 
 def test_worker_side_decrypts_for_perform_and_puts_the_envelope_back(redis_db):  # ENT-608
@@ -232,8 +238,7 @@ def test_failure_is_retried_with_the_original_ciphertext_and_a_masked_message(re
         run_job(job, DeclinedCard)
     assert_no_plaintext(str(info.value))
     assert str(info.value) == "card [encrypted data] declined for [encrypted data]"
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(DeclinedCard, raw, "default", info.value)
+    assert Retrier(get_config()).book(DeclinedCard, raw, "default", info.value) is Outcome.RETRIED
     retry_raw = redis_db.zrange("retry", 0, -1)[0]
     assert_no_plaintext(retry_raw)
     entry = payload.loads(retry_raw)
@@ -258,9 +263,9 @@ def test_undecryptable_job_goes_dead_with_its_ciphertext(redis_db, caplog):  # E
     raw, job = stored(redis_db)
     with wurk_settings(ENCRYPTION={"ACTIVE_VERSION": 3, "KEYS": {3: base64.b64encode(b"k" * 32).decode()}},
                        DEATH_HANDLERS=[lambda j, e: died.append((j["jid"], type(e).__name__))]):
-        with caplog.at_level(logging.ERROR, logger="wurk_django.worker"), pytest.raises(RetryHandled) as info:
-            run_job(job, ChargeCard)
-    assert isinstance(info.value.cause, encryption.KeyMissingError)
+        with caplog.at_level(logging.ERROR, logger="wurk_django.worker"):
+            where = run_job(job, ChargeCard)
+    assert where.outcome is Outcome.DEAD and isinstance(where.error, encryption.KeyMissingError)
     assert redis_db.llen("test:charged") == 0
     dead_raw = redis_db.zrange("dead", 0, -1)[0]
     assert_no_plaintext(dead_raw)
@@ -282,8 +287,7 @@ def test_tampered_job_goes_dead(redis_db):
     ChargeCard.perform_async(7, CARD)
     _raw, job = stored(redis_db)
     job["args"][-1]["ct"] = base64.b64encode(b"x" * 30).decode()
-    with pytest.raises(RetryHandled):
-        run_job(job, ChargeCard)
+    assert run_job(job, ChargeCard).outcome is Outcome.DEAD
     dead = payload.loads(redis_db.zrange("dead", 0, -1)[0])
     assert dead["error_message"].startswith("encryption_error: DecryptionError: authentication failed")
     assert RetrySet().size == 0

@@ -190,3 +190,66 @@ class EuropeJob(Job):
 
     def perform(self, value):
         get_redis(config=self._config).rpush("test:ran", str(value))
+
+
+class ContextRecordJob(Job):
+    """Writes what the running job's context says about its worker, on that worker's Redis."""
+
+    def perform(self, key):
+        import json
+
+        from wurk_django import context
+
+        where = context.current()
+        where.redis.rpush(key, json.dumps({"concurrency": where.config.concurrency,
+                                           "queues": where.config.queue_names, "shard": where.config.shard,
+                                           "queue": where.queue, "jid": where.job["jid"]}))
+
+
+class ShardCallbacks:
+    """Batch callbacks that record the event on the Redis of the worker running them."""
+
+    def on_success(self, status, options):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:callbacks", f"success:{status.bid}:{status.total}")
+
+    def on_complete(self, status, options):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:callbacks", f"complete:{status.bid}")
+
+    def on_death(self, status, options):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:callbacks", f"death:{status.bid}")
+
+
+class ShardUniqueJob(Job):
+    unique_for = 600
+
+    def perform(self, value):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:ran", f"unique:{value}")
+
+
+class ShardDoomedJob(Job):
+    """A unique job that fails with no retries: it dies on its first run."""
+
+    unique_for = 600
+    retry = 0
+
+    def perform(self, value):
+        raise RuntimeError(f"doomed {value}")
+
+
+class ShardLimitedJob(Job):
+    """Always over its limit: the second call in the same hour is refused at once."""
+
+    def perform(self, name):
+        from wurk_django import limiter
+
+        limited = limiter.window(name, 1, "hour", wait_timeout=0)
+        limited.within_limit(lambda: None)
+        limited.within_limit(lambda: None)

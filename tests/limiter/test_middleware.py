@@ -7,11 +7,14 @@ import time
 import pytest
 
 from tests.support import wurk_settings
-from wurk_django import limiter, payload, signals
+from wurk_django import context, limiter, payload, signals
 from wurk_django.conf import get_config
-from wurk_django.errors import RetrySkip
+from wurk_django.connection import get_redis
 from wurk_django.limiter.middleware import LimiterMiddleware, default_backoff
 from wurk_django.middleware import server_chain
+from wurk_django.outcome import Outcome
+
+RESCHEDULED, DEAD = Outcome.RESCHEDULED, Outcome.DEAD
 
 
 class PartnerSaid429(Exception):
@@ -23,11 +26,19 @@ def a_job(**extra) -> dict:
             "retry": True, "created_at": payload.now_ms(), "enqueued_at": payload.now_ms(), **extra}
 
 
-def run(job: dict, exc: BaseException):
+def run(job: dict, exc: BaseException, raw: bytes | None = None) -> Outcome | None:
+    """The middleware around a job that raises ``exc``, as a worker runs it (``raw``: the
+    bytes as fetched, by default the job itself); the outcome the middleware decided."""
+
     def call_next():
         raise exc
 
-    return LimiterMiddleware()(object(), job, job["queue"], call_next)
+    config = get_config()
+    where = context.JobContext(config, get_redis(config=config), payload.dumps(job) if raw is None else raw,
+                               queue=job["queue"], job=job)
+    with context.scope(where):
+        assert LimiterMiddleware()(object(), job, job["queue"], call_next) is None
+    return where.outcome
 
 
 def scheduled(redis_db) -> list[tuple[dict, float]]:
@@ -43,8 +54,7 @@ def test_over_limit_reschedules_the_same_job_with_backoff_and_acks(redis_db):  #
     erp = limiter.concurrent("erp", 1, backoff=lambda lim, job, exc: 30 + job["overrated"])
     job = a_job(overrated=2)
     before = time.time()
-    with pytest.raises(RetrySkip):
-        run(job, limiter.OverLimit(erp))
+    assert run(job, limiter.OverLimit(erp)) is RESCHEDULED
     (again, at), = scheduled(redis_db)
     assert again["jid"] == job["jid"] and again["args"] == [1] and again["overrated"] == 3
     assert "enqueued_at" not in again and "at" not in again
@@ -58,13 +68,11 @@ def test_backoff_order_limiter_then_setting_then_default(redis_db):
         return 1000
 
     with wurk_settings(LIMITER_BACKOFF=slow):
-        with pytest.raises(RetrySkip):
-            run(a_job(), limiter.OverLimit(limiter.window("w", 1, "second")))
+        assert run(a_job(), limiter.OverLimit(limiter.window("w", 1, "second"))) is RESCHEDULED
         (_job, at), = scheduled(redis_db)
         assert 999 < at - time.time() <= 1000
     redis_db.delete("schedule")
-    with pytest.raises(RetrySkip):
-        run(a_job(overrated=1), limiter.OverLimit(limiter.window("w", 1, "second")))
+    assert run(a_job(overrated=1), limiter.OverLimit(limiter.window("w", 1, "second"))) is RESCHEDULED
     (_job, at), = scheduled(redis_db)
     assert 600 < at - time.time() <= 900  # 300 x 2 + 1..300
     assert all(301 <= default_backoff(None, {"overrated": 1}, None) <= 600 for _ in range(50))
@@ -80,12 +88,10 @@ def test_configured_errors_are_rescheduled_with_the_default_cap(redis_db):  # EN
     with wurk_settings(LIMITER_ERRORS=["tests.limiter.test_middleware.PartnerSaid429"],
                        LIMITER_BACKOFF=lambda lim, job, exc: 5):
         exc = PartnerSaid429("slow down")
-        with pytest.raises(RetrySkip):
-            run(a_job(), exc)
+        assert run(a_job(), exc) is RESCHEDULED
         assert exc.job["overrated"] == 1
         assert redis_db.zcard("schedule") == 1
-        with pytest.raises(RetrySkip):
-            run(a_job(overrated=19), PartnerSaid429("again"))  # the 20th time: the cap
+        assert run(a_job(overrated=19), PartnerSaid429("again")) is DEAD  # the 20th time: the cap
     dead, = redis_db.zrange("dead", 0, -1)
     assert payload.loads(dead)["error_message"] == "rate_limited: again (overrated=20)"
 
@@ -102,10 +108,8 @@ def test_at_the_cap_the_job_goes_dead_with_the_reason(redis_db):  # ENT-153
     died = []
     signals.job_died.connect(lambda sender, **kw: died.append(kw["job"]["jid"]), weak=False, dispatch_uid="lim")
     try:
-        with pytest.raises(RetrySkip):
-            run(job, limiter.OverLimit(stripe))
-        with pytest.raises(RetrySkip):
-            run(a_job(), limiter.OverLimit(stripe))  # a first time: rescheduled
+        assert run(job, limiter.OverLimit(stripe)) is DEAD
+        assert run(a_job(), limiter.OverLimit(stripe)) is RESCHEDULED  # a first time: rescheduled
     finally:
         signals.job_rate_limited.disconnect(note)
         signals.job_died.disconnect(dispatch_uid="lim")
@@ -168,10 +172,11 @@ def test_an_encrypted_job_stays_encrypted_when_rescheduled_and_when_it_dies(redi
         with wurk_settings(ENCRYPTION={"ACTIVE_VERSION": 1, "KEYS": {1: base64.b64encode(bytes(32)).decode()}}):
             stripe = limiter.window("stripe", 1, "second", reschedule=2)
             # As the limiter middleware sees it: the encryption middleware further out opened it.
-            with pytest.raises(RetrySkip):
-                run(a_job(args=[7, secret], encrypt=True), limiter.OverLimit(stripe))
-            with pytest.raises(RetrySkip):
-                run(a_job(args=[8, secret], encrypt=True, overrated=1), limiter.OverLimit(stripe))
+            assert run(a_job(args=[7, secret], encrypt=True), limiter.OverLimit(stripe)) is RESCHEDULED
+            # At the cap the dead entry is the job as fetched: the envelope, not the opened value.
+            fetched = a_job(args=[8, encryption.encrypt(secret)], encrypt=True, overrated=1)
+            opened = {**fetched, "args": [8, secret]}
+            assert run(opened, limiter.OverLimit(stripe), raw=payload.dumps(fetched)) is DEAD
             stored = redis_db.zrange("schedule", 0, -1) + redis_db.zrange("dead", 0, -1)
             assert len(stored) == 2
             for raw in stored:
@@ -193,8 +198,7 @@ def test_a_unique_job_keeps_its_lock_and_is_not_dropped_as_its_own_duplicate(red
         job = payload.loads(redis_db.lrange("queue:default", 0, -1)[0])
         key = lock.lock_key(job)
         assert redis_db.get(key) == jid.encode()
-        with pytest.raises(RetrySkip):
-            run(job, limiter.OverLimit(limiter.concurrent("erp", 1)))
+        assert run(job, limiter.OverLimit(limiter.concurrent("erp", 1))) is RESCHEDULED
         (again, _at), = scheduled(redis_db)
         assert again["jid"] == jid and again["overrated"] == 1
         assert redis_db.get(key) == jid.encode()  # still held by the same job

@@ -68,6 +68,26 @@ def test_process_span_is_a_child_of_the_payload_context_and_records_errors(redis
     assert bad.status.status_code == StatusCode.ERROR and bad.events[0].name == "exception"
 
 
+def test_a_job_ended_by_an_error_of_a_layer_further_in_is_an_error_span(redis_db, spans):
+    # A layer inside (encryption, when the argument cannot be decrypted) ends the job as dead
+    # and returns instead of raising: the span still records the error.
+    from wurk_django import context
+    from wurk_django.outcome import Outcome
+
+    chain = server_chain(get_config())
+    job = {"class": "X", "args": [], "jid": "j3"}
+    where = context.JobContext(get_config(), redis_db, b"{}", queue="mail", job=job)
+
+    def undecryptable():
+        where.outcome, where.error = Outcome.DEAD, ValueError("cannot decrypt")
+
+    with context.scope(where):
+        chain.invoke((None, job, "mail"), undecryptable)
+    (span,) = spans.get_finished_spans()
+    assert span.status.status_code == StatusCode.ERROR and "cannot decrypt" in span.status.description
+    assert span.events[0].name == "exception"
+
+
 @pytest.mark.slow
 def test_web_request_and_its_job_share_a_trace_across_processes(redis_db, tmp_path, spans):
     tracer = PROVIDER.get_tracer("web")

@@ -15,7 +15,8 @@ from wurk_django import payload, signals
 from wurk_django.api import DeadSet, RetrySet
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
-from wurk_django.errors import InvalidJob, RetryHandled
+from wurk_django.errors import InvalidJob
+from wurk_django.outcome import Outcome
 from wurk_django.server import death, poison
 from wurk_django.server.processor import Processor
 from wurk_django.server.retry import Retrier
@@ -58,8 +59,7 @@ def _boom() -> RuntimeError:
 
 
 def test_retries_exhausted(redis_db, deaths):
-    with pytest.raises(RetryHandled):
-        Retrier(Config()).local(RecordJob, _raw(retry=0), "default", _boom())
+    assert Retrier(Config()).book(RecordJob, _raw(retry=0), "default", _boom()) is Outcome.DEAD
     (died,) = deaths
     assert died.reason == death.EXHAUSTED and died.sender is RecordJob and str(died.exc) == "boom"
     (entry,) = _dead(redis_db)
@@ -67,15 +67,13 @@ def test_retries_exhausted(redis_db, deaths):
 
 
 def test_retry_false_notifies_and_stores_nothing(redis_db, deaths):
-    with pytest.raises(RetryHandled):
-        Retrier(Config()).global_(_raw(retry=False), "default", _boom())
+    assert Retrier(Config()).book(None, _raw(retry=False), "default", _boom()) is Outcome.DISCARDED
     assert [d.reason for d in deaths] == [death.NO_RETRY]
     assert _dead(redis_db) == []
 
 
 def test_dead_false_is_discarded_and_notified(redis_db, deaths):
-    with pytest.raises(RetryHandled):
-        Retrier(Config()).local(RecordJob, _raw(retry=0, dead=False), "default", _boom())
+    assert Retrier(Config()).book(RecordJob, _raw(retry=0, dead=False), "default", _boom()) is Outcome.DISCARDED
     (died,) = deaths
     assert died.reason == death.DISCARDED and "discarded_at" in died.job
     assert _dead(redis_db) == []

@@ -14,7 +14,7 @@ from wurk_django import middleware, payload
 from wurk_django.api import DeadSet, RetrySet
 from wurk_django.client import Client
 from wurk_django.conf import get_config
-from wurk_django.errors import RetryHandled
+from wurk_django.outcome import Outcome
 from wurk_django.server import death
 from wurk_django.server.retry import Retrier
 from wurk_django.unique import UniqueConfigurationError, lock_key, locked, release_if_owner
@@ -195,8 +195,7 @@ def test_a_late_release_cannot_free_a_newer_owner(redis_db):  # ENT-206 through 
 def test_exhausted_death_releases(redis_db):  # ENT-207
     jid = FailingUnique.set(retry=0).perform_async(15)
     raw = redis_db.rpop("queue:default")
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(FailingUnique, raw, "default", RuntimeError("sync failed"))
+    assert Retrier(get_config()).book(FailingUnique, raw, "default", RuntimeError("sync failed")) is Outcome.DEAD
     assert DeadSet().size == 1
     assert locked(FailingUnique, [15]) is None
     assert jid
@@ -205,8 +204,7 @@ def test_exhausted_death_releases(redis_db):  # ENT-207
 def test_retry_keeps_the_lock_then_no_retry_death_releases(redis_db):  # ENT-207, ENT-209
     jid = FailingUnique.perform_async(16)
     raw = redis_db.rpop("queue:default")
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(FailingUnique, raw, "default", RuntimeError("sync failed"))
+    assert Retrier(get_config()).book(FailingUnique, raw, "default", RuntimeError("sync failed")) is Outcome.RETRIED
     assert RetrySet().size == 1 and locked(FailingUnique, [16]) == jid
     NoRetryUnique.perform_async(17)
     job = fetched(redis_db)
@@ -217,8 +215,7 @@ def test_retry_keeps_the_lock_then_no_retry_death_releases(redis_db):  # ENT-207
 def test_manual_kill_keeps_the_lock(redis_db):  # ENT-207: an admin/API kill is not an automatic death
     jid = FailingUnique.perform_async(18)
     raw = redis_db.rpop("queue:default")
-    with pytest.raises(RetryHandled):
-        Retrier(get_config()).local(FailingUnique, raw, "default", RuntimeError("sync failed"))
+    assert Retrier(get_config()).book(FailingUnique, raw, "default", RuntimeError("sync failed")) is Outcome.RETRIED
     entry = next(iter(RetrySet()))
     assert entry.kill()  # what the admin's Kill button calls
     assert DeadSet().size == 1

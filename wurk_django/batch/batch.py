@@ -30,8 +30,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import canonical, keys, signals
-from ..conf import QUEUE_NAME, Config, get_config
-from ..connection import get_redis
+from .. import context as job_context
+from ..conf import QUEUE_NAME, Config
 from ..errors import WurkError
 from ..text import to_text
 from ..writer import Writer
@@ -241,7 +241,8 @@ class Batch:
         if self.bid in open_now:
             yield self  # a block inside a block of the same batch: the outer one holds and writes
             return
-        config = get_config()
+        # Inside a job, the worker's config (its shard); elsewhere the settings' (or a via() block's).
+        config = job_context.config()
         writer = Writer(config)
         created = not self._written
         commands: list[tuple[Any, ...]] = []
@@ -315,7 +316,7 @@ class Batch:
             writer.write_operations(ops[start:start + FLUSH_CHUNK], hooks=False)
 
     def _push_empty_marker_if_needed(self, config: Config) -> None:
-        redis = get_redis(config=config)
+        redis = job_context.redis_for(config)
         pipe = redis.pipeline(transaction=False)
         pipe.hget(keys.batch(self.bid), "total")
         pipe.scard(keys.batch(self.bid, "kids"))
@@ -328,7 +329,7 @@ class Batch:
                                         "bid": self.bid})
 
     def _release(self, sentinel: str, config: Config) -> None:
-        state = ack_with_retries(self.bid, sentinel, config)
+        state = ack_with_retries(self.bid, sentinel, job_context.redis_for(config))
         fire.gate_reporting(self.bid, state[1], state[2], state[3], config)
 
     # -- reading and changing -------------------------------------------------------
@@ -343,7 +344,7 @@ class Batch:
             return 0
         removed, pending, live, kids = scripts.remove_jobs(self._redis(), self.bid, list(jids))
         if removed:
-            fire.gate_reporting(self.bid, pending, live, kids, get_config())
+            fire.gate_reporting(self.bid, pending, live, kids, job_context.config())
         return removed
 
     def invalidate_all(self) -> None:
@@ -376,12 +377,11 @@ class Batch:
 
     @staticmethod
     def _redis():
-        return get_redis()
+        return job_context.redis()
 
 
-def ack_with_retries(bid: str, jid: str, config: Config) -> list[int]:
-    """BATCH_ACK_SUCCESS, tried three times (it is safe to repeat); raises if Redis stays down."""
-    redis = get_redis(config=config)
+def ack_with_retries(bid: str, jid: str, redis: Any) -> list[int]:
+    """BATCH_ACK_SUCCESS on ``redis``, tried three times (it is safe to repeat); raises if Redis stays down."""
     for attempt in range(1, _ACK_ATTEMPTS + 1):
         try:
             return scripts.ack_success(redis, bid, jid)

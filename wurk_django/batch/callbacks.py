@@ -10,6 +10,7 @@ import importlib
 import sys
 from typing import Any
 
+from .. import context as job_context
 from .. import keys
 from ..errors import WurkError
 from ..job import Job
@@ -74,10 +75,9 @@ class CallbackJob(Job):
     retry_in = staticmethod(_no_retry_when_unresolvable)
 
     def perform(self, bid: str, target: str, event: str, options: dict | None = None) -> None:
-        from ..connection import get_redis
         from .status import Status
 
-        callback_class = get_redis().hget(keys.batch(bid), "callback_class")
+        callback_class = job_context.current().redis.hget(keys.batch(bid), "callback_class")
         method = resolve(target, event, callback_class.decode() if callback_class else None)
         method(Status(bid), options or {})
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .. import keys
-from ..conf import get_config
-from ..connection import get_redis
+from .. import context, keys
 from . import fire, scripts
 
 logger = logging.getLogger("wurk_django.batch")
@@ -27,8 +25,8 @@ def on_death(job: dict, exc: BaseException, reason: str) -> None:
     if not bid or not jid:
         return
     bid = str(bid)
-    config = get_config()
-    redis = get_redis(config=config)
+    where = context.current()  # the job's, or the one die() made for a death outside a job
+    config, redis = where.config, where.redis
     attempt = 1
     while True:
         try:

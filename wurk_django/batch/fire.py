@@ -22,9 +22,9 @@ import logging
 import time
 from typing import Any
 
+from .. import context as job_context
 from .. import keys, payload, signals, testing
-from ..conf import Config, get_config
-from ..connection import get_redis
+from ..conf import Config
 from ..writer import Writer
 from . import context, scripts
 
@@ -42,7 +42,7 @@ class CallbackEnqueueError(RuntimeError):
 
 def gate_reporting(bid: str, pending: int, live: int, kids: int, config: Config | None = None) -> None:
     """:func:`maybe_fire`, retried; a failure is logged, never raised (the jobs already ran)."""
-    config = config or get_config()
+    config = config or job_context.config()
     for attempt in range(1, _GATE_ATTEMPTS + 1):
         try:
             maybe_fire(bid, pending, live, kids, config)
@@ -59,7 +59,7 @@ def maybe_fire(bid: str, pending: int, live: int, kids: int, config: Config | No
     """Fire whatever the state ``(pending, live, kids)`` of ``bid`` calls for."""
     if live != 0 or kids != 0:
         return  # still running, or gone (-1): a straggler never fires a deleted batch
-    config = config or get_config()
+    config = config or job_context.config()
     if testing.mode(config) == "fake":
         return  # fake mode records jobs without running them: nothing ever finishes
     fields = _fields(bid, config)
@@ -72,7 +72,7 @@ def maybe_fire(bid: str, pending: int, live: int, kids: int, config: Config | No
 
 
 def _fields(bid: str, config: Config) -> dict[str, str] | None:
-    values = get_redis(config=config).hmget(keys.batch(bid), "callbacks", "callback_queue", "parent_bid",
+    values = job_context.redis_for(config).hmget(keys.batch(bid), "callbacks", "callback_queue", "parent_bid",
                                            "linger", "created_at")
     if all(v is None for v in values):
         return None
@@ -83,7 +83,7 @@ def _fields(bid: str, config: Config) -> dict[str, str] | None:
 def _subtree_dead(bid: str, config: Config) -> bool:
     """The batch or one of its direct children carries the death flag (it cascades upward,
     so direct children are enough)."""
-    redis = get_redis(config=config)
+    redis = job_context.redis_for(config)
     kids = [k.decode() for k in redis.smembers(keys.batch(bid, "kids"))]
     pipe = redis.pipeline(transaction=False)
     for b in [bid, *kids]:
@@ -119,7 +119,7 @@ def callback_job(bid: str, target: str, event: str, options: dict, queue: str, p
 
 def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, config: Config | None = None) -> bool:
     """Claim ``event`` for ``bid`` and enqueue its callbacks; True if this call fired it."""
-    config = config or get_config()
+    config = config or job_context.config()
     fields = fields if fields is not None else _fields(bid, config)
     if fields is None:
         return False
@@ -179,7 +179,7 @@ def _apply_linger(bid: str, fields: dict[str, str], config: Config) -> None:
         linger = int(float(fields["linger"])) if fields["linger"] else scripts.POST_SUCCESS_EXPIRY
     except ValueError:
         linger = scripts.POST_SUCCESS_EXPIRY
-    pipe = get_redis(config=config).pipeline(transaction=False)
+    pipe = job_context.redis_for(config).pipeline(transaction=False)
     for key in keys.batch_keys(bid):
         pipe.expire(key, max(linger, 1))
     pipe.execute()
@@ -187,12 +187,12 @@ def _apply_linger(bid: str, fields: dict[str, str], config: Config) -> None:
 
 def propagate_to_parent(bid: str, fields: dict[str, str] | None = None, config: Config | None = None) -> None:
     """This batch drained: tell its parent, and run the parent's gate with its new state."""
-    config = config or get_config()
+    config = config or job_context.config()
     fields = fields if fields is not None else _fields(bid, config)
     parent = fields and fields["parent_bid"]
     if not parent:
         return
-    redis = get_redis(config=config)
+    redis = job_context.redis_for(config)
     _clear_cascaded_death(redis, parent)
     pending, live, kids = scripts.kid_done(redis, parent, bid)
     maybe_fire(parent, pending, live, kids, config)

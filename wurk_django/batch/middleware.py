@@ -7,10 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import context as job_context
 from .. import keys
-from ..conf import get_config
-from ..connection import get_redis
-from ..errors import JobInterrupted, RetryHandled, RetrySkip, Shutdown
 from ..server.retry import caused_by_shutdown
 from . import context, fire, scripts
 from .batch import ack_with_retries
@@ -19,10 +17,6 @@ from .fire import CALLBACK_CLASS
 
 logger = logging.getLogger("wurk_django.batch")
 
-#: Ways out of a job that book nothing: the job was re-pushed or will resume (an
-#: interrupted iterable job, a limiter's reschedule, a shutdown), so it stays a
-#: live member and its next run is the one that counts.
-HANDLED_EXITS: tuple[type[BaseException], ...] = (RetrySkip, Shutdown, RetryHandled, JobInterrupted)
 
 
 class BatchServerMiddleware:
@@ -33,7 +27,9 @@ class BatchServerMiddleware:
       a death is recorded by the death handler;
     * an invalidated batch: the job is not run and counts as a success
       (callback jobs always run);
-    * a handled exit (see :data:`HANDLED_EXITS`): nothing is recorded.
+    * a run that ended another way (``ctx.outcome`` set by an inner layer: a
+      limiter's reschedule, an iterable job pausing) or a shutdown: nothing is
+      recorded; the job stays a live member and its next run is the one that counts.
 
     It has no ``applies``: it runs for every job, batch or not, because a batch opened
     inside any job names its hold after that job's jid (``current_jid``).
@@ -50,8 +46,9 @@ class BatchServerMiddleware:
             context.current_jid.reset(token)
 
     def _run(self, bid: str, job: dict, call_next: Callable[[], Any]) -> Any:
-        config = get_config()
-        redis = get_redis(config=config)
+        # The worker's config and the Redis the job came from: a worker on a shard acks there.
+        where = job_context.current()
+        config, redis = where.config, where.redis
         jid = job.get("jid") or ""
         result = None
         if job.get("class") != CALLBACK_CLASS and redis.hget(keys.batch(bid), "invalidated") == b"1":
@@ -59,18 +56,19 @@ class BatchServerMiddleware:
         else:
             try:
                 result = call_next()
-            except HANDLED_EXITS:
-                raise
             except BaseException as exc:
-                if caused_by_shutdown(exc):
-                    raise  # the retry layer turns it into a shutdown: the job runs again, nothing to book
-                try:
-                    scripts.ack_failed(redis, bid, jid)
-                except Exception:
-                    logger.exception("batch %s: could not record the failure of jid=%s", bid, jid)
+                # The job's own failure. A shutdown ends no run: the job runs again after the
+                # restart, and that run counts.
+                if not caused_by_shutdown(exc):
+                    try:
+                        scripts.ack_failed(redis, bid, jid)
+                    except Exception:
+                        logger.exception("batch %s: could not record the failure of jid=%s", bid, jid)
                 raise
+            if where.outcome is not None:
+                return result  # rescheduled or paused: it runs again, and that run counts
         # Outside the job's error handling: if Redis stays down this raises and the job
         # is retried (it is still a live member, so the retry counts once).
-        _removed, pending, live, kids = ack_with_retries(bid, jid, config)
+        _removed, pending, live, kids = ack_with_retries(bid, jid, redis)
         fire.gate_reporting(bid, pending, live, kids, config)
         return result

@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .. import context as job_context
 from .. import keys
-from ..connection import get_redis
 from ..text import to_text
 from . import fire, scripts
 
@@ -36,10 +36,10 @@ class Status:
         if not isinstance(bid, str) or not bid.strip():
             raise ValueError(f"a bid must be a non-empty string, not {bid!r}")
         self.bid = bid
-        self._fields = fields if fields is not None else get_redis().hgetall(keys.batch(bid))
+        self._fields = fields if fields is not None else job_context.redis().hgetall(keys.batch(bid))
 
     def reload(self) -> Status:
-        self._fields = get_redis().hgetall(keys.batch(self.bid))
+        self._fields = job_context.redis().hgetall(keys.batch(self.bid))
         return self
 
     def __repr__(self) -> str:
@@ -118,7 +118,7 @@ class Status:
         """Every job ran (succeeded or died), the children too."""
         if self._get("complete") == "1":
             return True
-        return self.total > 0 and get_redis().scard(keys.batch(self.bid, "jids")) == 0
+        return self.total > 0 and job_context.redis().scard(keys.batch(self.bid, "jids")) == 0
 
     def callbacks(self) -> list[tuple[str, str, dict]]:
         """The registered ``(event, target, options)`` entries."""
@@ -129,23 +129,23 @@ class Status:
 
     @property
     def failed_jids(self) -> list[str]:
-        return sorted(j.decode() for j in get_redis().smembers(keys.batch(self.bid, "failed")))
+        return sorted(j.decode() for j in job_context.redis().smembers(keys.batch(self.bid, "failed")))
 
     @property
     def dead_jids(self) -> list[str]:
-        return sorted(j.decode() for j in get_redis().smembers(keys.batch(self.bid, "died")))
+        return sorted(j.decode() for j in job_context.redis().smembers(keys.batch(self.bid, "died")))
 
     @property
     def child_count(self) -> int:
-        return int(get_redis().scard(keys.batch(self.bid, "kids")))
+        return int(job_context.redis().scard(keys.batch(self.bid, "kids")))
 
     def children(self) -> list[str]:
-        return sorted(k.decode() for k in get_redis().smembers(keys.batch(self.bid, "kids")))
+        return sorted(k.decode() for k in job_context.redis().smembers(keys.batch(self.bid, "kids")))
 
     def pending_jids(self, count: int = 100) -> list[str]:
         """Up to ``count`` live members that are jobs (holds of open blocks left out)."""
         found: list[str] = []
-        for jid in get_redis().sscan_iter(keys.batch(self.bid, "jids"), count=100):
+        for jid in job_context.redis().sscan_iter(keys.batch(self.bid, "jids"), count=100):
             text = jid.decode()
             if not text.startswith("hold:"):
                 found.append(text)
@@ -195,7 +195,7 @@ class Status:
         (30 days), so a batch recreated under the same bid would not fire again.
         """
         parent = self.parent_bid
-        pending, live, kids = scripts.delete(get_redis(), self.bid, parent, self.tags)
+        pending, live, kids = scripts.delete(job_context.redis(), self.bid, parent, self.tags)
         if parent:
             fire.gate_reporting(parent, pending, live, kids)
 
@@ -207,14 +207,14 @@ class BatchSet:
 
     @property
     def size(self) -> int:
-        return int(get_redis().zcard(self.key))
+        return int(job_context.redis().zcard(self.key))
 
     def __len__(self) -> int:
         return self.size
 
     def page(self, start: int, count: int) -> list[Status]:
         """``count`` batches from rank ``start`` (newest first), read in one round trip each way."""
-        redis = get_redis()
+        redis = job_context.redis()
         bids = [b.decode() for b in redis.zrange(self.key, start, start + count - 1, desc=True)]
         pipe = redis.pipeline(transaction=False)
         for bid in bids:
@@ -232,7 +232,7 @@ class BatchSet:
 
     def scan_tags(self, tag: str) -> Iterator[str]:
         """The bids tagged ``tag``."""
-        for bid in get_redis().sscan_iter(keys.batch_tag(tag), count=100):
+        for bid in job_context.redis().sscan_iter(keys.batch_tag(tag), count=100):
             yield bid.decode()
 
 

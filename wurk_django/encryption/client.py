@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload
+from .. import context, payload
 from ..arguments import _coerce, check_arguments, find_complex
 from . import envelope, keyring
 from .errors import EncryptionError
@@ -47,9 +47,7 @@ class EncryptionClientMiddleware:
         args = job.get("args")
         if not isinstance(args, list) or not args or envelope.is_envelope(args[-1]):
             return call_next()  # nothing to seal, or sealed already (a retry, a re-push): never twice
-        from ..conf import get_config
-
-        config = get_config()
+        config = context.config()  # inside a job, the worker's own (its shard, its settings)
         ring = keyring.current()
         if ring is None:
             from .. import testing

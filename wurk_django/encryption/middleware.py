@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload
-from ..errors import RetryHandled
+from .. import context, payload
+from ..outcome import Outcome
 from . import envelope, keyring, redaction
 from .client import EncryptionClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 from .errors import DecryptionError, EncryptionError
@@ -44,8 +44,10 @@ class EncryptionServerMiddleware:
                 raise EncryptionError("no encryption key is configured in this process")
             value = envelope.unseal(ring, sealed[-1])
         except EncryptionError as exc:
-            bury(job, exc)
-            raise RetryHandled(exc) from None
+            where = context.current()
+            bury(where, job, exc)
+            where.outcome, where.error = Outcome.DEAD, exc  # reported and counted as a failure
+            return None
         job["args"] = [*sealed[:-1], value]
         try:
             return call_next()
@@ -59,14 +61,13 @@ class EncryptionServerMiddleware:
             job["args"] = sealed
 
 
-def bury(job: dict, exc: EncryptionError) -> None:
-    """Kill a job that cannot be decrypted: its envelope kept as it is, the reason in
-    ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
-    from ..conf import get_config
+def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
+    """Kill a job that cannot be decrypted: stored as fetched (its envelope as it is), the
+    reason in ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
     from ..server import death
 
-    record = {**job, "error_class": DECRYPTION_ERROR_CLASS,
-              "error_message": f"{DEAD_REASON}: {type(exc).__name__}: {exc}", "failed_at": payload.now_ms()}
     logger.error("%s jid=%s cannot be decrypted (%s: %s); moved to the dead set",
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
-    death.die(record, exc, reason=death.INVALID, config=get_config())
+    death.die_as_fetched(where, exc, reason=death.INVALID, job=job, error_class=DECRYPTION_ERROR_CLASS,
+                         error_message=f"{DEAD_REASON}: {type(exc).__name__}: {exc}",
+                         failed_at=payload.now_ms())

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import redis as redis_lib
 
-from .. import keys
-from ..conf import Config, get_config
+from .. import context, keys
+from ..conf import Config
 from ..connection import get_redis
 from ..scripts import lua
 from ..writer import Writer
@@ -94,10 +94,10 @@ _dedicated_lock = threading.Lock()
 def redis_client(config: Config | None = None) -> redis_lib.Redis:
     """The limiters' connection: ``WURK["LIMITER_REDIS"]`` if set (a dedicated pool,
     so rate-limit traffic cannot starve job fetches), else the main pool."""
-    config = config or get_config()
+    config = config or context.config()  # inside a job, the worker's: its shard keeps the counters
     spec = config.limiter_redis
     if spec is None:
-        return get_redis(config=config)
+        return context.redis_for(config)
     size = spec.pool_size
     key = (os.getpid(), spec.url or config.redis_url, size)
     client = _dedicated.get(key)
@@ -116,7 +116,7 @@ def redis_client(config: Config | None = None) -> redis_lib.Redis:
 
 def send(commands: list[tuple[Any, ...]], client: redis_lib.Redis | None = None) -> list[Any]:
     """Send ``commands`` in one round trip (scripts as EVALSHA, resent as EVAL on NOSCRIPT)."""
-    config = get_config()
+    config = context.config()
     return Writer(config, redis=client or redis_client(config)).send(commands)
 
 

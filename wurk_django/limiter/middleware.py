@@ -20,10 +20,10 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .. import payload, signals
+from .. import context, payload, signals
 from ..client import Client
-from ..conf import Config, get_config
-from ..errors import RetrySkip
+from ..conf import Config
+from ..outcome import Outcome
 from ..server import death
 from ..server.retry import error_class_name
 from .base import OverLimit
@@ -45,7 +45,7 @@ def _load(entry: Any) -> Any:
     return import_string(entry) if isinstance(entry, str) else entry
 
 
-def _listed(exc: Exception) -> bool:
+def _listed(exc: Exception, config: Config) -> bool:
     """Is ``exc`` one of ``WURK["LIMITER_ERRORS"]``? Any job failure passes through
     here, so a worker run from a bare Config (no Django settings) is not made to read
     settings for it: without settings there is no such list."""
@@ -53,7 +53,7 @@ def _listed(exc: Exception) -> bool:
 
     if not settings.configured:
         return False
-    extra = get_config().limiter_errors
+    extra = config.limiter_errors or ()
     return bool(extra) and isinstance(exc, tuple(_load(e) for e in extra))
 
 
@@ -72,18 +72,6 @@ def cap_of(limiter: Any) -> int:
     return DEFAULT_RESCHEDULE if cap is None else int(cap)
 
 
-def _seal_again(record: dict, config: Config) -> None:
-    """An encrypted job reaches this middleware with its argument already decrypted
-    (decryption runs further out); what is stored must hold the envelope again, never
-    the clear value. A re-push gets that from the client chain; the dead set does not."""
-    if not payload.truthy(record.get("encrypt")):
-        return
-    from ..connection import get_redis
-    from ..encryption.middleware import EncryptionClientMiddleware
-
-    EncryptionClientMiddleware()(None, record, record.get("queue"), get_redis(config=config), lambda: True)
-
-
 class LimiterMiddleware:
     """Server middleware: reschedule a job that ran into a rate limit."""
 
@@ -91,11 +79,16 @@ class LimiterMiddleware:
         try:
             return call_next()
         except Exception as exc:
-            if not (isinstance(exc, OverLimit) or _listed(exc)):
+            where = context.current()  # the worker's config and the Redis the job came from
+            if not (isinstance(exc, OverLimit) or _listed(exc, where.config)):
                 raise
-            self.handle(exc, job, queue, get_config())  # read for every job: settings changes apply at once
+            where.outcome = self.handle(exc, job, queue, where)
+            return None
 
-    def handle(self, exc: Exception, job: dict, queue: str, config: Config) -> None:
+    def handle(self, exc: Exception, job: dict, queue: str, where: context.JobContext) -> Outcome:
+        """Reschedule ``job`` (or end it at the cap); the outcome of this run, or ``exc``
+        raised again when the limiter wants an ordinary failure."""
+        config = where.config
         job["overrated"] = int(job.get("overrated", 0) or 0) + 1
         try:
             exc.job = job  # error handlers can see which job was limited
@@ -106,8 +99,7 @@ class LimiterMiddleware:
         if cap == 0:
             raise exc  # this limiter asked for no rescheduling: an ordinary failure
         if job["overrated"] >= cap:
-            self.at_cap(exc, job, config)
-            return
+            return self.at_cap(exc, job, where)
         try:
             delay = float(_backoff(limiter, config)(limiter, job, exc))
         except Exception:
@@ -122,20 +114,20 @@ class LimiterMiddleware:
         signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=again["at"])
         logger.info("%s jid=%s rate limited by %s (overrated=%d); runs again in %.1fs", job.get("class"),
                     job.get("jid"), getattr(limiter, "name", type(exc).__name__), job["overrated"], delay)
-        raise RetrySkip() from None  # handled: acknowledge, book no failure and no retry
+        return Outcome.RESCHEDULED  # acknowledged, with no failure and no retry booked
 
-    def at_cap(self, exc: Exception, job: dict, config: Config) -> None:
-        if config.limiter_cap_action == "retry":
+    def at_cap(self, exc: Exception, job: dict, where: context.JobContext) -> Outcome:
+        if where.config.limiter_cap_action == "retry":
             raise exc  # Sidekiq Enterprise's behaviour: the normal retry pipeline
         # A job still limited after this many rounds is saturating the limiter; more
         # rounds (or 25 retries on top) would only add load. Stop it, visibly.
-        record = {**job, "error_class": error_class_name(exc),
-                  "error_message": f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
-                  "failed_at": payload.now_ms()}
-        _seal_again(record, config)
         logger.warning("%s jid=%s still rate limited after %d reschedules: moved to the dead set",
                        job.get("class"), job.get("jid"), job["overrated"])
-        death.die(record, exc, reason=death.EXHAUSTED, config=config)
+        # Stored as fetched (an encrypted argument stays sealed), with the count and the reason.
+        death.die_as_fetched(where, exc, reason=death.EXHAUSTED, job=job, overrated=job["overrated"],
+                             error_class=error_class_name(exc),
+                             error_message=f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
+                             failed_at=payload.now_ms())
         # Statsd's jobs.rate_limited counter (tagged worker:<class>) hangs off this signal.
         signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=None)
-        raise RetrySkip() from None
+        return Outcome.DEAD

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import context as job_context
 from ..errors import JobInterrupted, RetrySkip, Shutdown
 from . import attributes, available, tracer
 
@@ -63,10 +64,18 @@ class ProcessSpan:
                                             attributes=attrs, record_exception=False,
                                             set_status_on_exception=False) as span:
             try:
-                return call_next()
+                result = call_next()
             except _NOT_FAILURES:
                 raise
             except BaseException as exc:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200]))
                 raise
+            # A layer further in may have ended the job over an error of its own (an argument
+            # that cannot be decrypted) and returned: the span says so.
+            where = job_context.running()
+            error = where.error if where is not None else None
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200]))
+            return result

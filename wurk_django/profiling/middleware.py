@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..connection import get_redis
+from .. import context
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -40,10 +40,13 @@ class ProfileMiddleware:
         sampler = Sampler(interval=float(interval))
         with sampler:
             result = call_next()  # a job that raises is not profiled (only successful runs are kept)
+        where = context.current()  # the worker's Redis: the profile is kept beside the job
+        if where.outcome is not None:
+            return result  # rescheduled or paused: not a successful run either
         job_type = str(job.get("wrapped") or job.get("class"))
         try:
             data = to_gzip(build(sampler, job_type))
-            key = store(get_redis(), token=token, jid=str(job["jid"]), job_type=job_type,
+            key = store(where.redis, token=token, jid=str(job["jid"]), job_type=job_type,
                         started_at=sampler.started_at, elapsed=sampler.elapsed, data=data)
             logger.info("profiled %s jid=%s: %d samples, %d bytes stored as %s", job_type, job["jid"],
                         len(sampler.samples), len(data), key)

@@ -9,7 +9,9 @@ the scheduler could not push, a kill from the admin or the data API — calls
    never meant to be kept) and trims the set, in one MULTI;
 2. runs the built-in death handlers that features registered
    (:func:`register_handler`: a batch records the death, a unique lock is
-   released...);
+   released...); they find the config and the Redis of the death in
+   :func:`wurk_django.context.current`, the running job's or, for a death
+   outside a job, one :func:`die` makes for them;
 3. runs the user's ``WURK["DEATH_HANDLERS"]``;
 4. sends the ``job_died`` signal (the ``django.tasks`` backend marks its
    result FAILED there).
@@ -27,8 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import keys, payload, registry, signals
-from ..connection import get_redis
+from .. import context, keys, payload, registry, signals
 from ..errors import WurkError
 from ..positioned import Positioned
 
@@ -115,17 +116,45 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         if raw is None:
             raise ValueError("die() needs the job or its raw bytes")
         job = parse_or_raw(raw)
+    if redis is None:
+        redis = context.redis_for(config)
     if stored:
         pass
     elif reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
-        if redis is None:
-            redis = get_redis(config=config)
         store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,
               timeout=config.dead_timeout, trim=trim)
     elif reason not in _NOT_STORED:
         job["discarded_at"] = payload.now_ms()
     if not notify:
         return
+    running = context.running()
+    if running is not None and running.config is config and running.redis is redis:
+        _notify(job, exc, reason, config, job_class)
+        return
+    # A death outside a job (the dashboard, the reaper, the scheduler) or on another
+    # Redis: handlers and receivers read where it happened from the context, as in a job.
+    token = context.enter(context.JobContext(config, redis, raw=raw, job=job))
+    try:
+        _notify(job, exc, reason, config, job_class)
+    finally:
+        context.leave(token)
+
+
+def die_as_fetched(where: Any, exc: BaseException, *, reason: str, job: dict | None = None,
+                   **fields: Any) -> dict:
+    """End the running job for good: the entry is the job as it was fetched
+    (``where.raw``), never as a middleware changed it in memory (an argument it
+    decrypted, say), plus ``fields`` (``error_class``, ``error_message``...).
+    ``job`` stands in for the bytes when there are none (a job run outside a
+    worker). Returns the entry handed to the handlers."""
+    base = payload.loads(where.raw) if where.raw is not None else dict(job or {})
+    entry = {**base, **fields}
+    die(entry, exc, reason=reason, config=where.config, redis=where.redis,
+        job_class=where.job_class)
+    return entry
+
+
+def _notify(job: dict, exc: BaseException, reason: str, config: Any, job_class: Any) -> None:
     run_handlers(job, exc, reason, config)
     signals.send(signals.job_died, job_class or _job_class(job), job=job, exception=exc, reason=reason)
 

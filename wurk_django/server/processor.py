@@ -1,9 +1,12 @@
-"""Processor: one thread that fetches a job, runs it and acknowledges it (CORE-110..117, RUN-122).
+"""Processor: one thread that fetches a job, runs it and settles it (CORE-110..117, RUN-122).
 
-Layers around a job, outer to inner: global retry scope -> job log and busy
-state -> database guard -> resolve the class -> local retry scope -> server
-middleware -> ``perform``. The job is acknowledged on success and when the
-retry layer booked the failure; never when it was interrupted by shutdown.
+Per job: parse the bytes, build the job's :class:`~wurk_django.context.JobContext`
+and make it current; run the job (database guard -> resolve the class -> server
+middleware -> ``perform``), which ends in one :class:`~wurk_django.outcome.Outcome`
+on the context; then :meth:`Processor._settle` acts on it (re-push, retry
+booking, job log line, signals) and :meth:`Processor._finish` does the counters
+and the acknowledgement. The job is acknowledged once its outcome is recorded in
+Redis; never when it was interrupted by shutdown.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import asyncrun, payload, registry, signals
+from .. import asyncrun, context, payload, registry, signals
 from ..client import Client
-from ..errors import BookingFailed, InvalidJob, JobInterrupted, RetryHandled, RetrySkip, Shutdown
+from ..context import JobContext
+from ..errors import BookingFailed, InvalidJob, JobInterrupted, Shutdown
+from ..outcome import ACKNOWLEDGED, Outcome
 from ..reporting import report
 from . import database, invalid
 from .retry import error_class_name, error_message
@@ -38,6 +43,7 @@ class Processor:
         self.manager = manager
         self.fetcher = manager.fetcher
         self.config = manager.config
+        self.redis = manager.redis()  # the server this worker fetches from: every job's features use it
         self.state = manager.state
         self.retrier = manager.retrier
         self.joblog = manager.joblog
@@ -49,7 +55,6 @@ class Processor:
         self.unit: Any = None
         self.thread: threading.Thread | None = None
         self.tid = ""
-        self._interrupted = False
         self._give_backs = 0  # give-backs since this thread last acknowledged a job
 
     def start(self) -> None:
@@ -116,76 +121,127 @@ class Processor:
             self._end_unrunnable(unit, exc, str(exc))
             return
         unit.jid = job.get("jid")
-        queue = unit.queue
-        ctx = self.joblog.context(job)
-        started = time.monotonic_ns()
-        ack = failed = skipped = self._interrupted = False
-        self.state.begin(self.tid, queue, raw)
+        # The one object of this job: every feature reads the worker's config and Redis from it.
+        ctx = JobContext(self.config, self.redis, raw, unit, unit.queue, job)
+        token = context.enter(ctx)
         try:
-            self.joblog.start(ctx)
+            log = self.joblog.context(job)
+            started = time.monotonic_ns()
+            self.state.begin(self.tid, ctx.queue, raw)
             try:
-                job_class = self._run(job, raw, queue)
-                ack = True
-                self.joblog.done(ctx, started)
-                signals.send(signals.job_succeeded, job_class, job=job, elapsed=(time.monotonic_ns() - started) / 1e9)
-            except RetryHandled as handled:
-                ack = failed = True
-                self.joblog.fail(ctx, started)
-                self._failed(job, handled.cause)
-            except RetrySkip:
-                ack = failed = skipped = True
-                self.joblog.fail(ctx, started)
-            except Shutdown:
-                failed = True
-                self._interrupted = True
-                self.joblog.requeued(ctx, started)
-            except BookingFailed as booking:
-                failed = True
-                self.joblog.fail(ctx, started)
-                self._failed(job, booking.job_error)
-                ack = self._bury(raw, booking, f"{job.get('class')}: {booking}", queue)
-            except BaseException as exc:  # the global retry scope (CORE-120)
-                failed = True
-                self.joblog.fail(ctx, started)
-                ack = self._global_retry(job, raw, queue, exc)
+                self.joblog.start(log)
+                self._run(ctx)
+                self._settle(ctx, log, started)
+            finally:
+                self._finish(ctx, log, started)
         finally:
-            self.state.end(self.tid, failed)
-            # CORE-210: an interrupted iterable job (RetrySkip) counts its time like a success.
-            self.metrics.record(ctx["class"], (time.monotonic_ns() - started) / 1e6, failed and not skipped)
-            if not self.killed:
-                if ack:
-                    self._give_backs = 0
-                    unit.acknowledge()
-                elif not self._interrupted:
-                    self._give_back(unit)
+            context.leave(token)
 
-    def _run(self, job: dict, raw: bytes, queue: str) -> Any:
-        database.before_job()
+    def _run(self, ctx: JobContext) -> None:
+        """Run the job through the server middleware; the run ends in ``ctx.outcome``."""
+        job = ctx.job
         try:
-            job_class = registry.resolve(job["class"], self.config)
-            instance = job_class()
-            instance.jid = job.get("jid")
-            instance.bid = job.get("bid")
-            instance.payload = job
-            instance._stop_flag = self.stop_flag
-            instance._config = self.config
-            signals.send(signals.job_started, job_class, job=job)
+            database.before_job()
             try:
+                job_class = ctx.job_class = registry.resolve(job["class"], self.config)
+                instance = ctx.instance = job_class()
+                instance.jid = job.get("jid")
+                instance.bid = job.get("bid")
+                instance.payload = job
+                instance._stop_flag = self.stop_flag
+                instance._config = self.config
+                signals.send(signals.job_started, job_class, job=job)
                 if len(self.chain):
-                    self.chain.invoke((instance, job, queue), lambda: instance.run(job["args"]))
+                    self.chain.invoke((instance, job, ctx.queue), lambda: _perform(ctx))
                 else:
-                    instance.run(job["args"])
-            except (RetryHandled, RetrySkip, Shutdown):
-                raise
-            except JobInterrupted:
-                # Re-push through the normal client: middleware runs, new enqueued_at (CORE-117).
-                Client(config=self.config).push(payload.loads(raw))
-                raise RetrySkip() from None
-            except BaseException as exc:  # the local retry scope (CORE-120)
-                self.retrier.local(job_class, raw, queue, exc)
-            return job_class
-        finally:
-            database.after_job()
+                    _perform(ctx)
+            finally:
+                database.after_job()
+        except Shutdown:
+            ctx.outcome = Outcome.INTERRUPTED
+        except JobInterrupted:  # raised by a middleware rather than perform: the same request
+            ctx.outcome = Outcome.PAUSED
+        except BaseException as exc:  # the job's own failure, or one before it could start
+            ctx.outcome = Outcome.FAILED
+            ctx.error = exc
+        else:
+            if ctx.outcome is None:
+                ctx.outcome = Outcome.SUCCEEDED
+
+    def _settle(self, ctx: JobContext, log: dict, started: int) -> None:
+        """Act on how the run ended: re-push, book the failure, the job log line and signals.
+        The acknowledgement and the counters follow in :meth:`_finish`, whatever happens here."""
+        outcome = ctx.outcome
+        if outcome is Outcome.PAUSED:
+            outcome = ctx.outcome = self._repush(ctx)
+        if outcome is Outcome.FAILED:
+            outcome = ctx.outcome = self._book(ctx)
+        elif ctx.error is not None and outcome is not Outcome.SUCCEEDED:
+            # A feature ended the job over an error of its own (an argument that cannot be decrypted).
+            self._failed(ctx.job, ctx.error)
+        if outcome is Outcome.SUCCEEDED:
+            self.joblog.done(log, started)
+            signals.send(signals.job_succeeded, ctx.job_class, job=ctx.job,
+                         elapsed=(time.monotonic_ns() - started) / 1e9)
+        elif outcome is Outcome.INTERRUPTED:
+            self.joblog.requeued(log, started)
+        else:
+            self.joblog.fail(log, started)
+
+    def _finish(self, ctx: JobContext, log: dict, started: int) -> None:
+        outcome = ctx.outcome
+        self.state.end(self.tid, outcome is not Outcome.SUCCEEDED)
+        # A job that paused or was rescheduled did nothing wrong: its time counts like a success
+        # (CORE-210); a shutdown cut it short, which counts as a failure.
+        self.metrics.record(log["class"], (time.monotonic_ns() - started) / 1e6,
+                            ctx.error is not None or outcome is Outcome.INTERRUPTED)
+        if self.killed:
+            return  # hard shutdown requeued it already: never ACK it (RUN-803)
+        if outcome in ACKNOWLEDGED:
+            self._give_backs = 0
+            ctx.unit.acknowledge()
+        elif outcome is not Outcome.INTERRUPTED:
+            self._give_back(ctx.unit)
+
+    def _repush(self, ctx: JobContext) -> Outcome:
+        """The job asked to resume later: push it again through the normal client, so
+        middleware runs and it gets a new ``enqueued_at`` (CORE-117)."""
+        try:
+            Client(config=self.config).push(payload.loads(ctx.raw))
+        except Shutdown:
+            return Outcome.INTERRUPTED
+        except Exception as exc:  # could not push it: a failure like any other, booked from the payload
+            ctx.job_class = None
+            ctx.error = exc
+            return Outcome.FAILED
+        return Outcome.RESCHEDULED
+
+    def _book(self, ctx: JobContext) -> Outcome:
+        """Book ``ctx.error`` with the retry layer: retried, dead or discarded; a shutdown in
+        the middle leaves the job to the requeue; Redis down gives it back (CORE-113); a
+        booking that fails for this payload buries it with both errors instead of looping."""
+        job, exc = ctx.job, ctx.error
+        try:
+            outcome = self.retrier.book(ctx.job_class, ctx.raw, ctx.queue, exc)
+        except Shutdown:
+            return Outcome.INTERRUPTED
+        except BookingFailed as booking:
+            self._failed(job, exc)
+            return self._bury_or_give_back(ctx, booking, f"{job.get('class')}: {booking}")
+        except Exception as internal:
+            report(internal, {"context": "Internal exception!", "job": job}, self.config)
+            if isinstance(internal, TRANSIENT):
+                return Outcome.GIVEN_BACK
+            reason = (f"could not book the failure of {job.get('class')} "
+                      f"({error_class_name(exc)}: {error_message(exc)}): "
+                      f"{error_class_name(internal)}: {error_message(internal)}")
+            return self._bury_or_give_back(ctx, internal, reason)
+        if outcome is not Outcome.INTERRUPTED:
+            self._failed(job, exc)
+        return outcome
+
+    def _bury_or_give_back(self, ctx: JobContext, exc: BaseException, reason: str) -> Outcome:
+        return Outcome.DEAD if self._bury(ctx.raw, exc, reason, ctx.queue) else Outcome.GIVEN_BACK
 
     def _give_back(self, unit: Any) -> None:
         """The outcome could not be recorded (Redis down mid-job): put the job back on
@@ -210,27 +266,6 @@ class Processor:
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _global_retry(self, job: dict, raw: bytes, queue: str, exc: BaseException) -> bool:
-        """Book a failure that escaped the local scope; True when the job may be ACKed."""
-        try:
-            self.retrier.global_(raw, queue, exc)
-        except RetryHandled:
-            self._failed(job, exc)
-            return True
-        except Shutdown:
-            return False
-        except Exception as internal:
-            report(internal, {"context": "Internal exception!", "job": job}, self.config)
-            if isinstance(internal, TRANSIENT):
-                return False  # Redis down while booking: leave the job un-ACKed (CORE-113)
-            # Booking itself failed for this payload: running it again would fail the same
-            # way, so it ends in the dead set with both errors instead of looping.
-            reason = (f"could not book the failure of {job.get('class')} "
-                      f"({error_class_name(exc)}: {error_message(exc)}): "
-                      f"{error_class_name(internal)}: {error_message(internal)}")
-            return self._bury(raw, internal, reason, queue)
-        return False
-
     def _failed(self, job: dict, exc: BaseException) -> None:
         report(exc, {"context": "Job raised exception", "job": job, "jid": job.get("jid")}, self.config)
         signals.send(signals.job_failed, job.get("class"), job=job, exception=exc)
@@ -245,9 +280,17 @@ class Processor:
     def _bury(self, raw: bytes, exc: BaseException, reason: str, queue: str) -> bool:
         """True once ``raw`` is in the dead set with ``reason``."""
         try:
-            invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.manager.redis())
+            invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.redis)
             return True
         except Exception as bury_exc:
             report(bury_exc, {"context": "could not move a job that cannot run to the dead set"}, self.config)
             return False
 
+
+def _perform(ctx: JobContext) -> None:
+    """The innermost layer: ``perform``. A job that asks to resume later ends as ``PAUSED``
+    here, so the middleware around it sees a run that returned, not an exception."""
+    try:
+        ctx.instance.run(ctx.job["args"])
+    except JobInterrupted:
+        ctx.outcome = Outcome.PAUSED

@@ -1,12 +1,12 @@
 """Retries: booking a failed job into the ``retry`` set, or burying it (CORE-120..131).
 
-Two scopes wrap a job, as in Sidekiq:
+A failure is booked with the job class when one was resolved (its options and
+hooks apply, Sidekiq's *local* scope) or from the payload alone when it failed
+before a class existed (an unknown class name, a bad payload: the *global*
+scope). :meth:`Retrier.book` does both and says how it ended, as an
+:class:`~wurk_django.outcome.Outcome`.
 
-* the *local* scope knows the job class, so it can read its options and hooks;
-* the *global* scope catches what escapes before a class exists (an unknown
-  class name, a bad payload) and books it from the payload alone.
-
-Both book from a fresh parse of the bytes that were fetched, so whatever a
+Booking starts from a fresh parse of the bytes that were fetched, so whatever a
 middleware changed in memory never leaks into the stored retry.
 """
 
@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import redis as redis_lib
 
 from .. import backtrace, keys, payload, signals
 from ..conf import Config
-from ..errors import BookingFailed, RetryHandled, Shutdown
+from ..errors import BookingFailed, Shutdown
+from ..outcome import Outcome
 from ..reporting import report
 from ..writer import Writer
 from . import death
@@ -69,36 +70,40 @@ class Retrier:
         self.config = config
         self._rng = random.Random()
 
-    # -- the two scopes ---------------------------------------------------
+    # -- booking a failure ---------------------------------------------------
 
-    def local(self, job_class: Any, raw: bytes, queue: str, exc: BaseException) -> NoReturn:
-        """Book ``exc`` for a job whose class is known, then raise ``RetryHandled``.
+    def book(self, job_class: Any, raw: bytes, queue: str, exc: BaseException) -> Outcome:
+        """Book ``exc``, the failure of the job fetched as ``raw``: ``RETRIED``, ``DEAD``
+        or ``DISCARDED`` (``INTERRUPTED`` when a shutdown caused it, CORE-121).
 
-        With retries off for the job, the original exception goes on outward
-        so the global scope runs the death handlers (CORE-120, CORE-125).
+        With the class known (``job_class``), its options and hooks apply; without
+        one (an unknown class, a failure before the class was resolved), the payload
+        alone decides. Raises :class:`BookingFailed` when booking for a known class
+        fails for this payload, the internal error itself on the payload-only path,
+        and Redis errors as they are, so the caller can keep the job.
         """
         if caused_by_shutdown(exc):
-            raise Shutdown() from exc
+            return Outcome.INTERRUPTED
         msg = payload.loads(raw)
-        if "retry" not in msg:
-            msg["retry"] = job_class.get_options().get("retry", self.config.default_job_options.get("retry"))
-        if not payload.truthy(msg["retry"]):
-            raise exc
-        try:
-            self._attempt(job_class, msg, queue, exc)
-        except TRANSIENT:
-            raise
-        except Exception as internal:
-            raise BookingFailed(exc, internal) from internal
-        raise RetryHandled(exc) from exc
+        if job_class is not None:
+            retry = msg["retry"] if "retry" in msg else job_class.get_options().get(
+                "retry", self.config.default_job_options.get("retry"))
+            if payload.truthy(retry):
+                msg["retry"] = retry
+                try:
+                    return self._attempt(job_class, msg, queue, exc)
+                except TRANSIENT:
+                    raise
+                except Exception as internal:
+                    raise BookingFailed(exc, internal) from internal
+            # Retries off for this job: decided from the payload alone, which runs the
+            # death handlers (CORE-120, CORE-125).
+        return self._book_from_payload(msg, queue, exc)
 
-    def global_(self, raw: bytes, queue: str, exc: BaseException) -> NoReturn:
-        if caused_by_shutdown(exc):
-            raise Shutdown() from exc
-        msg = payload.loads(raw)
+    def _book_from_payload(self, msg: dict, queue: str, exc: BaseException) -> Outcome:
         if payload.truthy(msg.get("retry")):
-            self._attempt(None, msg, queue, exc)
-        elif "retry" not in msg:
+            return self._attempt(None, msg, queue, exc)
+        if "retry" not in msg:
             # No class to ask and no retry key (an unknown class pushed by hand, say):
             # nobody chose to drop it, so it is kept in the dead set with the error.
             msg.update({"queue": msg.get("queue") or queue, "error_message": error_message(exc),
@@ -106,13 +111,12 @@ class Retrier:
             logger.error("%s jid=%s cannot run (%s: %s) and has no retry key: moved to the dead set",
                          msg.get("class"), msg.get("jid"), msg["error_class"], msg["error_message"])
             death.die(msg, exc, reason=death.INVALID, config=self.config)
-        else:
-            self._died(None, msg, exc, death.NO_RETRY)
-        raise RetryHandled(exc) from exc
+            return Outcome.DEAD
+        return self._died(None, msg, exc, death.NO_RETRY)
 
     # -- booking ----------------------------------------------------------
 
-    def _attempt(self, job_class: Any, msg: dict, queue: str, exc: BaseException) -> None:
+    def _attempt(self, job_class: Any, msg: dict, queue: str, exc: BaseException) -> Outcome:
         retry = msg.get("retry")
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else self.config.max_retries
         msg["queue"] = msg.get("retry_queue") or queue
@@ -135,21 +139,19 @@ class Retrier:
         else:
             exhausted = count >= max_retries
         if exhausted:
-            self._exhausted(job_class, msg, exc)
-            return
+            return self._exhausted(job_class, msg, exc)
 
         delay = self._delay(job_class, count, exc, msg)
         if delay == "discard":
             msg["discarded_at"] = payload.now_ms()
-            self._died(job_class, msg, exc, death.DISCARDED)
-            return
+            return self._died(job_class, msg, exc, death.DISCARDED)
         if delay == "kill":
-            self._exhausted(job_class, msg, exc)
-            return
+            return self._exhausted(job_class, msg, exc)
         retry_at = now + delay + self._rng.randrange(10 * (count + 1))
         Writer(self.config).add_to_set(keys.RETRY, [(msg, retry_at)])
         logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
         signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
+        return Outcome.RETRIED
 
     def _add_backtrace(self, msg: dict, exc: BaseException) -> None:
         option = msg.get("backtrace")
@@ -179,7 +181,7 @@ class Retrier:
             return int(result)
         return default_delay(count)
 
-    def _exhausted(self, job_class: Any, msg: dict, exc: BaseException) -> None:
+    def _exhausted(self, job_class: Any, msg: dict, exc: BaseException) -> Outcome:
         """Retries are over: hook, then the morgue unless discarded, then death handlers (CORE-126)."""
         hook = getattr(job_class, "retries_exhausted", None) if job_class is not None else None
         outcome = None
@@ -190,10 +192,11 @@ class Retrier:
                 report(hook_exc, {"context": "Error calling retries_exhausted", "job": msg}, self.config)
         if msg.get("dead") is False or outcome == "discard":
             msg["discarded_at"] = payload.now_ms()
-            self._died(job_class, msg, exc, death.DISCARDED)
-            return
+            return self._died(job_class, msg, exc, death.DISCARDED)
         logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
         death.die(msg, exc, reason=death.EXHAUSTED, config=self.config, job_class=job_class)
+        return Outcome.DEAD
 
-    def _died(self, job_class: Any, msg: dict, exc: BaseException, reason: str) -> None:
+    def _died(self, job_class: Any, msg: dict, exc: BaseException, reason: str) -> Outcome:
         death.die(msg, exc, reason=reason, config=self.config, job_class=job_class)
+        return Outcome.DISCARDED

@@ -27,10 +27,8 @@ from typing import Any
 
 from django.utils.json import normalize_json
 
-from .. import errors, payload, signals
+from .. import context, errors, payload, signals
 from ..asyncrun import run_coroutine
-from ..conf import get_config
-from ..connection import get_redis
 from ..job import Job
 from . import results
 from .backend import WurkBackend
@@ -38,8 +36,8 @@ from .compat import TaskContext, TaskResultStatus, task_backends, task_finished,
 
 _worker_id: str | None = None
 
-# Raised by the worker runtime to stop or requeue a job: the attempt did not fail.
-_NOT_A_FAILURE = (errors.Shutdown, errors.RetrySkip, errors.RetryHandled, errors.JobInterrupted, KeyboardInterrupt)
+# A worker stopping, or a task asking to resume later: the attempt did not fail.
+_NOT_A_FAILURE = (errors.Shutdown, errors.JobInterrupted, KeyboardInterrupt)
 
 
 def set_worker_id(value: str | None) -> None:
@@ -95,7 +93,7 @@ class TaskJob(Job):
         jid = self.jid or job.get("jid")
         meta = job.get("task") or {}
         ttl = int(meta.get("result_ttl") or results.DEFAULT_TTL)
-        redis = get_redis(config=self._config)
+        redis = context.current().redis  # the Redis the job came from: its result lives beside it
         task_args = list(task_args or [])
         task_kwargs = dict(task_kwargs or {})
         fields = self._start(redis, jid, job, meta, task_args, task_kwargs, ttl)
@@ -120,7 +118,7 @@ class TaskJob(Job):
             results.write(redis, jid, {"state": "interrupted"}, ttl)
             raise
         except BaseException as exc:
-            final = last_attempt(job, (self._config or get_config()).max_retries)
+            final = last_attempt(job, context.current().config.max_retries)
             fields = self._fail(redis, jid, fields, exc, ttl, final=final)
             _apply(task_result, fields)
             task_finished.send(sender=sender, task_result=task_result)
@@ -176,7 +174,7 @@ def _apply(task_result: Any, fields: dict[str, Any]) -> None:
 def _correct(jid: Any, state: str) -> None:
     if not results.valid_id(jid):
         return
-    redis = get_redis()
+    redis = context.current().redis  # where the job ran or died
     fields = results.read(redis, jid)
     if fields is None or fields.get("state") == state:
         return

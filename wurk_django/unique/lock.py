@@ -21,7 +21,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import canonical, keys, registry
+from .. import canonical, context, keys, registry
 from ..scripts import lua
 
 logger = logging.getLogger("wurk_django.client")
@@ -38,9 +38,7 @@ class UniqueConfigurationError(ValueError):
 def enabled(config: Any = None) -> bool:
     """True when ``WURK["UNIQUE_JOBS"]`` is on; until then ``unique_for`` is ignored."""
     if config is None:
-        from ..conf import get_config
-
-        config = get_config()
+        config = context.config()
     return bool(config.unique_jobs)
 
 
@@ -113,11 +111,10 @@ def release_if_owner(client: redis_lib.Redis, key: str, owner: str) -> bool:
 
 
 def release(job: dict, client: redis_lib.Redis | None = None) -> bool:
-    """Give back ``job``'s lock if the job still owns it."""
+    """Give back ``job``'s lock if the job still owns it (on ``client``; by default the
+    running job's Redis, or the settings' outside a job)."""
     if client is None:
-        from ..connection import get_redis
-
-        client = get_redis()
+        client = context.redis()
     return release_if_owner(client, lock_key(job), job["jid"])
 
 
@@ -129,7 +126,6 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
     name, ``DEFAULT_JOB_OPTIONS["queue"]``).
     """
     from ..client import _job_class_of
-    from ..conf import get_config
 
     if len(spec) == 2:
         klass, args = spec
@@ -140,7 +136,7 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
         raise TypeError("locked() takes (job_class, args) or (queue, job_class, args)")
     if not isinstance(args, (list, tuple)):
         raise ValueError(f"locked() needs the job's arguments as a list, not {args!r}")
-    config = get_config()
+    config = context.config()
     job_class = _job_class_of(klass)
     name = job_class.job_name if job_class is not None else str(klass)
     if queue is None:
@@ -148,9 +144,7 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
         queue = options.get("queue") or config.default_job_options.get("queue") or "default"
     job = {"class": name, "queue": str(queue), "args": list(args)}
     if redis is None:
-        from ..connection import get_redis
-
-        redis = get_redis(config=config)
+        redis = context.redis_for(config)
     holder = redis.get(lock_key(job))
     return holder.decode() if isinstance(holder, bytes) else holder
 
@@ -162,6 +156,7 @@ def release_on_death(job: dict, exc: BaseException, reason: str) -> None:
 
     if reason == death.MANUAL or isinstance(exc, death.JobKilled):
         return
-    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None or not enabled():
+    where = context.current()  # the job's, or the one die() made for a death outside a job
+    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None or not enabled(where.config):
         return
-    release(job)
+    release(job, where.redis)

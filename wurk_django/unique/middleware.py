@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .. import context
 from . import lock
 from .client import UniqueClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 
@@ -21,19 +22,21 @@ class UniqueServerMiddleware:
         return job.get("unique_for") is not None
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
-        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled():
+        where = context.current()  # the worker's config and the Redis the job came from
+        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled(where.config):
             return call_next()
         if job.get("unique_until") == lock.UNTIL_START:
-            self.release(job)
+            self.release(job, where.redis)
             return call_next()
         result = call_next()
-        self.release(job)
+        if where.outcome is None:  # it ran; a rescheduled or paused job keeps its lock for its next run
+            self.release(job, where.redis)
         return result
 
     @staticmethod
-    def release(job: dict) -> None:
+    def release(job: dict, redis: Any) -> None:
         try:
-            lock.release(job)
+            lock.release(job, redis)
         except Exception as exc:  # the TTL still bounds the lock
             worker_logger.warning("could not release the unique lock of %s jid=%s: %s: %s",
                                   job.get("class"), job.get("jid"), type(exc).__name__, exc)

@@ -1,0 +1,133 @@
+"""The job at hand: what a worker knows about the job a thread is running.
+
+The processor builds one :class:`JobContext` per job and makes it current for
+as long as the job runs and its outcome is settled. Everything the engine and
+the features do for that job reads it from here: the worker's own
+:class:`~wurk_django.conf.Config` (with the command line's ``-q``/``-c`` and
+``--shard``), the Redis client of the server the job was fetched from, the
+bytes as fetched, the parsed job and, at the end, how the run ended (an
+:class:`~wurk_django.outcome.Outcome`).
+
+The server middleware signature stays Sidekiq's ``mw(instance, job, queue,
+call_next)``; built-in middleware, death handlers, batch callbacks and job
+classes call :func:`current` instead of reading the settings, so a worker
+started with ``--shard eu`` keeps every key of a job's features on ``eu``.
+
+Code that may run outside a job (a ``Batch`` opened in a web request, the
+dashboard reading a batch) asks :func:`config` / :func:`redis`: the running
+job's when there is one (or the shard of an enclosing ``via()`` block),
+otherwise the settings'. This module is the only place that falls back on the
+settings, so the rest of the worker side never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis as redis_lib
+
+    from .conf import Config
+
+
+class JobContext:
+    """One job's run. ``outcome`` and ``error`` are filled in as the run ends.
+
+    Outside a worker (inline runs, a death decided by the dashboard) a context
+    carries only ``config`` and ``redis``; the other fields are ``None``.
+    """
+
+    __slots__ = ("config", "redis", "raw", "unit", "queue", "job", "instance", "job_class", "outcome",
+                 "error")
+
+    def __init__(self, config: Config, redis: redis_lib.Redis, raw: bytes | str | None = None, unit: Any = None,
+                 queue: str | None = None, job: dict | None = None) -> None:
+        self.config = config
+        self.redis = redis
+        self.raw = raw  # the bytes as fetched: what a retry, a re-push or the dead set starts from
+        self.unit = unit  # the fetcher's unit of work (acknowledge / requeue)
+        self.queue = queue
+        self.job = job
+        self.instance: Any = None
+        self.job_class: Any = None
+        self.outcome: Any = None  # an Outcome once a feature or the engine decided how the run ends
+        self.error: BaseException | None = None  # the job's failure, when it failed
+
+    def __repr__(self) -> str:
+        jid = self.job.get("jid") if isinstance(self.job, dict) else None
+        return f"<JobContext jid={jid} queue={self.queue} outcome={self.outcome}>"
+
+
+_current: ContextVar[JobContext | None] = ContextVar("wurk_job_context", default=None)
+
+
+def enter(ctx: JobContext) -> Token:
+    """Make ``ctx`` current; give the token to :func:`leave` when the job is settled."""
+    return _current.set(ctx)
+
+
+def leave(token: Token) -> None:
+    _current.reset(token)
+
+
+@contextmanager
+def scope(ctx: JobContext) -> Iterator[JobContext]:
+    """``ctx`` is current inside the block: for running a job outside a processor
+    (``perform_inline``, the testing helpers, tests of a middleware)."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
+
+
+def running() -> JobContext | None:
+    """The context of the job this thread (or task) runs, or ``None`` outside a job."""
+    return _current.get()
+
+
+def current() -> JobContext:
+    """The running job's context; outside a job (``perform_inline``, the testing
+    modes, a script) a context for the settings' config and Redis."""
+    ctx = _current.get()
+    if ctx is not None:
+        return ctx
+    from .conf import get_config
+    from .connection import get_redis
+
+    config = get_config()
+    return JobContext(config, get_redis(config=config))
+
+
+def config() -> Config:
+    """The config a client-side call should use here: an enclosing ``via()`` block's
+    shard, else the running job's config, else the settings'."""
+    from .conf import VIA, get_config
+
+    ctx = _current.get()
+    if ctx is None:
+        return get_config()
+    shard = VIA.get()
+    # Inside a job, via() still points at another shard, keeping the worker's overrides.
+    return ctx.config if shard is None else ctx.config.for_shard(shard)
+
+
+def redis() -> redis_lib.Redis:
+    """The Redis client matching :func:`config`."""
+    ctx = _current.get()
+    if ctx is not None and ctx.config is config():
+        return ctx.redis
+    return redis_for(config())
+
+
+def redis_for(config: Config) -> redis_lib.Redis:
+    """The client for ``config``: the running job's own when it is the job's config."""
+    ctx = _current.get()
+    if ctx is not None and ctx.config is config:
+        return ctx.redis
+    from .connection import get_redis
+
+    return get_redis(config=config)
