@@ -41,7 +41,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import redis as redis_lib
@@ -139,18 +139,13 @@ class ReliableFetch:
                 heapq.heappush(self._free, slot.number)
 
     @contextmanager
-    def _free_slots(self, wanted: str) -> Iterator[list[FetchSlot]]:
-        """The free slots that have ``wanted`` (``"parked"`` ACKs, or ``"stale"`` lists),
-        taken out of the free ones meanwhile: no thread picks one up while it is worked
-        on here, so its state has one user at a time like a held slot."""
+    def _free_slots(self, wanted: Callable[[FetchSlot], bool]) -> Iterator[list[FetchSlot]]:
+        """The free slots ``wanted`` picks, taken out of the free ones meanwhile: no
+        thread is given one while it is worked on here, so its state has one user at a
+        time, like a held slot's."""
         pid = os.getpid()
         with self._lock:
-            if self._pid != pid:
-                taken = []
-            elif wanted == "parked":
-                taken = [self._slots[n] for n in self._free if self._slots[n].parked]
-            else:
-                taken = [self._slots[n] for n in self._free if self._slots[n].reconciled != self._generation]
+            taken = [self._slots[n] for n in self._free if wanted(self._slots[n])] if self._pid == pid else []
             if taken:
                 numbers = {slot.number for slot in taken}
                 self._free = [n for n in self._free if n not in numbers]
@@ -170,7 +165,7 @@ class ReliableFetch:
         left in the slot's lists stays owned by this process: its unit names the list,
         and ACKs still parked there ride the next holder's first fetch."""
         local = self._local
-        slot, free = getattr(local, "slot", None), getattr(local, "free", None)
+        slot, holder, free = (getattr(local, name, None) for name in ("slot", "holder", "free"))
         local.slot = local.holder = local.free = None
         if slot is None or slot.pid != os.getpid():
             return
@@ -178,7 +173,8 @@ class ReliableFetch:
         slot.release_connection()
         slot.forget_pace()
         if free is not None:
-            free()
+            free()  # only now: while ``holder`` lives, no other thread can be given the slot
+        del holder
 
     def all_keys(self) -> list[tuple[str, str]]:
         """(public, private) of every private list this process may hold jobs in: each
@@ -212,7 +208,7 @@ class ReliableFetch:
         Other threads send theirs with their next fetch, or before they block."""
         slot = getattr(self._local, "slot", None)
         mine = [slot] if slot is not None and slot.pid == os.getpid() else []
-        with self._free_slots("parked") as free:
+        with self._free_slots(lambda free: bool(free.parked)) as free:
             self._flush(mine + free)
 
     def _flush_quietly(self) -> None:
@@ -335,7 +331,7 @@ class ReliableFetch:
         names = self.order.names
         given_back = slot.reconcile(names)
         slot.reconciled = generation
-        with self._free_slots("stale") as free:
+        with self._free_slots(lambda free: free.reconciled != generation) as free:
             for other in free:
                 given_back += other.reconcile(names)
                 other.reconciled = generation
@@ -357,10 +353,6 @@ class ReliableFetch:
                            len(taken), exc)
             self._stale()
             return 0
-
-    def give_back_ahead(self) -> int:
-        """Requeue, unrun, the jobs every slot fetched ahead."""
-        return self._give_back_ahead(list(self._slots))
 
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
