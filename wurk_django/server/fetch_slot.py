@@ -6,11 +6,12 @@ fetch batches go out on, the jobs it fetched ahead and the ACKs it parked until
 its next fetch. Only the thread holding the slot fetches into its lists or sends
 on its connection, so none of this needs a lock.
 
-Two things can reach into a slot from another thread, and both go through
+Two things can reach into a held slot from another thread, and both go through
 ``deque`` operations that are atomic on their own: a hard shutdown takes the
 parked ACKs and the jobs fetched ahead of every slot (each unit is taken by
 exactly one side, so none is sent twice or dropped), and a job may be
-acknowledged from whatever thread ran it (an append).
+acknowledged from whatever thread ran it (an append). A free slot (its thread
+exited) is worked on by one thread at a time, taken out of the free ones meanwhile.
 
 The slot also keeps its prefetch streak: how far ahead a thread fetches follows
 the time its own recent jobs took.
@@ -93,10 +94,10 @@ def _take_all(items: deque) -> list:
     """Everything in ``items``, oldest first. One ``popleft`` at a time: another thread
     taking from the same deque meanwhile gets the rest, and no item goes to both."""
     taken: list = []
-    pop = taken.append
+    keep = taken.append
     try:
         for _ in range(len(items)):
-            pop(items.popleft())
+            keep(items.popleft())
     except IndexError:
         pass
     return taken
