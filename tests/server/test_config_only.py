@@ -61,7 +61,7 @@ connection.get_redis()
 
 def report(launcher):
     launcher.manager.redis()
-    launcher.manager.fetcher._thread_connection()
+    launcher.manager.fetcher._mine().connection()
     launcher.manager.fetcher._done.set()  # no blocking wait: only the pool lookup below
     from wurk_django.connection import get_redis
     blocking = get_redis("fetch", block_seconds=launcher.manager.fetcher.poll_interval, config=launcher.config)
@@ -70,7 +70,7 @@ def report(launcher):
              for (owner, purpose, _url), client in connection._clients.items() if owner == pid}
     sizes["manager"] = launcher.manager.redis().connection_pool.max_connections
     sizes["blocking"] = blocking.connection_pool.max_connections
-    sizes["ack"] = launcher.manager.fetcher._local.pool.max_connections
+    sizes["ack"] = launcher.manager.fetcher._mine().pool.max_connections
     print(json.dumps(sizes))
     sys.stdout.flush()
     os._exit(0)

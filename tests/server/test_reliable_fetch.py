@@ -9,13 +9,14 @@ import time
 from collections import Counter
 
 import pytest
+import redis as redis_lib
 
 from wurk_django import payload
 from wurk_django.api import Queue
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
 from wurk_django.pause import PausedCache, pause, unpause
-from wurk_django.server import poison, reliable_fetch
+from wurk_django.server import fetch_slot, poison, reliable_fetch
 from wurk_django.server.reaper import Reaper, parse_private
 from wurk_django.server.reliable_fetch import ReliableFetch, private_list
 from wurk_django.server.state import NONCE, hostname
@@ -78,7 +79,7 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
 def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
     ahead off: each fetch moves one job)."""
-    monkeypatch.setattr(reliable_fetch, "PREFETCH", 1)
+    monkeypatch.setattr(fetch_slot, "PREFETCH", 1)
     for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
@@ -104,7 +105,7 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
 def instant_jobs(monkeypatch):
     """Every job counts as short enough to fetch PREFETCH at once (the count does not
     then depend on how fast this machine runs the test)."""
-    monkeypatch.setattr(reliable_fetch, "PREFETCH_AHEAD", 3600.0)
+    monkeypatch.setattr(fetch_slot, "PREFETCH_AHEAD", 3600.0)
 
 
 def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch, instant_jobs):
@@ -123,7 +124,7 @@ def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, 
         unit = fetcher.retrieve_work()
         unit.jid = json.loads(unit.job)["jid"]
         seen.append(unit.jid)
-        ahead = list(fetcher._ahead.get(threading.get_ident(), ()))
+        ahead = list(fetcher._mine().ahead)
         # Fetched ahead: in the private list, not run, not ACKed.
         private = set(redis_db.lrange(unit.private, 0, -1))
         assert {u.job for u in ahead} <= private and unit.job in private
@@ -136,8 +137,8 @@ def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, 
     assert commands["del"] == sum(1 for trip in sent if "lrem" in trip) <= len(sent)
     assert [n for n in range(101) if redis_db.exists(f"super_fetch:recovered:{n:024d}")] == []  # PRO-155
     assert redis_db.exists(f"super_fetch:recovered:{101:024d}")  # not run yet: kept
-    assert 100 <= commands["lmove"] <= 100 + reliable_fetch.PREFETCH
-    assert len(sent) <= 100 / reliable_fetch.PREFETCH + reliable_fetch.PREFETCH_AFTER + 2
+    assert 100 <= commands["lmove"] <= 100 + fetch_slot.PREFETCH
+    assert len(sent) <= 100 / fetch_slot.PREFETCH + fetch_slot.PREFETCH_AFTER + 2
     assert commands["blmove"] == 0
 
 
@@ -179,36 +180,64 @@ def test_each_thread_fetches_into_a_private_list_of_its_own(redis_db, fetcher):
 def test_slots_start_again_from_zero_after_a_fork(fetcher):
     """A fetcher built before a fork: the child's threads take slots from 0 again (the
     parent's threads are not in the child, and the child's lists carry its own pid)."""
-    assert fetcher._slot() == 0
-    assert _in_thread(fetcher._slot) == 1
-    # What a fork looks like from the child: the slots and this thread's local were the parent's.
-    fetcher._slots_pid = fetcher._local.slot_pid = os.getpid() + 1
-    assert fetcher._slot() == 0
-    assert _in_thread(fetcher._slot) == 1  # slot 1 was taken in the "parent", not here
+    held = threading.Event()
+    release = threading.Event()
+    numbers = []
+
+    def other_thread():  # holds slot 1 while the "fork" happens
+        numbers.append(fetcher._mine().number)
+        held.set()
+        release.wait(10)
+
+    assert fetcher._mine().number == 0
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    try:
+        assert held.wait(10) and numbers == [1]
+        # What a fork looks like from the child: the slots and this thread's slot were the parent's.
+        parent = fetcher._mine()
+        fetcher._pid = parent.pid = os.getpid() + 1
+        assert fetcher._mine().number == 0
+        assert fetcher._mine() is not parent
+        assert _in_thread(lambda: fetcher._mine().number) == 1  # slot 1 is held in the "parent", not here
+    finally:
+        release.set()
+        thread.join(10)
 
 
-def test_a_reconcile_looks_in_every_threads_private_list(redis_db, fetcher):
-    """A job stranded (lost reply) in another thread's list is given back too."""
-    redis_db.lpush("queue:default", _job("a" * 24))
-    _in_thread(lambda: fetcher._slot())  # slot 0 goes to a thread that then exits holding it
-    unit = fetcher.retrieve_work()
-    assert unit.private == private_list("default", slot=1)
-    orphan = _job("o" * 24)
-    redis_db.lpush(private_list("default", slot=0), orphan)
-    fetcher._needs_reconcile = True
-    fetcher._reconcile()
-    assert redis_db.lrange("queue:default", 0, -1) == [orphan]
-    assert redis_db.lrange(unit.private, 0, -1) == [unit.job]  # held by this thread: kept
+def test_a_thread_that_exits_frees_its_slot_even_without_releasing_it(redis_db, fetcher):
+    """The processor releases its slot as it exits; a thread that ends without doing so
+    (killed by an error in between) frees it too, with what it still held: the next
+    thread runs the jobs it fetched ahead and sends the ACKs it parked."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+
+    def fetch_ack_and_die():
+        slot = fetcher._mine()
+        unit = fetcher.retrieve_work()
+        fetched = fetcher.retrieve_work()
+        slot.ahead.appendleft(fetched)  # as if fetched ahead and not started
+        unit.acknowledge()  # parked: no fetch after it on this thread
+        return slot, unit
+
+    slot, parked = _in_thread(fetch_ack_and_die)
+    assert fetcher._free == [slot.number] == [0]
+    assert redis_db.llen(parked.private) == 2
+    again = _in_thread(lambda: (fetcher._mine(), fetcher.retrieve_work()))
+    assert again[0] is slot  # the lowest free slot, with its lists, ACKs and jobs fetched ahead
+    assert again[1].job == _job("b" * 24)  # the job fetched ahead, not a new fetch
+    assert redis_db.lrange(parked.private, 0, -1) == [_job("b" * 24), _job("a" * 24)]
+    fetcher.flush_acks()  # this thread holds no slot: flushes what free slots parked
+    assert redis_db.lrange(parked.private, 0, -1) == [_job("b" * 24)]
 
 
 def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher, instant_jobs):
     for i in range(20):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    for _ in range(reliable_fetch.PREFETCH_AFTER + 1):
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
         fetcher.retrieve_work().acknowledge()
     running = fetcher.retrieve_work()  # this fetch moved PREFETCH jobs
-    ahead = list(fetcher._ahead[threading.get_ident()])
-    assert len(ahead) == reliable_fetch.PREFETCH - 1
+    ahead = list(fetcher._mine().ahead)
+    assert len(ahead) == fetch_slot.PREFETCH - 1
     fetcher.release_thread_connection()  # the processor exits
     tail = redis_db.lrange("queue:default", -len(ahead), -1)
     assert set(tail) == {u.job for u in ahead}  # at the fetch end: next to run
@@ -221,13 +250,13 @@ def test_a_reconcile_keeps_jobs_fetched_ahead(redis_db, fetcher, instant_jobs):
     """After a fetch error the fetcher gives back jobs no thread holds: jobs fetched ahead are held."""
     for i in range(20):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    for _ in range(reliable_fetch.PREFETCH_AFTER + 1):
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
         fetcher.retrieve_work().acknowledge()
-    fetcher.retrieve_work()
-    ahead = list(fetcher._ahead[threading.get_ident()])
+    fetcher.retrieve_work().acknowledge()  # a reconcile runs between two jobs of the slot
+    ahead = list(fetcher._mine().ahead)
     assert ahead
-    fetcher._needs_reconcile = True
-    fetcher._reconcile()
+    fetcher._stale()
+    fetcher._reconcile(fetcher._mine())
     private = redis_db.lrange(ahead[0].private, 0, -1)
     assert all(u.job in private for u in ahead)
     assert fetcher.retrieve_work().job == ahead[0].job
@@ -237,22 +266,22 @@ def test_how_far_a_thread_fetches_ahead_follows_its_job_times(fetcher, monkeypat
     # About PREFETCH_AHEAD seconds of the thread's recent jobs, 2 to PREFETCH; none
     # until PREFETCH_AFTER full fetches; none once jobs take PREFETCH_MAX_GAP or more.
     now = [1000.0]
-    monkeypatch.setattr(reliable_fetch.time, "monotonic", lambda: now[0])
-    ident = threading.get_ident()
+    monkeypatch.setattr(fetch_slot.time, "monotonic", lambda: now[0])
+    slot = fetcher._mine()
 
     def after(per_job, count):
-        fetcher._streak[ident] = (reliable_fetch.PREFETCH_AFTER, now[0], count)
+        slot._streak, slot._last, slot._brought = fetch_slot.PREFETCH_AFTER, now[0], count
         now[0] += per_job * count
-        return fetcher._fetch_count(ident)
+        return slot.fetch_count()
 
-    assert after(0.001, 1) == 16 == reliable_fetch.PREFETCH  # 1 ms jobs: 20 ms = 16 (the cap)
+    assert after(0.001, 1) == 16 == fetch_slot.PREFETCH  # 1 ms jobs: 20 ms = 16 (the cap)
     assert after(0.005, 16) == 4
     assert after(0.02, 4) == 2
     assert after(0.04, 2) == 2  # still short: at least 2
     assert after(0.06, 2) == 1  # too long to fetch ahead
-    fetcher._streak[ident] = (reliable_fetch.PREFETCH_AFTER - 1, now[0], 1)
+    slot._streak, slot._last, slot._brought = fetch_slot.PREFETCH_AFTER - 1, now[0], 1
     now[0] += 0.001
-    assert fetcher._fetch_count(ident) == 1  # not warmed up
+    assert slot.fetch_count() == 1  # not warmed up
 
 
 def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, fetcher):
@@ -417,19 +446,130 @@ def test_expiring_job_gets_an_expiry_from_its_creation(redis_db):
 
 def test_a_job_moved_by_a_lost_reply_is_given_back(redis_db, fetcher):
     """RUN-604: LMOVE ran but its reply was lost; no thread holds the job, yet its
-    owner is alive, so the reaper would never see it. The fetcher reconciles."""
+    owner is alive, so the reaper would never see it. The slot reconciles its lists
+    before its next fetch: what it neither fetched ahead nor parked goes back."""
     redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
-    running = fetcher.retrieve_work()  # held by this thread (active)
-    parked = fetcher.retrieve_work()
-    parked.acknowledge()  # parked, ACK not sent yet; 'running' is no longer active
+    done = fetcher.retrieve_work()
+    done.acknowledge()  # parked, ACK not sent yet: held, kept
     orphan = _job("c" * 24)
-    redis_db.lpush(running.private, orphan)  # as if an LMOVE's reply never arrived
-    fetcher._active[1] = running  # another thread still working on this one
-    fetcher._needs_reconcile = True
-    assert fetcher.retrieve_work() is None  # queue empty: blocks, then reconciles
-    assert redis_db.lrange("queue:default", 0, -1) == [orphan]
-    assert set(redis_db.lrange(running.private, 0, -1)) == {running.job}  # the parked ACK went out
-    assert fetcher.retrieve_work().job == orphan
+    redis_db.lpush(done.private, orphan)  # as if an LMOVE's reply never arrived
+    fetcher._stale()  # what a fetch error does
+    unit = fetcher.retrieve_work()
+    assert unit.job == orphan  # given back to the fetch end, and fetched again at once
+    assert redis_db.lrange(done.private, 0, -1) == [orphan]  # the parked ACK went out
+    assert redis_db.lrange("queue:default", 0, -1) == [_job("b" * 24)]
+
+
+def test_a_lost_reply_is_reconciled_once_redis_answers_again(redis_db, fetcher, monkeypatch):
+    """The fetch's commands ran but the connection broke before the reply: the fetch
+    fails, and the job it moved is given back by the next one."""
+    monkeypatch.setattr(reliable_fetch, "ERROR_BACKOFF", 0.0)
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    real = reliable_fetch.send_on
+
+    def lost(conn, commands, **options):
+        real(conn, commands, **options)
+        monkeypatch.setattr(reliable_fetch, "send_on", real)
+        raise redis_lib.ConnectionError("connection reset (after the commands ran)")
+
+    monkeypatch.setattr(reliable_fetch, "send_on", lost)
+    assert fetcher.retrieve_work() is None
+    private = private_list("default")
+    assert redis_db.lrange(private, 0, -1) == [_job("a" * 24)]  # moved, and no thread holds it
+    units = [fetcher.retrieve_work(), fetcher.retrieve_work()]
+    assert [u.job for u in units] == [_job("a" * 24), _job("b" * 24)]  # given back, run in its turn
+    assert set(redis_db.lrange(private, 0, -1)) == {_job("a" * 24), _job("b" * 24)}  # once each
+
+
+def test_a_reconcile_reads_every_slot_handed_out(redis_db, fetcher):
+    """After a lost reply every slot's lists are checked: this thread's and the free
+    ones at once, a slot another thread holds by that thread before its next fetch
+    (its job is running meanwhile, and only the holder knows what it holds)."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    mine = fetcher.retrieve_work()  # slot 0
+    holding, go, got = threading.Event(), threading.Event(), []
+
+    def holder():  # slot 1: runs a job while the reconcile happens
+        unit = fetcher.retrieve_work()
+        got.append(unit)
+        holding.set()
+        go.wait(10)
+        unit.acknowledge()
+        got.append(fetcher.retrieve_work())
+        fetcher.release_thread_connection()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        _in_thread(lambda: fetcher._mine())  # slot 2: its thread exited, the slot is free
+        assert fetcher._free == [2]
+        lists = {n: private_list("low", slot=n) for n in (0, 1, 2)}
+        orphans = {n: _job(f"o{n}".ljust(24, "x"), queue="low") for n in (0, 1, 2)}
+        for n, key in lists.items():
+            redis_db.lpush(key, orphans[n])  # as if moved by a command whose reply was lost
+        mine.acknowledge()
+        fetcher._stale()
+        fetcher._reconcile(fetcher._mine())
+        assert set(redis_db.lrange("queue:low", 0, -1)) == {orphans[0], orphans[2]}
+        assert redis_db.lrange(lists[1], 0, -1) == [orphans[1]]  # held slot: left to its holder
+        assert redis_db.lrange(mine.private, 0, -1) == [mine.job]  # parked ACK: held
+        assert redis_db.lrange(got[0].private, 0, -1) == [got[0].job]  # running on slot 1
+        assert fetcher._free == [2]  # back among the free ones
+        go.set()
+        thread.join(10)
+        assert not thread.is_alive()
+    finally:
+        go.set()
+        thread.join(10)
+    fetched = got[1]
+    assert fetched.private == lists[1] and fetched.job in orphans.values()
+    assert not redis_db.exists(got[0].private)  # its ACK rode that fetch
+    everywhere = redis_db.lrange("queue:low", 0, -1) + redis_db.lrange(lists[1], 0, -1)
+    assert sorted(everywhere) == sorted(orphans.values())  # each once, nothing lost
+
+
+class _CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self, lock):
+        self.lock, self.taken = lock, 0
+
+    def acquire(self, *args, **kwargs):
+        self.taken += 1
+        return self.lock.acquire(*args, **kwargs)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def test_the_hot_path_takes_no_lock(redis_db, fetcher, monkeypatch, instant_jobs):
+    """Fetch, ACK and the ACKs' ride on the next fetch, with and without fetching ahead,
+    touch only the calling thread's slot: the coordinator's lock (slots, reconcile) and
+    the outage log's are not taken once in 200 jobs."""
+    for i in range(220):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    fetcher.retrieve_work().acknowledge()  # takes this thread's slot
+    coordinator, outage = _CountingLock(fetcher._lock), _CountingLock(fetcher._outage._lock)
+    monkeypatch.setattr(fetcher, "_lock", coordinator)
+    monkeypatch.setattr(fetcher._outage, "_lock", outage)
+    seen = []
+    for _ in range(200):
+        unit = fetcher.retrieve_work()
+        unit.jid = json.loads(unit.job)["jid"]
+        seen.append(unit.jid)
+        unit.acknowledge()
+    assert (coordinator.taken, outage.taken) == (0, 0)
+    assert seen == [f"{i:024d}" for i in range(1, 201)]
+    assert len(fetcher._mine().ahead) > 0  # it did fetch ahead
+    fetcher.flush_acks()  # not the hot path: looks at the free slots too
+    assert coordinator.taken == 1
 
 
 def test_an_ack_removes_one_copy_searching_from_the_oldest_end(redis_db, fetcher):
@@ -439,7 +579,7 @@ def test_an_ack_removes_one_copy_searching_from_the_oldest_end(redis_db, fetcher
     redis_db.lpush("queue:default", same, _job("a" * 24), same)
     first = fetcher.retrieve_work()
     assert first.job == same
-    commands = reliable_fetch._ack_commands([first])
+    commands = fetch_slot.ack_commands([first])
     assert commands[0] == ("LREM", first.private, -1, same)
     newer = [fetcher.retrieve_work() for _ in range(2)]
     assert [u.job for u in newer] == [_job("a" * 24), same]
