@@ -137,7 +137,8 @@ class Launcher:
                     self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
 
     def quiet(self) -> None:
-        """Stop taking new jobs; running ones finish. One-way (CORE-156)."""
+        """Stop taking new jobs; running ones finish. There is no way back to fetching: a
+        quiet process only stops (CORE-156)."""
         if self.quieting:
             return
         self.quieting = True
