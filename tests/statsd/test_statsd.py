@@ -69,13 +69,13 @@ def test_udp_client_never_raises_and_counts_drops():
         def close(self):
             pass
 
-    client._sock = FullSocket()  # a send buffer that is always full
+    client._udp = FullSocket()  # a send buffer that is always full
     before = client.dropped
     client.gauge("g", 1)
     client.gauge("g", 2)
     client.flush()
     assert client.dropped == before + 2  # one datagram of two lines, both counted
-    assert client._sock is not None
+    assert client._udp is not None
     client.close()
 
 

@@ -78,7 +78,7 @@ class UDPClient:
         self._sender: threading.Thread | None = None  # started by the first metric (again after a fork)
         self._wake = threading.Event()
         self._closed = False
-        self._sock: socket.socket | None = None
+        self._udp: socket.socket | None = None
         self._addr: tuple | None = None
         self._lookup_failed_at: float | None = None
         self._warned = False
@@ -260,8 +260,8 @@ class UDPClient:
     def _target(self) -> tuple[socket.socket, tuple] | None:
         """The socket and address; looked up once, and a failed lookup is not tried
         again for ``RETRY_LOOKUP`` seconds (only ever on the sender thread)."""
-        if self._sock is not None:
-            return self._sock, self._addr  # type: ignore[return-value]
+        if self._udp is not None:
+            return self._udp, self._addr  # type: ignore[return-value]
         failed_at = self._lookup_failed_at
         if failed_at is not None and time.monotonic() - failed_at < RETRY_LOOKUP:
             return None
@@ -279,7 +279,7 @@ class UDPClient:
             logger.warning("statsd at %s:%s resolved; metrics are sent again", self.host, self.port)
         self._lookup_failed_at = None
         self._addr = addr
-        self._sock = sock
+        self._udp = sock
         return sock, addr
 
     def _warn(self, message: str) -> None:
@@ -299,9 +299,9 @@ class UDPClient:
         if sender is not None and sender is not threading.current_thread():
             sender.join(1)
         with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-            self._sock = None
+            if self._udp is not None:
+                self._udp.close()
+            self._udp = None
 
 
 def resolve(host: str, port: int) -> tuple[int, tuple]:
@@ -327,7 +327,7 @@ def _after_fork() -> None:
         client._agg_lock = threading.Lock()
         client._counts, client._gauges, client._values, client._pending = {}, {}, {}, 0
         client._lines.clear()
-        client._sock = None
+        client._udp = None
         client._sender = None
 
 

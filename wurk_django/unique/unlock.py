@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import keys
 from ..payload import truthy
+from ..text import to_text
 from . import lock
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -26,8 +27,7 @@ def digest_of(job: dict) -> str | None:
 
 def holder(redis: Any, digest: str) -> str | None:
     """The jid holding the lock ``digest``, or ``None`` when it is free."""
-    value = redis.get(keys.unique_lock(_checked(digest)))
-    return value.decode() if isinstance(value, bytes) else value
+    return to_text(redis.get(keys.unique_lock(_checked(digest))))
 
 
 def release_digest(redis: Any, digest: str) -> bool:
