@@ -22,3 +22,23 @@ def test_wurk_worker_fixture_runs_jobs_in_process(redis_db, wurk_worker):  # noq
     assert redis_db.lrange("test:ran", 0, -1) == [b"a"]
     assert redis_db.zcard("retry") == 1  # the real retry layer ran
     assert redis_db.llen("queue:default") == 0
+
+
+def test_jobs_fetched_ahead_or_in_a_threads_hands_are_not_drained(redis_db):
+    # The in-process worker stopped with a job fetched ahead but not started (its queue was
+    # empty and no thread was busy): a CI run saw the job never run.
+    from types import SimpleNamespace
+
+    from wurk_django.conf import Config
+    from wurk_django.server.burst import drained
+
+    fetcher = SimpleNamespace(order=SimpleNamespace(names=["default"]), in_hand=lambda: 1)
+    processor = SimpleNamespace(unit=None)
+    launcher = SimpleNamespace(config=Config(), state=SimpleNamespace(busy_count=lambda: 0),
+                               manager=SimpleNamespace(fetcher=fetcher, alive_processors=lambda: [processor]))
+    assert drained(launcher) is False  # one fetched ahead
+    fetcher.in_hand = lambda: 0
+    processor.unit = object()
+    assert drained(launcher) is False  # one handed to a thread that has not begun it
+    processor.unit = None
+    assert drained(launcher) is True

@@ -105,5 +105,9 @@ class BasicFetch:
         except redis_lib.RedisError:
             logger.exception("could not push %d in-flight job(s) back to Redis", len(units))
 
+    def in_hand(self) -> int:
+        """Jobs fetched and not started: none, this fetcher takes one job per fetch."""
+        return 0
+
     def terminate(self) -> None:
         self._done.set()

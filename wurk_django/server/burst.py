@@ -10,14 +10,26 @@ from ..connection import get_redis
 from .launcher import Launcher
 
 
-def drained(launcher: Launcher) -> bool:
-    """True when every queue this worker serves is empty and no job is running."""
+def _holding(launcher: Launcher) -> bool:
+    """A job is off its queue but not finished: running, handed to a thread that has not
+    begun it yet, or fetched ahead (a fetcher of the user's own may not count those)."""
     if launcher.state.busy_count():
+        return True
+    if any(p.unit is not None for p in launcher.manager.alive_processors()):
+        return True
+    in_hand = getattr(launcher.manager.fetcher, "in_hand", None)
+    return bool(in_hand and in_hand())
+
+
+def drained(launcher: Launcher) -> bool:
+    """True when every queue this worker serves is empty and no job is running or
+    waiting in this process's hands."""
+    if _holding(launcher):
         return False
     pipe = get_redis(config=launcher.config).pipeline(transaction=False)
     for name in launcher.manager.fetcher.order.names:
         pipe.llen(keys.queue(name))
-    return not any(pipe.execute()) and not launcher.state.busy_count()
+    return not any(pipe.execute()) and not _holding(launcher)
 
 
 def run_burst(config: Config | None = None, timeout: float = 30.0, poll: float = 0.05) -> bool:
@@ -30,9 +42,13 @@ def run_burst(config: Config | None = None, timeout: float = 30.0, poll: float =
     launcher.run()
     deadline = time.monotonic() + timeout
     emptied = False
+    seen = 0
     try:
         while time.monotonic() < deadline:
-            if drained(launcher):
+            # Twice in a row: a thread between taking a job off the queue and showing it
+            # anywhere above is a few bytecodes long, and cannot span a poll interval.
+            seen = seen + 1 if drained(launcher) else 0
+            if seen >= 2:
                 emptied = True
                 break
             time.sleep(poll)

@@ -186,6 +186,12 @@ class ReliableFetch:
     def private_lists(self) -> list[str]:
         return [private for _, private in self.all_keys()]
 
+    def in_hand(self) -> int:
+        """Jobs fetched ahead that no thread has started yet: off their queue, so a check
+        for "nothing left to do" (``--burst``) must count them too."""
+        slots = list(self._slots) if self._pid == os.getpid() else []
+        return sum(len(slot.ahead) for slot in slots)
+
     # -- ACKs -------------------------------------------------------------
 
     def _flush(self, slots: list[FetchSlot]) -> None:

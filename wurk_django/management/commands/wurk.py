@@ -185,9 +185,13 @@ class Command(BaseCommand):
 
     def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
         stopping_since: float | None = None
+        empty_polls = 0
         while not launcher.stopped.is_set():
             names = pipe.wait(0.5)
-            if burst and stopping_since is None and drained(launcher):
+            # Twice in a row, as run_burst does: a job between its queue and a thread is
+            # invisible for an instant, never for a whole poll.
+            empty_polls = empty_polls + 1 if burst and stopping_since is None and drained(launcher) else 0
+            if empty_polls >= 2:
                 logger.info("queues are empty: stopping (--burst)")
                 stopping_since = time.monotonic()
                 spawn("stopper", launcher.stop)
