@@ -9,8 +9,6 @@ only for users who may view it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
@@ -19,28 +17,11 @@ from django.urls import URLPattern, path, reverse
 from ..admin_pages import pages
 from ..models import PAGE_LINKS
 from .access import can_view
+from .options import ViewOnlyAdmin
 
 
-class PageLinkAdmin(admin.ModelAdmin):
+class PageLinkAdmin(ViewOnlyAdmin):
     """An admin index entry that leads to one Wurk page."""
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return can_view(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_view(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
-        return {"add": False, "change": False, "delete": False, "view": can_view(request)}
 
     def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"

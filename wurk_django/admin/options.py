@@ -50,16 +50,9 @@ def _on_shard(request: HttpRequest, view: View, *args: Any, **kwargs: Any) -> Ht
         return response
 
 
-class WurkAdmin(admin.ModelAdmin):
-    """Puts the dashboard, busy, queues, scheduled/retries/dead and metrics pages
-    under ``<admin>/wurk_django/dashboard/``.
-
-    GET needs ``wurk_django.view_dashboard``; POST also needs
-    ``wurk_django.manage_jobs`` and ``WURK["ADMIN_READ_ONLY"]`` off. Every page
-    goes through ``admin_site.admin_view`` (staff login, CSRF, never cached).
-    """
-
-    # -- what the admin index shows ------------------------------------------------
+class ViewOnlyAdmin(admin.ModelAdmin):
+    """What the admin index shows of a Wurk entry: visible to whoever may view the
+    dashboard, never added, changed or deleted (there is no table behind it)."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_view(request)
@@ -78,6 +71,16 @@ class WurkAdmin(admin.ModelAdmin):
 
     def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
         return {"add": False, "change": False, "delete": False, "view": can_view(request)}
+
+
+class WurkAdmin(ViewOnlyAdmin):
+    """Puts the dashboard, busy, queues, scheduled/retries/dead and metrics pages
+    under ``<admin>/wurk_django/dashboard/``.
+
+    GET needs ``wurk_django.view_dashboard``; POST also needs
+    ``wurk_django.manage_jobs`` and ``WURK["ADMIN_READ_ONLY"]`` off. Every page
+    goes through ``admin_site.admin_view`` (staff login, CSRF, never cached).
+    """
 
     # -- pages ---------------------------------------------------------------------
 

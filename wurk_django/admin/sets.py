@@ -284,8 +284,9 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
     if request.method == "POST":
         action = request.POST.get("action")
         refused: list[str] = []
-        if action == "release_lock" and entry is not None and digest_of(entry.item) is not None:
-            released = release_digest(redis(), digest_of(entry.item))
+        digest = digest_of(entry.item) if entry is not None else None
+        if action == "release_lock" and digest is not None:
+            released = release_digest(redis(), digest)
             messages.success(request, "Unique lock released." if released else "The unique lock was already free.")
             return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
         if action not in spec.actions:

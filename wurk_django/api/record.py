@@ -285,11 +285,11 @@ class JobRecord:
         if not self.queue:
             return False
         deleted = bool(self.redis.lrem(keys.queue(self.queue), 1, self.value))
-        if deleted and self.item and self.item.get("unique_for") is not None:
+        if deleted:
             # The job's unique lock goes with it, so the next identical push is not dropped.
-            from ..unique.unlock import release_for
+            from ..unique.unlock import release_deleted  # lazy: only a delete pays for it
 
-            release_for(self.redis, self.item)
+            release_deleted(self.redis, self.item)
         return deleted
 
 

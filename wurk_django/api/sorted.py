@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -16,8 +15,6 @@ from ..server import death
 from ..writer import Writer
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
-
-logger = logging.getLogger("wurk_django")
 
 __all__ = ["SortedEntry", "SortedSet", "JobSet", "ScheduledSet", "RetrySet", "DeadSet"]
 
@@ -94,7 +91,9 @@ class SortedEntry(JobRecord):
         else:
             deleted = self.parent.delete_by_jid(self.score, self.jid)
         if deleted:
-            release_lock_of(self.redis, self.item)
+            from ..unique.unlock import release_deleted  # lazy: only a delete pays for it
+
+            release_deleted(self.redis, self.item)
         return deleted
 
     def reschedule(self, at: Score) -> bool:
@@ -200,20 +199,6 @@ def refusal(redis: RedisClient, job: dict) -> str:
             return (f"{job.get('class')} jid={job.get('jid')} was not pushed: an identical unique job "
                     f"(jid={held_by}) holds its lock {digest}; the entry was kept")
     return f"{job.get('class')} jid={job.get('jid')} was not pushed: a client middleware stopped it; the entry was kept"
-
-
-def release_lock_of(redis: RedisClient, job: dict | None) -> None:
-    """Free a deleted unique job's lock if it held it; a failure only logs (the lock
-    expires on its own) so the delete itself still counts."""
-    if not job or job.get("unique_for") is None:
-        return
-    from ..unique.unlock import release_for
-
-    try:
-        release_for(redis, job)
-    except Exception as exc:
-        logger.warning("could not release the unique lock of jid=%s: %s: %s",
-                                                 job.get("jid"), type(exc).__name__, exc)
 
 
 class SortedSet:

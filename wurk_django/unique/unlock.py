@@ -7,6 +7,7 @@ admin's job pages and the data API use.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -14,6 +15,8 @@ from .. import keys
 from ..payload import truthy
 from ..text import to_text
 from . import lock
+
+logger = logging.getLogger("wurk_django")
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -45,6 +48,17 @@ def release_for(redis: Any, job: dict) -> bool:
     if digest is None or not job.get("jid"):
         return False
     return lock.release_if_owner(redis, keys.unique_lock(digest), str(job["jid"]))
+
+
+def release_deleted(redis: Any, job: dict | None) -> None:
+    """After a unique job was deleted by hand: free the lock it held. A failure only logs
+    (the lock expires on its own), so the delete itself still counts."""
+    if not job or job.get("unique_for") is None:
+        return
+    try:
+        release_for(redis, job)
+    except Exception as exc:
+        logger.warning("could not release the unique lock of jid=%s: %s: %s", job.get("jid"), type(exc).__name__, exc)
 
 
 def _checked(digest: str) -> str:
