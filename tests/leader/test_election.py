@@ -173,6 +173,20 @@ def test_is_leader_is_cached(redis_db):
     assert not a.is_leader()
 
 
+def test_an_election_listener_already_sees_this_process_lead(redis_db, leaders):
+    # ENT-304, ENT-308: the periodic poller's listener wakes its thread, which asks is_leader()
+    # at once; a follower's "no" still in the cache made the new leader skip a whole minute's tick.
+    a = leaders("a:1:x", cache_ttl=60)
+    redis_db.set("dear-leader", "b:2:y", px=100_000)
+    assert a.campaign() is False
+    assert a.is_leader() is False  # cached as a follower for a minute
+    answers = []
+    a.on_elected(lambda leader: answers.append(leader.is_leader()))
+    redis_db.delete("dear-leader")
+    assert a.campaign() is True
+    assert answers == [True]
+
+
 def test_is_leader_is_false_on_redis_error():
     # ENT-308
     class Broken:

@@ -124,6 +124,10 @@ class Leader:
         """Take the lock if free, extend it if ours; returns whether we hold it."""
         won = bool(lua("leader/lua/campaign")(self.redis, [keys.LEADER],
                                               [self.identity, int(self.ttl * 1000)]))
+        # The answer is cached before the election listeners run: the periodic poller's
+        # listener wakes its thread to fire at once, and that thread asks is_leader(). With
+        # the follower's "no" still cached it would skip the tick and wait a whole minute.
+        self._cached = (self._monotonic(), won)
         if won and not self._held:
             self._promoted()
         elif won:
@@ -133,7 +137,6 @@ class Leader:
             self._held = False
             self.token = None
             self.since = None
-        self._cached = (self._monotonic(), won)
         return won
 
     def _promoted(self) -> None:
