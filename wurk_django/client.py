@@ -120,7 +120,7 @@ def _template(item: dict, config: Config) -> dict:
     if job.get("retry_for") is not None:
         job["retry_for"] = int(job["retry_for"])
     if "created_at" not in job:
-        job["created_at"] = payload.now_ms()
+        job["created_at"] = config.wire_format.now()
     expires_in = job.get("expires_in")
     if expires_in is not None and "expiry" not in job:
         # PRO-310: the clock starts at creation, so a scheduled job's delay counts too.

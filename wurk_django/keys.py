@@ -61,6 +61,12 @@ def work(identity: str) -> str:
     return f"{identity}:work"
 
 
+def workers(identity: str) -> str:
+    """The same HASH under Sidekiq 6's name, which its Busy page reads (written with
+    ``WIRE_FORMAT`` 6 or 7; Sidekiq 7 and later read :func:`work`)."""
+    return f"{identity}:workers"
+
+
 def signals_list(identity: str) -> str:
     """LIST of signals (``TSTP``, ``TERM``, ``TTIN``) the dashboard sends a process."""
     return f"{identity}-signals"
