@@ -125,7 +125,12 @@ def private_queue(name: str, host: str, pid: int, nonce: str, index: int = 0) ->
 
 def private_pattern(name: str) -> str:
     """SCAN pattern for every private list of queue ``name``."""
-    return f"{QUEUE_PREFIX}{name}|*"
+    return f"{QUEUE_PREFIX}{glob_escape(name)}|*"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a ``SCAN MATCH`` pattern: a queue name may hold ``*``, ``?``, ``[``."""
+    return "".join("\\" + ch if ch in "\\*?[]" else ch for ch in text)
 
 
 def recovered(jid: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import canonical
-from ..conf import QUEUE_NAME
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE
 from . import zones
 from .loops import Loop
 from .schedule import parse
@@ -40,7 +40,7 @@ def build_loop(cron: Any, job: Any, tz: Any = None, options: dict[str, Any] | No
         options["args"] = list(options["args"])
     queue = options.get("queue")
     if queue is not None and not (isinstance(queue, str) and QUEUE_NAME.match(queue)):
-        raise ValueError(f"periodic 'queue' {queue!r} is not a queue name ({QUEUE_NAME.pattern})")
+        raise ValueError(f"periodic 'queue' {queue!r} is not a queue name ({QUEUE_NAME_RULE})")
     retry = options.get("retry")
     if retry is not None and not (isinstance(retry, bool) or (isinstance(retry, int) and retry >= 0)):
         raise ValueError(f"periodic 'retry' must be True, False or a count >= 0, not {retry!r}")
