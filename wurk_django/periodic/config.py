@@ -56,6 +56,30 @@ def build_loop(cron: Any, job: Any, tz: Any = None, options: dict[str, Any] | No
     return Loop.build(cron, klass, options, name)
 
 
+#: What a Ruby wurk leader pushes from a loop's stored ``options`` besides the class:
+#: ``args``, ``queue`` (else "default") and ``retry`` (else true). It reads nothing else.
+RUBY_PUSH_KEYS = ("args", "queue", "retry")
+
+
+def ruby_push_defaults(klass: str) -> dict[str, Any]:
+    """The job class's own ``queue`` and ``retry``, where they differ from what a Ruby
+    leader would push without them ("default", true): stored with the loop's options,
+    so a Ruby leader's fire goes to the class's queue with its retries, as ours does.
+    Empty when the class does not resolve here (a Ruby class, or apps not loaded yet)."""
+    from ..registry import registered
+
+    job_class = registered().get(klass)
+    if job_class is None:
+        return {}
+    options = job_class.get_options()
+    found: dict[str, Any] = {}
+    if isinstance(options.get("queue"), str) and options["queue"] != "default":
+        found["queue"] = options["queue"]
+    if "retry" in options and options["retry"] is not True:
+        found["retry"] = options["retry"]
+    return found
+
+
 def job_name(job: Any) -> str:
     """The class string a loop pushes: a dotted path / job name, or a Job class."""
     from ..job import Job
