@@ -111,6 +111,9 @@ def deploy_lock(label: str) -> str:
 # -- Pro: reliable fetch (PRO-100..155) ----------------------------------------------
 REAPER_LOCK = "super_fetch:reaper"  # one reaper sweep at a time across the cluster
 REAPER_FULL_LOCK = "super_fetch:reaper:full"  # one full (every queue) sweep at a time
+# Taken by one of our processes while another runtime (a Ruby wurk process, which sweeps only
+# its own queues) holds REAPER_LOCK, so our queues are still swept every interval.
+REAPER_OTHERS_LOCK = "super_fetch:reaper:wurk_django"
 # Private lists found ownerless, with when and at what length, where OBJECT IDLETIME is refused.
 REAPER_QUIET = "super_fetch:reaper:quiet"
 RECOVERED_PREFIX = "super_fetch:recovered:"
