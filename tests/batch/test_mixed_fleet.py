@@ -13,7 +13,8 @@ import pytest
 from tests.batch.conftest import callbacks, promote_retries
 from tests.support import wait_for
 from wurk_django import keys, payload
-from wurk_django.batch import Status, callbacks as batch_callbacks
+from wurk_django.batch import Status
+from wurk_django.batch import callbacks as batch_callbacks
 
 PY_TARGET = "tests.jobsapp.batch_jobs.Callbacks"
 RUBY_TARGET = "MyApp::BatchDone"
