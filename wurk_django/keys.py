@@ -21,6 +21,7 @@ PROCESSES = "processes"  # SET of process identities
 PAUSED = "paused"  # SET of paused queue names (Pro)
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
+STAT_EXPIRED = "stat:expired"  # jobs skipped past their expires_in (Sidekiq Pro, Ruby wurk)
 LEADER = "dear-leader"  # Enterprise leader lock
 PROCESS_CLEANUP = "process_cleanup"  # lock: one process at a time prunes PROCESSES
 PROFILES = "profiles"  # ZSET of "<token>-<jid>" profile hashes, score = expiry
@@ -34,7 +35,7 @@ def queue(name: str) -> str:
 
 
 def stat(kind: str) -> str:
-    """The all-time counter ``stat:processed`` or ``stat:failed``."""
+    """The all-time counter ``stat:processed``, ``stat:failed`` or ``stat:expired``."""
     return f"stat:{kind}"
 
 

@@ -270,6 +270,7 @@ class Reaper:
         holding = private_list(queue)
         spacing = int(redis.llen(private) or 0) + 1
         moved = 0
+        classes: dict[str, int] = {}  # recovered jobs per class, for the metrics
         while True:
             try:
                 raw = redis.lindex(private, -1)
@@ -284,6 +285,8 @@ class Reaper:
                 if result == -1:
                     continue  # another reclaimer moved it first
                 moved += 1
+                klass = _class_of(raw) or "unknown"
+                classes[klass] = classes.get(klass, 0) + 1
                 if result >= poison.RECOVERY_THRESHOLD:
                     self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
             except Exception:
@@ -291,7 +294,7 @@ class Reaper:
                 return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
-            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved, classes=classes)
         return moved
 
     def _bury(self, pill: poison.Pill, raw: bytes, holding: str) -> None:
