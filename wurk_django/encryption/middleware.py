@@ -37,6 +37,7 @@ class EncryptionServerMiddleware:
             return call_next()
         sealed = job.get("args")
         if not isinstance(sealed, list) or not sealed or not envelope.is_envelope(sealed[-1]):
+            warn_plaintext(job)
             return call_next()
         try:
             ring = keyring.current()
@@ -59,6 +60,25 @@ class EncryptionServerMiddleware:
             raise
         finally:
             job["args"] = sealed
+
+
+# Job classes already warned about in this process: one line a class, not one a job.
+_warned_plaintext: set[str] = set()
+
+
+def warn_plaintext(job: dict) -> None:
+    """A job flagged ``encrypt`` arrived with its arguments in plain text: its pusher had
+    encryption off (a Ruby process without ``Crypto.enable``, a raw push). The job runs as
+    it is, as Sidekiq Enterprise runs it; refusing it would lose the work, and its secret
+    is already readable in Redis. Said once per job class and process, so an operator
+    learns that a pusher is misconfigured without a line per job."""
+    name = str(job.get("class"))
+    if name in _warned_plaintext:
+        return
+    _warned_plaintext.add(name)
+    logger.warning("%s jid=%s is marked encrypt but its arguments arrived unencrypted (its pusher has "
+                   "encryption off); running it as it is. Turn encryption on where it is pushed.",
+                   name, job.get("jid"))
 
 
 def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:

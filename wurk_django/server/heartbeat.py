@@ -22,7 +22,7 @@ from ..conf import Config
 from ..connection import get_redis
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
-from .state import WorkerState, hostname
+from .state import EXPIRED, WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -45,13 +45,18 @@ def rss_kb() -> int:
 
 
 def flush_stats(state: WorkerState, config: Config | None = None) -> None:
-    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152)."""
+    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152),
+    and the jobs skipped past their ``expires_in`` to ``stat:expired`` and its day key, which
+    Ruby wurk writes and its dashboard reads (an expired job also counts as processed)."""
     processed, failed = state.take_counts()
-    if not processed and not failed:
+    expired = EXPIRED.take()
+    if not processed and not failed and not expired:
         return
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     pipe = get_redis(config=config).pipeline(transaction=False)
-    for kind, count in (("processed", processed), ("failed", failed)):
+    for kind, count in (("processed", processed), ("failed", failed), ("expired", expired)):
+        if not count and kind == "expired":
+            continue  # a key Sidekiq does not know is written only once there is something in it
         pipe.incrby(keys.stat(kind), count)
         pipe.incrby(keys.stat_on(kind, day), count)
         pipe.expire(keys.stat_on(kind, day), DAY_STATS_TTL)
