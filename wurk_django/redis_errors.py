@@ -162,8 +162,8 @@ def full_error(info: dict | None, exc: BaseException) -> BaseException:
     Redis answers at the limit; ``None`` when it could not be read)."""
     limit = memory_limit(info) if info else "the limit could not be read"
     return errors.RedisFull(
-        f"Redis refused this push (all or part of it): it is at its memory limit ({limit}). "
-        "Workers keep fetching and finishing jobs, which frees memory; push again later, or raise "
+        f"Redis refused this write (all or part of it): it is at its memory limit ({limit}). "
+        "Workers keep fetching and finishing jobs, which frees memory; try again later, or raise "
         "maxmemory / pick an eviction policy that cannot evict jobs")
 
 

@@ -104,3 +104,38 @@ def test_the_worker_drains_the_queue_at_the_limit_and_loses_nothing(server, tmp_
         if worker is not None and worker.alive():
             worker.kill()
         client.close()
+
+
+def test_jobs_that_fail_at_the_limit_wait_and_do_not_stop_the_drain(server, tmp_path):
+    """A failure cannot be booked at the limit (the retry set would grow), nor can the
+    job go back to its queue: it waits in the worker's private list while the thread
+    goes on draining, and is booked once Redis has room. Nothing is lost."""
+    client = server.client()
+    ran = tmp_path / "ran"
+    worker = None
+    try:
+        for i in range(5):
+            client.lpush("queue:default", payload.dumps({
+                "class": "tests.jobsapp.jobs.FailingJob", "args": [f"boom {i}"], "queue": "default", "retry": 3,
+                "jid": payload.new_jid(), "created_at": payload.now_ms(), "enqueued_at": payload.now_ms()}))
+        fill_to_the_limit(client, ran)  # the failing jobs are fetched first (oldest)
+        extra = {"REDIS_URL": server.url(), "FETCH_POLL_INTERVAL": 1}
+        worker = WorkerProcess("-c", "2", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+        wait_for(lambda: ran.exists() and len(ran.read_text().split()) >= JOBS, timeout=120, interval=0.2,
+                 message="every good job to run past the failing ones")
+
+        def waiting() -> int:
+            return client.llen("queue:default") + sum(client.llen(k) for k in client.scan_iter("queue:default|*"))
+
+        wait_for(lambda: waiting() == 5, timeout=30, message="only the 5 failing jobs left, in Redis")
+        assert client.zcard("retry") == 0
+        assert "waits in this worker's private list" in worker.output()
+
+        client.config_set("maxmemory", 0)
+        wait_for(lambda: client.zcard("retry") == 5, timeout=60, message="the failures booked once there was room")
+        assert waiting() == 0
+        assert worker.stop() == 0
+    finally:
+        if worker is not None and worker.alive():
+            worker.kill()
+        client.close()

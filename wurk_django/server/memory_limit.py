@@ -47,6 +47,10 @@ class MemoryLimit:
         """True while fetches should go through the allow-oom script."""
         return time.monotonic() < self._until
 
+    def full(self) -> bool:
+        """True from a refused plain fetch until a plain fetch goes through again."""
+        return self._since is not None
+
     def refused(self, client: Any) -> None:
         """A plain fetch was refused at the limit."""
         now = time.monotonic()

@@ -243,8 +243,9 @@ class ReliableFetch:
             return None
         try:
             holding = self._limit.holding()
-            if slot.reconciled != self._generation and not holding:
-                # (Not while Redis is full: giving jobs back is a move it refuses. It waits.)
+            if slot.reconciled != self._generation and not self._limit.full():
+                # Not while Redis is full: a job left in the private list because its failure
+                # could not be recorded would be fetched and fail again at once. It waits.
                 self._reconcile(slot)
             if slot.ahead:
                 unit = slot.next_ahead()
