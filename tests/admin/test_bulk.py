@@ -237,3 +237,13 @@ def test_search_pages_count_every_match_in_display_order(admin_client, redis_db)
     page = admin_client.get(BASE + "dead/?substr=OtherJob&count=5&page=2").context["page"]
     assert page.total == 7
     assert [row["jid"] for row in page.items] == ["other1", "other0"]  # newest deaths first
+
+
+def test_a_viewer_sees_the_progress_but_cannot_cancel(client, viewer, redis_db):
+    fill(redis_db, "retry", 3)
+    token = bulk.start("retry", "retry")
+    client.force_login(viewer)
+    page = client.get(BASE + f"bulk/{token}/")
+    assert page.status_code == 200 and "Cancel" not in page.content.decode()
+    assert client.post(BASE + f"bulk/{token}/", {"action": "cancel"}).status_code == 403
+    assert not redis_db.hexists(keys.bulk(token), "cancel")
