@@ -12,6 +12,7 @@ since Redis refuses their writes too.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from wurk_django import payload
 from wurk_django.admin.dashboard import memory_full
 from wurk_django.client import Client
 from wurk_django.errors import RedisFull
+from wurk_django.server import heartbeat
 
 pytestmark = pytest.mark.slow
 
@@ -134,6 +136,32 @@ def test_jobs_that_fail_at_the_limit_wait_and_do_not_stop_the_drain(server, tmp_
         client.config_set("maxmemory", 0)
         wait_for(lambda: client.zcard("retry") == 5, timeout=60, message="the failures booked once there was room")
         assert waiting() == 0
+        assert worker.stop() == 0
+    finally:
+        if worker is not None and worker.alive():
+            worker.kill()
+        client.close()
+
+
+def test_a_live_worker_stays_alive_to_the_reapers_while_redis_is_full(server, tmp_path):
+    """The heartbeat's writes are refused at the limit; its entry must not lapse, or
+    another worker's reaper would hand this worker's jobs in hand to someone else."""
+    client = server.client()
+    worker = None
+    try:
+        extra = {"REDIS_URL": server.url(), "FETCH_POLL_INTERVAL": 1}
+        worker = WorkerProcess("-c", "1", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+        identity = wait_for(lambda: next((m for m in client.smembers("processes")
+                                          if client.hexists(m, "info")), None), timeout=60,
+                            message="the worker's first heartbeat")
+        fill_to_the_limit(client, tmp_path / "ran")  # checks that Redis refuses a move now
+        # Two beats or more at the limit: without renewal the TTL would be 35 s or less by
+        # then; renewed at each beat it stays above TTL - BEAT_INTERVAL, less a loaded
+        # machine's lag.
+        time.sleep(2 * heartbeat.BEAT_INTERVAL + 5)
+        assert client.ttl(identity) > heartbeat.TTL - heartbeat.BEAT_INTERVAL - 8
+        assert client.hexists(identity, "info")
+        assert "heartbeat failed" in worker.output()
         assert worker.stop() == 0
     finally:
         if worker is not None and worker.alive():

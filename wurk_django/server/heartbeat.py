@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import redis as redis_lib
 
 from .. import __version__, keys
 from ..conf import Config
@@ -124,7 +125,17 @@ class Heartbeat:
         })
         pipe.expire(key, TTL)
         pipe.rpop(keys.signals_list(key), 10)
-        replies = pipe.execute()
+        try:
+            replies = pipe.execute()
+        except redis_lib.OutOfMemoryError:
+            # A full Redis refuses the beat's writes but renews TTLs: keep this live
+            # process's entry from lapsing, or other workers' reapers would take it for
+            # dead and hand the jobs it is running to someone else.
+            keep = redis.pipeline(transaction=False)
+            keep.expire(key, TTL)
+            keep.expire(keys.work(key), TTL)
+            keep.execute()
+            raise
         if not self.launcher.embedded:  # a web server's workers keep their own titles
             set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
         popped = replies[-1] or []
