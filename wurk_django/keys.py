@@ -61,6 +61,12 @@ def work(identity: str) -> str:
     return f"{identity}:work"
 
 
+def workers(identity: str) -> str:
+    """The same HASH under Sidekiq 6's name, which its Busy page reads (written with
+    ``WIRE_FORMAT`` 6 or 7; Sidekiq 7 and later read :func:`work`)."""
+    return f"{identity}:workers"
+
+
 def signals_list(identity: str) -> str:
     """LIST of signals (``TSTP``, ``TERM``, ``TTIN``) the dashboard sends a process."""
     return f"{identity}-signals"
@@ -119,7 +125,12 @@ def private_queue(name: str, host: str, pid: int, nonce: str, index: int = 0) ->
 
 def private_pattern(name: str) -> str:
     """SCAN pattern for every private list of queue ``name``."""
-    return f"{QUEUE_PREFIX}{name}|*"
+    return f"{QUEUE_PREFIX}{glob_escape(name)}|*"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a ``SCAN MATCH`` pattern: a queue name may hold ``*``, ``?``, ``[``."""
+    return "".join("\\" + ch if ch in "\\*?[]" else ch for ch in text)
 
 
 def recovered(jid: str) -> str:

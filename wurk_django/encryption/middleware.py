@@ -70,4 +70,4 @@ def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
     death.die_as_fetched(where, exc, reason=death.INVALID, job=job, error_class=DECRYPTION_ERROR_CLASS,
                          error_message=f"{DEAD_REASON}: {type(exc).__name__}: {exc}",
-                         failed_at=payload.now_ms())
+                         failed_at=where.config.wire_format.now())

@@ -1,7 +1,8 @@
 """Heartbeat: this process's entry in Redis, refreshed every 10 s (CORE-150..154, RUN-141).
 
 Each beat flushes the stat counters, then in one MULTI rewrites the
-``<identity>:work`` hash, refreshes the ``<identity>`` hash and the
+``<identity>:work`` hash (and its Sidekiq 6 copy ``<identity>:workers`` with
+``WIRE_FORMAT`` 6 or 7), refreshes the ``<identity>`` hash and the
 ``processes`` set, and pops pending dashboard signals from ``<identity>-signals``.
 """
 
@@ -108,10 +109,13 @@ class Heartbeat:
         self._check_rtt(rtt_us)
         work = self.state.work_snapshot()
         pipe = redis.pipeline(transaction=True)
-        pipe.unlink(keys.work(key))
+        # Sidekiq 6 reads the busy jobs from ``:workers``, 7 and 8 from ``:work``: the same values.
+        names = (keys.work(key), keys.workers(key)) if config.wire_format.float_seconds else (keys.work(key),)
+        pipe.unlink(*names)
         if work:
-            pipe.hset(keys.work(key), mapping=work)
-            pipe.expire(keys.work(key), TTL)
+            for name in names:
+                pipe.hset(name, mapping=work)
+                pipe.expire(name, TTL)
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
@@ -132,8 +136,8 @@ class Heartbeat:
             # process's entry from lapsing, or other workers' reapers would take it for
             # dead and hand the jobs it is running to someone else.
             keep = redis.pipeline(transaction=False)
-            keep.expire(key, TTL)
-            keep.expire(keys.work(key), TTL)
+            for name in (key, *names):
+                keep.expire(name, TTL)
             keep.execute()
             raise
         if not self.launcher.embedded:  # a web server's workers keep their own titles
@@ -158,5 +162,5 @@ class Heartbeat:
         key = self.state.identity
         pipe = get_redis(config=self.launcher.config).pipeline(transaction=True)
         pipe.srem(keys.PROCESSES, key)
-        pipe.unlink(key, keys.work(key))
+        pipe.unlink(key, keys.work(key), keys.workers(key))
         pipe.execute()
