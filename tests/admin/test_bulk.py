@@ -247,3 +247,16 @@ def test_a_viewer_sees_the_progress_but_cannot_cancel(client, viewer, redis_db):
     assert page.status_code == 200 and "Cancel" not in page.content.decode()
     assert client.post(BASE + f"bulk/{token}/", {"action": "cancel"}).status_code == 403
     assert not redis_db.hexists(keys.bulk(token), "cancel")
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3, 4, -1, -2, -5])
+def test_delete_at_removes_exactly_that_entry(redis_db, index):
+    from wurk_django.api import Queue
+
+    values = [f"job-{i}".encode() for i in range(5)]
+    redis_db.rpush("queue:exact", *values)
+    queue = Queue("exact")
+    assert not queue.delete_at(index, b"something else")
+    assert not queue.delete_at(7, values[0]) and not queue.delete_at(-9, values[0])
+    assert queue.delete_at(index, values[index])
+    assert redis_db.lrange("queue:exact", 0, -1) == [v for i, v in enumerate(values) if i != index % 5]

@@ -4,17 +4,25 @@
 -- KEYS[1] = queue:<name>; ARGV[1] = index (negative counts from the right end),
 -- ARGV[2] = the stored bytes expected there, ARGV[3] = the tombstone.
 -- Returns 1 when removed, 0 when that index holds something else now.
+local length = redis.call('LLEN', KEYS[1])
 local at = tonumber(ARGV[1])
-if redis.call('LINDEX', KEYS[1], at) ~= ARGV[2] then
+if at < 0 then
+  at = length + at
+end
+if at < 0 or at >= length then
   return 0
 end
-redis.call('LSET', KEYS[1], at, ARGV[3])
-local length = redis.call('LLEN', KEYS[1])
-local from_left = at
-if at < 0 then
-  from_left = length + at
+-- Address the entry from the nearer end: LINDEX and LSET walk the list from there.
+local near = at
+local from_left = at < length / 2
+if not from_left then
+  near = at - length
 end
-if from_left < length / 2 then
+if redis.call('LINDEX', KEYS[1], near) ~= ARGV[2] then
+  return 0
+end
+redis.call('LSET', KEYS[1], near, ARGV[3])
+if from_left then
   return redis.call('LREM', KEYS[1], 1, ARGV[3])
 end
 return redis.call('LREM', KEYS[1], -1, ARGV[3])
