@@ -47,15 +47,19 @@ REASONS_KEPT = 5
 FINISHED = ("done", "cancelled")
 
 
-def start(set_name: str, action: str, *, queue: str = "default", redis: RedisClient | None = None) -> str:
-    """Record a bulk ``action`` over ``set_name`` and push the job that does it;
-    returns the token naming its progress (:func:`progress`).
+def start(set_name: str, action: str, *, queue: str | None = None, redis: RedisClient | None = None) -> str:
+    """Record a bulk ``action`` over ``set_name`` and push the job that does it, on
+    ``queue`` (default: the jobs' default queue, ``default`` unless
+    ``DEFAULT_JOB_OPTIONS`` names another); returns the token naming its progress
+    (:func:`progress`).
 
     The action covers as many entries as the set holds now: entries added while it
     runs (a retried job that fails again at once) wait for the next action.
     """
     if action not in ACTIONS:
         raise ValueError(f"unknown bulk action {action!r}; one of {', '.join(ACTIONS)}")
+    if queue is None:
+        queue = str(context.config().default_job_options.get("queue") or "default")
     r = conn(redis)
     token = secrets.token_hex(8)
     key = keys.bulk(token)
