@@ -253,3 +253,11 @@ class ShardLimitedJob(Job):
         limited = limiter.window(name, 1, "hour", wait_timeout=0)
         limited.within_limit(lambda: None)
         limited.within_limit(lambda: None)
+
+
+class AppendJob(Job):
+    """Appends its value to a file, one line per run: for a Redis that refuses writes."""
+
+    def perform(self, path, value):
+        with open(path, "a") as out:
+            out.write(f"{value}\n")
