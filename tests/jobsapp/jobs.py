@@ -261,3 +261,34 @@ class AppendJob(Job):
     def perform(self, path, value):
         with open(path, "a") as out:
             out.write(f"{value}\n")
+
+
+class SecretRecordJob(Job):
+    """An encrypted job: records its decrypted secret on the Redis of the worker running it."""
+
+    encrypt = True
+
+    def perform(self, value, secret):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:ran", f"secret:{value}:{secret['card']}")
+
+
+class ContextSlowJob(Job):
+    """Notes its start, sleeps, notes its end, on the Redis of the worker running it."""
+
+    def perform(self, seconds, marker):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:started", marker)
+        time.sleep(seconds)
+        context.current().redis.rpush("test:finished", marker)
+
+
+class ContextCronJob(Job):
+    """Fired by a periodic loop: records the fire on the Redis of the worker running it."""
+
+    def perform(self, marker):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:cron", marker)
