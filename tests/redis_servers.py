@@ -151,23 +151,32 @@ def _sentinel_process(port: int, primary_port: int, service: str) -> LocalRedis:
 
 
 class SentinelGroup:
-    """A primary, one replica and three sentinels watching them, all on private ports."""
+    """A primary, ``replicas`` replicas and three sentinels watching them, all on private
+    ports; ``server_args`` go to every data server (e.g. ``min-replicas-to-write``,
+    which a replica needs too: it may become the primary)."""
 
     service = "mymaster"
 
-    def __init__(self) -> None:
-        self.primary = TCPRedis()
-        self.replica = TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port))
+    def __init__(self, replicas: int = 1, server_args: tuple[str, ...] = ()) -> None:
+        self.primary = TCPRedis(*server_args)
+        self.replicas = [TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port), *server_args)
+                         for _ in range(replicas)]
+        self.replica = self.replicas[0]
         self.sentinel_ports: list[int] = []
         self.sentinels: list[LocalRedis] = []
+
+    @property
+    def servers(self) -> list[TCPRedis]:
+        return [self.primary, *self.replicas]
 
     def start(self) -> SentinelGroup:
         try:
             self.primary.start()
-            self.replica.start()
-            replica = self.replica.client()
-            _wait(lambda: replica.info("replication").get("master_link_status") == "up", "the replica to sync")
-            replica.close()
+            for each in self.replicas:
+                each.start()
+                replica = each.client()
+                _wait(lambda r=replica: r.info("replication").get("master_link_status") == "up", "the replica to sync")
+                replica.close()
             for _ in range(3):
                 port = free_port()
                 sentinel = _sentinel_process(port, self.primary.port, self.service)
@@ -177,7 +186,7 @@ class SentinelGroup:
             # Every sentinel has found the replica and the other two sentinels.
             for port in self.sentinel_ports:
                 client = redis_lib.Redis(port=port, decode_responses=True)
-                _wait(lambda c=client: int(c.sentinel_master(self.service)["num-slaves"]) >= 1
+                _wait(lambda c=client: int(c.sentinel_master(self.service)["num-slaves"]) >= len(self.replicas)
                       and int(c.sentinel_master(self.service)["num-other-sentinels"]) >= 2, "the sentinels to agree")
                 client.close()
         except BaseException:
@@ -207,7 +216,8 @@ class SentinelGroup:
     def stop(self) -> None:
         for sentinel in self.sentinels:
             sentinel.stop()
-        self.replica.stop()
+        for each in self.replicas:
+            each.stop()
         self.primary.stop()
 
 

@@ -15,12 +15,16 @@ import time
 
 import redis as redis_lib
 
+from ..redis_errors import is_failover
+
 logger = logging.getLogger("wurk_django.worker")
 
 
 def is_outage(exc: BaseException) -> bool:
-    """True for the errors of an unreachable or restarting Redis (not for a bad command)."""
-    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError))
+    """True for the errors of an unreachable or restarting Redis, and for the refusals
+    of a primary going away in a failover (``READONLY``, ``NOREPLICAS``...), which
+    redis-py raises as plain error replies; not for a bad command."""
+    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError)) or is_failover(exc)
 
 
 # A failure this soon after a recovery belongs to the same outage: pooled connections
