@@ -205,11 +205,21 @@ class SentinelGroup:
         finally:
             client.close()
 
-    def failover(self) -> None:
-        """``SENTINEL FAILOVER``: the replica becomes the primary (returns at once)."""
+    def failover(self, timeout: float = 30.0) -> None:
+        """``SENTINEL FAILOVER``: a replica becomes the primary (returns at once). Sent
+        again while the sentinel still finishes the previous one (``INPROG``) or has
+        not yet checked the replicas since (``NOGOODSLAVE``)."""
         client = redis_lib.Redis(port=self.sentinel_ports[0])
+        deadline = time.monotonic() + timeout
         try:
-            client.execute_command("SENTINEL", "FAILOVER", self.service)
+            while True:
+                try:
+                    client.execute_command("SENTINEL", "FAILOVER", self.service)
+                    return
+                except redis_lib.ResponseError as exc:
+                    if not str(exc).startswith(("INPROG", "NOGOODSLAVE")) or time.monotonic() > deadline:
+                        raise
+                time.sleep(0.1)
         finally:
             client.close()
 

@@ -12,8 +12,7 @@ import redis as redis_lib
 from tests import fixtures
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
 from tests.support import queued, wurk_settings
-from wurk_django import Job, payload, registry
-from wurk_django import reliable_push
+from wurk_django import Job, payload, registry, reliable_push
 from wurk_django import writer as writer_module
 from wurk_django.client import Client, enqueue_to, normalize, push, push_bulk, validate
 from wurk_django.conf import Config
