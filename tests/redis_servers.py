@@ -223,6 +223,22 @@ class SentinelGroup:
         finally:
             client.close()
 
+    def settled(self) -> bool:
+        """True when the first sentinel (the one :meth:`failover` asks, so the leader of
+        the next failover) sees every replica answer as a replica of the primary it
+        names, with its link up: the next failover then promotes a real copy of it."""
+        client = redis_lib.Redis(port=self.sentinel_ports[0], decode_responses=True)
+        try:
+            primary = int(client.sentinel_get_master_addr_by_name(self.service)[1])
+            replicas = client.execute_command("SENTINEL", "REPLICAS", self.service)
+        finally:
+            client.close()
+        seen = [dict(zip(r[::2], r[1::2], strict=True)) if isinstance(r, list) else r for r in replicas]
+        good = [r for r in seen if r.get("role-reported") == "slave" and r.get("master-link-status") == "ok"
+                and int(r.get("master-port", 0)) == primary and "s_down" not in r.get("flags", "")
+                and "disconnected" not in r.get("flags", "")]
+        return len(good) >= len(self.replicas)
+
     def stop(self) -> None:
         for sentinel in self.sentinels:
             sentinel.stop()

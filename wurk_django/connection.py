@@ -295,6 +295,22 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             pool.release(conn)
 
 
+def _close_idle_stack(pool: Any) -> None:
+    """Close the connections kept idle for ``pool`` (its primary moved). Each is taken
+    off the stack first, so no other thread is using it; it goes back to the pool."""
+    stack = _idle_stacks.get(pool)
+    while stack:
+        try:
+            conn = stack.pop()
+        except IndexError:  # another thread took the last one
+            return
+        conn.disconnect()
+        pool.release(conn)
+
+
+sentinel.idle_closers.append(_close_idle_stack)
+
+
 def _forget_idle_stacks() -> None:
     # A forked child must not write on its parent's sockets; it checks out its own.
     for stack in list(_idle_stacks.values()):

@@ -19,8 +19,10 @@ sentinel (the leader of a failover is any one of them) and acts on three events:
 * ``+promoted-slave``: the leader saw the replica answer as a primary. Every pool
   of the service moves to it, and while the sentinels still name the old primary
   (until they announce the switch) a new connection dials the new one instead;
-* ``+switch-master``: the same, from every sentinel: the fallback when the
-  leader's events were missed.
+* ``+switch-master``, from every sentinel: the sentinels are asked again (the
+  fallback when the leader's events were missed). Every sentinel is asked, and
+  the answer with the newest configuration epoch wins: one that did not lead
+  learns of a failover seconds later, so its announcement may come late.
 
 Each watcher also asks the sentinels every ``RECHECK_INTERVAL`` seconds, in case
 all of that was missed. A connection to another server than the primary its
@@ -82,10 +84,14 @@ class ServiceState:
         #: The primary being promoted away from, and until when it stays fenced.
         self.fenced: Address | None = None
         self.fenced_until = 0.0
-        #: The primary this process heard promoted, the one it replaces, and when.
+        #: The primary this process heard promoted, the one it replaces, when, and the
+        #: sentinels' newest configuration epoch then.
         self.promoted: Address | None = None
         self.replaced: Address | None = None
         self.promoted_at = 0.0
+        self.promoted_epoch = 0
+        #: The newest configuration epoch the sentinels answered with.
+        self.epoch = 0
         #: The primary this process's pools last moved to.
         self.following: Address | None = None
 
@@ -105,8 +111,12 @@ class ServiceState:
             return False
         return True
 
-    def promote(self, new: Address, old: Address | None) -> None:
-        self.promoted, self.replaced, self.promoted_at = new, old, time.monotonic()
+    def promote(self, new: Address, old: Address, epoch: int) -> None:
+        """``new`` replaces ``old`` in the failover of configuration ``epoch`` (the
+        leader counts it as the new configuration's from the promotion on, and names
+        ``new`` in it only when it announces the switch)."""
+        self.promoted, self.replaced = new, old
+        self.promoted_at, self.promoted_epoch = time.monotonic(), epoch
         self.fenced = None
 
     def forget(self, address: Address) -> None:
@@ -114,30 +124,74 @@ class ServiceState:
         if self.promoted == address:
             self.promoted = self.replaced = None
 
-    def resolve(self, named: Address) -> Address:
-        """The primary to dial when the sentinels name ``named``."""
-        if (self.promoted is not None and named == self.replaced
-                and time.monotonic() - self.promoted_at < PROMOTION_SECONDS):
-            return self.promoted  # heard promoted; the sentinels have not announced the switch yet
-        return named
+    def resolve(self, named: Address, epoch: int) -> Address:
+        """The primary to dial when the sentinels' newest configuration (``epoch``)
+        names ``named``: the one heard promoted while they still name the one it
+        replaces, until they announce the switch (or a later failover)."""
+        self.epoch = max(self.epoch, epoch)
+        if self.promoted is None:
+            return named
+        if (named == self.promoted or epoch > self.promoted_epoch
+                or time.monotonic() - self.promoted_at >= PROMOTION_SECONDS):
+            self.promoted = self.replaced = None  # the sentinels caught up, or moved on since
+            return named
+        return self.promoted if named == self.replaced else named
+
+
+#: Seconds a sentinel that did not answer is left out of the questions.
+SENTINEL_DOWN_SECONDS = 5.0
 
 
 class WatchedSentinel(Sentinel):
     """The sentinels of one target, answering with what this process heard: no
     primary while the old one is fenced, the promoted one while the sentinels
-    still name the one it replaced."""
+    still name the one it replaced.
+
+    Every sentinel that answers is asked, and the answer with the newest
+    configuration epoch wins: a sentinel that did not lead a failover learns of
+    it up to seconds later, and redis-py's first answer may be its old one."""
 
     def __init__(self, target: RedisTarget, **kwargs: Any) -> None:
         super().__init__(list(target.sentinels), **kwargs)
         self.identity = target.identity
+        self._down: dict[int, float] = {}
 
     def discover_master(self, service_name: str) -> Address:
-        host, port = super().discover_master(service_name)
-        state = state_for(self.identity)
-        named = state.resolve((host, int(port)))
-        if state.is_fenced(named):
+        epoch, named = self.newest(service_name)
+        resolved = state_for(self.identity)
+        primary = resolved.resolve(named, epoch)
+        if resolved.is_fenced(primary):
             raise MasterNotFoundError(f"{service_name}: a failover is promoting a replica; writes wait for it")
-        return named
+        return primary
+
+    def newest(self, service_name: str) -> tuple[int, Address]:
+        """The sentinels' newest configuration: its epoch and the primary it names."""
+        answers: list[tuple[int, bool, Address]] = []
+        errors: list[str] = []
+        now = time.monotonic()
+        for index, each in enumerate(self.sentinels):
+            if self._down.get(index, 0.0) > now:
+                continue
+            try:
+                masters = each.sentinel_masters()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._down[index] = now + SENTINEL_DOWN_SECONDS
+                errors.append(f"{each}: {exc!r}")
+                continue
+            state = masters.get(service_name)
+            if state and self.check_master_state(state, service_name):
+                # The leader of a failover counts the new epoch from the promotion on but
+                # names the new primary only when it announces the switch; the others
+                # name it as soon as they hear of that epoch. So at one epoch, an answer
+                # from a sentinel not in the middle of a failover is the newer.
+                settled = "failover_in_progress" not in str(state.get("flags", ""))
+                answers.append((int(state.get("config-epoch") or 0), settled, (str(state["ip"]), int(state["port"]))))
+        if not answers:
+            if self._down and not errors:
+                self._down.clear()  # every sentinel left out: ask them all next time
+            raise MasterNotFoundError(f"No master found for {service_name!r}: {', '.join(errors)}")
+        epoch, _settled, named = max(answers)
+        return epoch, named
 
 
 class _RoleChecked:
@@ -261,6 +315,17 @@ def _pools_of(target: RedisTarget) -> list[BlockingSentinelPool]:
     return list(_pools.get(target.identity, ()))
 
 
+#: Called with a pool whose idle connections were just closed, for the connections
+#: kept idle outside it (:func:`wurk_django.connection.send_commands` keeps two).
+idle_closers: list[Any] = []
+
+
+def _close_idle(each: BlockingSentinelPool) -> None:
+    each.disconnect(inuse_connections=False)
+    for close in idle_closers:
+        close(each)
+
+
 def _fence(target: RedisTarget, old: Address) -> None:
     """A replica is being promoted away from ``old``: nothing more goes to it."""
     state = state_for(target.identity)
@@ -272,7 +337,7 @@ def _fence(target: RedisTarget, old: Address) -> None:
     for each in _pools_of(target):
         if each.proxy.master_address == old:
             each.proxy.master_address = None
-            each.disconnect(inuse_connections=False)
+            _close_idle(each)
 
 
 def _switch(target: RedisTarget, primary: Address, old: Address | None = None) -> None:
@@ -280,14 +345,18 @@ def _switch(target: RedisTarget, primary: Address, old: Address | None = None) -
     to any other server; busy ones are closed at their next use."""
     state = state_for(target.identity)
     if old is not None:
-        state.promote(primary, old)
+        try:
+            epoch = manager(target).newest(target.service)[0]
+        except redis.RedisError:
+            epoch = state.epoch + 1  # at least the configuration after the last one heard
+        state.promote(primary, old, max(epoch, state.epoch))
     elif state.fenced is not None and state.fenced != primary:
         state.lift()
     previous, state.following = state.following, primary
     for each in _pools_of(target):
         if each.proxy.master_address != primary:
             each.proxy.master_address = primary
-            each.disconnect(inuse_connections=False)
+            _close_idle(each)
     if previous is not None and previous != primary:
         logger.warning("Redis Sentinel: %s moved from %s:%s to %s:%s", target.service, *previous, *primary)
 
@@ -309,9 +378,10 @@ def on_event(target: RedisTarget, channel: str, data: str) -> None:
     """Act on one sentinel announcement (see the module's docstring)."""
     words = data.split()
     if channel == "+switch-master":
-        name, old_host, old_port, new_host, new_port = words
-        if name == target.service:
-            _switch(target, (new_host, int(new_port)), (old_host, int(old_port)))
+        # The sentinels that did not lead the failover announce it up to seconds later,
+        # maybe after the next one began: ask them all, the newest configuration wins.
+        if words and words[0] == target.service:
+            _ask(target)
         return
     if channel.startswith("-failover-abort"):
         # "master <name> <ip> <port>"
