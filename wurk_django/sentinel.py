@@ -58,6 +58,7 @@ from redis.sentinel import (
 
 from . import wire
 from .redis_target import RedisTarget
+from .text import to_text
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -85,7 +86,7 @@ class ServiceState:
         self.fenced: Address | None = None
         self.fenced_until = 0.0
         #: The primary this process heard promoted, the one it replaces, when, and the
-        #: sentinels' newest configuration epoch then.
+        #: configuration epoch of that failover.
         self.promoted: Address | None = None
         self.replaced: Address | None = None
         self.promoted_at = 0.0
@@ -370,10 +371,6 @@ def _ask(target: RedisTarget) -> None:
     _switch(target, (host, int(port)))
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def on_event(target: RedisTarget, channel: str, data: str) -> None:
     """Act on one sentinel announcement (see the module's docstring)."""
     words = data.split()
@@ -416,7 +413,7 @@ def _watch(target: RedisTarget, host: str, port: int) -> None:
             while True:
                 message = pubsub.get_message(timeout=RECHECK_INTERVAL)
                 if message is not None:
-                    on_event(target, _text(message["channel"]), _text(message["data"]))
+                    on_event(target, to_text(message["channel"]), to_text(message["data"]))
                 if time.monotonic() - _asked.get(target.identity, 0.0) >= RECHECK_INTERVAL:
                     _asked[target.identity] = time.monotonic()
                     _ask(target)

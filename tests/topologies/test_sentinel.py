@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from redis.sentinel import SentinelManagedConnection
 from tests.redis_servers import SentinelGroup
 from tests.support import ROOT, WorkerProcess, stop_process, wait_for
 from wurk_django import connection, payload, wire
+from wurk_django import sentinel as sentinel_module
 from wurk_django.conf import Config, problems
 from wurk_django.connection import async_redis, get_redis, probe_redis
 from wurk_django.errors import ConfigurationError
@@ -342,3 +344,61 @@ def test_five_failovers_mid_drain_with_another_process_pushing_lose_nothing(tmp_
     # the worker never stands still long after a switch, five times in a row.
     assert all(row["stall_s"] < 10 for row in figures["rounds"]), figures["rounds"]
     assert figures["worker_alive"], figures.get("worker_output")
+
+
+class _ScriptedSentinels(sentinel_module.WatchedSentinel):
+    """The sentinels' newest configuration as the test sets it, without a network."""
+
+    answer: tuple[int, tuple[str, int]]
+
+    def newest(self, service_name):
+        return self.answer
+
+
+def test_the_leaders_announcements_fence_the_old_primary_then_follow_the_promoted_one(monkeypatch):
+    """Issue 25 item 1, without servers: what each announcement does to a pool and to
+    the address a new connection dials."""
+    target = Config(raw={"REDIS": {"SENTINELS": [("192.0.2.7", 26379)], "SERVICE": "svc"}}).redis_target
+    old, new = ("192.0.2.1", 6379), ("192.0.2.2", 6379)
+    scripted = _ScriptedSentinels(target)
+    scripted.answer = (1, old)
+    monkeypatch.setitem(sentinel_module._managers, (os.getpid(), target.identity), scripted)
+    monkeypatch.setitem(sentinel_module._states, target.identity, sentinel_module.ServiceState())
+    pool = sentinel_module.BlockingSentinelPool("svc", scripted, max_connections=2)
+    monkeypatch.setitem(sentinel_module._pools, target.identity, weakref.WeakSet([pool]))
+    pool.proxy.master_address = old
+    assert scripted.discover_master("svc") == old
+
+    # The leader is about to promote: nothing more goes to the old primary.
+    sentinel_module.on_event(target, "+failover-state-send-slaveof-noone",
+                             "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    assert pool.proxy.master_address is None
+    with pytest.raises(redis_lib.ConnectionError, match="failover is promoting"):
+        scripted.discover_master("svc")
+    # Promoted: the leader counts the new epoch but still names the old primary.
+    scripted.answer = (2, old)
+    sentinel_module.on_event(target, "+promoted-slave", "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    assert pool.proxy.master_address == new and scripted.discover_master("svc") == new
+    # A late announcement of an older failover changes nothing: the sentinels are asked.
+    sentinel_module.on_event(target, "+switch-master", "svc 192.0.2.2 6379 192.0.2.1 6379")
+    assert pool.proxy.master_address == new and scripted.discover_master("svc") == new
+    # The sentinels announce the switch; a later failover back is followed.
+    scripted.answer = (2, new)
+    assert scripted.discover_master("svc") == new
+    scripted.answer = (3, old)
+    assert scripted.discover_master("svc") == old
+
+
+def test_an_aborted_failover_lifts_the_fence(monkeypatch):
+    target = Config(raw={"REDIS": {"SENTINELS": [("192.0.2.8", 26379)], "SERVICE": "svc"}}).redis_target
+    old = ("192.0.2.1", 6379)
+    scripted = _ScriptedSentinels(target)
+    scripted.answer = (1, old)
+    monkeypatch.setitem(sentinel_module._managers, (os.getpid(), target.identity), scripted)
+    monkeypatch.setitem(sentinel_module._states, target.identity, sentinel_module.ServiceState())
+    sentinel_module.on_event(target, "+failover-state-send-slaveof-noone",
+                             "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    with pytest.raises(redis_lib.ConnectionError):
+        scripted.discover_master("svc")
+    sentinel_module.on_event(target, "-failover-abort-slave-timeout", "master svc 192.0.2.1 6379")
+    assert scripted.discover_master("svc") == old
