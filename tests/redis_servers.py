@@ -158,6 +158,7 @@ class SentinelGroup:
     service = "mymaster"
 
     def __init__(self, replicas: int = 1, server_args: tuple[str, ...] = ()) -> None:
+        self.server_args = server_args
         self.primary = TCPRedis(*server_args)
         self.replicas = [TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port), *server_args)
                          for _ in range(replicas)]
@@ -222,6 +223,24 @@ class SentinelGroup:
                 time.sleep(0.1)
         finally:
             client.close()
+
+    def crash(self, port: int) -> None:
+        """SIGKILL the data server on ``port``: a primary that dies without a word."""
+        import signal
+
+        server = next(s for s in self.servers if s.port == port)
+        server.server.proc.send_signal(signal.SIGKILL)
+        server.server.proc.wait(timeout=10)
+
+    def restart_as_replica(self, port: int, primary_port: int) -> None:
+        """Start a crashed server again on ``port``, as a replica of ``primary_port`` (as
+        an operator or a supervisor would; the sentinels would convert it anyway)."""
+        index = next(i for i, s in enumerate(self.servers) if s.port == port)
+        server = self.servers[index]
+        server.server.stop()  # reaped already; removes its folder
+        server.server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--replicaof", "127.0.0.1",
+                                   str(primary_port), *self.server_args)
+        server.start()
 
     def settled(self) -> bool:
         """True when the first sentinel (the one :meth:`failover` asks, so the leader of

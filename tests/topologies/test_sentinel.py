@@ -227,14 +227,16 @@ def _replicating(port: int, primary_port: int) -> bool:
 
 
 def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args: tuple[str, ...] = RECOMMENDED,
-              strict: bool = True) -> dict:
+              strict: bool = True, crash: bool = False) -> dict:
     """Run ``rounds`` failovers mid-drain (see the test below) and return the figures:
     ``lost``, ``ran_twice``, ``push_errors`` and per failover ``switch_s`` (command to
     the sentinels' switch), ``left_old_s`` (switch to none of ours using the old primary,
     to the second)
     and ``stall_s`` (the longest stretch without a finished job from the command on).
     ``strict=False`` measures a setup that may lose jobs (docs/redis.md's figures
-    without the recommended settings) instead of failing on it."""
+    without the recommended settings) instead of failing on it; ``crash=True`` kills
+    the primary (SIGKILL) instead of asking the sentinels for a failover, and starts
+    it again as a replica once the sentinels switched."""
     group = SentinelGroup(replicas=replicas, server_args=server_args).start()
     record, pushed_file, stop = tmp_path / "runs.txt", tmp_path / "pushed.txt", tmp_path / "stop"
     record.touch()
@@ -261,11 +263,16 @@ def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args
             writer.push([_job("tests.jobsapp.jobs.FileRecordJob", value, 0.02) for value in burst])
             bursts += burst
             old_port = group.master_port()
-            group.failover()
+            if crash:
+                group.crash(old_port)
+            else:
+                group.failover()
             commanded = time.time()  # accepted: the sentinel promotes a replica within ~0.2 s
             wait_for(lambda: group.master_port() != old_port, timeout=30, message="the sentinels to switch")
             switched = time.time()
             new_port = group.master_port()
+            if crash:
+                group.restart_as_replica(old_port, new_port)
             old = redis_lib.Redis(port=old_port)
             try:
                 # Connections kept idle (a pool's, a fetch slot's) close before they send
