@@ -347,6 +347,10 @@ def test_five_failovers_mid_drain_with_another_process_pushing_lose_nothing(tmp_
     figures = failovers(tmp_path)
     assert figures["pusher_status"] == 0, figures["pusher_output"]
     assert figures["lost"] == [] and figures["ran"] == figures["pushed"]
+    # Measured 0; a job can still run twice when its acknowledgement had not reached the
+    # replica at the promotion. A worker that went on fetching from the old primary ran
+    # 251 of 590 twice here (main before the fence): hundreds, not a handful.
+    assert len(figures["ran_twice"]) <= 25, figures["ran_twice"]
     # A bound, not a speed claim (measured 1-2 s here; docs/redis.md has the figures):
     # the worker never stands still long after a switch, five times in a row.
     assert all(row["stall_s"] < 10 for row in figures["rounds"]), figures["rounds"]
