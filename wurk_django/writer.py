@@ -146,7 +146,7 @@ class Writer:
             except redis_lib.RedisError as exc:
                 step = replay.after(exc)
                 if step is None:
-                    raise
+                    raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
                 if step == redis_errors.REDIAL:
                     self.redis.connection_pool.disconnect()
                 else:
@@ -212,7 +212,7 @@ class AsyncWriter:
             except redis_lib.RedisError as exc:
                 step = replay.after(exc)
                 if step is None:
-                    raise
+                    raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
                 if step == redis_errors.REDIAL:
                     await self.redis.connection_pool.disconnect()
                 else:

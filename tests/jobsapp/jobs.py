@@ -170,7 +170,9 @@ class FileRecordJob(Job):
     """Appends ``value time pid`` to the file named by ``WURK_TEST_RECORD_FILE``: outside
     Redis, so a failover that loses writes cannot lose the record of a run."""
 
-    def perform(self, value):
+    def perform(self, value, seconds=0):
+        if seconds:
+            time.sleep(seconds)  # a job that takes a while, so a queue stays busy
         line = f"{value} {time.time():.3f} {os.getpid()}\n"
         with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
             out.write(line)
