@@ -253,3 +253,17 @@ class ShardLimitedJob(Job):
         limited = limiter.window(name, 1, "hour", wait_timeout=0)
         limited.within_limit(lambda: None)
         limited.within_limit(lambda: None)
+
+
+class ChattyJob(Job):
+    """Logs one INFO and one WARNING line; quiet unless pushed with another ``log_level``."""
+
+    log_level = "warn"
+
+    def perform(self, tag):
+        import logging
+
+        chat = logging.getLogger("tests.chatty")
+        chat.info("chatty-info %s", tag)
+        chat.warning("chatty-warning %s", tag)
+        record("test:ran", tag)

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import signals
 from ..conf import Config
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
+from . import events
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import Manager
 from .reaper import Reaper
@@ -115,24 +115,33 @@ class Launcher:
         return next((c for n, c in self.components if n == name), None)
 
     def run(self) -> None:
-        self.manager.start()
+        """Start every component. A ``worker_startup`` receiver that raises stops the boot
+        before anything starts (:class:`StartupError`); a failure past that point stops
+        what did start, deregisters this process, and re-raises (RUN-110, CORE-154)."""
+        events.fire("startup", self)
         try:
+            self.manager.start()
+            # Built here, once the processors are fetching, so that a feature's modules
+            # never stand between a booting worker and its first job.
             self.components = self._build_components()
+            self.heartbeat_loop.start()
+            if self.reaper is not None:
+                self.reaper.start()
+            self.scheduler.start()
+            for _name, component in self.components:
+                component.start()
+            self.metrics_loop.start()
+            if self.health is not None:
+                self.health.start()  # last: ready only once everything above runs (RUN-110)
         except BaseException:
-            # A feature that cannot build its component stops the worker, as it did when
-            # components were built before anything started: nothing fetched stays held.
-            self.stop(timeout=0)
+            # Half-started: without this the heartbeat already running would keep the
+            # process listed (and beating) while the caller unwinds.
+            logger.error("the worker failed to start; stopping what had started")
+            try:
+                self.stop(timeout=0)
+            except Exception:
+                logger.exception("stopping the half-started worker failed")
             raise
-        self.heartbeat_loop.start()
-        if self.reaper is not None:
-            self.reaper.start()
-        self.scheduler.start()
-        for _name, component in self.components:
-            component.start()
-        self.metrics_loop.start()
-        if self.health is not None:
-            self.health.start()  # last: ready only once everything above runs (RUN-110)
-        signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
                     self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
 
@@ -152,7 +161,7 @@ class Launcher:
                     quiet()
                 except Exception:
                     logger.exception("quieting component %s failed", name)
-        signals.send(signals.worker_quiet, Launcher, launcher=self)
+        events.fire("quiet", self)
         # Beat now: the process list shows "quiet" at once, not a beat later, so
         # `wurk_quiet --wait` and the dashboard see it as soon as it is true.
         self.heartbeat_loop.wake()
@@ -169,7 +178,7 @@ class Launcher:
         deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
         try:
             self.quiet()
-            signals.send(signals.worker_shutdown, Launcher, launcher=self)
+            events.fire("shutdown", self)
             self.manager.stop(deadline)
         finally:
             self._teardown()
@@ -188,6 +197,8 @@ class Launcher:
         # Logged before `stopped` is set: the main thread (or a swarm child's os._exit)
         # ends the process as soon as it sees it, and this line would be lost.
         logger.info("worker %s stopped", self.state.identity)
+        # Before `stopped` too: a standalone worker's main thread returns once it is set.
+        events.fire("exit", self)
         self.stopped.set()
         if self.health is not None:
             try:
