@@ -267,3 +267,18 @@ class ChattyJob(Job):
         chat.info("chatty-info %s", tag)
         chat.warning("chatty-warning %s", tag)
         record("test:ran", tag)
+
+
+class AsyncSleepJob(Job):
+    """``async def perform``: records its start, sleeps, records how the sleep ended."""
+
+    async def perform(self, seconds):
+        import asyncio
+
+        record("test:started", self.jid)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            record("test:async", "cancelled")
+            raise
+        record("test:async", "finished")

@@ -45,13 +45,15 @@ def rss_kb() -> int:
 
 
 def flush_stats(state: WorkerState, config: Config | None = None) -> None:
-    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152)."""
-    processed, failed = state.take_counts()
-    if not processed and not failed:
+    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152),
+    and ``stat:expired`` (Sidekiq Pro's key) when a job expired (RUN-704)."""
+    processed, failed, expired = state.take_counts()
+    if not processed and not failed and not expired:
         return
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     pipe = get_redis(config=config).pipeline(transaction=False)
-    for kind, count in (("processed", processed), ("failed", failed)):
+    kinds = [("processed", processed), ("failed", failed)] + ([("expired", expired)] if expired else [])
+    for kind, count in kinds:
         pipe.incrby(keys.stat(kind), count)
         pipe.incrby(keys.stat_on(kind, day), count)
         pipe.expire(keys.stat_on(kind, day), DAY_STATS_TTL)

@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Protocol
 
@@ -261,12 +262,19 @@ class Launcher:
 
 
 def dump_threads() -> None:
-    """Log every thread's stack (CORE-159); faulthandler works even with wedged locks."""
-    logger.warning("thread dump follows (TTIN)")
-    for handler in logging.getLogger("wurk_django").handlers or logging.getLogger().handlers:
-        stream = getattr(handler, "stream", None)
-        if stream is not None:
-            stream.flush()
+    """Log every thread's name and stack at WARNING, one record per thread (CORE-159, RUN-821).
+
+    Through the logger, so the dump lands wherever the worker's log goes (a file, a
+    log collector); faulthandler writes the same to stderr too, as it needs no lock
+    and still works when a wedged thread holds the logging lock.
+    """
+    frames = sys._current_frames()
+    threads = {thread.ident: thread for thread in threading.enumerate()}
+    logger.warning("thread dump (TTIN): %d threads", len(frames))
+    for ident, frame in frames.items():
+        thread = threads.get(ident)
+        name = thread.name if thread is not None else "?"
+        stack = "".join(traceback.format_stack(frame)).rstrip()
+        logger.warning("thread %s (%s, tid %s)\n%s", name, ident, thread and thread.native_id, stack)
+    del frames
     faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    names = ", ".join(f"{t.name}({t.ident})" for t in threading.enumerate())
-    logger.warning("threads: %s", names)
