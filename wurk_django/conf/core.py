@@ -206,7 +206,7 @@ ROWS: tuple[Setting, ...] = (
             type=int | None),
     Setting("HEALTH_PORT", None,
             lambda v: v is None or (is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535",
-            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
+            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs and is not quiet) and `GET /ready` (200"
             " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
             " [operations.md](operations.md).", WORKER,
             type=int | None),

@@ -111,6 +111,11 @@ class Launcher:
                 built.append((name, component))
         return built
 
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` has begun (it may still be draining)."""
+        return self._stop_started
+
     def component(self, name: str) -> Component | None:
         """The running component registered as ``name``, if this process has it."""
         return next((c for n, c in self.components if n == name), None)
