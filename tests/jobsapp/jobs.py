@@ -282,3 +282,8 @@ class AsyncSleepJob(Job):
             record("test:async", "cancelled")
             raise
         record("test:async", "finished")
+
+
+@job
+def record_fn_for_on_commit(value):
+    record("test:ran", value)

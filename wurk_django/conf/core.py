@@ -272,6 +272,11 @@ ROWS: tuple[Setting, ...] = (
             '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
             "deferred too (its jids are returned at once).", CLIENT,
             type=bool),
+    Setting("TRANSACTIONAL_PUSH", None,
+            lambda v: v is None or isinstance(v, bool), "None, True or False",
+            "Another name for `ENQUEUE_ON_COMMIT` (after Sidekiq's `transactional_push!`): `True` turns it on "
+            "whichever of the two says so.", CLIENT,
+            attribute=""),
     Setting("MAX_ITERATION_RUNTIME", None,
             lambda v: v is None or (is_number(v) and v > 0), "None or seconds > 0",
             "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "
