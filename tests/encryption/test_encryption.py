@@ -170,11 +170,17 @@ def test_repush_never_double_encrypts(redis_db):  # ENT-607
     assert encryption.decrypt(again["args"][-1]) == CARD
 
 
-def test_encrypt_without_keys_refuses_to_store_cleartext(redis_db):  # ENT-603
-    with wurk_settings(ENCRYPTION=None):
-        with pytest.raises(encryption.EncryptionError, match="refusing to store its last argument in clear"):
-            ChargeCard.perform_async(7, CARD)
-        assert redis_db.llen("queue:default") == 0
+def test_encrypt_without_keys_pushes_cleartext_and_warns_once(redis_db, caplog):  # ENT-603
+    from wurk_django.encryption import client as sealing
+
+    sealing._warned.clear()
+    with wurk_settings(ENCRYPTION=None), caplog.at_level(logging.WARNING, logger="wurk_django.client"):
+        ChargeCard.perform_async(7, CARD)
+        ChargeCard.perform_async(8, CARD)
+        assert [payload.loads(raw)["args"] for raw in redis_db.lrange("queue:default", 0, -1)] == [
+            [8, CARD], [7, CARD]]
+        assert caplog.text.count("has encrypt=True but no encryption key is configured") == 1
+        assert_no_plaintext(caplog.text)  # the warning names the class, never the value
         with testing.fake():  # nothing reaches Redis: fine without keys
             ChargeCard.perform_async(7, CARD)
             assert testing.jobs(ChargeCard)[0]["args"] == [7, CARD]
@@ -281,6 +287,28 @@ def test_undecryptable_job_goes_dead_with_its_ciphertext(redis_db, caplog):  # E
     _raw, again = stored(redis_db)
     run_job(again, ChargeCard)
     assert redis_db.llen("test:charged") == 1
+
+
+def test_an_undecryptable_job_is_counted_in_statsd(redis_db):  # ENT-608 step 2
+    from tests.statsd.listener import UDPListener
+    from tests.support import free_port
+    from wurk_django import statsd
+
+    port = free_port()
+    udp = UDPListener(port)
+    try:
+        ChargeCard.perform_async(7, CARD)
+        _raw, job = stored(redis_db)
+        job["args"][-1]["ct"] = base64.b64encode(b"x" * 30).decode()
+        statsd.set_client(None)
+        with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": port}):
+            assert run_job(job, ChargeCard).outcome is Outcome.DEAD
+        assert udp.wait_for("sidekiq.jobs.encryption_error") == [
+            "sidekiq.jobs.encryption_error:1|c|#worker:tests.encryption.jobs.ChargeCard,queue:default"]
+        assert not udp.matching("sidekiq.jobs.poison")
+    finally:
+        statsd.set_client(None)
+        udp.close()
 
 
 def test_tampered_job_goes_dead(redis_db):

@@ -17,6 +17,7 @@ metric                                    type           tags
 ``sidekiq.jobs.recovered.fetch``          counter        queue
 ``sidekiq.jobs.recovered.push``           counter        queue
 ``sidekiq.jobs.poison``                   counter        worker, queue
+``sidekiq.jobs.encryption_error``         counter        worker, queue
 ``sidekiq.batch.created``                 counter        -
 ``sidekiq.batch.duration_dist``           distribution   -
 ========================================  =============  ==================

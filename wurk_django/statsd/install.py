@@ -40,12 +40,20 @@ def _batch_succeeded(sender, duration: float, **_kw) -> None:
 
 
 def _poison(job: dict, exc: BaseException, reason: str) -> None:
-    from ..server.death import POISON  # here, not at the top: the client part must not load the engine
+    """Death handler: ``jobs.poison`` for a poison pill, ``jobs.encryption_error`` for a job
+    whose argument could not be decrypted (ENT-608)."""
+    from ..server.death import INVALID, POISON  # here, not at the top: the client part must not load the engine
 
-    if reason == POISON and client() is not None:
-        queue = str(job.get("queue") or "default")
-        tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
-        emit("increment", "jobs.poison", 1, tags, rate)
+    if client() is None or reason not in (POISON, INVALID):
+        return
+    if reason == INVALID:
+        from ..encryption.errors import EncryptionError
+
+        if not isinstance(exc, EncryptionError):
+            return
+    queue = str(job.get("queue") or "default")
+    tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
+    emit("increment", "jobs.poison" if reason == POISON else "jobs.encryption_error", 1, tags, rate)
 
 
 def install_client() -> None:
