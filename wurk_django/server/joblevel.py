@@ -25,6 +25,7 @@ _local = threading.local()
 _install_lock = threading.Lock()
 _installed: set[int] = set()  # ids of the handlers that carry the filter
 _warned: set[str] = set()
+_scanned = -1  # how many loggers existed at the last scan: a job with a level rescans only when that grew
 
 
 def parse(value: Any) -> int | None:
@@ -85,10 +86,13 @@ FILTER = ThreadLevelFilter()
 def _install() -> None:
     """Put the filter on every handler configured so far, once per handler. Done at the
     first job with a level, so a worker whose jobs set none pays nothing."""
-    loggers = [logging.getLogger()] + [
-        lg for lg in list(logging.Logger.manager.loggerDict.values()) if isinstance(lg, logging.Logger)
-    ]
+    global _scanned
+    known = logging.Logger.manager.loggerDict
+    if len(known) == _scanned:
+        return
+    loggers = [logging.getLogger()] + [lg for lg in list(known.values()) if isinstance(lg, logging.Logger)]
     with _install_lock:
+        _scanned = len(known)
         for lg in loggers:
             for handler in lg.handlers:
                 if id(handler) not in _installed:
