@@ -170,17 +170,11 @@ def test_repush_never_double_encrypts(redis_db):  # ENT-607
     assert encryption.decrypt(again["args"][-1]) == CARD
 
 
-def test_encrypt_without_keys_pushes_cleartext_and_warns_once(redis_db, caplog):  # ENT-603
-    from wurk_django.encryption import client as sealing
-
-    sealing._warned.clear()
-    with wurk_settings(ENCRYPTION=None), caplog.at_level(logging.WARNING, logger="wurk_django.client"):
-        ChargeCard.perform_async(7, CARD)
-        ChargeCard.perform_async(8, CARD)
-        assert [payload.loads(raw)["args"] for raw in redis_db.lrange("queue:default", 0, -1)] == [
-            [8, CARD], [7, CARD]]
-        assert caplog.text.count("has encrypt=True but no encryption key is configured") == 1
-        assert_no_plaintext(caplog.text)  # the warning names the class, never the value
+def test_encrypt_without_keys_refuses_to_store_cleartext(redis_db):  # ENT-603
+    with wurk_settings(ENCRYPTION=None):
+        with pytest.raises(encryption.EncryptionError, match="refusing to store its last argument in clear"):
+            ChargeCard.perform_async(7, CARD)
+        assert redis_db.llen("queue:default") == 0
         with testing.fake():  # nothing reaches Redis: fine without keys
             ChargeCard.perform_async(7, CARD)
             assert testing.jobs(ChargeCard)[0]["args"] == [7, CARD]

@@ -14,6 +14,7 @@ from typing import Any
 from .. import context, payload
 from ..arguments import _coerce, check_arguments, find_complex
 from . import envelope, keyring
+from .errors import EncryptionError
 
 logger = logging.getLogger("wurk_django.client")
 
@@ -33,16 +34,6 @@ def _clear_value(job: dict, value: Any, mode: Any) -> Any:
     return _coerce(value)
 
 
-_warned: set[str] = set()
-
-
-def _warn_cleartext(name: str) -> None:
-    if name not in _warned:
-        _warned.add(name)
-        logger.warning("%s has encrypt=True but no encryption key is configured (WURK['ENCRYPTION'] or "
-                       "wurk_django.encryption.enable()): its last argument is stored in clear text", name)
-
-
 class EncryptionClientMiddleware:
     """Replaces the last argument of an ``encrypt`` job with its envelope."""
 
@@ -59,14 +50,13 @@ class EncryptionClientMiddleware:
         config = context.config()  # inside a job, the worker's own (its shard, its settings)
         ring = keyring.current()
         if ring is None:
-            # As Sidekiq Enterprise does: `encrypt` without keys pushes the job as it is
-            # (ENT-603), so a process without keys (a test run, a tool) can still push.
-            # The warning names the class once per process, never the value.
             from .. import testing
 
-            if redis is not None and testing.mode(config) not in ("fake", "inline"):
-                _warn_cleartext(str(job["class"]))
-            return call_next()
+            if redis is None or testing.mode(config) in ("fake", "inline"):
+                return call_next()  # nothing reaches Redis: tests may run without keys
+            raise EncryptionError(
+                f"{job['class']} has encrypt=True but no encryption key is configured (set WURK['ENCRYPTION'] "
+                "or call wurk_django.encryption.enable()); refusing to store its last argument in clear text")
         mode = config.on_complex_arguments
         head = check_arguments(job["class"], args[:-1], mode)
         job["args"] = [*head, envelope.seal(ring, _clear_value(job, args[-1], mode))]
