@@ -82,3 +82,51 @@ def test_a_dying_thread_reaches_the_error_handlers():
     spawn("test/processor", boom, Config()).join(10)
     assert seen == [("KeyError", "'lost'", {"context": "thread test/processor died", "thread": "test/processor"})]
     assert not [t for t in threading.enumerate() if t.name == "test/processor"]
+
+
+def test_heartbeat_fires_once_per_registration_and_a_failed_beat_rearms_it(redis_db, monkeypatch):
+    # RUN-141 / CORE-154: `heartbeat` when the entry was absent, at most once, armed again by a
+    # failed beat; `beat` after every successful one.
+    import redis as redis_lib
+
+    from wurk_django import signals
+    from wurk_django.conf import Config
+    from wurk_django.server import heartbeat as heartbeat_module
+    from wurk_django.server.launcher import Launcher
+
+    seen: list[str] = []
+
+    def on_heartbeat(sender, launcher, **kwargs):
+        seen.append("heartbeat")
+
+    def on_beat(sender, launcher, **kwargs):
+        seen.append("beat")
+
+    signals.worker_heartbeat.connect(on_heartbeat)
+    signals.worker_beat.connect(on_beat)
+    launcher = Launcher(Config(), embedded=True)
+    try:
+        launcher.heartbeat.beat()
+        launcher.heartbeat.beat()
+        redis_db.delete(launcher.state.identity)  # gone, but no beat failed: not armed
+        launcher.heartbeat.beat()
+        assert seen == ["heartbeat", "beat", "beat", "beat"]
+
+        real = heartbeat_module.get_redis
+
+        def down(*args, **kwargs):
+            raise redis_lib.ConnectionError("down")
+
+        monkeypatch.setattr(heartbeat_module, "get_redis", down)
+        with pytest.raises(redis_lib.ConnectionError):
+            launcher.heartbeat.beat()
+        monkeypatch.setattr(heartbeat_module, "get_redis", real)
+        launcher.heartbeat.beat()  # the entry survived the outage: nothing to announce (still armed)
+        redis_db.delete(launcher.state.identity)
+        launcher.heartbeat.beat()  # gone at a later beat: announced again, once
+        launcher.heartbeat.beat()
+        assert seen == ["heartbeat", "beat", "beat", "beat", "beat", "heartbeat", "beat", "beat"]
+    finally:
+        signals.worker_heartbeat.disconnect(on_heartbeat)
+        signals.worker_beat.disconnect(on_beat)
+        launcher.heartbeat.clear()

@@ -4,7 +4,8 @@
 that raises aborts the boot. ``quiet``, ``shutdown`` and ``exit`` run in the
 reverse of connection order, as teardown code does (the last thing set up is
 the first taken down). ``heartbeat`` runs when this process's entry appears in
-Redis (the first beat, and again after a failed beat found it gone);
+Redis: at the first beat and, once a beat has failed, at the next beat that
+finds the entry gone;
 ``beat`` runs after every successful beat. Apart from ``startup``, a receiver
 that raises is logged and the others still run: a worker never stops because
 a hook failed.
