@@ -51,7 +51,7 @@ def test_wrong_types_and_impossible_values(wurk):
 
 
 def test_bad_queue_names(wurk):
-    wurk(QUEUES=["default", "bad queue!", "low,-1"])
+    wurk(QUEUES=["default", "bad\nqueue", "low,-1"])
     assert _ids(check_settings()) == ["wurk.E003", "wurk.E003"]
 
 

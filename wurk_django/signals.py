@@ -29,7 +29,8 @@ worker_heartbeat = Signal()
 worker_beat = Signal()
 # Operational events (statsd and other metrics receivers listen to these).
 job_expired = Signal()  # sender, job, queue: skipped unrun because its ``expires_in`` passed
-jobs_recovered = Signal()  # sender="reaper", queue, count: jobs given back from a dead process's private list
+# sender="reaper", queue, count, classes ({class: count}): jobs given back from a dead process's private list
+jobs_recovered = Signal()
 pushes_recovered = Signal()  # sender="reliable_push", queue, count: buffered pushes delivered after an outage
 batch_created = Signal()  # sender="batch", bid: a batch's first flush (sent by the batch feature)
 batch_succeeded = Signal()  # sender="batch", bid, duration (seconds from creation to :success)

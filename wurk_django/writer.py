@@ -72,9 +72,10 @@ def _apply_hooks(ops: list[Operation]) -> list[Operation]:
     return ops
 
 
-def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool) -> list[Operation]:
+def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool,
+                config: Config) -> list[Operation]:
     """``extra`` commands first, then the jobs' operations in their order."""
-    ops = operations.for_jobs(jobs, front=front)
+    ops = operations.for_jobs(jobs, front=front, wire=config.wire_format)
     return [*(Extra(command) for command in extra), *ops] if extra else ops
 
 
@@ -108,7 +109,7 @@ class Writer:
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
               connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
-        return self.write_operations(_operations(jobs, extra, front), connect_attempts=connect_attempts)
+        return self.write_operations(_operations(jobs, extra, front, self.config), connect_attempts=connect_attempts)
 
     def write_operations(self, ops: list[Operation], *, hooks: bool = True,
                          connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
@@ -193,7 +194,7 @@ class AsyncWriter:
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
-        ops = _apply_hooks(_operations(jobs, extra, front))
+        ops = _apply_hooks(_operations(jobs, extra, front, self.config))
         return await self.send(operations.commands(ops, _db(self.redis)))
 
     async def send(self, commands: list[Command], *,

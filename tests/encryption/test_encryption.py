@@ -283,28 +283,6 @@ def test_undecryptable_job_goes_dead_with_its_ciphertext(redis_db, caplog):  # E
     assert redis_db.llen("test:charged") == 1
 
 
-def test_an_undecryptable_job_is_counted_in_statsd(redis_db):  # ENT-608 step 2
-    from tests.statsd.listener import UDPListener
-    from tests.support import free_port
-    from wurk_django import statsd
-
-    port = free_port()
-    udp = UDPListener(port)
-    try:
-        ChargeCard.perform_async(7, CARD)
-        _raw, job = stored(redis_db)
-        job["args"][-1]["ct"] = base64.b64encode(b"x" * 30).decode()
-        statsd.set_client(None)
-        with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": port}):
-            assert run_job(job, ChargeCard).outcome is Outcome.DEAD
-        assert udp.wait_for("sidekiq.jobs.encryption_error") == [
-            "sidekiq.jobs.encryption_error:1|c|#worker:tests.encryption.jobs.ChargeCard,queue:default"]
-        assert not udp.matching("sidekiq.jobs.poison")
-    finally:
-        statsd.set_client(None)
-        udp.close()
-
-
 def test_tampered_job_goes_dead(redis_db):
     ChargeCard.perform_async(7, CARD)
     _raw, job = stored(redis_db)

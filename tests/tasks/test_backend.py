@@ -282,7 +282,7 @@ def test_enqueue_on_commit_follows_wurk_setting_and_checks_args_now(settings, re
 def test_backend_check_reports_bad_options(settings):
     settings.TASKS = {"default": {
         "BACKEND": "wurk_django.tasks.WurkBackend",
-        "QUEUES": ["default", "bad queue"],
+        "QUEUES": ["default", "bad\nqueue"],
         "OPTIONS": {"RESULT_TTL": 0, "RETRY": -1, "RESLUT_TTL": 5, "ENQUEUE_ON_COMMIT": "yes"},
     }}
     ids = sorted(m.id for m in task_backends["default"].check())

@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from .. import keys, payload
 from ..admin.common import Page, keep_query, page_params, redis, render, short_args, url, when
+from ..api.record import JobRecord
 from .status import BatchSet, DeadBatchSet, Status
 
 SECTION = "batches"
@@ -138,7 +139,9 @@ def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, An
                 continue
             if isinstance(job, dict) and job.get("jid") in jids:
                 found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
-                              "args": short_args(job.get("args") or []), "error_class": job.get("error_class"),
+                              # Masked as on every other page: an encrypt job's secret never shows.
+                              "args": short_args(JobRecord(job).display_args),
+                              "error_class": job.get("error_class"),
                               "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
                               "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
         if cursor == 0 or len(found) >= min(len(jids), FAILURE_ROWS):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import context, signals
+from .. import signals
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -39,6 +39,5 @@ class ExpiryMiddleware:
         if expiry is not None and expired(expiry):
             logger.info("skipping expired job %s jid=%s (expired at %s)", job.get("class"), job.get("jid"), expiry)
             signals.send(signals.job_expired, job.get("class"), job=job, queue=queue)
-            context.current().expired = True  # the worker adds it to stat:expired at its next beat
             return None
         return call_next()

@@ -1,7 +1,8 @@
 """Heartbeat: this process's entry in Redis, refreshed every 10 s (CORE-150..154, RUN-141).
 
 Each beat flushes the stat counters, then in one MULTI rewrites the
-``<identity>:work`` hash, refreshes the ``<identity>`` hash and the
+``<identity>:work`` hash (and its Sidekiq 6 copy ``<identity>:workers`` with
+``WIRE_FORMAT`` 6 or 7), refreshes the ``<identity>`` hash and the
 ``processes`` set, and pops pending dashboard signals from ``<identity>-signals``.
 """
 
@@ -22,7 +23,7 @@ from ..connection import get_redis
 from . import events
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
-from .state import WorkerState, hostname
+from .state import EXPIRED, WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -46,14 +47,17 @@ def rss_kb() -> int:
 
 def flush_stats(state: WorkerState, config: Config | None = None) -> None:
     """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152),
-    and ``stat:expired`` (Sidekiq Pro's key) when a job expired (RUN-704)."""
-    processed, failed, expired = state.take_counts()
+    and the jobs skipped past their ``expires_in`` to ``stat:expired`` and its day key, which
+    Ruby wurk writes and its dashboard reads (an expired job also counts as processed)."""
+    processed, failed = state.take_counts()
+    expired = EXPIRED.take()
     if not processed and not failed and not expired:
         return
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     pipe = get_redis(config=config).pipeline(transaction=False)
-    kinds = [("processed", processed), ("failed", failed)] + ([("expired", expired)] if expired else [])
-    for kind, count in kinds:
+    for kind, count in (("processed", processed), ("failed", failed), ("expired", expired)):
+        if not count and kind == "expired":
+            continue  # a key Sidekiq does not know is written only once there is something in it
         pipe.incrby(keys.stat(kind), count)
         pipe.incrby(keys.stat_on(kind, day), count)
         pipe.expire(keys.stat_on(kind, day), DAY_STATS_TTL)
@@ -120,10 +124,13 @@ class Heartbeat:
         self._check_rtt(rtt_us)
         work = self.state.work_snapshot()
         pipe = redis.pipeline(transaction=True)
-        pipe.unlink(keys.work(key))
+        # Sidekiq 6 reads the busy jobs from ``:workers``, 7 and 8 from ``:work``: the same values.
+        names = (keys.work(key), keys.workers(key)) if config.wire_format.float_seconds else (keys.work(key),)
+        pipe.unlink(*names)
         if work:
-            pipe.hset(keys.work(key), mapping=work)
-            pipe.expire(keys.work(key), TTL)
+            for name in names:
+                pipe.hset(name, mapping=work)
+                pipe.expire(name, TTL)
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
@@ -165,5 +172,5 @@ class Heartbeat:
         key = self.state.identity
         pipe = get_redis(config=self.launcher.config).pipeline(transaction=True)
         pipe.srem(keys.PROCESSES, key)
-        pipe.unlink(key, keys.work(key))
+        pipe.unlink(key, keys.work(key), keys.workers(key))
         pipe.execute()

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Protocol
 
+from .. import signals
 from ..conf import Config
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
 from . import events
@@ -25,7 +26,7 @@ from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import Manager
 from .reaper import Reaper
 from .scheduler import Scheduler
-from .state import WorkerState
+from .state import EXPIRED, WorkerState
 from .threads import spawn
 from .timer import TimerLoop
 
@@ -68,6 +69,8 @@ class Launcher:
         self.config = config
         self.embedded = embedded
         self.state = WorkerState()
+        # stat:expired: the expiry feature reports each skip by signal (one receiver a process).
+        signals.job_expired.connect(EXPIRED.add, weak=False, dispatch_uid="wurk_stat_expired")
         self.started_at = time.time()
         self.metrics = MetricsTracker(config)
         self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,

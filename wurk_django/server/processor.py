@@ -194,7 +194,7 @@ class Processor:
 
     def _finish(self, ctx: JobContext, log: dict, started: int) -> None:
         outcome = ctx.outcome
-        self.state.end(self.tid, outcome is not Outcome.SUCCEEDED, ctx.expired)
+        self.state.end(self.tid, outcome is not Outcome.SUCCEEDED)
         # A job that paused or was rescheduled did nothing wrong: its time counts like a success
         # (CORE-210); a shutdown cut it short, which counts as a failure.
         self.metrics.record(log["class"], (time.monotonic_ns() - started) / 1e6,

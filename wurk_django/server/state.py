@@ -55,6 +55,31 @@ def thread_id() -> str:
         return tid
 
 
+class _ExpiredCount:
+    """Jobs skipped because their ``expires_in`` passed, since the last stat flush.
+
+    One per process, not per :class:`WorkerState`: the expiry feature reports a skip
+    through the ``job_expired`` signal, which knows no worker, and whichever heartbeat
+    flushes next takes the count, so two workers in one process never count a skip twice.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def add(self, *_args, **_kwargs) -> None:
+        with self._lock:
+            self._count += 1
+
+    def take(self) -> int:
+        with self._lock:
+            count, self._count = self._count, 0
+            return count
+
+
+EXPIRED = _ExpiredCount()
+
+
 class WorkerState:
     """Busy map and stat counters, shared by processors and read by the heartbeat."""
 
@@ -64,7 +89,6 @@ class WorkerState:
         self._busy: dict[str, tuple[str, bytes, int]] = {}
         self.processed = 0
         self.failed = 0
-        self.expired = 0  # jobs skipped unrun because their expiry passed (RUN-704)
         # --max-jobs: how many jobs this process may start before it recycles itself.
         self.max_jobs: int | None = None
         self.started_jobs = 0
@@ -77,14 +101,12 @@ class WorkerState:
         with self._lock:
             self._busy[tid] = (queue, raw, int(time.time()))
 
-    def end(self, tid: str, failed: bool, expired: bool = False) -> None:
+    def end(self, tid: str, failed: bool) -> None:
         with self._lock:
             self._busy.pop(tid, None)
             self.processed += 1
             if failed:
                 self.failed += 1
-            if expired:
-                self.expired += 1
 
     def admit(self) -> bool:
         """May this process start one more job? False once ``max_jobs`` have been started;
@@ -117,17 +139,17 @@ class WorkerState:
             for tid, (queue, raw, run_at) in items
         }
 
-    def take_counts(self) -> tuple[int, int, int]:
-        """Read and zero the processed, failed and expired counters (CORE-152: reset before
-        writing, not restored)."""
+    def take_counts(self) -> tuple[int, int]:
+        """Read and zero both counters (CORE-152: reset before writing, not restored)."""
         with self._lock:
-            counts = (self.processed, self.failed, self.expired)
-            self.processed = self.failed = self.expired = 0
+            counts = (self.processed, self.failed)
+            self.processed = self.failed = 0
             return counts
 
     def reset(self) -> None:
         with self._lock:
             self._busy.clear()
-            self.processed = self.failed = self.expired = 0
+            self.processed = self.failed = 0
+        EXPIRED.take()  # a forked child counts only its own skips
         self.identity = identity()
 

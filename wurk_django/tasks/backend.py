@@ -41,7 +41,7 @@ from django.db import transaction
 from .. import payload, shards, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
-from ..conf import QUEUE_NAME, Config, get_config
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config, get_config
 from ..connection import async_redis, get_redis
 from ..middleware import client_chain
 from ..writer import AsyncWriter, Writer
@@ -286,7 +286,7 @@ class WurkBackend(BaseTaskBackend):
         for queue in sorted(self.queues):
             if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
                 found.append(checks.Error(f"queue name {queue!r} is not usable by wurk",
-                                          hint=f"queue names must match {QUEUE_NAME.pattern}", obj=obj,
+                                          hint=f"a queue name must be {QUEUE_NAME_RULE}", obj=obj,
                                           id="wurk.E022"))
         return found
 

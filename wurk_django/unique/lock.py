@@ -158,12 +158,13 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
 
 def release_on_death(job: dict, exc: BaseException, reason: str) -> None:
     """Death handler: a job the engine gave up on frees its lock; a kill by a person
-    (admin or API) keeps it until it expires, as in Sidekiq Enterprise."""
+    (admin or API) keeps it until it expires, as in Sidekiq Enterprise. Also where
+    ``UNIQUE_JOBS`` is off: the pusher may have taken the lock all the same."""
     from ..server import death
 
     if reason == death.MANUAL or isinstance(exc, death.JobKilled):
         return
     where = context.current()  # the job's, or the one die() made for a death outside a job
-    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None or not enabled(where.config):
+    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None:
         return
     release(job, where.redis)

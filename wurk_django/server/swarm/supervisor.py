@@ -356,7 +356,7 @@ class Swarm(RollingRestarts, Monitors):
         try:
             pipe = self._redis().pipeline(transaction=True)
             pipe.srem(keys.PROCESSES, identity)
-            pipe.unlink(identity, keys.work(identity))
+            pipe.unlink(identity, keys.work(identity), keys.workers(identity))
             pipe.execute()
         except redis_lib.RedisError as exc:
             logger.warning("could not remove the heartbeat of dead child %s: %s", identity, exc)
