@@ -427,10 +427,22 @@ def check_server(client: redis.Redis, config: Config | None = None) -> str:
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
         raise RedisVersionError(f"wurk_django needs Redis 7.0 or newer; the server at {url} is {shown}.")
-    try:
-        policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")
-        if policy not in (b"noeviction", "noeviction"):
-            logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
-    except redis.ResponseError:
-        pass  # CONFIG may be disabled on managed Redis; the version check is what matters
+    policy = eviction_policy(client)
+    if policy not in (None, "noeviction"):
+        logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
     return shown
+
+
+def eviction_policy(client: redis.Redis) -> str | None:
+    """The server's ``maxmemory-policy``, or ``None`` if it does not say.
+
+    Read from ``INFO memory``, not ``CONFIG GET``: most managed Redis services
+    disable ``CONFIG``, and the warning about an evicting policy matters there most.
+    """
+    try:
+        policy = client.info("memory").get("maxmemory_policy")
+    except redis.ResponseError:
+        return None
+    if isinstance(policy, bytes):
+        policy = policy.decode()
+    return str(policy) if policy else None

@@ -262,3 +262,22 @@ def loop(lid: str) -> str:
 def loop_history(lid: str) -> str:
     """LIST of JSON [fired_at, jid], newest first, at most 25."""
     return f"loop-history:{lid}"
+
+
+# -- dashboard bulk actions run as a job: not Sidekiq keys; Ruby processes never read them --
+BULK_PREFIX = "wurk-bulk:"
+
+
+def bulk(token: str) -> str:
+    """HASH of one bulk action's progress: set, action, state, total, taken, done, kept..."""
+    return f"{BULK_PREFIX}{token}"
+
+
+def bulk_in_hand(token: str) -> str:
+    """ZSET of the entries a bulk action took from its set and has not settled yet."""
+    return f"{BULK_PREFIX}{token}:hand"
+
+
+def bulk_kept(token: str) -> str:
+    """ZSET of the entries a bulk action could not move; they go back to the set at the end."""
+    return f"{BULK_PREFIX}{token}:kept"

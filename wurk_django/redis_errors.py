@@ -25,9 +25,11 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
+
+from . import errors
 
 if TYPE_CHECKING:
     from .conf import Config
@@ -142,3 +144,32 @@ class Replay:
             report(self.config, exc, attempt=self.attempt, retried=False, action=NOT_REPLAYED)
         return None
 
+
+
+def memory_limit(info: dict) -> str:
+    """``"used_memory 3.1M > maxmemory 3.0M, maxmemory-policy noeviction"`` from ``INFO memory``."""
+    def size(name: str) -> str:
+        human = info.get(f"{name}_human")
+        return str(human) if human else f"{info.get(name, '?')} bytes"
+
+    return (f"used_memory {size('used_memory')} > maxmemory {size('maxmemory')}, "
+            f"maxmemory-policy {info.get('maxmemory_policy', '?')}")
+
+
+def full_error(info: dict | None, exc: BaseException) -> BaseException:
+    """The :class:`~wurk_django.errors.RedisFull` to raise at the call site for a write
+    refused at the memory limit, naming the limit from ``info`` (``INFO memory``, which
+    Redis answers at the limit; ``None`` when it could not be read)."""
+    limit = memory_limit(info) if info else "the limit could not be read"
+    return errors.RedisFull(
+        f"Redis refused this write (all or part of it): it is at its memory limit ({limit}). "
+        "Workers keep fetching and finishing jobs, which frees memory; try again later, or raise "
+        "maxmemory / pick an eviction policy that cannot evict jobs")
+
+
+def memory_info(client: Any) -> dict | None:
+    """``INFO memory`` of ``client``, or ``None`` if it cannot be read."""
+    try:
+        return client.info("memory")
+    except redis.RedisError:
+        return None

@@ -158,7 +158,10 @@ class Writer:
         if again:
             for i, reply in zip(retry, send_commands(self.redis, again, raise_errors=False), strict=True):
                 replies[i] = reply
-        return _checked(replies)
+        try:
+            return _checked(replies)
+        except redis_lib.OutOfMemoryError as exc:
+            raise redis_errors.full_error(redis_errors.memory_info(self.redis), exc) from exc
 
 
 class AsyncWriter:
@@ -221,7 +224,14 @@ class AsyncWriter:
         if again:
             for i, reply in zip(retry, await _async_round_trip(self.redis, again), strict=True):
                 replies[i] = reply
-        return _checked(replies)
+        try:
+            return _checked(replies)
+        except redis_lib.OutOfMemoryError as exc:
+            try:
+                info = await self.redis.info("memory")
+            except redis_lib.RedisError:
+                info = None
+            raise redis_errors.full_error(info, exc) from exc
 
 
 async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:

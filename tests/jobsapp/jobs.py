@@ -287,3 +287,11 @@ class AsyncSleepJob(Job):
 @job
 def record_fn_for_on_commit(value):
     record("test:ran", value)
+
+
+class AppendJob(Job):
+    """Appends its value to a file, one line per run: for a Redis that refuses writes."""
+
+    def perform(self, path, value):
+        with open(path, "a") as out:
+            out.write(f"{value}\n")

@@ -6,7 +6,7 @@ from django.urls import path, re_path, register_converter
 
 from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
-from . import busy, dashboard, metrics, queues, sets, shard_select
+from . import bulk, busy, dashboard, metrics, queues, sets, shard_select
 from .queue_url import QueueNameConverter
 
 register_converter(QueueNameConverter, "wurk_queue")
@@ -46,6 +46,7 @@ def _sets_urls(admin):
         re_path(rf"^(?P<kind>{kinds})/all/(?P<action>[a-z_]+)/$", w(sets.all_action, methods=POST),
                 name="wurk_set_all"),
         re_path(rf"^(?P<kind>{kinds})/job/(?P<key>[^/]+)/$", w(sets.detail, methods=POST), name="wurk_set_job"),
+        re_path(r"^bulk/(?P<token>[0-9a-f]+)/$", w(bulk.progress, methods=POST), name="wurk_bulk"),
     ]
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import redis as redis_lib
 
 from .. import __version__, keys
 from ..conf import Config
@@ -144,7 +145,17 @@ class Heartbeat:
         })
         pipe.expire(key, TTL)
         pipe.rpop(keys.signals_list(key), 10)
-        replies = pipe.execute()
+        try:
+            replies = pipe.execute()
+        except redis_lib.OutOfMemoryError:
+            # A full Redis refuses the beat's writes but renews TTLs: keep this live
+            # process's entry from lapsing, or other workers' reapers would take it for
+            # dead and hand the jobs it is running to someone else.
+            keep = redis.pipeline(transaction=False)
+            for name in (key, *names):
+                keep.expire(name, TTL)
+            keep.execute()
+            raise
         existed = replies[-4]
         if self._announce and not existed:
             self._announce = False

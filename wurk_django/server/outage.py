@@ -19,8 +19,10 @@ logger = logging.getLogger("wurk_django.worker")
 
 
 def is_outage(exc: BaseException) -> bool:
-    """True for the errors of an unreachable or restarting Redis (not for a bad command)."""
-    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError))
+    """True for the errors of an unreachable or restarting Redis, and of one refusing
+    writes at its ``maxmemory`` limit: states that pass, worth one line each, not a
+    traceback per tick (not for a bad command)."""
+    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.OutOfMemoryError))
 
 
 # A failure this soon after a recovery belongs to the same outage: pooled connections
