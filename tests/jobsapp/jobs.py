@@ -257,6 +257,40 @@ class ShardLimitedJob(Job):
         limited.within_limit(lambda: None)
 
 
+class ChattyJob(Job):
+    """Logs one INFO and one WARNING line; quiet unless pushed with another ``log_level``."""
+
+    log_level = "warn"
+
+    def perform(self, tag):
+        import logging
+
+        chat = logging.getLogger("tests.chatty")
+        chat.info("chatty-info %s", tag)
+        chat.warning("chatty-warning %s", tag)
+        record("test:ran", tag)
+
+
+class AsyncSleepJob(Job):
+    """``async def perform``: records its start, sleeps, records how the sleep ended."""
+
+    async def perform(self, seconds):
+        import asyncio
+
+        record("test:started", self.jid)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            record("test:async", "cancelled")
+            raise
+        record("test:async", "finished")
+
+
+@job
+def record_fn_for_on_commit(value):
+    record("test:ran", value)
+
+
 class AppendJob(Job):
     """Appends its value to a file, one line per run: for a Redis that refuses writes."""
 

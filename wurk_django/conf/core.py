@@ -223,7 +223,7 @@ ROWS: tuple[Setting, ...] = (
             type=int | None),
     Setting("HEALTH_PORT", None,
             lambda v: v is None or (is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535",
-            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
+            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs and is not quiet) and `GET /ready` (200"
             " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
             " [operations.md](operations.md).", WORKER,
             type=int | None),
@@ -289,6 +289,11 @@ ROWS: tuple[Setting, ...] = (
             '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
             "deferred too (its jids are returned at once).", CLIENT,
             type=bool),
+    Setting("TRANSACTIONAL_PUSH", None,
+            lambda v: v is None or isinstance(v, bool), "None, True or False",
+            "Another name for `ENQUEUE_ON_COMMIT` (after Sidekiq's `transactional_push!`): `True` turns it on "
+            "whichever of the two says so.", CLIENT,
+            attribute=""),
     Setting("MAX_ITERATION_RUNTIME", None,
             lambda v: v is None or (is_number(v) and v > 0), "None or seconds > 0",
             "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "

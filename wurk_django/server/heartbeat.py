@@ -21,6 +21,7 @@ import redis as redis_lib
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
+from . import events
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
 from .state import EXPIRED, WorkerState, hostname
@@ -72,6 +73,9 @@ class Heartbeat:
         self._info: bytes | None = None
         self._rtts: list[int] = []
         self._first = True
+        # The `heartbeat` event is one-shot: it fires when this process appears in Redis,
+        # and a failed beat arms it again (the entry may be gone by the next success).
+        self._announce = True
         self._stats_outage = OutageLog("stat flush", "; counters are kept for the next beat")
 
     def info(self) -> bytes:
@@ -96,6 +100,13 @@ class Heartbeat:
         return self._info
 
     def beat(self) -> None:
+        try:
+            self._beat()
+        except BaseException:
+            self._announce = True
+            raise
+
+    def _beat(self) -> None:
         try:
             flush_stats(self.state, self.launcher.config)
         except Exception as exc:
@@ -145,6 +156,11 @@ class Heartbeat:
                 keep.expire(name, TTL)
             keep.execute()
             raise
+        existed = replies[-4]
+        if self._announce and not existed:
+            self._announce = False
+            events.fire("heartbeat", self.launcher)
+        events.fire("beat", self.launcher)
         if not self.launcher.embedded:  # a web server's workers keep their own titles
             set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
         popped = replies[-1] or []

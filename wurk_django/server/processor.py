@@ -24,7 +24,7 @@ from ..context import JobContext
 from ..errors import BookingFailed, InvalidJob, JobInterrupted, Shutdown
 from ..outcome import ACKNOWLEDGED, Outcome
 from ..reporting import report
-from . import database, invalid
+from . import database, invalid, joblevel
 from .retry import error_class_name, error_message
 from .state import thread_id
 from .threads import spawn
@@ -59,7 +59,7 @@ class Processor:
         self._full = False  # the last burial failed because Redis is at its memory limit
 
     def start(self) -> None:
-        self.thread = spawn(f"{self.manager.name}/processor", self.run)
+        self.thread = spawn(f"{self.manager.name}/processor", self.run, self.config)
 
     def terminate(self) -> None:
         self.done = True
@@ -125,6 +125,8 @@ class Processor:
         # The one object of this job: every feature reads the worker's config and Redis from it.
         ctx = JobContext(self.config, self.redis, raw, unit, unit.queue, job)
         token = context.enter(ctx)
+        level = job.get("log_level")
+        previous_level = joblevel.enter(level) if level is not None else None
         try:
             log = self.joblog.context(job)
             started = time.monotonic_ns()
@@ -136,6 +138,8 @@ class Processor:
             finally:
                 self._finish(ctx, log, started)
         finally:
+            if level is not None:
+                joblevel.leave(previous_level)
             context.leave(token)
 
     def _run(self, ctx: JobContext) -> None:

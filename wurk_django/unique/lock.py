@@ -69,10 +69,17 @@ def stored_ttl(value: Any) -> int | None:
         return None
 
 
+_warned_until: set[str] = set()
+
+
 def check_until(value: Any) -> None:
-    """Refuse a ``unique_until`` typo at push time (a worker reads unknown values as "success")."""
+    """Warn (once per value) about a ``unique_until`` that is neither value: it counts as
+    "success", as it does on every worker, Ruby's too (ENT-202)."""
     if value is not None and value not in UNTIL_VALUES:
-        raise UniqueConfigurationError(f"unique_until must be 'success' or 'start', not {value!r}")
+        text = repr(value)
+        if text not in _warned_until:
+            _warned_until.add(text)
+            logger.warning("unique_until %s is not 'success' or 'start': the lock is held until success", text)
 
 
 def context_of(job: dict) -> Any:
