@@ -179,7 +179,7 @@ def test_topology_is_flattened_in_order():
 def test_bad_topologies_are_reported():
     from wurk_django.conf import problems
 
-    for bad in ([], [{"count": 0}], [{"queues": []}], [{"queues": ["bad name!"]}], [{"concurrency": "3"}],
+    for bad in ([], [{"count": 0}], [{"queues": []}], [{"queues": ["bad\nname"]}], [{"concurrency": "3"}],
                 [{"count": 1, "threads": 2}], {"count": 1}):
         assert [p.key for p in problems({"SWARM": bad})] == ["SWARM"], bad
     assert problems({"SWARM": [{"count": 2, "queues": ["a", "b,2"], "concurrency": 1}]}) == []
