@@ -136,3 +136,22 @@ def test_inside_a_job_via_still_picks_another_shard_with_the_workers_settings(sh
     finally:
         context.leave(token)
     assert default.get("test:back-home") == b"1" and not b.exists("test:back-home")
+
+
+def test_every_limiter_kind_counts_on_the_workers_shard(shard_b, server):
+    # Issue 25 item 3: concurrent, bucket, window, leaky and points limiters used by a
+    # job on a --shard worker keep their state on that shard.
+    from tests.jobsapp.jobs import ShardEveryLimiterJob
+
+    default, b = shard_b
+    with via("b"):
+        ShardEveryLimiterJob.perform_async("kinds")
+    worker = _worker(server, "-c", "2")
+    try:
+        wait_for(lambda: b"limiters:kinds" in b.lrange("test:ran", 0, -1), timeout=60, message="the limiters used on b")
+    finally:
+        assert worker.stop() == 0, worker.output()
+    keys_on_b = _keys(b)
+    for kind in ("concurrent", "bucket", "window", "leaky", "points"):
+        assert any(f"kinds-{kind}" in k for k in keys_on_b), (kind, sorted(keys_on_b))
+    assert _keys(default) == set()

@@ -328,3 +328,18 @@ class ContextCronJob(Job):
         from wurk_django import context
 
         context.current().redis.rpush("test:cron", marker)
+
+
+class ShardEveryLimiterJob(Job):
+    """Takes room once from a limiter of every kind named ``<prefix>-<kind>``."""
+
+    def perform(self, prefix):
+        from wurk_django import context, limiter
+
+        made = [limiter.concurrent(f"{prefix}-concurrent", 2), limiter.bucket(f"{prefix}-bucket", 5, "second"),
+                limiter.window(f"{prefix}-window", 5, "second"), limiter.leaky(f"{prefix}-leaky", 5, "second"),
+                limiter.points(f"{prefix}-points", 10, 1)]
+        for each in made[:-1]:
+            each.within_limit(lambda: None)
+        made[-1].within_limit(lambda: None, estimate=1)
+        context.current().redis.rpush("test:ran", f"limiters:{prefix}")
