@@ -5,6 +5,7 @@
     python bench/orm.py --systems wurk,dramatiq --jobs 2000 --runs 1
     python bench/orm.py --conn-max-age 0         # a new connection per job for every system
     python bench/orm.py --only profile           # py-spy (GIL holder) on the wurk worker draining ORM jobs
+    python bench/orm.py --only profile --conn-max-age 0 --py-spy-flags=--idle   # every thread, waits included
 
 One Django project (bench/ormbench/: settings, the ``Counter`` model, the job
 body in ``job.py``, each system's wrapper in ``tasks.py``) run with each
@@ -251,7 +252,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--only", choices=("drain", "profile"), default="drain")
     ap.add_argument("--profile-seconds", type=float, default=10)
-    ap.add_argument("--py-spy-flags", default="--gil", help="e.g. '--idle' to see where threads wait")
+    ap.add_argument("--py-spy-flags", default="--gil", help="--py-spy-flags=--idle: where the job threads wait, not only who holds the GIL")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
 
