@@ -245,6 +245,7 @@ class ReliableFetch:
             if slot.ahead:
                 unit = slot.next_ahead()
                 if unit is not None:
+                    slot.mark_started(unit)
                     return unit
             unit = self._walk(slot)
         except redis_lib.RedisError as exc:
@@ -272,14 +273,20 @@ class ReliableFetch:
                 move = ("LMOVE", public, private, "RIGHT", "LEFT")
                 parked = slot.take_parked()
                 try:
-                    replies = send_on(slot.connection(), [*ack_commands(parked), *(move,) * count])
+                    replies = send_on(slot.connection(),
+                                      [*ack_commands(parked), *slot.oldest_mark(), *(move,) * count])
                 except Exception:
                     slot.put_back(parked)
+                    slot.mark_unknown()
                     raise
                 units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
                 slot.fetched(count, len(units))
                 if units:
                     if len(units) > 1:
+                        # Each pushed onto the head of the list: the last one fetched is at 0.
+                        last = len(units) - 1
+                        for position, unit in enumerate(units[1:], 1):
+                            unit.mark = f"{last - position}|{name}"
                         slot.ahead.extend(units[1:])
                     return units[0]
                 continue
