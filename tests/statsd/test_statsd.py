@@ -341,3 +341,31 @@ def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
         assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "on"), lambda: 8) == 8
     assert entered == ["on"]
+
+
+def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
+    """Issue 28 item 9: a run the limiter reschedules is ``jobs.rate_limited``, neither a
+    success nor a failure, and not timed; one the limiter lets through as an ordinary
+    failure (``reschedule=0``) is a failure."""
+    from wurk_django import limiter
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    def over(name, **options):
+        def perform():
+            raise limiter.OverLimit(limiter.concurrent(name, 1, **options))
+        return perform
+
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        chain = server_chain(get_config())
+        job = {"class": "L", "args": [], "jid": payload.new_jid(), "queue": "q"}
+        assert chain.invoke((None, job, "q"), over("statsd-limited")) is None  # rescheduled
+        with pytest.raises(limiter.OverLimit):
+            chain.invoke((None, {**job, "jid": payload.new_jid()}, "q"), over("statsd-plain", reschedule=0))
+        statsd.client().flush()
+    assert listener.wait_for("sidekiq.jobs.rate_limited") == ["sidekiq.jobs.rate_limited:1|c|#worker:L,queue:q"]
+    assert listener.wait_for("sidekiq.jobs.failure") == ["sidekiq.jobs.failure:1|c|#worker:L,queue:q"]
+    assert listener.wait_for("sidekiq.jobs.count") == ["sidekiq.jobs.count:2|c|#worker:L,queue:q"]
+    assert not listener.matching("sidekiq.jobs.success")
+    assert len(listener.matching("sidekiq.jobs.perform_dist")) == 1  # the failure's only
+    assert redis_db.zcard("schedule") == 1
