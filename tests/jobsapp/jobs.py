@@ -77,18 +77,6 @@ class TraceJob(Job):
         record("test:runs", self.jid)
 
 
-class SpanJob(Job):
-    """Records ``<pid>:<jid>`` in ``test:begun`` when it starts and in ``test:ended`` when it
-    ends, so a test knows which jobs a process was running when it died."""
-
-    def perform(self, seconds=0.02):
-        mark = f"{os.getpid()}:{self.jid}"
-        record("test:begun", mark)
-        time.sleep(seconds)
-        record("test:runs", self.jid)
-        record("test:ended", mark)  # its last act
-
-
 class KillerJob(Job):
     """Kills its own worker process, as a segfaulting C extension would."""
 
