@@ -62,6 +62,12 @@ def log(msg: str) -> None:
 def base_env(url: str, extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(BENCH), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # Bytecode cached, as an installed package has it, for every system alike: the peers
+    # come compiled from site-packages, and without this wurk_django (run from the
+    # checkout) would compile every module at each boot when PYTHONDONTWRITEBYTECODE is set.
+    # The cache lives outside the source tree, which is only read.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(OUT / "pycache")
     env["BENCH_REDIS_URL"] = url
     env["DJANGO_SETTINGS_MODULE"] = "wurk_settings"
     env["PYTHONUNBUFFERED"] = "0"

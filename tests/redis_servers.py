@@ -151,23 +151,33 @@ def _sentinel_process(port: int, primary_port: int, service: str) -> LocalRedis:
 
 
 class SentinelGroup:
-    """A primary, one replica and three sentinels watching them, all on private ports."""
+    """A primary, ``replicas`` replicas and three sentinels watching them, all on private
+    ports; ``server_args`` go to every data server (e.g. ``min-replicas-to-write``,
+    which a replica needs too: it may become the primary)."""
 
     service = "mymaster"
 
-    def __init__(self) -> None:
-        self.primary = TCPRedis()
-        self.replica = TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port))
+    def __init__(self, replicas: int = 1, server_args: tuple[str, ...] = ()) -> None:
+        self.server_args = server_args
+        self.primary = TCPRedis(*server_args)
+        self.replicas = [TCPRedis("--replicaof", "127.0.0.1", str(self.primary.port), *server_args)
+                         for _ in range(replicas)]
+        self.replica = self.replicas[0]
         self.sentinel_ports: list[int] = []
         self.sentinels: list[LocalRedis] = []
+
+    @property
+    def servers(self) -> list[TCPRedis]:
+        return [self.primary, *self.replicas]
 
     def start(self) -> SentinelGroup:
         try:
             self.primary.start()
-            self.replica.start()
-            replica = self.replica.client()
-            _wait(lambda: replica.info("replication").get("master_link_status") == "up", "the replica to sync")
-            replica.close()
+            for each in self.replicas:
+                each.start()
+                replica = each.client()
+                _wait(lambda r=replica: r.info("replication").get("master_link_status") == "up", "the replica to sync")
+                replica.close()
             for _ in range(3):
                 port = free_port()
                 sentinel = _sentinel_process(port, self.primary.port, self.service)
@@ -177,7 +187,7 @@ class SentinelGroup:
             # Every sentinel has found the replica and the other two sentinels.
             for port in self.sentinel_ports:
                 client = redis_lib.Redis(port=port, decode_responses=True)
-                _wait(lambda c=client: int(c.sentinel_master(self.service)["num-slaves"]) >= 1
+                _wait(lambda c=client: int(c.sentinel_master(self.service)["num-slaves"]) >= len(self.replicas)
                       and int(c.sentinel_master(self.service)["num-other-sentinels"]) >= 2, "the sentinels to agree")
                 client.close()
         except BaseException:
@@ -196,18 +206,63 @@ class SentinelGroup:
         finally:
             client.close()
 
-    def failover(self) -> None:
-        """``SENTINEL FAILOVER``: the replica becomes the primary (returns at once)."""
+    def failover(self, timeout: float = 30.0) -> None:
+        """``SENTINEL FAILOVER``: a replica becomes the primary (returns at once). Sent
+        again while the sentinel still finishes the previous one (``INPROG``) or has
+        not yet checked the replicas since (``NOGOODSLAVE``)."""
         client = redis_lib.Redis(port=self.sentinel_ports[0])
+        deadline = time.monotonic() + timeout
         try:
-            client.execute_command("SENTINEL", "FAILOVER", self.service)
+            while True:
+                try:
+                    client.execute_command("SENTINEL", "FAILOVER", self.service)
+                    return
+                except redis_lib.ResponseError as exc:
+                    if not str(exc).startswith(("INPROG", "NOGOODSLAVE")) or time.monotonic() > deadline:
+                        raise
+                time.sleep(0.1)
         finally:
             client.close()
+
+    def crash(self, port: int) -> None:
+        """SIGKILL the data server on ``port``: a primary that dies without a word."""
+        import signal
+
+        server = next(s for s in self.servers if s.port == port)
+        server.server.proc.send_signal(signal.SIGKILL)
+        server.server.proc.wait(timeout=10)
+
+    def restart_as_replica(self, port: int, primary_port: int) -> None:
+        """Start a crashed server again on ``port``, as a replica of ``primary_port`` (as
+        an operator or a supervisor would; the sentinels would convert it anyway)."""
+        index = next(i for i, s in enumerate(self.servers) if s.port == port)
+        server = self.servers[index]
+        server.server.stop()  # reaped already; removes its folder
+        server.server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--replicaof", "127.0.0.1",
+                                   str(primary_port), *self.server_args)
+        server.start()
+
+    def settled(self) -> bool:
+        """True when the first sentinel (the one :meth:`failover` asks, so the leader of
+        the next failover) sees every replica answer as a replica of the primary it
+        names, with its link up: the next failover then promotes a real copy of it."""
+        client = redis_lib.Redis(port=self.sentinel_ports[0], decode_responses=True)
+        try:
+            primary = int(client.sentinel_get_master_addr_by_name(self.service)[1])
+            replicas = client.execute_command("SENTINEL", "REPLICAS", self.service)
+        finally:
+            client.close()
+        seen = [dict(zip(r[::2], r[1::2], strict=True)) if isinstance(r, list) else r for r in replicas]
+        good = [r for r in seen if r.get("role-reported") == "slave" and r.get("master-link-status") == "ok"
+                and int(r.get("master-port", 0)) == primary and "s_down" not in r.get("flags", "")
+                and "disconnected" not in r.get("flags", "")]
+        return len(good) >= len(self.replicas)
 
     def stop(self) -> None:
         for sentinel in self.sentinels:
             sentinel.stop()
-        self.replica.stop()
+        for each in self.replicas:
+            each.stop()
         self.primary.stop()
 
 

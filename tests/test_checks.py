@@ -51,7 +51,7 @@ def test_wrong_types_and_impossible_values(wurk):
 
 
 def test_bad_queue_names(wurk):
-    wurk(QUEUES=["default", "bad queue!", "low,-1"])
+    wurk(QUEUES=["default", "bad\nqueue", "low,-1"])
     assert _ids(check_settings()) == ["wurk.E003", "wurk.E003"]
 
 
@@ -158,13 +158,15 @@ def test_config_refuses_an_unknown_cache_alias():
         get_config()
 
 
-def test_deploy_check_warns_about_an_evicting_redis(wurk):
+@pytest.mark.parametrize("extra", [(), ("--rename-command", "CONFIG", "")], ids=["config", "no-config"])
+def test_deploy_check_warns_about_an_evicting_redis(wurk, extra):
+    """Also where CONFIG is disabled, as on most managed Redis (issue 25 item 5)."""
     import redis
 
     from tests.local_redis import LocalRedis, free_port
 
     port = free_port()
-    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--maxmemory-policy", "allkeys-lru")
+    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--maxmemory-policy", "allkeys-lru", *extra)
     client = redis.Redis(port=port)
     try:
         server.start(client.ping)

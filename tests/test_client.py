@@ -12,11 +12,12 @@ import redis as redis_lib
 from tests import fixtures
 from tests.jobsapp.jobs import RecordJob, RubyNamedJob, add_numbers
 from tests.support import queued, wurk_settings
-from wurk_django import Job, payload, registry
+from wurk_django import Job, payload, registry, reliable_push
 from wurk_django import writer as writer_module
 from wurk_django.client import Client, enqueue_to, normalize, push, push_bulk, validate
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
+from wurk_django.redis_errors import PrimaryRefused
 
 
 @pytest.fixture
@@ -402,12 +403,27 @@ def test_other_failover_errors_are_retried_once(redis_db, monkeypatch, tag):
     assert redis_db.llen("queue:default") == 1
 
 
-def test_second_failover_error_propagates(redis_db, monkeypatch):
+def test_a_second_failover_refusal_is_raised_as_primary_refused_without_the_buffer(redis_db, monkeypatch):
     flaky = _FlakySend(monkeypatch, [_reply_error("READONLY You can't write"), _reply_error("READONLY You can't write")])
-    with pytest.raises(redis_lib.ReadOnlyError):
+    with wurk_settings(RELIABLE_PUSH=False), pytest.raises(PrimaryRefused, match="You can't write"):
         Client().push({"class": RecordJob, "args": [1]})
     assert flaky.sends == 2
     assert redis_db.llen("queue:default") == 0
+
+
+@pytest.mark.parametrize("tag", ["READONLY You can't write against a read only replica.",
+                                 "NOREPLICAS Not enough good replicas to write.",
+                                 "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."])
+def test_a_push_refused_twice_by_a_primary_going_away_waits_in_the_buffer(redis_db, monkeypatch, tag):
+    """Issue 25 item 1: a demoted or isolated primary's refusal is an outage for the
+    push (buffered, delivered once the primary answers), never raised at the call site."""
+    flaky = _FlakySend(monkeypatch, [_reply_error(tag), _reply_error(tag)])
+    jid = Client().push({"class": RecordJob, "args": [1]})  # not raised
+    assert flaky.sends == 2 and redis_db.llen("queue:default") == 0
+    assert reliable_push.buffered() == 1
+    jid2 = Client().push({"class": RecordJob, "args": [2]})  # the primary answers: the buffer goes first
+    assert reliable_push.buffered() == 0
+    assert [j["jid"] for j in queued(redis_db)] == [jid2, jid]  # newest first: the buffered one went first
 
 
 def test_ordinary_errors_are_not_retried(redis_db, monkeypatch):

@@ -39,6 +39,7 @@ WORKER_SIDE = (
     "batch/middleware.py", "batch/deaths.py", "batch/callbacks.py", "batch/fire.py", "batch/batch.py",
     "batch/status.py", "unique/lock.py", "unique/middleware.py", "limiter/middleware.py",
     "encryption/middleware.py", "iterable.py", "expiry/__init__.py", "tasks/job.py", "profiling/middleware.py",
+    "api/bulk.py",
 )
 FORBIDDEN = {"get_config", "get_redis"}
 

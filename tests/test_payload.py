@@ -105,3 +105,19 @@ def test_fixtures_share_one_jid_and_clock():
         assert job["jid"] == fixtures.JID, name
         assert payload.epoch_seconds(job["created_at"]) == pytest.approx(fixtures.NOW_MS / 1000, abs=0.001), name
 
+
+
+def test_wire_format_setting_writes_seconds_or_milliseconds():
+    # Issue 26 item 6: WIRE_FORMAT 6/7 writes Ruby's Time.now.to_f, 8 (the default) integer ms (CORE-040).
+    from wurk_django.conf import Config
+
+    assert Config().wire_format == payload.WireFormat(8)
+    old = Config({"WIRE_FORMAT": "sidekiq7"}).wire_format
+    assert old == Config({"WIRE_FORMAT": 6}).wire_format and old.float_seconds
+    assert old.at(1700000000.5) == 1700000000.5 and payload.SIDEKIQ8.at(1700000000.5) == 1700000000500
+    assert isinstance(old.now(), float) and isinstance(payload.SIDEKIQ8.now(), int)
+    for bad in (True, 7.0, "7", 9):
+        with pytest.raises(Exception, match="WIRE_FORMAT"):
+            Config({"WIRE_FORMAT": bad})
+    # Both units are read whatever the setting.
+    assert payload.epoch_seconds(old.at(1700000000.5)) == payload.epoch_seconds(1700000000500) == 1700000000.5

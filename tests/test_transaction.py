@@ -150,3 +150,34 @@ def test_bulk_on_commit_bad_input_raises_at_the_call_site(redis_db, args_list, o
 def test_bulk_outside_a_transaction_is_immediate(redis_db):
     jids = RecordJob.set(on_commit=True).perform_bulk([["now"]])
     assert [j["jid"] for j in _queued(redis_db)] == jids
+
+
+def test_perform_async_on_commit_is_the_on_commit_push(redis_db):
+    # DJ-030's names: perform_async_on_commit (class, set() and @job) and TRANSACTIONAL_PUSH.
+    from tests.jobsapp.jobs import record_fn_for_on_commit
+
+    with transaction.atomic():
+        jid = RecordJob.perform_async_on_commit("class")
+        chained = RecordJob.set(queue="default").perform_async_on_commit("setter")
+        function = record_fn_for_on_commit.perform_async_on_commit("function")
+        assert redis_db.dbsize() == 0
+    assert sorted(j["jid"] for j in _queued(redis_db)) == sorted([jid, chained, function])
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            RecordJob.perform_async_on_commit("never")
+            raise RuntimeError("roll back")
+    assert len(_queued(redis_db)) == 3
+
+
+def test_transactional_push_is_another_name_for_enqueue_on_commit(redis_db, settings):
+    settings.WURK = {**settings.WURK, "TRANSACTIONAL_PUSH": True}
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            RecordJob.perform_async("never")
+            RecordJob.perform_bulk([["never"]])
+            raise RuntimeError("roll back")
+    assert redis_db.dbsize() == 0
+    with transaction.atomic():
+        jid = RecordJob.perform_async("at commit")
+        assert redis_db.dbsize() == 0
+    assert [j["jid"] for j in _queued(redis_db)] == [jid]

@@ -13,10 +13,11 @@ import redis as redis_lib
 from django.conf import settings
 
 from tests.local_redis import LocalRedis, free_port
-from wurk_django import operations, payload, scripts
+from wurk_django import operations, payload, reliable_push, scripts
 from wurk_django import writer as writer_module
 from wurk_django.conf import Config
 from wurk_django.operations import Enqueue, Extra, Schedule
+from wurk_django.redis_errors import PrimaryRefused
 from wurk_django.writer import AsyncWriter, Writer, register_hook, unregister_hook
 
 # Pushes the job itself and marks it, atomically: what a feature's script would do instead of LPUSH.
@@ -285,10 +286,25 @@ def test_readonly_redials_and_sends_once_more(replica, trips):
 
 def test_readonly_twice_is_raised_and_nothing_is_written(replica, trips):
     url, client = replica
-    with pytest.raises(redis_lib.ReadOnlyError):
-        Writer(_config(url)).push([_job()])
+    with pytest.raises(PrimaryRefused, match="read only replica"):
+        Writer(_config(url, RELIABLE_PUSH=False)).push([_job()])
     assert len(trips.trips) == 2
     assert client.llen("queue:default") == 0
+
+
+def test_readonly_twice_waits_in_the_push_buffer(replica, trips):
+    """Issue 25 item 1: with RELIABLE_PUSH (the default) a demoted primary's refusal is
+    buffered like an outage, not raised; the job is written once a primary answers."""
+    url, client = replica
+    writer = Writer(_config(url))
+    job = _job()
+    writer.push([job])
+    assert len(trips.trips) == 2 and client.llen("queue:default") == 0
+    assert reliable_push.buffered() == 1
+    client.execute_command("REPLICAOF", "NO", "ONE")  # the failover ends: it is the primary now
+    writer.push([_job()])
+    assert reliable_push.buffered() == 0
+    assert payload.loads(client.lrange("queue:default", -1, -1)[0])["jid"] == job["jid"]
 
 
 def test_the_async_writer_redials_on_readonly(replica, trips):

@@ -27,7 +27,7 @@ import redis as redis_lib
 from django.core import checks
 
 from . import conf
-from .connection import MIN_VERSION, probe_redis, server_version
+from .connection import MIN_VERSION, eviction_policy, probe_redis, server_version
 from .errors import ConfigurationError
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
@@ -86,12 +86,7 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
             if cluster_enabled(client):
                 return [checks.Error(cluster_refusal(config.redis_url), obj="settings.WURK", id="wurk.E011")]
             version = server_version(client)
-            try:
-                reply = client.config_get("maxmemory-policy")
-                policy = reply.get(b"maxmemory-policy", reply.get("maxmemory-policy"))
-                policy = policy.decode() if isinstance(policy, bytes) else policy
-            except redis_lib.ResponseError:
-                policy = None  # CONFIG is often disabled on managed Redis
+            policy = eviction_policy(client)
         finally:
             client.connection_pool.disconnect()
     except (redis_lib.RedisError, OSError, ConfigurationError) as exc:

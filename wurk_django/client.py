@@ -18,7 +18,7 @@ import redis as redis_lib
 
 from . import payload, signals, testing
 from .arguments import check_arguments
-from .conf import QUEUE_NAME, Config, get_config, is_queue_name
+from .conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
 from .connection import get_redis
 from .job import Job
 from .middleware import Chain, client_chain
@@ -76,9 +76,9 @@ def check_options(job: dict) -> None:
     (``encrypt`` without a key is refused by the encryption middleware.)"""
     queue = job.get("queue")
     if not is_queue_name(queue):
-        raise ValueError(f"job {job.get('class')} has queue {queue!r}; queue names must match {QUEUE_NAME.pattern}")
+        raise ValueError(f"job {job.get('class')} has queue {queue!r}; a queue name must be {QUEUE_NAME_RULE}")
     if job.get("retry_queue") is not None and not is_queue_name(job["retry_queue"]):
-        raise ValueError(f"'retry_queue' {job['retry_queue']!r} must match {QUEUE_NAME.pattern}")
+        raise ValueError(f"'retry_queue' {job['retry_queue']!r} must be {QUEUE_NAME_RULE}")
     problem = payload.field_problem({k: v for k, v in job.items() if k != "jid" or v is not None})
     if problem:
         raise ValueError(problem.replace("payload ", "job option ", 1))
@@ -120,7 +120,7 @@ def _template(item: dict, config: Config) -> dict:
     if job.get("retry_for") is not None:
         job["retry_for"] = int(job["retry_for"])
     if "created_at" not in job:
-        job["created_at"] = payload.now_ms()
+        job["created_at"] = config.wire_format.now()
     expires_in = job.get("expires_in")
     if expires_in is not None and "expiry" not in job:
         # PRO-310: the clock starts at creation, so a scheduled job's delay counts too.

@@ -33,7 +33,7 @@ from redis.retry import Retry
 from . import sentinel, wire
 from .conf import Config, get_config
 from .errors import RedisClusterError, RedisVersionError
-from .redis_errors import NotSent
+from .redis_errors import NotSent, is_failover, refused
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -295,6 +295,22 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             pool.release(conn)
 
 
+def _close_idle_stack(pool: Any) -> None:
+    """Close the connections kept idle for ``pool`` (its primary moved). Each is taken
+    off the stack first, so no other thread is using it; it goes back to the pool."""
+    stack = _idle_stacks.get(pool)
+    while stack:
+        try:
+            conn = stack.pop()
+        except IndexError:  # another thread took the last one
+            return
+        conn.disconnect()
+        pool.release(conn)
+
+
+sentinel.idle_closers.append(_close_idle_stack)
+
+
 def _forget_idle_stacks() -> None:
     # A forked child must not write on its parent's sockets; it checks out its own.
     for stack in list(_idle_stacks.values()):
@@ -309,7 +325,11 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     :mod:`wurk_django.wire` where the connection allows it. Every reply is read even
     after an error reply, so the connection stays in sync; the first error is raised
     afterwards (or, with ``raise_errors=False``, left in its place in the list). A connection that failed mid-way is closed (it reconnects on its
-    next use).
+    next use). A refusal of a server that is not a writable primary (``READONLY``,
+    ``NOREPLICAS``...) closes the connection and raises
+    :class:`~wurk_django.redis_errors.PrimaryRefused` whatever ``raise_errors`` says:
+    none of the round trip's writes was applied, and the caller must treat it as
+    the primary going away, not as one bad command.
     """
     sentinel.follow_primary(conn)
     # Connect first and on its own: a failure here provably sent nothing, which
@@ -348,7 +368,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
                     raise
                 # redis-py's Sentinel connection turns READONLY into this error after
                 # closing itself; the rest of the replies are lost with the socket.
-                raise redis.ReadOnlyError("READONLY the primary was demoted (Sentinel)") from exc
+                raise refused(redis.ReadOnlyError("READONLY the primary was demoted (Sentinel)")) from exc
     except BaseException:
         conn.disconnect()
         raise
@@ -397,13 +417,14 @@ _SENTINEL_DEMOTED = "The previous master is now a slave"
 
 def _close_if_demoted(conn: Any, replies: list[Any]) -> None:
     """A ``READONLY`` reply means this socket reaches a replica: a primary demoted by
-    a failover, or a DNS name that now points elsewhere. Close it, so the next use
+    a failover, or a DNS name that now points elsewhere; ``NOREPLICAS``, a primary
+    cut off from its replicas, which is about to be. Close it, so the next use
     dials again (and asks the sentinels, for a Sentinel pool) instead of meeting
-    the same replica."""
+    the same server, and raise :class:`~wurk_django.redis_errors.PrimaryRefused`."""
     for reply in replies:
-        if isinstance(reply, redis.ReadOnlyError):
+        if isinstance(reply, redis.ResponseError) and is_failover(reply):
             conn.disconnect()
-            return
+            raise refused(reply)
 
 
 def reset() -> None:
@@ -467,10 +488,22 @@ def check_server(client: redis.Redis, config: Config | None = None) -> str:
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
         raise RedisVersionError(f"wurk_django needs Redis 7.0 or newer; the server at {url} is {shown}.")
-    try:
-        policy = client.config_get("maxmemory-policy").get(b"maxmemory-policy", b"noeviction")
-        if policy not in (b"noeviction", "noeviction"):
-            logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
-    except redis.ResponseError:
-        pass  # CONFIG may be disabled on managed Redis; the version check is what matters
+    policy = eviction_policy(client)
+    if policy not in (None, "noeviction"):
+        logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
     return shown
+
+
+def eviction_policy(client: redis.Redis) -> str | None:
+    """The server's ``maxmemory-policy``, or ``None`` if it does not say.
+
+    Read from ``INFO memory``, not ``CONFIG GET``: most managed Redis services
+    disable ``CONFIG``, and the warning about an evicting policy matters there most.
+    """
+    try:
+        policy = client.info("memory").get("maxmemory_policy")
+    except redis.ResponseError:
+        return None
+    if isinstance(policy, bytes):
+        policy = policy.decode()
+    return str(policy) if policy else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis
+
 
 class WurkError(Exception):
     """Base class of wurk_django's own errors."""
@@ -44,6 +46,12 @@ class RedisVersionError(WurkError):
 
 class RedisClusterError(RedisVersionError):
     """The Redis server is a Redis Cluster node; wurk needs one primary (RUN-606)."""
+
+
+class RedisFull(WurkError, redis.OutOfMemoryError):
+    """Redis refused a write because it is at its ``maxmemory`` limit (with
+    ``noeviction``, or no key it may evict). The message names the limit. Still a
+    redis-py ``OutOfMemoryError``, so code catching that keeps working."""
 
 
 # How a job's run ends is a value (wurk_django.outcome), not an exception. Two

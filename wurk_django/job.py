@@ -98,6 +98,11 @@ class Setter:
             item.pop("at")
         return self._push(item)
 
+    def perform_async_on_commit(self, *args: Any) -> str | None:
+        """``perform_async`` once the current database transaction commits (nothing on
+        rollback; at once outside a transaction): ``set(on_commit=True).perform_async``."""
+        return self.set(on_commit=True).perform_async(*args)
+
     def _push(self, item: dict) -> str | None:
         config = get_config()  # once per push: the client and its pool reuse it
         on_commit = item.pop("on_commit", None)
@@ -304,6 +309,10 @@ class Job:
     @classmethod
     def perform_async(cls, *args: Any) -> str | None:
         return Setter(cls, {}).perform_async(*args)
+
+    @classmethod
+    def perform_async_on_commit(cls, *args: Any) -> str | None:
+        return Setter(cls, {}).perform_async_on_commit(*args)
 
     @classmethod
     def perform_in(cls, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:

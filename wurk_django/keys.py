@@ -21,6 +21,7 @@ PROCESSES = "processes"  # SET of process identities
 PAUSED = "paused"  # SET of paused queue names (Pro)
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
+STAT_EXPIRED = "stat:expired"  # jobs skipped past their expires_in (Sidekiq Pro, Ruby wurk)
 LEADER = "dear-leader"  # Enterprise leader lock
 PROCESS_CLEANUP = "process_cleanup"  # lock: one process at a time prunes PROCESSES
 PROFILES = "profiles"  # ZSET of "<token>-<jid>" profile hashes, score = expiry
@@ -34,7 +35,7 @@ def queue(name: str) -> str:
 
 
 def stat(kind: str) -> str:
-    """The all-time counter ``stat:processed`` or ``stat:failed``."""
+    """The all-time counter ``stat:processed``, ``stat:failed`` or ``stat:expired``."""
     return f"stat:{kind}"
 
 
@@ -59,6 +60,12 @@ def process(identity: str) -> str:
 def work(identity: str) -> str:
     """HASH thread id -> the job that thread runs, rewritten by every heartbeat."""
     return f"{identity}:work"
+
+
+def workers(identity: str) -> str:
+    """The same HASH under Sidekiq 6's name, which its Busy page reads (written with
+    ``WIRE_FORMAT`` 6 or 7; Sidekiq 7 and later read :func:`work`)."""
+    return f"{identity}:workers"
 
 
 def signals_list(identity: str) -> str:
@@ -105,6 +112,9 @@ def deploy_lock(label: str) -> str:
 # -- Pro: reliable fetch (PRO-100..155) ----------------------------------------------
 REAPER_LOCK = "super_fetch:reaper"  # one reaper sweep at a time across the cluster
 REAPER_FULL_LOCK = "super_fetch:reaper:full"  # one full (every queue) sweep at a time
+# Taken by one of our processes while another runtime (a Ruby wurk process, which sweeps only
+# its own queues) holds REAPER_LOCK, so our queues are still swept every interval.
+REAPER_OTHERS_LOCK = "super_fetch:reaper:wurk_django"
 # Private lists found ownerless, with when and at what length, where OBJECT IDLETIME is refused.
 REAPER_QUIET = "super_fetch:reaper:quiet"
 RECOVERED_PREFIX = "super_fetch:recovered:"
@@ -119,7 +129,12 @@ def private_queue(name: str, host: str, pid: int, nonce: str, index: int = 0) ->
 
 def private_pattern(name: str) -> str:
     """SCAN pattern for every private list of queue ``name``."""
-    return f"{QUEUE_PREFIX}{name}|*"
+    return f"{QUEUE_PREFIX}{glob_escape(name)}|*"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a ``SCAN MATCH`` pattern: a queue name may hold ``*``, ``?``, ``[``."""
+    return "".join("\\" + ch if ch in "\\*?[]" else ch for ch in text)
 
 
 #: The slot index of a dead process's held list: a list no thread fetches into, where the
@@ -265,3 +280,22 @@ def loop(lid: str) -> str:
 def loop_history(lid: str) -> str:
     """LIST of JSON [fired_at, jid], newest first, at most 25."""
     return f"loop-history:{lid}"
+
+
+# -- dashboard bulk actions run as a job: not Sidekiq keys; Ruby processes never read them --
+BULK_PREFIX = "wurk-bulk:"
+
+
+def bulk(token: str) -> str:
+    """HASH of one bulk action's progress: set, action, state, total, taken, done, kept..."""
+    return f"{BULK_PREFIX}{token}"
+
+
+def bulk_in_hand(token: str) -> str:
+    """ZSET of the entries a bulk action took from its set and has not settled yet."""
+    return f"{BULK_PREFIX}{token}:hand"
+
+
+def bulk_kept(token: str) -> str:
+    """ZSET of the entries a bulk action could not move; they go back to the set at the end."""
+    return f"{BULK_PREFIX}{token}:kept"

@@ -87,10 +87,11 @@ def schedule(job: dict) -> Schedule:
     return Schedule(float(job["at"]), payload.dumps(body), job)
 
 
-def for_jobs(jobs: list[dict], *, front: bool = False, now_ms: int | None = None) -> list[Operation]:
+def for_jobs(jobs: list[dict], *, front: bool = False, now_ms: int | None = None,
+             wire: payload.WireFormat = payload.SIDEKIQ8) -> list[Operation]:
     """The operations for normalized jobs, in their order: a :class:`Schedule` for
     those with an ``at``, an :class:`Enqueue` for the others, whose ``enqueued_at``
-    is stamped now (CORE-083/084)."""
+    is stamped now (``now_ms`` if given, in the unit of ``wire``) (CORE-083/084)."""
     ops: list[Operation] = []
     add, dumps = ops.append, payload.dumps  # this loop runs for every job pushed
     now = None
@@ -99,7 +100,10 @@ def for_jobs(jobs: list[dict], *, front: bool = False, now_ms: int | None = None
             add(schedule(job))
         else:
             if now is None:
-                now = payload.now_ms() if now_ms is None else now_ms
+                if now_ms is None:
+                    now = wire.now()
+                else:
+                    now = now_ms / 1000 if wire.float_seconds else now_ms
             job["enqueued_at"] = now
             add(Enqueue(job["queue"], dumps(job), job, front))
     return ops

@@ -2,7 +2,8 @@
 
 Every byte written to Redis goes through :func:`dumps` so that Ruby Sidekiq and
 wurk_django produce the same compact JSON (CORE-003). Timestamps are written as
-integer epoch milliseconds (Sidekiq 8) and read in either unit (CORE-040).
+integer epoch milliseconds (Sidekiq 8), or float epoch seconds for Sidekiq <= 7
+readers (:class:`WireFormat`), and read in either unit (CORE-040).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_DEPTH",
     "new_jid",
     "now_ms",
+    "WireFormat",
     "epoch_seconds",
     "truthy",
     "score",
@@ -131,6 +133,45 @@ def new_jid() -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class WireFormat:
+    """Which Sidekiq generation's readers the timestamps we write are for (``WURK["WIRE_FORMAT"]``).
+
+    Sidekiq 8 reads and writes integer epoch milliseconds; Sidekiq 6 and 7 read
+    every payload timestamp (``created_at``, ``enqueued_at``, ``failed_at``,
+    ``retried_at``) as float epoch seconds, and a millisecond value there is a
+    date in the year 58886 and a latency of minus 1.79e12 seconds. Reading
+    accepts both units whatever this says (:func:`epoch_seconds`).
+    """
+
+    __slots__ = ("version", "float_seconds")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        #: Timestamps as Ruby's ``Time.now.to_f`` (Sidekiq <= 7), not integer milliseconds.
+        self.float_seconds = version < 8
+
+    def now(self) -> int | float:
+        """Now, as a payload timestamp in this format."""
+        return time.time() if self.float_seconds else now_ms()
+
+    def at(self, seconds: float) -> int | float:
+        """``seconds`` (epoch) as a payload timestamp in this format."""
+        return float(seconds) if self.float_seconds else int(seconds * 1000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WireFormat) and other.version == self.version
+
+    def __hash__(self) -> int:
+        return hash(self.version)
+
+    def __repr__(self) -> str:
+        return f"WireFormat({self.version})"
+
+
+#: The default: what Sidekiq 8 writes.
+SIDEKIQ8 = WireFormat(8)
 
 
 def epoch_seconds(value: Any) -> float | None:

@@ -5,10 +5,13 @@ The policy, by where a round trip failed:
 * it never left: the connection could not be made (refused, DNS, Sentinel with no
   primary). Nothing was applied, so it is sent again after ``0.5 * 2**n`` seconds
   plus up to 0.25 s of jitter, 3 attempts in all (:class:`NotSent`);
-* the server answered ``READONLY``, ``NOREPLICAS`` or ``UNBLOCKED``: it refused the
-  commands (a demoted primary after a failover). The connection is closed and the
-  round trip sent once more, at once, to wherever the name or the sentinels
-  point now;
+* the server answered ``READONLY``, ``NOREPLICAS``, ``MASTERDOWN`` or ``UNBLOCKED``:
+  it refused the writes (a demoted primary after a failover, or one cut off from
+  its replicas under ``min-replicas-to-write``), so nothing was applied. The
+  connection is closed and the round trip sent once more, at once, to wherever
+  the name or the sentinels point now; a second refusal is raised as
+  :class:`PrimaryRefused`, a connection error, so a push waits in the push
+  buffer and a worker treats it as an outage;
 * it broke or timed out after the commands were written: they may have been
   applied. A push is not idempotent (a replay can duplicate a job), so it is
   never replayed; the error goes to the caller (with ``RELIABLE_PUSH`` on, the
@@ -25,9 +28,11 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
+
+from . import errors
 
 if TYPE_CHECKING:
     from .conf import Config
@@ -48,6 +53,14 @@ jitter = random.uniform
 
 class NotSent(redis.ConnectionError):
     """The connection could not be made, so nothing of the round trip reached Redis."""
+
+
+class PrimaryRefused(redis.ConnectionError):
+    """The server refused the writes because it is not a writable primary (any more):
+    demoted (``READONLY``), cut off from its replicas (``NOREPLICAS``), a replica whose
+    primary is gone (``MASTERDOWN``) or unblocked by its own demotion (``UNBLOCKED``).
+    Nothing was applied. A connection error, so every caller treats it like an
+    outage: the push buffer keeps the jobs, the worker waits and dials again."""
 
 
 @dataclass(frozen=True)
@@ -96,15 +109,38 @@ def report(config: Config, error: BaseException, *, attempt: int, retried: bool,
         logger.exception("WURK['ON_REDIS_ERROR'] failed")
 
 
-#: Error replies of a primary demoted by a failover: nothing ran, dial again and resend.
-FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED")
+#: Error replies of a server that is not (or no longer) a writable primary: nothing ran,
+#: dial again and resend.
+FAILOVER_ERRORS = ("READONLY", "NOREPLICAS", "UNBLOCKED", "MASTERDOWN")
 #: :meth:`Replay.after`'s answer for "close the connections, then send again at once".
 REDIAL = "redial"
 
 
 def is_failover(exc: BaseException) -> bool:
-    # redis-py strips the READONLY code from ReadOnlyError's message, so test the class too.
-    return isinstance(exc, redis.ReadOnlyError) or any(t in str(exc) for t in FAILOVER_ERRORS)
+    if isinstance(exc, (PrimaryRefused, redis.ReadOnlyError, redis.exceptions.MasterDownError)):
+        # redis-py strips the READONLY and MASTERDOWN codes from these classes' messages.
+        return True
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    # The code leads the reply; inside a script it follows the script's own prefix.
+    return any(text.startswith(code) or f" {code} " in text or f"-{code} " in text for code in FAILOVER_ERRORS)
+
+
+def as_raised(exc: BaseException) -> BaseException:
+    """What a round trip that gave up raises: ``exc``, or a failover refusal as
+    :class:`PrimaryRefused`, the connection error the push buffer and the worker's
+    outage handling take (redis-py raises ``NOREPLICAS`` as a plain ``ResponseError``)."""
+    if isinstance(exc, PrimaryRefused) or not is_failover(exc):
+        return exc
+    return refused(exc)
+
+
+def refused(reply: BaseException) -> PrimaryRefused:
+    """``reply`` (a failover refusal) as the connection error callers handle."""
+    error = PrimaryRefused(f"the server is not a writable primary: {reply}")
+    error.__cause__ = reply
+    return error
 
 
 class Replay:
@@ -122,6 +158,13 @@ class Replay:
         """Seconds to wait before sending again, :data:`REDIAL`, or ``None``: not again
         (the caller re-raises ``exc``)."""
         self.attempt += 1
+        if is_failover(exc):
+            if self.redialed:
+                report(self.config, exc, attempt=self.attempt, retried=False, action=GAVE_UP)
+                return None
+            report(self.config, exc, attempt=self.attempt, retried=True, action=RETRIED)
+            self.redialed = True
+            return REDIAL
         if isinstance(exc, NotSent):
             if self.attempt >= self.connect_attempts or not retryable_connect(exc):
                 report(self.config, exc, attempt=self.attempt, retried=False, action=GAVE_UP)
@@ -129,16 +172,38 @@ class Replay:
             report(self.config, exc, attempt=self.attempt, retried=True, action=RETRIED)
             return backoff(self.attempt)
         if isinstance(exc, redis.ResponseError):
-            if not is_failover(exc):
-                return None
-            if self.redialed:
-                report(self.config, exc, attempt=self.attempt, retried=False, action=GAVE_UP)
-                return None
-            report(self.config, exc, attempt=self.attempt, retried=True, action=RETRIED)
-            self.redialed = True
-            return REDIAL
+            return None
         if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             # Written, then lost: the server may have applied it. A replayed push is a duplicate job.
             report(self.config, exc, attempt=self.attempt, retried=False, action=NOT_REPLAYED)
         return None
 
+
+
+def memory_limit(info: dict) -> str:
+    """``"used_memory 3.1M > maxmemory 3.0M, maxmemory-policy noeviction"`` from ``INFO memory``."""
+    def size(name: str) -> str:
+        human = info.get(f"{name}_human")
+        return str(human) if human else f"{info.get(name, '?')} bytes"
+
+    return (f"used_memory {size('used_memory')} > maxmemory {size('maxmemory')}, "
+            f"maxmemory-policy {info.get('maxmemory_policy', '?')}")
+
+
+def full_error(info: dict | None, exc: BaseException) -> BaseException:
+    """The :class:`~wurk_django.errors.RedisFull` to raise at the call site for a write
+    refused at the memory limit, naming the limit from ``info`` (``INFO memory``, which
+    Redis answers at the limit; ``None`` when it could not be read)."""
+    limit = memory_limit(info) if info else "the limit could not be read"
+    return errors.RedisFull(
+        f"Redis refused this write (all or part of it): it is at its memory limit ({limit}). "
+        "Workers keep fetching and finishing jobs, which frees memory; try again later, or raise "
+        "maxmemory / pick an eviction policy that cannot evict jobs")
+
+
+def memory_info(client: Any) -> dict | None:
+    """``INFO memory`` of ``client``, or ``None`` if it cannot be read."""
+    try:
+        return client.info("memory")
+    except redis.RedisError:
+        return None

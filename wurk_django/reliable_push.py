@@ -1,6 +1,8 @@
 """Reliable client push: jobs pushed while Redis is unreachable wait in memory (PRO-320..323).
 
-When a push fails with a connection error or timeout, its jobs go into a
+When a push fails with a connection error or timeout (a primary refusing writes
+in a failover, ``READONLY`` or ``NOREPLICAS``, is raised as one:
+:class:`~wurk_django.redis_errors.PrimaryRefused`), its jobs go into a
 bounded, process-local buffer and a background thread delivers them, oldest
 first, as soon as Redis answers again. Every later push also tries to empty
 the buffer first, keeping the order. A full buffer raises
@@ -95,7 +97,8 @@ class PushBuffer:
         if wake:
             self._wake.set()
         if first:
-            logger.warning("Redis unreachable (%s): buffering pushes locally (up to %d jobs)", cause, capacity)
+            logger.warning("Redis unreachable or not a writable primary (%s): buffering pushes locally (up to %d jobs)",
+                           cause, capacity)
 
     def drain(self, writer: Writer) -> bool:
         """Deliver buffered jobs oldest first; False if Redis is still unreachable."""

@@ -19,6 +19,11 @@ def report(exc: BaseException, context: dict[str, Any], config: Any) -> None:
     logged and the others still run.
     """
     default_handler(exc, context, config)
+    notify_handlers(exc, context, config)
+
+
+def notify_handlers(exc: BaseException, context: dict[str, Any], config: Any) -> None:
+    """Call the configured handlers only, for a caller that has logged ``exc`` itself."""
     for handler in getattr(config, "error_handlers", None) or ():
         try:
             handler(exc, context, config)

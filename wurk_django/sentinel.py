@@ -1,17 +1,41 @@
-"""Redis Sentinel: pools of connections to the primary the sentinels name, and a
-watcher that moves them when the sentinels switch to another primary.
+"""Redis Sentinel: pools of connections to the primary the sentinels name, and
+watchers that move them as soon as a failover shows.
 
 redis-py asks the sentinels for the primary's address only when a connection
 dials. After a failover, connections that stay open keep talking to the old
 primary, and the old primary keeps accepting writes until a sentinel demotes it
-(seconds later): jobs pushed or fetched there in between are lost when it resyncs
-from the new primary. So each process subscribes to the sentinels'
-``+switch-master`` announcements (and asks again every few seconds, in case an
-announcement is missed); the new address is recorded on every pool of that
-service, and a connection whose address is not the primary's is closed the next
-time it is checked out or used (:func:`follow_primary`), before it sends
-anything. A connection that still meets a demoted primary gets ``READONLY`` and
-is closed then (:func:`wurk_django.connection.send_on`).
+(about ten seconds later): jobs pushed or fetched there in between are lost, or
+run twice, when it resyncs from the new primary. The sentinels' own
+``+switch-master`` comes late too: the sentinel leading the failover announces it
+only once the other replicas follow the new primary (a second or more after the
+promotion, up to ``failover-timeout``). So each process listens to every
+sentinel (the leader of a failover is any one of them) and acts on three events:
+
+* ``+failover-state-send-slaveof-noone``: the leader is about to promote a
+  replica. The old primary is *fenced*: connections to it are closed before they
+  send anything more, and no new one is made to it, until the new primary is
+  known or ``FENCE_SECONDS`` pass (``-failover-abort-*`` lifts it at once). A push
+  meanwhile waits in the push buffer, a worker's fetch waits as in an outage;
+* ``+promoted-slave``: the leader saw the replica answer as a primary. Every pool
+  of the service moves to it, and while the sentinels still name the old primary
+  (until they announce the switch) a new connection dials the new one instead;
+* ``+switch-master``, from every sentinel: the sentinels are asked again (the
+  fallback when the leader's events were missed). Every sentinel is asked, and
+  the answer with the newest configuration epoch wins: one that did not lead
+  learns of a failover seconds later, so its announcement may come late.
+
+Each watcher also asks the sentinels every ``RECHECK_INTERVAL`` seconds, in case
+all of that was missed. A connection to another server than the primary its
+pool last heard of is closed the next time it is checked out or used
+(:func:`follow_primary`), and each new connection asks the server its ``ROLE``
+before it is used: one that answers as a replica is refused (a demoted primary
+the sentinels still name). A connection that still meets a demoted or isolated
+primary gets ``READONLY`` or ``NOREPLICAS`` and is closed then
+(:func:`wurk_django.connection.send_on`).
+
+This process cannot fence what it does not hear: another client of the same
+Redis, or a primary cut off from the sentinels together with some clients, is
+bounded only by the server's own ``min-replicas-to-write`` (docs/redis.md).
 """
 
 from __future__ import annotations
@@ -24,10 +48,17 @@ import weakref
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel, SentinelConnectionPool
+from redis.sentinel import (
+    MasterNotFoundError,
+    Sentinel,
+    SentinelConnectionPool,
+    SentinelManagedConnection,
+    SentinelManagedSSLConnection,
+)
 
 from . import wire
 from .redis_target import RedisTarget
+from .text import to_text
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -35,12 +66,175 @@ logger = logging.getLogger("wurk_django.redis")
 RECHECK_INTERVAL = 5.0
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 2.5
+#: Longest a primary stays fenced when the promotion that fenced it is never confirmed.
+FENCE_SECONDS = 5.0
+#: Longest this process prefers a promotion it heard to the sentinels' older answer.
+PROMOTION_SECONDS = 60.0
+#: The sentinels' announcements a watcher acts on (see the module's docstring).
+EVENTS = ("+failover-state-send-slaveof-noone", "+promoted-slave", "+switch-master")
+ABORTS = "-failover-abort-*"
+
+Address = tuple[str, int]
+
+
+class ServiceState:
+    """What this process heard about one service's failovers, newer than the
+    sentinels' answers may be."""
+
+    def __init__(self) -> None:
+        #: The primary being promoted away from, and until when it stays fenced.
+        self.fenced: Address | None = None
+        self.fenced_until = 0.0
+        #: The primary this process heard promoted, the one it replaces, when, and the
+        #: configuration epoch of that failover.
+        self.promoted: Address | None = None
+        self.replaced: Address | None = None
+        self.promoted_at = 0.0
+        self.promoted_epoch = 0
+        #: The newest configuration epoch the sentinels answered with.
+        self.epoch = 0
+        #: The primary this process's pools last moved to.
+        self.following: Address | None = None
+
+    def fence(self, old: Address) -> None:
+        self.fenced, self.fenced_until = old, time.monotonic() + FENCE_SECONDS
+
+    def lift(self) -> None:
+        self.fenced = None
+
+    def is_fenced(self, address: Address) -> bool:
+        if self.fenced is None or self.fenced != address:
+            return False
+        if time.monotonic() >= self.fenced_until:
+            logger.warning("Redis Sentinel: no promotion confirmed in %gs; %s:%s is the primary again",
+                           FENCE_SECONDS, *address)
+            self.fenced = None
+            return False
+        return True
+
+    def promote(self, new: Address, old: Address, epoch: int) -> None:
+        """``new`` replaces ``old`` in the failover of configuration ``epoch`` (the
+        leader counts it as the new configuration's from the promotion on, and names
+        ``new`` in it only when it announces the switch)."""
+        self.promoted, self.replaced = new, old
+        self.promoted_at, self.promoted_epoch = time.monotonic(), epoch
+        self.fenced = None
+
+    def forget(self, address: Address) -> None:
+        """``address`` answered as a replica: stop preferring it."""
+        if self.promoted == address:
+            self.promoted = self.replaced = None
+
+    def resolve(self, named: Address, epoch: int) -> Address:
+        """The primary to dial when the sentinels' newest configuration (``epoch``)
+        names ``named``: the one heard promoted while they still name the one it
+        replaces, until they announce the switch (or a later failover)."""
+        self.epoch = max(self.epoch, epoch)
+        if self.promoted is None:
+            return named
+        if (named == self.promoted or epoch > self.promoted_epoch
+                or time.monotonic() - self.promoted_at >= PROMOTION_SECONDS):
+            self.promoted = self.replaced = None  # the sentinels caught up, or moved on since
+            return named
+        return self.promoted if named == self.replaced else named
+
+
+#: Seconds a sentinel that did not answer is left out of the questions.
+SENTINEL_DOWN_SECONDS = 5.0
+
+
+class WatchedSentinel(Sentinel):
+    """The sentinels of one target, answering with what this process heard: no
+    primary while the old one is fenced, the promoted one while the sentinels
+    still name the one it replaced.
+
+    Every sentinel that answers is asked, and the answer with the newest
+    configuration epoch wins: a sentinel that did not lead a failover learns of
+    it up to seconds later, and redis-py's first answer may be its old one."""
+
+    def __init__(self, target: RedisTarget, **kwargs: Any) -> None:
+        super().__init__(list(target.sentinels), **kwargs)
+        self.identity = target.identity
+        self._down: dict[int, float] = {}
+
+    def discover_master(self, service_name: str) -> Address:
+        epoch, named = self.newest(service_name)
+        resolved = state_for(self.identity)
+        primary = resolved.resolve(named, epoch)
+        if resolved.is_fenced(primary):
+            raise MasterNotFoundError(f"{service_name}: a failover is promoting a replica; writes wait for it")
+        return primary
+
+    def newest(self, service_name: str) -> tuple[int, Address]:
+        """The sentinels' newest configuration: its epoch and the primary it names."""
+        answers: list[tuple[int, bool, Address]] = []
+        errors: list[str] = []
+        now = time.monotonic()
+        for index, each in enumerate(self.sentinels):
+            if self._down.get(index, 0.0) > now:
+                continue
+            try:
+                masters = each.sentinel_masters()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._down[index] = now + SENTINEL_DOWN_SECONDS
+                errors.append(f"{each}: {exc!r}")
+                continue
+            state = masters.get(service_name)
+            if state and self.check_master_state(state, service_name):
+                # The leader of a failover counts the new epoch from the promotion on but
+                # names the new primary only when it announces the switch; the others
+                # name it as soon as they hear of that epoch. So at one epoch, an answer
+                # from a sentinel not in the middle of a failover is the newer.
+                settled = "failover_in_progress" not in str(state.get("flags", ""))
+                answers.append((int(state.get("config-epoch") or 0), settled, (str(state["ip"]), int(state["port"]))))
+        if not answers:
+            if self._down and not errors:
+                self._down.clear()  # every sentinel left out: ask them all next time
+            raise MasterNotFoundError(f"No master found for {service_name!r}: {', '.join(errors)}")
+        epoch, _settled, named = max(answers)
+        return epoch, named
+
+
+class _RoleChecked:
+    """A Sentinel-managed connection that asks ``ROLE`` after it dials the primary and
+    refuses a server that answers as a replica (before anything else is sent)."""
+
+    def connect_to(self, address: Any) -> None:
+        super().connect_to(address)  # type: ignore[misc]
+        proxy = self.connection_pool  # type: ignore[attr-defined]
+        if not proxy.is_master:
+            return
+        self.send_command("ROLE")  # type: ignore[attr-defined]
+        reply = self.read_response()  # type: ignore[attr-defined]
+        role = reply[0] if isinstance(reply, (list, tuple)) and reply else reply
+        if isinstance(role, bytes):
+            role = role.decode()
+        if role != "master":
+            self.disconnect()  # type: ignore[attr-defined]
+            manager = proxy.sentinel_manager
+            if isinstance(manager, WatchedSentinel):
+                state_for(manager.identity).forget((address[0], int(address[1])))
+            raise redis.ConnectionError(f"Redis at {address[0]}:{address[1]} answers as a {role}, not the primary "
+                                        f"of {proxy.service_name}")
+
+
+class RoleCheckedConnection(_RoleChecked, SentinelManagedConnection):
+    pass
+
+
+class RoleCheckedSSLConnection(_RoleChecked, SentinelManagedSSLConnection):
+    pass
 
 
 class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool):
     """A pool of connections to the primary a Redis Sentinel names, with the checkout
     timeout and fixed size of :class:`redis.BlockingConnectionPool`. Each new
-    connection asks the sentinels for the primary's address."""
+    connection asks the sentinels for the primary's address, then the server its role."""
+
+    def __init__(self, service_name: str, sentinel_manager: Sentinel, **kwargs: Any) -> None:
+        if "connection_class" not in kwargs:
+            kwargs["connection_class"] = RoleCheckedSSLConnection if kwargs.pop("ssl", False) else RoleCheckedConnection
+        super().__init__(service_name, sentinel_manager, **kwargs)
 
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         conn = super().get_connection(*args, **kwargs)
@@ -58,20 +252,29 @@ class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool)
 
 def follow_primary(conn: Any) -> None:
     """Close ``conn`` if it is connected to another server than the primary its pool
-    last heard of; it dials the primary on its next command. Free for other
-    connection classes."""
+    last heard of (none while a failover fences the old one); it dials on its next
+    command. Free for other connection classes."""
     proxy = getattr(conn, "connection_pool", None)
-    if proxy is None or not wire.maybe_connected(conn):
+    if proxy is None or not getattr(proxy, "is_master", False) or not wire.maybe_connected(conn):
         return
-    primary = getattr(proxy, "master_address", None)
-    if primary is not None and proxy.is_master and (conn.host, conn.port) != primary:
+    if (conn.host, conn.port) != proxy.master_address:
         conn.disconnect()
 
 
 _lock = threading.Lock()
 _managers: dict[tuple[int, str], Sentinel] = {}
 _pools: dict[str, weakref.WeakSet[BlockingSentinelPool]] = {}
-_watchers: dict[tuple[int, str], threading.Thread] = {}
+_watchers: dict[tuple[int, str], list[threading.Thread]] = {}
+_states: dict[str, ServiceState] = {}
+_asked: dict[str, float] = {}
+
+
+def state_for(identity: str) -> ServiceState:
+    found = _states.get(identity)
+    if found is None:
+        with _lock:
+            found = _states.setdefault(identity, ServiceState())
+    return found
 
 
 def sentinel_options(target: RedisTarget) -> dict[str, Any]:
@@ -86,34 +289,77 @@ def manager(target: RedisTarget) -> Sentinel:
         with _lock:
             found = _managers.get(key)
             if found is None:
-                found = _managers[key] = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_options(target))
+                found = _managers[key] = WatchedSentinel(target, sentinel_kwargs=sentinel_options(target))
     return found
 
 
 def pool(target: RedisTarget, kwargs: dict[str, Any]) -> BlockingSentinelPool:
-    """A new pool for ``target``'s primary, followed by this process's watcher."""
+    """A new pool for ``target``'s primary, followed by this process's watchers."""
     built = BlockingSentinelPool(target.service, manager(target), **kwargs)
     with _lock:
         _pools.setdefault(target.identity, weakref.WeakSet()).add(built)
         key = (os.getpid(), target.identity)
-        watcher = _watchers.get(key)
-        if watcher is None or not watcher.is_alive():
-            watcher = _watchers[key] = threading.Thread(target=_watch, args=(target,), daemon=True,
-                                                        name=f"wurk-sentinel-{target.service}")
-            watcher.start()
+        watchers = _watchers.get(key)
+        if watchers is None or not all(w.is_alive() for w in watchers):
+            # One per sentinel: the leader of a failover, whose events fence the old
+            # primary, may be any of them.
+            watchers = _watchers[key] = [
+                threading.Thread(target=_watch, args=(target, host, port), daemon=True,
+                                 name=f"wurk-sentinel-{target.service}-{port}")
+                for host, port in target.sentinels]
+            for watcher in watchers:
+                watcher.start()
     return built
 
 
-def _switch(target: RedisTarget, primary: tuple[str, int]) -> None:
+def _pools_of(target: RedisTarget) -> list[BlockingSentinelPool]:
+    return list(_pools.get(target.identity, ()))
+
+
+#: Called with a pool whose idle connections were just closed, for the connections
+#: kept idle outside it (:func:`wurk_django.connection.send_commands` keeps two).
+idle_closers: list[Any] = []
+
+
+def _close_idle(each: BlockingSentinelPool) -> None:
+    each.disconnect(inuse_connections=False)
+    for close in idle_closers:
+        close(each)
+
+
+def _fence(target: RedisTarget, old: Address) -> None:
+    """A replica is being promoted away from ``old``: nothing more goes to it."""
+    state = state_for(target.identity)
+    if state.fenced == old:
+        return
+    state.fence(old)
+    logger.warning("Redis Sentinel: %s is failing over from %s:%s; writes wait for the new primary",
+                   target.service, *old)
+    for each in _pools_of(target):
+        if each.proxy.master_address == old:
+            each.proxy.master_address = None
+            _close_idle(each)
+
+
+def _switch(target: RedisTarget, primary: Address, old: Address | None = None) -> None:
     """Record ``primary`` on every pool of ``target`` and close their idle connections
     to any other server; busy ones are closed at their next use."""
-    for each in list(_pools.get(target.identity, ())):
+    state = state_for(target.identity)
+    if old is not None:
+        try:
+            epoch = manager(target).newest(target.service)[0]
+        except redis.RedisError:
+            epoch = state.epoch + 1  # at least the configuration after the last one heard
+        state.promote(primary, old, max(epoch, state.epoch))
+    elif state.fenced is not None and state.fenced != primary:
+        state.lift()
+    previous, state.following = state.following, primary
+    for each in _pools_of(target):
         if each.proxy.master_address != primary:
-            if each.proxy.master_address is not None:
-                logger.warning("Redis Sentinel: %s moved from %s:%s to %s:%s", target.service,
-                               *each.proxy.master_address, *primary)
             each.proxy.master_address = primary
-            each.disconnect(inuse_connections=False)
+            _close_idle(each)
+    if previous is not None and previous != primary:
+        logger.warning("Redis Sentinel: %s moved from %s:%s to %s:%s", target.service, *previous, *primary)
 
 
 def _ask(target: RedisTarget) -> None:
@@ -125,40 +371,65 @@ def _ask(target: RedisTarget) -> None:
     _switch(target, (host, int(port)))
 
 
-def _watch(target: RedisTarget) -> None:
-    """Listen for ``+switch-master`` on one sentinel after another, forever."""
+def on_event(target: RedisTarget, channel: str, data: str) -> None:
+    """Act on one sentinel announcement (see the module's docstring)."""
+    words = data.split()
+    if channel == "+switch-master":
+        # The sentinels that did not lead the failover announce it up to seconds later,
+        # maybe after the next one began: ask them all, the newest configuration wins.
+        if words and words[0] == target.service:
+            _ask(target)
+        return
+    if channel.startswith("-failover-abort"):
+        # "master <name> <ip> <port>"
+        if len(words) >= 2 and words[1] == target.service and state_for(target.identity).fenced is not None:
+            state_for(target.identity).lift()
+            logger.warning("Redis Sentinel: the failover of %s was aborted (%s)", target.service, channel)
+            _ask(target)
+        return
+    # "slave <ip:port> <ip> <port> @ <name> <primary ip> <primary port>"
+    if len(words) < 8 or words[0] != "slave" or words[4] != "@" or words[5] != target.service:
+        return
+    replica, primary = (words[2], int(words[3])), (words[6], int(words[7]))
+    if channel == "+failover-state-send-slaveof-noone":
+        _fence(target, primary)
+    elif channel == "+promoted-slave":
+        _switch(target, replica, primary)
+
+
+def _watch(target: RedisTarget, host: str, port: int) -> None:
+    """Listen to one sentinel's announcements, forever; ask the sentinels directly when
+    nobody did for ``RECHECK_INTERVAL`` seconds."""
     pid = os.getpid()
     options = {**sentinel_options(target), "socket_timeout": None}
     while os.getpid() == pid:
-        for host, port in target.sentinels:
-            client = redis.Redis(host, port, **options)
-            try:
-                pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe("+switch-master")
-                _ask(target)  # a switch may have happened while nobody listened
-                last_check = time.monotonic()
-                while True:
-                    message = pubsub.get_message(timeout=RECHECK_INTERVAL)
-                    if message is not None:
-                        data = message["data"].decode() if isinstance(message["data"], bytes) else message["data"]
-                        name, _old_host, _old_port, new_host, new_port = data.split()
-                        if name == target.service:
-                            _switch(target, (new_host, int(new_port)))
-                    if time.monotonic() - last_check >= RECHECK_INTERVAL:
-                        _ask(target)
-                        last_check = time.monotonic()
-            except (redis.RedisError, OSError, ValueError):
-                pass  # this sentinel is gone or said something odd: try the next one
-            finally:
-                client.close()
+        client = redis.Redis(host, port, **options)
+        try:
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(*EVENTS)
+            pubsub.psubscribe(ABORTS)
+            _ask(target)  # a switch may have happened while nobody listened
+            _asked[target.identity] = time.monotonic()
+            while True:
+                message = pubsub.get_message(timeout=RECHECK_INTERVAL)
+                if message is not None:
+                    on_event(target, to_text(message["channel"]), to_text(message["data"]))
+                if time.monotonic() - _asked.get(target.identity, 0.0) >= RECHECK_INTERVAL:
+                    _asked[target.identity] = time.monotonic()
+                    _ask(target)
+        except (redis.RedisError, OSError, ValueError):
+            pass  # this sentinel is gone or said something odd: listen again in a second
+        finally:
+            client.close()
         time.sleep(1.0)
 
 
 def _after_fork_in_child() -> None:
-    # Threads do not survive a fork: the child starts its own watcher with its first pool.
+    # Threads do not survive a fork: the child starts its own watchers with its first pool.
     _managers.clear()
     _watchers.clear()
     _pools.clear()
+    _asked.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -18,12 +18,19 @@ job_failed = Signal()  # sender, job, exception (every failed attempt)
 job_retried = Signal()  # sender, job, exception, retry_at
 job_died = Signal()  # sender, job, exception (dead set or discarded)
 job_rate_limited = Signal()  # sender, job, exception, retry_at (None: stopped at the reschedule cap)
-worker_startup = Signal()  # sender=Launcher
+# Worker lifecycle (server/events.py), sender=Launcher, launcher: startup runs before any
+# thread (a raising receiver aborts the boot); quiet, shutdown and exit run newest receiver
+# first; heartbeat when the process registers in Redis; beat after every heartbeat beat.
+worker_startup = Signal()
 worker_quiet = Signal()
 worker_shutdown = Signal()
+worker_exit = Signal()
+worker_heartbeat = Signal()
+worker_beat = Signal()
 # Operational events (statsd and other metrics receivers listen to these).
 job_expired = Signal()  # sender, job, queue: skipped unrun because its ``expires_in`` passed
-jobs_recovered = Signal()  # sender="reaper", queue, count: jobs given back from a dead process's private list
+# sender="reaper", queue, count, classes ({class: count}): jobs given back from a dead process's private list
+jobs_recovered = Signal()
 pushes_recovered = Signal()  # sender="reliable_push", queue, count: buffered pushes delivered after an outage
 batch_created = Signal()  # sender="batch", bid: a batch's first flush (sent by the batch feature)
 batch_succeeded = Signal()  # sender="batch", bid, duration (seconds from creation to :success)

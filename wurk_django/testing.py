@@ -101,7 +101,7 @@ def intercept(jobs: list[dict], config: Any = None) -> bool:
     current = mode(config)
     if current is None:
         return False
-    now = payload.now_ms()
+    now = (config or get_config()).wire_format.now()
     copies = []
     for job in jobs:
         stored = dict(job)

@@ -72,9 +72,10 @@ def _apply_hooks(ops: list[Operation]) -> list[Operation]:
     return ops
 
 
-def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool) -> list[Operation]:
+def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool,
+                config: Config) -> list[Operation]:
     """``extra`` commands first, then the jobs' operations in their order."""
-    ops = operations.for_jobs(jobs, front=front)
+    ops = operations.for_jobs(jobs, front=front, wire=config.wire_format)
     return [*(Extra(command) for command in extra), *ops] if extra else ops
 
 
@@ -108,7 +109,7 @@ class Writer:
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
               connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
         """Write now, in one round trip, or raise. ``extra`` commands go first."""
-        return self.write_operations(_operations(jobs, extra, front), connect_attempts=connect_attempts)
+        return self.write_operations(_operations(jobs, extra, front, self.config), connect_attempts=connect_attempts)
 
     def write_operations(self, ops: list[Operation], *, hooks: bool = True,
                          connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
@@ -145,7 +146,7 @@ class Writer:
             except redis_lib.RedisError as exc:
                 step = replay.after(exc)
                 if step is None:
-                    raise
+                    raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
                 if step == redis_errors.REDIAL:
                     self.redis.connection_pool.disconnect()
                 else:
@@ -157,7 +158,10 @@ class Writer:
         if again:
             for i, reply in zip(retry, send_commands(self.redis, again, raise_errors=False), strict=True):
                 replies[i] = reply
-        return _checked(replies)
+        try:
+            return _checked(replies)
+        except redis_lib.OutOfMemoryError as exc:
+            raise redis_errors.full_error(redis_errors.memory_info(self.redis), exc) from exc
 
 
 class AsyncWriter:
@@ -193,7 +197,7 @@ class AsyncWriter:
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
-        ops = _apply_hooks(_operations(jobs, extra, front))
+        ops = _apply_hooks(_operations(jobs, extra, front, self.config))
         return await self.send(operations.commands(ops, _db(self.redis)))
 
     async def send(self, commands: list[Command], *,
@@ -208,7 +212,7 @@ class AsyncWriter:
             except redis_lib.RedisError as exc:
                 step = replay.after(exc)
                 if step is None:
-                    raise
+                    raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
                 if step == redis_errors.REDIAL:
                     await self.redis.connection_pool.disconnect()
                 else:
@@ -220,7 +224,14 @@ class AsyncWriter:
         if again:
             for i, reply in zip(retry, await _async_round_trip(self.redis, again), strict=True):
                 replies[i] = reply
-        return _checked(replies)
+        try:
+            return _checked(replies)
+        except redis_lib.OutOfMemoryError as exc:
+            try:
+                info = await self.redis.info("memory")
+            except redis_lib.RedisError:
+                info = None
+            raise redis_errors.full_error(info, exc) from exc
 
 
 async def _async_round_trip(client: Any, commands: list[Command]) -> list[Any]:

@@ -100,9 +100,10 @@ def test_queues_pause_unpause_clear(admin_client, redis_db):
     assert redis_db.smembers("queues") == {b"default"}
 
 
-def test_bad_queue_name_is_404(admin_client):
-    assert admin_client.get(BASE + "queues/no%20spaces/").status_code == 404
-    assert admin_client.post(BASE + "queues/bad!name/action/", {"action": "clear"}).status_code == 404
+def test_a_queue_name_with_a_control_character_is_404(admin_client):
+    # Other names Sidekiq accepts open (issue 26 item 7; CORE-183's narrower rule is a recorded deviation).
+    assert admin_client.get(BASE + "queues/bad%0Aname/").status_code == 404
+    assert admin_client.post(BASE + "queues/bad%00name/action/", {"action": "clear"}).status_code == 404
 
 
 def test_queue_page_escapes_truncates_masks_and_deletes_exact_bytes(admin_client, redis_db):

@@ -46,11 +46,12 @@ def test_profile_set_prunes_expired_and_lists_newest_first(redis_db):
 
 
 def test_deploy_mark_floors_to_the_minute_once_per_label(redis_db):
-    # CORE-172 / CORE-068 / CORE-069: SET deploylock-<label> NX EX 60, then HSETNX + EXPIRE 90 d.
+    # CORE-172 / CORE-068 / CORE-069 / ENT-551: SET deploylock-<label> NX EX 60, then HSET + EXPIRE 90 d;
+    # the mark's time back, None for the host that lost the lock.
     at = datetime(2025, 2, 14, 8, 43, 27, 500, tzinfo=UTC)
     deploy = Deploy()
-    assert deploy.mark("abc123 Fix", at=at) is True
-    assert deploy.mark("abc123 Fix", at=at) is False  # another host, same release
+    assert deploy.mark("abc123 Fix", at=at) == "2025-02-14T08:43:00Z"
+    assert deploy.mark("abc123 Fix", at=at) is None  # another host, same release
     assert redis_db.hgetall("20250214-marks") == {b"2025-02-14T08:43:00Z": b"abc123 Fix"}
     assert 7_776_000 - 5 < redis_db.ttl("20250214-marks") <= 7_776_000
     assert 0 < redis_db.ttl("deploylock-abc123 Fix") <= 60
@@ -62,5 +63,15 @@ def test_deploy_mark_floors_to_the_minute_once_per_label(redis_db):
 def test_deploy_default_label_comes_from_git(redis_db):
     label = default_label()
     assert isinstance(label, str)
-    assert Deploy().mark(at=datetime(2025, 1, 1, 0, 0, tzinfo=UTC)) is True
+    assert Deploy().mark(at=datetime(2025, 1, 1, 0, 0, tzinfo=UTC)) == "2025-01-01T00:00:00Z"
     assert Deploy().fetch(date(2025, 1, 1)) == {"2025-01-01T00:00:00Z": label}
+
+
+def test_deploy_without_a_label_marks_nothing(redis_db, monkeypatch):
+    # ENT-551: no label given and none from git (not a checkout): None, nothing written.
+    from wurk_django.api import deploy as deploy_module
+
+    monkeypatch.setattr(deploy_module, "default_label", lambda: "")
+    assert Deploy().mark(at=datetime(2025, 1, 1, 0, 0, tzinfo=UTC)) is None
+    assert Deploy().mark("", at=datetime(2025, 1, 1, 0, 0, tzinfo=UTC)) is None
+    assert redis_db.dbsize() == 0

@@ -122,7 +122,7 @@ def test_autoflush_is_validated_before_any_write(redis_db):
     with pytest.raises(ValueError, match="autoflush"), batch.jobs():
         pass
     batch.autoflush = None
-    batch.callback_queue = "bad queue!"
+    batch.callback_queue = "bad\nqueue"
     with pytest.raises(ValueError, match="callback_queue"), batch.jobs():
         pass
     assert not redis_db.exists(f"b-{batch.bid}")

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 #: Queues a page pushes to for Ruby processes: the Python worker leaves them alone.
-UNSERVED = {"ruby", "ruby_mail"}
+UNSERVED = {"ruby", "ruby_mail", "rails"}
 
 
 class Record:

@@ -41,16 +41,23 @@ def test_infinite_or_nan_run_times_are_refused(redis_db, when):
     assert not redis_db.exists("schedule", "queue:default")
 
 
-@pytest.mark.parametrize("queue", ["a b", "a|b", '"><svg onload=alert(9)>', "", "é", 7, None, ["x"]])
+@pytest.mark.parametrize("queue", ["a\nb", "a\x00b", "tab\there", "", 7, None, ["x"]])
 def test_bad_queue_names_are_refused(redis_db, queue):
     with pytest.raises(ValueError):
         RecordJob.set(queue=queue).perform_async(1)
     assert not list(redis_db.scan_iter(match="queue:*"))
 
 
+@pytest.mark.parametrize("queue", ["a b", "a|b", '"><svg onload=alert(9)>', "é", "mailers/high", "100%"])
+def test_names_sidekiq_accepts_are_pushed_as_they_are(redis_db, queue):
+    # Issue 26 item 7: Sidekiq takes any string; the pages and metrics escape it where shown.
+    RecordJob.set(queue=queue).perform_async(1)
+    assert redis_db.llen(f"queue:{queue}") == 1 and redis_db.smembers("queues") == {queue.encode()}
+
+
 @pytest.mark.parametrize("option, value", [
     ("jid", 1001), ("jid", 5.5), ("retry_count", "abc"), ("retry_count", 1.5), ("retry", "yes"), ("retry", 2.5),
-    ("retry_for", "1h"), ("retry_queue", "a b"), ("backtrace", "all"), ("dead", "no"), ("tags", "x"),
+    ("retry_for", "1h"), ("retry_queue", "a\nb"), ("backtrace", "all"), ("dead", "no"), ("tags", "x"),
     ("tags", [1]), ("queue", 3), ("wrapped", 5), ("bid", 9),
 ])
 def test_wrong_typed_options_are_refused(redis_db, option, value):

@@ -170,7 +170,9 @@ class FileRecordJob(Job):
     """Appends ``value time pid`` to the file named by ``WURK_TEST_RECORD_FILE``: outside
     Redis, so a failover that loses writes cannot lose the record of a run."""
 
-    def perform(self, value):
+    def perform(self, value, seconds=0):
+        if seconds:
+            time.sleep(seconds)  # a job that takes a while, so a queue stays busy
         line = f"{value} {time.time():.3f} {os.getpid()}\n"
         with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
             out.write(line)
@@ -253,3 +255,76 @@ class ShardLimitedJob(Job):
         limited = limiter.window(name, 1, "hour", wait_timeout=0)
         limited.within_limit(lambda: None)
         limited.within_limit(lambda: None)
+
+
+class ChattyJob(Job):
+    """Logs one INFO and one WARNING line; quiet unless pushed with another ``log_level``."""
+
+    log_level = "warn"
+
+    def perform(self, tag):
+        import logging
+
+        chat = logging.getLogger("tests.chatty")
+        chat.info("chatty-info %s", tag)
+        chat.warning("chatty-warning %s", tag)
+        record("test:ran", tag)
+
+
+class AsyncSleepJob(Job):
+    """``async def perform``: records its start, sleeps, records how the sleep ended."""
+
+    async def perform(self, seconds):
+        import asyncio
+
+        record("test:started", self.jid)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            record("test:async", "cancelled")
+            raise
+        record("test:async", "finished")
+
+
+@job
+def record_fn_for_on_commit(value):
+    record("test:ran", value)
+
+
+class AppendJob(Job):
+    """Appends its value to a file, one line per run: for a Redis that refuses writes."""
+
+    def perform(self, path, value):
+        with open(path, "a") as out:
+            out.write(f"{value}\n")
+
+
+class SecretRecordJob(Job):
+    """An encrypted job: records its decrypted secret on the Redis of the worker running it."""
+
+    encrypt = True
+
+    def perform(self, value, secret):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:ran", f"secret:{value}:{secret['card']}")
+
+
+class ContextSlowJob(Job):
+    """Notes its start, sleeps, notes its end, on the Redis of the worker running it."""
+
+    def perform(self, seconds, marker):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:started", marker)
+        time.sleep(seconds)
+        context.current().redis.rpush("test:finished", marker)
+
+
+class ContextCronJob(Job):
+    """Fired by a periodic loop: records the fire on the Redis of the worker running it."""
+
+    def perform(self, marker):
+        from wurk_django import context
+
+        context.current().redis.rpush("test:cron", marker)

@@ -95,7 +95,7 @@ def test_initial_paused_option(redis_db):
     (lambda: periodic.register("0 4 * * *", "no.such.Job"), "no.such.Job"),
     (lambda: periodic.register("0 4 * * *", ""), "job"),
     (lambda: periodic.register("0 4 * * *", NIGHTLY, args="x"), "args"),
-    (lambda: periodic.register("0 4 * * *", NIGHTLY, queue="bad queue"), "queue"),
+    (lambda: periodic.register("0 4 * * *", NIGHTLY, queue="bad\nqueue"), "queue"),
     (lambda: periodic.register("0 4 * * *", NIGHTLY, retry=-1), "retry"),
     (lambda: periodic.register("0 4 * * *", NIGHTLY, jid="x"), "jid"),
     (lambda: periodic.register("0 4 * * *", NIGHTLY, args=[object()]), "JSON"),

@@ -145,3 +145,17 @@ def test_a_job_pushed_without_a_token_skips_the_profiling_layer(monkeypatch):
     assert chain.invoke((None, {"class": "A", "args": [], "jid": "empty", "profile": ""}, "q"), lambda: 2) == 2
     assert chain.invoke((None, {"class": "A", "args": [], "jid": "tok", "profile": "t"}, "q"), lambda: 3) == 3
     assert entered == ["tok"]
+
+
+def test_profiles_of_both_ruby_wurk_layouts_show_seconds(redis_db):
+    """Issue 26 item 5: we write Sidekiq 8.1's layout (the job's token, float seconds, one
+    day), as Ruby wurk's current profiler does; an earlier Ruby wurk profiler wrote whole
+    milliseconds, a random token, a ``sid`` and no ``filename``. Both read as seconds."""
+    now = time.time()
+    redis_db.zadd("profiles", {"0f3a9c1d2b4e6f70-aaaa": now + 7 * 86_400, "report-bbbb": now + 86_400})
+    redis_db.hset("0f3a9c1d2b4e6f70-aaaa", mapping={
+        "jid": "aaaa", "type": "HardJob", "token": "0f3a9c1d2b4e6f70", "started_at": int(now),
+        "elapsed": 1250, "size": 3, "sid": "web.1:42:abc", "data": b"gz!"})
+    store(redis_db, token="report", jid="bbbb", job_type="HardJob", started_at=now, elapsed=1.25, data=b"gz!")
+    elapsed = {record.jid: record.elapsed for record in ProfileSet()}
+    assert elapsed == {"aaaa": 1.25, "bbbb": 1.25}

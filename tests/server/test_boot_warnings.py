@@ -46,3 +46,10 @@ def test_a_worker_logs_them_at_boot(worker_factory):
     assert "jobs for these queues will wait for another worker" in out
     assert "'functions': tests.jobsapp.jobs.add_numbers" in out
     assert "is SQLite" in out
+
+
+def test_the_served_queues_are_shell_quoted(caplog):
+    # Issue 26 item 7: a queue name may hold a space; the hint must be a usable command line.
+    with caplog.at_level(logging.WARNING, "wurk_django.worker"):
+        boot_warnings.log_all(Config({"CONCURRENCY": 1, "QUEUES": ["mailers/high", "with space"]}))
+    assert "serves only -q mailers/high -q 'with space';" in caplog.text

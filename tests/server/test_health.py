@@ -23,7 +23,7 @@ from wurk_django.server.health import HealthListener
 
 def _launcher(config: Config) -> SimpleNamespace:
     state = SimpleNamespace(last_fetch=time.monotonic(), identity="test:1:abc", busy_count=lambda: 0)
-    return SimpleNamespace(config=config, state=state, quieting=False, stopped=threading.Event())
+    return SimpleNamespace(config=config, state=state, quieting=False, stopping=False, stopped=threading.Event())
 
 
 @pytest.fixture
@@ -153,3 +153,14 @@ def test_ready_over_tls_and_a_unix_socket(start_listener, kind):
         wait_for(lambda: _get(listener, "/ready")[0] == 503, message="/ready failing without Redis")
     finally:
         server.stop()
+
+
+def test_live_answers_503_once_quiet_or_stopping(start_listener, redis_db):
+    # RUN-201: a quiet process never fetches again; for the orchestrator it is leaving.
+    listener = start_listener()
+    launcher = listener.launcher
+    assert _get(listener, "/live") == (200, {"status": "ok", "reasons": [], "identity": "test:1:abc"})
+    launcher.quieting = True
+    assert _get(listener, "/live")[0] == 503 and _get(listener, "/live")[1]["reasons"] == ["quiet"]
+    launcher.stopping = True
+    assert _get(listener, "/live")[1]["reasons"] == ["stopping"]

@@ -63,7 +63,7 @@ def test_health_probes_follow_quiet_and_stop(redis_db, worker_factory):
     worker.signal(signal.SIGTSTP)
     wait_for(lambda: _get("/ready")[0] == 503, message="not ready once quiet")
     assert _get("/ready")[1]["reasons"] == ["quiet"]
-    assert _get("/live")[0] == 200
+    assert _get("/live")[0] == 503 and _get("/live")[1]["reasons"] == ["quiet"]  # RUN-201
     assert worker.stop() == 0
     assert _get("/live")[0] == 0  # the port is closed with the process
 

@@ -288,6 +288,18 @@ def test_term_drains_every_child_and_leaves_nothing(redis_db, start_swarm):
 
 
 @slow
+def test_sidekiq_preload_is_accepted_and_said_to_do_nothing(redis_db, start_swarm):
+    # ENT-702: a Sidekiq Enterprise set-up's SIDEKIQ_PRELOAD(_APP) changes nothing; logged at INFO.
+    run = start_swarm("--processes", "1", "-c", "1", env={"SIDEKIQ_PRELOAD": "", "SIDEKIQ_PRELOAD_APP": "1"})
+    run.wait_identities(1)
+    RecordJob.perform_async("preloaded")
+    wait_for(lambda: redis_db.lrange("test:ran", 0, -1) == [b"preloaded"], timeout=30, message="the job to run")
+    output = run.proc.output()
+    for name in ("SIDEKIQ_PRELOAD", "SIDEKIQ_PRELOAD_APP"):
+        assert f"{name} is set: it changes nothing here" in output
+
+
+@slow
 def test_killed_child_is_respawned_and_its_jobs_recovered(redis_db, start_swarm):
     markers = [f"k{i}" for i in range(4)]
     for marker in markers:

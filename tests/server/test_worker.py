@@ -186,6 +186,18 @@ def test_dashboard_term_signal_stops_the_process(redis_db, worker_factory):
     assert redis_db.scard("processes") == 0
 
 
+def test_ttin_writes_every_threads_stack_to_the_log(redis_db, worker_factory, tmp_path):
+    logfile = tmp_path / "worker.log"  # a file handler on wurk_django: what the log sees, not stderr
+    worker = worker_factory("-c", "2", settings="tests.server.settings_ops", env={"WURK_TEST_LOGFILE": str(logfile)})
+    _identity(redis_db)
+    worker.signal(signal.SIGTTIN)  # RUN-821, CORE-159
+    wait_for(lambda: logfile.exists() and "thread heartbeat (" in logfile.read_text(), message="the dump in the log")
+    text = logfile.read_text()
+    assert text.count("thread default/processor (") == 2
+    assert 'File "' in text and "in run" in text  # the stacks themselves, not only the names
+    assert worker.alive()
+
+
 def test_ttin_logs_thread_stacks(redis_db, worker_factory):
     worker = worker_factory("-c", "2")
     _identity(redis_db)
@@ -226,6 +238,11 @@ def test_expired_job_is_skipped_and_acknowledged(redis_db, worker_factory):
     assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0
     assert worker.stop() == 0
     assert not [k for k in redis_db.scan_iter(match="queue:*|*") if redis_db.llen(k)]  # acknowledged
+    # Counted at the final flush (RUN-704): expired on its own key, and processed as a run.
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert redis_db.get("stat:expired") == b"1" and redis_db.get(f"stat:expired:{day}") == b"1"
+    assert redis_db.ttl(f"stat:expired:{day}") > 0
+    assert redis_db.get("stat:processed") == b"2" and redis_db.get("stat:failed") == b"0"
 
 
 LINE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid=\d+ tid=[0-9a-z]+ "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import socket
 import threading
 import time
@@ -230,9 +231,13 @@ def test_recovered_fetch_and_poison_from_the_reaper(redis_db, listener):
     redis_db.rpush("queue:default_private", healthy, pill)
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
         assert Reaper(["default"]).drain("queue:default_private", "queue:default") == 2
-    assert listener.wait_for("sidekiq.jobs.recovered.fetch") == ["sidekiq.jobs.recovered.fetch:2|c|#queue:default"]
+    # Issue 26 item 5: per class, with Ruby wurk's class: tag beside Pro's worker:.
+    assert listener.wait_for("sidekiq.jobs.recovered.fetch") == [
+        "sidekiq.jobs.recovered.fetch:2|c|#queue:default,worker:tests.jobsapp.jobs.RecordJob,"
+        "class:tests.jobsapp.jobs.RecordJob"]
     assert listener.wait_for("sidekiq.jobs.poison") == [
-        "sidekiq.jobs.poison:1|c|#worker:tests.jobsapp.jobs.RecordJob,queue:default"]
+        "sidekiq.jobs.poison:1|c|#worker:tests.jobsapp.jobs.RecordJob,queue:default,"
+        "class:tests.jobsapp.jobs.RecordJob"]
 
 
 def test_recovered_push_after_an_outage(redis_db, listener):
@@ -271,10 +276,23 @@ def test_worker_process_emits_pro_metrics(redis_db, worker_factory, listener):
     assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2
     dist = listener.wait_for("sidekiq.jobs.perform_dist", 2)
     assert all("|d|#env:test,worker:" in line for line in dist)
-    assert listener.wait_for("sidekiq.jobs.expired") == [f"sidekiq.jobs.expired:1|c|#env:test,{record}"]
+    # Issue 26 item 5: Ruby wurk's class: tag beside Pro's worker: and queue:.
+    assert listener.wait_for("sidekiq.jobs.expired") == [
+        f"sidekiq.jobs.expired:1|c|#env:test,{record},class:tests.jobsapp.jobs.RecordJob"]
+    assert listener.wait_for("sidekiq.jobs.retried") == [f"sidekiq.jobs.retried:1|c|#env:test,{failing}"]
     wait_for(lambda: redis_db.zcard("retry") == 1, message="the failure in retry")
+    # The per-process gauges Ruby wurk sends with each heartbeat.
+    [identity] = [m.decode() for m in redis_db.smembers("processes")]
+    busy = listener.wait_for("sidekiq.busy:", timeout=60)[0]
+    assert re.fullmatch(rf"sidekiq\.busy:\d+\|g\|#env:test,process:{re.escape(identity)}", busy), busy
+    sizes = listener.wait_for("sidekiq.queue.size:", timeout=60)
+    assert f"sidekiq.queue.size:0|g|#env:test,queue:default,process:{identity}" in sizes
     assert worker.stop() == 0
     assert b"late" not in redis_db.lrange("test:ran", 0, -1)
+    # The expired job is counted where Ruby wurk counts it, and in processed as well.
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert redis_db.mget("stat:expired", f"stat:expired:{day}") == [b"1", b"1"]
+    assert int(redis_db.get("stat:processed")) == 3
 
 
 @pytest.mark.slow
@@ -343,11 +361,42 @@ def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):
     assert entered == ["on"]
 
 
+def test_names_ruby_wurk_sends_are_sent_here_too(redis_db, listener):
+    """Issue 26 item 5: jobs.enqueued (after a push), jobs.rate_limited (a reschedule) and
+    jobs.encryption_error (a job that cannot be decrypted), named and tagged as Ruby wurk
+    sends them."""
+    from wurk_django import context, features
+    from wurk_django.conf import get_config
+    from wurk_django.encryption.errors import DecryptionError
+    from wurk_django.limiter import OverLimit
+    from wurk_django.limiter.middleware import LimiterMiddleware
+    from wurk_django.server import death
+
+    features.install("server")  # a worker's receivers, as its first job would install them
+    record = "worker:tests.jobsapp.jobs.RecordJob,queue:default"
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        # A process with statsd in its settings builds the client when its client part is
+        # installed (at its first push); here the setting arrives later, so build it now.
+        assert statsd.client() is not None
+        RecordJob.perform_async("pushed")
+        assert listener.wait_for("sidekiq.jobs.enqueued") == [f"sidekiq.jobs.enqueued:1|c|#{record}"]
+        raw = redis_db.lindex("queue:default", 0)
+        job = payload.loads(raw)
+        where = context.JobContext(get_config(), redis_db, raw, queue="default", job=job)
+        with context.scope(where):
+            LimiterMiddleware().handle(OverLimit(None, message="erp is full"), job, "default", where)
+        assert listener.wait_for("sidekiq.jobs.rate_limited") == [f"sidekiq.jobs.rate_limited:1|c|#{record}"]
+        with context.scope(context.JobContext(get_config(), redis_db, raw, queue="default", job=job)):
+            death.die_as_fetched(context.current(), DecryptionError("bad tag"), reason=death.INVALID, job=job)
+        assert listener.wait_for("sidekiq.jobs.encryption_error") == [
+            "sidekiq.jobs.encryption_error:1|c|#worker:tests.jobsapp.jobs.RecordJob"]
+
+
 def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
     """Issue 28 item 9: a run the limiter reschedules is ``jobs.rate_limited``, neither a
     success nor a failure, and not timed; one the limiter lets through as an ordinary
     failure (``reschedule=0``) is a failure."""
-    from wurk_django import limiter
+    from wurk_django import features, limiter
     from wurk_django.conf import get_config
     from wurk_django.middleware import server_chain
 
@@ -356,6 +405,7 @@ def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
             raise limiter.OverLimit(limiter.concurrent(name, 1, **options))
         return perform
 
+    features.install("server")  # a worker's receivers: jobs.rate_limited hangs off the limiter's signal
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
         chain = server_chain(get_config())
         job = {"class": "L", "args": [], "jid": payload.new_jid(), "queue": "q"}
@@ -363,7 +413,7 @@ def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
         with pytest.raises(limiter.OverLimit):
             chain.invoke((None, {**job, "jid": payload.new_jid()}, "q"), over("statsd-plain", reschedule=0))
         statsd.client().flush()
-    assert listener.wait_for("sidekiq.jobs.rate_limited") == ["sidekiq.jobs.rate_limited:1|c|#worker:L,queue:q"]
+    assert len(listener.wait_for("sidekiq.jobs.rate_limited")) == 1
     assert listener.wait_for("sidekiq.jobs.failure") == ["sidekiq.jobs.failure:1|c|#worker:L,queue:q"]
     assert listener.wait_for("sidekiq.jobs.count") == ["sidekiq.jobs.count:2|c|#worker:L,queue:q"]
     assert not listener.matching("sidekiq.jobs.success")

@@ -122,6 +122,20 @@ def test_run_after_goes_to_the_schedule_set(backend, redis_db):
     assert fetched.task.run_after == when
 
 
+def test_a_timedelta_run_after_counts_from_the_push(backend, redis_db):
+    # DJ-014: run_after=timedelta is now + delta, taken when the task is enqueued.
+    deferred = sample.add.using(run_after=dt.timedelta(hours=2))
+    before = timezone.now()
+    result = deferred.enqueue(3, 4)
+    after = timezone.now()
+    assert redis_db.llen("queue:default") == 0
+    [(raw, score)] = redis_db.zrange("schedule", 0, -1, withscores=True)
+    assert (before + dt.timedelta(hours=2)).timestamp() <= score <= (after + dt.timedelta(hours=2)).timestamp()
+    assert payload.loads(raw)["jid"] == result.id
+    assert isinstance(result.task.run_after, dt.datetime)
+    assert backend.get_result(result.id).status == TaskResultStatus.READY
+
+
 @override_settings(USE_TZ=False, TIME_ZONE="Europe/Paris")
 def test_naive_run_after_is_read_in_time_zone(backend, redis_db):
     # DJ-014: naive only without USE_TZ, in TIME_ZONE.
@@ -268,7 +282,7 @@ def test_enqueue_on_commit_follows_wurk_setting_and_checks_args_now(settings, re
 def test_backend_check_reports_bad_options(settings):
     settings.TASKS = {"default": {
         "BACKEND": "wurk_django.tasks.WurkBackend",
-        "QUEUES": ["default", "bad queue"],
+        "QUEUES": ["default", "bad\nqueue"],
         "OPTIONS": {"RESULT_TTL": 0, "RETRY": -1, "RESLUT_TTL": 5, "ENQUEUE_ON_COMMIT": "yes"},
     }}
     ids = sorted(m.id for m in task_backends["default"].check())

@@ -18,6 +18,7 @@ from tests.redis_servers import SwitchableProxy, TCPRedis
 from wurk_django import connection, payload, redis_errors, writer
 from wurk_django.conf import Config
 from wurk_django.operations import Extra
+from wurk_django.redis_errors import PrimaryRefused
 from wurk_django.server.reliable_fetch import ReliableFetch
 from wurk_django.writer import Writer
 
@@ -190,14 +191,16 @@ def test_readonly_after_a_failover_behind_a_dns_name(events):
 
         second = _job()
         Writer(config).push([second])
-        assert [(e.action, type(e.error).__name__) for e in events] == [("retried", "ReadOnlyError")]
+        # The refusal reaches ON_REDIS_ERROR as the connection error every caller handles.
+        assert [(e.action, type(e.error).__name__) for e in events] == [("retried", "PrimaryRefused")]
+        assert isinstance(events[0].error.__cause__, redis_lib.ReadOnlyError)
         assert [payload.loads(raw)["jid"] for raw in new.client().lrange("queue:default", 0, -1)] == [second["jid"]]
 
         fetched = []
         for _ in range(3):  # the first may meet READONLY on the old connection; the next redials
             try:
                 unit = fetcher.retrieve_work()
-            except redis_lib.ReadOnlyError:
+            except (redis_lib.ReadOnlyError, PrimaryRefused):
                 continue
             if unit is not None:
                 fetched.append(payload.loads(unit.job)["jid"])

@@ -7,16 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+import weakref
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import redis as redis_lib
+from redis.sentinel import SentinelManagedConnection
 
 from tests.redis_servers import SentinelGroup
-from tests.support import WorkerProcess, wait_for
+from tests.support import ROOT, WorkerProcess, stop_process, wait_for
 from wurk_django import connection, payload, wire
+from wurk_django import sentinel as sentinel_module
 from wurk_django.conf import Config, problems
 from wurk_django.connection import async_redis, get_redis, probe_redis
 from wurk_django.errors import ConfigurationError
@@ -77,7 +85,7 @@ def test_sync_async_and_probe_clients_reach_the_primary_through_the_sentinels(gr
         assert payload.loads(primary.lpop("queue:default"))["jid"] == job["jid"]
         conn = get_redis(config=config).connection_pool.get_connection()
         try:
-            assert type(conn).__name__ == "SentinelManagedConnection"
+            assert isinstance(conn, SentinelManagedConnection) and type(conn).__name__ == "RoleCheckedConnection"
             assert wire.usable(conn) is wire.enabled()  # off in the WURK_FAST_PATH=0 suite
             assert conn.port == group.master_port()
         finally:
@@ -101,7 +109,8 @@ def test_sync_async_and_probe_clients_reach_the_primary_through_the_sentinels(gr
 def _our_clients(server: redis_lib.Redis) -> list[dict]:
     """Connections to ``server`` other than sentinels, replicas and this one."""
     me = server.client_id()
-    return [c for c in server.client_list() if int(c["id"]) != me and not c.get("name", "").startswith("sentinel")
+    return [c for c in server.client_list() if int(c["id"]) != me
+            and not c.get("name", "").startswith(("sentinel", "test-"))
             and "S" not in c.get("flags", "") and c.get("cmd") not in ("replconf", "psync", "sync")]
 
 
@@ -183,3 +192,224 @@ def test_a_failover_mid_drain_loses_no_job(tmp_path):
         group.stop()
         connection.reset()
     assert "Traceback" not in worker.output() or "Redis" in worker.output()
+
+
+#: What docs/redis.md recommends for a Sentinel group, on every data server (a replica
+#: may become the primary): a primary cut off from every replica refuses writes
+#: (NOREPLICAS) instead of taking writes its replacement will never see, and a replica
+#: that must resync from the new primary is served at once.
+RECOMMENDED = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "10", "--repl-diskless-sync-delay", "0")
+
+
+def _runs(record) -> Counter:
+    return Counter(line.split()[0] for line in record.read_text().splitlines())
+
+
+def _run_times(record) -> list[float]:
+    return sorted(float(line.split()[1]) for line in record.read_text().splitlines())
+
+
+def _longest_stall(times: list[float], start: float, end: float) -> float:
+    """The longest stretch from ``start`` (a failover command, with jobs queued) to
+    ``end`` without a job finishing."""
+    seen = [start, *(t for t in times if start < t < end)]
+    return max(b - a for a, b in zip(seen, seen[1:] + [min(end, times[-1])], strict=True))
+
+
+def _replicating(port: int, primary_port: int) -> bool:
+    client = redis_lib.Redis(port=port, decode_responses=True)
+    try:
+        info = client.info("replication")
+        return info.get("role") == "slave" and int(info.get("master_port", 0)) == primary_port \
+            and info.get("master_link_status") == "up"
+    finally:
+        client.close()
+
+
+def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args: tuple[str, ...] = RECOMMENDED,
+              strict: bool = True, crash: bool = False) -> dict:
+    """Run ``rounds`` failovers mid-drain (see the test below) and return the figures:
+    ``lost``, ``ran_twice``, ``push_errors`` and per failover ``switch_s`` (command to
+    the sentinels' switch), ``left_old_s`` (switch to none of ours using the old primary,
+    to the second)
+    and ``stall_s`` (the longest stretch without a finished job from the command on).
+    ``strict=False`` measures a setup that may lose jobs (docs/redis.md's figures
+    without the recommended settings) instead of failing on it; ``crash=True`` kills
+    the primary (SIGKILL) instead of asking the sentinels for a failover, and starts
+    it again as a replica once the sentinels switched."""
+    group = SentinelGroup(replicas=replicas, server_args=server_args).start()
+    record, pushed_file, stop = tmp_path / "runs.txt", tmp_path / "pushed.txt", tmp_path / "stop"
+    record.touch()
+    pushed_file.touch()
+    redis_setting = {"SENTINELS": group.addresses, "SERVICE": group.service, "OPTIONS": {"db": 1}}
+    extra = json.dumps({"REDIS": redis_setting, "FETCH_POLL_INTERVAL": 0.5})
+    env = {"WURK_TEST_RECORD_FILE": str(record), "WURK_TEST_EXTRA": extra}
+    worker = WorkerProcess("-c", "5", env=env)
+    pusher = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("failover_pusher.py")), str(pushed_file), str(stop), "0.02", "40"],
+        cwd=str(ROOT), env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # Named, so the check below can tell it: between two bursts its two parked connections
+    # stay idle on the old primary (closed before they send anything, at the next burst).
+    burst_options = {**redis_setting, "OPTIONS": {"db": 1, "client_name": "test-bursts"}}
+    writer = Writer(Config(raw={"REDIS": burst_options, "TAG": "t"}))
+    bursts: list[str] = []
+    rows: list[dict] = []
+    settle = 60 if strict else 20
+    try:
+        wait_for(lambda: len(_runs(record)) >= 40, timeout=60, message="the worker to run the first pushes")
+        for round_ in range(rounds):
+            burst = [f"b{round_}-{k}" for k in range(100)]
+            writer.push([_job("tests.jobsapp.jobs.FileRecordJob", value, 0.02) for value in burst])
+            bursts += burst
+            old_port = group.master_port()
+            if crash:
+                group.crash(old_port)
+            else:
+                group.failover()
+            commanded = time.time()  # accepted: the sentinel promotes a replica within ~0.2 s
+            wait_for(lambda: group.master_port() != old_port, timeout=30, message="the sentinels to switch")
+            switched = time.time()
+            new_port = group.master_port()
+            if crash:
+                group.restart_as_replica(old_port, new_port)
+            old = redis_lib.Redis(port=old_port)
+            try:
+                # Connections kept idle (a pool's, a fetch slot's) close before they send
+                # anything more; what matters is that none is still used there.
+                try:
+                    wait_for(lambda: not [c for c in _our_clients(old) if int(c["idle"]) < 1], timeout=10,
+                             message="the worker and the pushers to stop using the old primary")
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}: {_our_clients(old)}") from None
+                left = time.time() - switched
+                old.execute_command("REPLICAOF", "127.0.0.1", str(new_port))  # what the sentinels do ~10 s later
+            finally:
+                old.close()
+            wait_for(lambda: all(_replicating(s.port, new_port) for s in group.servers if s.port != new_port),
+                     timeout=30, message="every replica to follow the new primary")
+            # Two failovers in a row must not promote a server the sentinels still believe a
+            # primary (they read a replica's role every 10 s): a stale copy would win.
+            wait_for(group.settled, timeout=30, interval=0.2, message="the sentinels to see every replica")
+            try:
+                wait_for(lambda: set(_runs(record)) >= set(burst), timeout=settle, message=f"burst {round_} to run")
+            except AssertionError:
+                if strict:
+                    raise
+            rows.append({"commanded": commanded, "switch_s": switched - commanded, "left_old_s": left})
+        stop.touch()
+        out, _ = pusher.communicate(timeout=60)
+        pushed = pushed_file.read_text().split()
+        expected = set(pushed) | set(bursts)
+        try:
+            wait_for(lambda: set(_runs(record)) >= expected, timeout=settle, message="every pushed job to run")
+        except AssertionError:
+            if strict:
+                raise
+        counts = _runs(record)
+        times = _run_times(record)
+        ends = [row["commanded"] for row in rows[1:]] + [times[-1]]
+        for row, end in zip(rows, ends, strict=True):
+            row["stall_s"] = _longest_stall(times, row["commanded"], end)
+        figures = {"pushed": len(expected), "ran": len(counts), "lost": sorted(expected - set(counts)),
+                   "ran_twice": sorted(v for v, n in counts.items() if n > 1), "pusher_status": pusher.returncode,
+                   "pusher_output": out, "rounds": rows, "worker_alive": worker.alive()}
+        print(f"\nFAILOVERS x{rounds} ({replicas} replicas, {' '.join(server_args) or 'no settings'}): "
+              f"pushed={figures['pushed']} ran={figures['ran']} lost={len(figures['lost'])} "
+              f"ran_twice={len(figures['ran_twice'])} "
+              + " | ".join(f"switch {r['switch_s']:.2f}s left-old {r['left_old_s']:.2f}s stall {r['stall_s']:.2f}s"
+                           for r in rows))
+        if not figures["worker_alive"]:
+            figures["worker_output"] = worker.output()
+        return figures
+    finally:
+        stop.touch()
+        stop_process(pusher, signal.SIGTERM, 10)
+        worker.stop()
+        group.stop()
+        connection.reset()
+
+
+def test_five_failovers_mid_drain_with_another_process_pushing_lose_nothing(tmp_path):
+    """Issue 25 item 1. A primary, two replicas and three sentinels with the settings
+    docs/redis.md recommends; a worker (5 threads) drains 20 ms jobs that another
+    process keeps pushing (about 40 a second), and before each of 5 ``SENTINEL
+    FAILOVER``s the test queues a burst of 100 more, so every failover lands mid-drain.
+
+    Every pushed job runs (0 lost, no push raised); after each switch the worker is
+    back to work within a generous bound, counted from the job-run times written
+    outside Redis; nothing of ours goes on using the old primary. The figures
+    (jobs run twice, the longest stall per failover) are printed for docs/redis.md.
+    The sentinels make the old primary a replica of the new one about 10 s after the
+    switch; the test does it itself as soon as our processes have left it, so that
+    five failovers fit in well under a minute.
+    """
+    figures = failovers(tmp_path)
+    assert figures["pusher_status"] == 0, figures["pusher_output"]
+    assert figures["lost"] == [] and figures["ran"] == figures["pushed"]
+    # Measured 0; a job can still run twice when its acknowledgement had not reached the
+    # replica at the promotion. A worker that went on fetching from the old primary ran
+    # 251 of 590 twice here (main before the fence): hundreds, not a handful.
+    assert len(figures["ran_twice"]) <= 25, figures["ran_twice"]
+    # A bound, not a speed claim (measured 1-2 s here; docs/redis.md has the figures):
+    # the worker never stands still long after a switch, five times in a row.
+    assert all(row["stall_s"] < 10 for row in figures["rounds"]), figures["rounds"]
+    assert figures["worker_alive"], figures.get("worker_output")
+
+
+class _ScriptedSentinels(sentinel_module.WatchedSentinel):
+    """The sentinels' newest configuration as the test sets it, without a network."""
+
+    answer: tuple[int, tuple[str, int]]
+
+    def newest(self, service_name):
+        return self.answer
+
+
+def test_the_leaders_announcements_fence_the_old_primary_then_follow_the_promoted_one(monkeypatch):
+    """Issue 25 item 1, without servers: what each announcement does to a pool and to
+    the address a new connection dials."""
+    target = Config(raw={"REDIS": {"SENTINELS": [("192.0.2.7", 26379)], "SERVICE": "svc"}}).redis_target
+    old, new = ("192.0.2.1", 6379), ("192.0.2.2", 6379)
+    scripted = _ScriptedSentinels(target)
+    scripted.answer = (1, old)
+    monkeypatch.setitem(sentinel_module._managers, (os.getpid(), target.identity), scripted)
+    monkeypatch.setitem(sentinel_module._states, target.identity, sentinel_module.ServiceState())
+    pool = sentinel_module.BlockingSentinelPool("svc", scripted, max_connections=2)
+    monkeypatch.setitem(sentinel_module._pools, target.identity, weakref.WeakSet([pool]))
+    pool.proxy.master_address = old
+    assert scripted.discover_master("svc") == old
+
+    # The leader is about to promote: nothing more goes to the old primary.
+    sentinel_module.on_event(target, "+failover-state-send-slaveof-noone",
+                             "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    assert pool.proxy.master_address is None
+    with pytest.raises(redis_lib.ConnectionError, match="failover is promoting"):
+        scripted.discover_master("svc")
+    # Promoted: the leader counts the new epoch but still names the old primary.
+    scripted.answer = (2, old)
+    sentinel_module.on_event(target, "+promoted-slave", "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    assert pool.proxy.master_address == new and scripted.discover_master("svc") == new
+    # A late announcement of an older failover changes nothing: the sentinels are asked.
+    sentinel_module.on_event(target, "+switch-master", "svc 192.0.2.2 6379 192.0.2.1 6379")
+    assert pool.proxy.master_address == new and scripted.discover_master("svc") == new
+    # The sentinels announce the switch; a later failover back is followed.
+    scripted.answer = (2, new)
+    assert scripted.discover_master("svc") == new
+    scripted.answer = (3, old)
+    assert scripted.discover_master("svc") == old
+
+
+def test_an_aborted_failover_lifts_the_fence(monkeypatch):
+    target = Config(raw={"REDIS": {"SENTINELS": [("192.0.2.8", 26379)], "SERVICE": "svc"}}).redis_target
+    old = ("192.0.2.1", 6379)
+    scripted = _ScriptedSentinels(target)
+    scripted.answer = (1, old)
+    monkeypatch.setitem(sentinel_module._managers, (os.getpid(), target.identity), scripted)
+    monkeypatch.setitem(sentinel_module._states, target.identity, sentinel_module.ServiceState())
+    sentinel_module.on_event(target, "+failover-state-send-slaveof-noone",
+                             "slave 192.0.2.2:6379 192.0.2.2 6379 @ svc 192.0.2.1 6379")
+    with pytest.raises(redis_lib.ConnectionError):
+        scripted.discover_master("svc")
+    sentinel_module.on_event(target, "-failover-abort-slave-timeout", "master svc 192.0.2.1 6379")
+    assert scripted.discover_master("svc") == old

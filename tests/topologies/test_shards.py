@@ -235,3 +235,24 @@ def test_django_tasks_follow_queue_shards_sync_and_async(shards, settings):
         assert default.llen("queue:default") == 0
         with via("a"):  # its result lives on that shard too
             assert sample.add.get_result(first.id).args == [1, 2]
+
+
+def test_a_batch_refuses_a_job_its_queue_routes_to_another_shard(shards):
+    # PRO-361 with batches: a batch lives on one server and a worker acknowledges a job
+    # on the server it came from; a job QUEUE_SHARDS sends elsewhere would never run.
+    from wurk_django.batch import Batch
+
+    default, a, b = shards
+    batch = Batch()
+    with pytest.raises(ValueError, match=r"PlainJob on queue 'mail' routes to another Redis than batch"):
+        with batch.jobs():
+            PlainJob.perform_async("kept")
+            PlainJob.set(queue="mail").perform_async("elsewhere")
+    assert queued(default) == [] and queued(a, "mail") == []  # the failed block wrote no job
+
+    with via("a"):  # the documented way: the batch goes where its queue's jobs go
+        together = Batch()
+        with together.jobs():
+            PlainJob.set(queue="mail").perform_async("mail-1")
+    assert [j["bid"] for j in queued(a, "mail")] == [together.bid]
+    assert a.hget(f"b-{together.bid}", "total") == b"1" and not default.exists(f"b-{together.bid}")

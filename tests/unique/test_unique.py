@@ -75,9 +75,15 @@ def test_bad_unique_for_is_refused_at_the_call_site(redis_db, bad):
     assert redis_db.llen("queue:default") == 0
 
 
-def test_bad_unique_until_is_refused(redis_db):
-    with pytest.raises(ValueError, match="unique_until"):
-        SyncAccount.set(unique_until="sucess").perform_async(1)
+def test_an_unknown_unique_until_counts_as_success(redis_db, caplog):
+    # ENT-202: any other value is "success"; the push goes ahead, with a warning once.
+    with caplog.at_level(logging.WARNING, logger="wurk_django.client"):
+        jid = SyncAccount.set(unique_until="sucess").perform_async(1)
+        assert jid is not None
+        assert SyncAccount.set(unique_until="sucess").perform_async(1) is None  # the lock holds
+    assert caplog.text.count("unique_until 'sucess' is not 'success' or 'start'") == 1
+    [raw] = redis_db.lrange("queue:default", 0, -1)
+    assert payload.loads(raw)["unique_until"] == "sucess"  # stored as given, read as success
 
 
 def test_off_without_the_setting(redis_db):  # ENT-201

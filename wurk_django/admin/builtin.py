@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import path, re_path, register_converter
 
 from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
-from . import busy, dashboard, metrics, queues, sets, shard_select
+from . import bulk, busy, dashboard, metrics, queues, sets, shard_select
+from .queue_url import QueueNameConverter
+
+register_converter(QueueNameConverter, "wurk_queue")
 
 POST = ("GET", "HEAD", "POST")
 
@@ -29,9 +32,9 @@ def _queues_urls(admin):
     w = admin.wrap
     return [
         path("queues/", w(queues.index), name="wurk_queues"),
-        path("queues/<str:name>/", w(queues.detail), name="wurk_queue"),
-        path("queues/<str:name>/action/", w(queues.action, methods=("POST",)), name="wurk_queue_action"),
-        path("queues/<str:name>/delete/", w(queues.delete_job, methods=("POST",)), name="wurk_queue_delete"),
+        path("queues/<wurk_queue:name>/", w(queues.detail), name="wurk_queue"),
+        path("queues/<wurk_queue:name>/action/", w(queues.action, methods=("POST",)), name="wurk_queue_action"),
+        path("queues/<wurk_queue:name>/delete/", w(queues.delete_job, methods=("POST",)), name="wurk_queue_delete"),
     ]
 
 
@@ -43,6 +46,7 @@ def _sets_urls(admin):
         re_path(rf"^(?P<kind>{kinds})/all/(?P<action>[a-z_]+)/$", w(sets.all_action, methods=POST),
                 name="wurk_set_all"),
         re_path(rf"^(?P<kind>{kinds})/job/(?P<key>[^/]+)/$", w(sets.detail, methods=POST), name="wurk_set_job"),
+        re_path(r"^bulk/(?P<token>[0-9a-f]+)/$", w(bulk.progress, methods=POST), name="wurk_bulk"),
     ]
 
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from .. import keys
 from ..api import Stats, StatsHistory, WorkSet
 from ..metrics.query import MetricsQuery
+from ..redis_errors import memory_limit
 from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 
@@ -56,7 +57,24 @@ def redis_info() -> dict[str, Any]:
         "used_memory_peak_human": str(info.get("used_memory_peak_human", "")),
         "store_name": name,
         "store_version": str(version),
+        "memory_full": memory_full(info),
     }
+
+
+def memory_full(info: dict[str, Any]) -> str:
+    """The limit in words when Redis is at its ``maxmemory`` and may refuse writes, else ``""``.
+
+    An ``allkeys-*`` policy evicts instead of refusing, so it is left out; ``noeviction``
+    and the ``volatile-*`` policies (which refuse once no key with a TTL is left) are not.
+    """
+    try:
+        used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    except (TypeError, ValueError):
+        return ""
+    policy = str(info.get("maxmemory_policy", ""))
+    if not limit or used < limit or policy.startswith("allkeys"):
+        return ""
+    return memory_limit(info)
 
 
 def _days(request: HttpRequest) -> int:

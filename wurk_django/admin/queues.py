@@ -27,7 +27,9 @@ def set_paused(name: str, paused: bool) -> None:
 
 def _queue(name: str) -> Queue:
     if not is_queue_name(name):
-        raise Http404("no such queue")  # a name outside [a-z_:.-0-9] in a URL is a 404 (CORE-183)
+        # Only a control character makes a name one no client can push to; any other name
+        # Sidekiq accepts opens, unlike Sidekiq's Web UI (CORE-183; see docs/admin.md).
+        raise Http404("no such queue")
     return Queue(name)
 
 
@@ -61,7 +63,11 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
     number, count = page_params(request)
     oldest_first = request.GET.get("direction") == "asc"
     size, records = read_page(queue, number, count, oldest_first=oldest_first)
+    start = (number - 1) * count
     jobs = [{
+        # Where the row sits in the list (from the right end for the oldest-first view),
+        # so a delete looks for it there and never reads the whole queue.
+        "index": -(start + i + 1) if oldest_first else start + i,
         "klass": r.display_class,
         "args": args_text(r),
         "task": is_task(r),
@@ -71,7 +77,7 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
         # they may hold an argument the page itself masks (ENT-610).
         "digest": hashlib.sha256(r.value).hexdigest(),
         "unreadable": r.parse_error,
-    } for r in records]
+    } for i, r in enumerate(records)]
     page = Page(number=number, count=count, total=size, items=jobs, base_query=keep_query(request, "direction"))
     context = {
         "queue": queue,
@@ -100,6 +106,57 @@ def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
     return redirect_back(request, url(request, "wurk_queues"))
 
 
+#: Entries either side of a row's position searched for it when deleting it: the list may
+#: have moved a little since the page was drawn.
+SLACK = 200
+#: Entries read per round trip while searching, and the most read for one delete.
+WINDOW = 500
+REACH = 5000
+
+
+def locate(queue: Queue, digest: str, index: int, size_then: int) -> tuple[int, bytes] | None:
+    """``(position from the left, stored bytes)`` of the job whose SHA-256 is ``digest``,
+    searched near where its page showed it (``index``, negative when counted from the
+    right), or ``None``.
+
+    Pushes land on the left and move a newest-first row right; fetches take from the
+    right and move an oldest-first row toward it. The net growth since the page was
+    drawn says how far at least, and the search reads a bounded window however long
+    the queue is.
+    """
+    r = redis()
+    size_now = int(r.llen(queue.rname))
+    drift = size_now - size_then
+    if index >= 0:
+        low, high = index - SLACK, index + max(drift, 0) + SLACK
+    else:
+        low, high = size_now + index - SLACK, size_now + index + max(-drift, 0) + SLACK
+    low, high = max(low, 0), min(high, size_now - 1, max(low, 0) + REACH - 1)
+    for start in range(low, high + 1, WINDOW):
+        values = r.lrange(queue.rname, start, min(start + WINDOW - 1, high))
+        for offset, value in enumerate(values):
+            if hashlib.sha256(value).hexdigest() == digest:
+                return start + offset, value
+    return None
+
+
+def _delete_near(queue: Queue, digest: str, index: int, size_then: int) -> bool:
+    for _attempt in range(2):  # the list may move between the read and the delete: look again once
+        found = locate(queue, digest, index, size_then)
+        if found is None:
+            return False
+        if queue.delete_at(*found):
+            return True
+    return False
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def find_by_digest(queue: Queue, digest: str, chunk: int = 1000) -> bytes | None:
     """The stored bytes of the job whose SHA-256 is ``digest``, walking the list a window at a time."""
     r = redis()
@@ -115,14 +172,20 @@ def find_by_digest(queue: Queue, digest: str, chunk: int = 1000) -> bytes | None
 
 
 def delete_job(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
-    """Remove one job, named by the SHA-256 of its stored bytes (``LREM … 1``, CORE-004,
-    CORE-194). ``key_val`` (the exact stored text, Sidekiq's form field) is accepted too."""
+    """Remove one job, named by the SHA-256 of its stored bytes and found near the
+    position its page showed (CORE-004, CORE-194). ``key_val`` (the exact stored text,
+    Sidekiq's form field) is accepted too."""
     queue = _queue(name)
     digest = request.POST.get("digest", "")
     raw: bytes | None = request.POST.get("key_val", "").encode("utf-8") or None
-    if digest and raw is None:
-        raw = find_by_digest(queue, digest)
-    if raw and queue.delete_job(raw):
+    index, size_then = _int(request.POST.get("index", "")), _int(request.POST.get("size", ""))
+    if digest and raw is None and index is not None and size_then is not None:
+        deleted = _delete_near(queue, digest, index, size_then)
+    else:
+        if digest and raw is None:
+            raw = find_by_digest(queue, digest)  # a form without the row's position: walk the list
+        deleted = bool(raw and queue.delete_job(raw))
+    if deleted:
         messages.success(request, "Job deleted.")
     else:
         messages.warning(request, "That job is no longer in the queue.")

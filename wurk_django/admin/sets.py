@@ -1,27 +1,26 @@
 """Scheduled, Retries and Dead: the three job sorted sets (CORE-182, CORE-185, CORE-195..197).
 
 Lists read one ``ZRANGE`` window by rank per page, so a page costs the same
-with 100 entries or 100 000. A ``substr`` filter walks the set with ``ZSCAN``
-and keeps only the best ``page × count`` matches in memory. "All" actions pop
+with 100 entries or 100 000. A ``substr`` filter walks the set by rank, a chunk
+at a time, and keeps only the current page's matches. "All" actions pop
 entries one by one on the server (``ZPOPMIN``) or ``UNLINK`` the set, never
 loading it.
 """
 
 from __future__ import annotations
 
-import heapq
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from .. import payload
-from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry
+from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, bulk
 from ..client import Client
 from ..unique.unlock import digest_of, holder, release_digest
+from . import bulk as bulk_views
 from .common import (
     Page,
     args_text,
@@ -56,7 +55,6 @@ KINDS: dict[str, Kind] = {
 }
 LABELS = {"retry": "Retry now", "add_to_queue": "Add to queue", "delete": "Delete", "kill": "Kill"}
 ALL_LABELS = {"retry": "Retry all", "add_to_queue": "Enqueue all", "delete": "Delete all", "kill": "Kill all"}
-_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
 def _kind(kind: str) -> Kind:
@@ -76,27 +74,34 @@ def read_page(job_set: JobSet, number: int, count: int, *, newest_first: bool) -
     return int(size), [SortedEntry(job_set, score, value) for value, score in elements]
 
 
+#: Entries read per round trip while a filter walks a set.
+SEARCH_CHUNK = 1000
+
+
 def search_page(job_set: JobSet, substr: str, number: int, count: int, *,
                 newest_first: bool) -> tuple[int, list[SortedEntry]]:
-    """``(matches, entries)`` for entries whose JSON contains ``substr`` (``ZSCAN MATCH``).
+    """``(matches, entries)`` for entries whose JSON contains ``substr``.
 
-    Every match is counted but only the first ``number × count`` (in display
-    order) are kept, so memory stays bounded by the page asked for.
+    The set is read in display order, ``SEARCH_CHUNK`` entries per ``ZRANGE`` by
+    rank; every match is counted but only the current page's are kept, so memory
+    stays bounded by one chunk and one page, however deep the page.
     """
-    pattern = "*" + _GLOB_SPECIAL.sub(r"\\\1", substr) + "*"
+    needle = substr.encode("utf-8")
+    first, last = (number - 1) * count, number * count
     matches = 0
-    keep = number * count
-
-    def scanned():
-        nonlocal matches
-        for value, score in redis().zscan_iter(job_set.name, match=pattern, count=500):
-            matches += 1
-            yield float(score), value
-
-    pick = heapq.nlargest if newest_first else heapq.nsmallest
-    best = pick(keep, scanned(), key=lambda pair: pair[0])
-    window = best[(number - 1) * count:]
-    return matches, [SortedEntry(job_set, score, value) for score, value in window]
+    kept: list[SortedEntry] = []
+    r = redis()
+    rank = 0
+    while True:
+        chunk = r.zrange(job_set.name, rank, rank + SEARCH_CHUNK - 1, desc=newest_first, withscores=True)
+        for value, score in chunk:
+            if needle in value:
+                if first <= matches < last:
+                    kept.append(SortedEntry(job_set, score, value))
+                matches += 1
+        if len(chunk) < SEARCH_CHUNK:
+            return matches, kept
+        rank += SEARCH_CHUNK
 
 
 def entry_key(entry: SortedEntry) -> str:
@@ -256,8 +261,14 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
     back = url(request, "wurk_set", kind=kind)
     if request.method != "POST":
         context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
-                   "size": job_set.size, "back": back}
+                   "size": job_set.size, "back": back,
+                   "in_background": action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT}
         return render(request, model_admin, "confirm.html", context, section=kind, title=f"{spec.title}: confirm")
+    if action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT:
+        # Too many for one request: a job of our own works through the set and the
+        # progress page follows it.
+        token = bulk.start(job_set.name, action, redis=redis())
+        return HttpResponseRedirect(url(request, "wurk_bulk", token=token))
     if action == "delete":
         size = job_set.size
         job_set.clear()

@@ -35,26 +35,30 @@ class Deploy:
     def redis(self) -> RedisClient:
         return conn(self._redis)
 
-    def mark(self, label: str | None = None, at: datetime | None = None) -> bool:
-        """Mark a deploy at ``at`` (default now), floored to the UTC minute.
+    def mark(self, label: str | None = None, at: datetime | None = None) -> str | None:
+        """Mark a deploy at ``at`` (default now), floored to the UTC minute, labelled
+        ``label`` (default: ``git log -1 --format="%h %s"``).
 
         Many hosts deploying the same release call this at once: the
-        ``deploylock-<label>`` lock lets one of them write. Returns whether this
-        call wrote the mark.
+        ``deploylock-<label>`` lock lets one of them write. Returns the mark's time
+        (``YYYY-MM-DDTHH:MM:00Z``) when this call wrote it; ``None`` when another
+        host did, or when there is no label (outside git, with none given) (ENT-551).
         """
         label = default_label() if label is None else label
+        if not label:
+            return None
         at = at or datetime.now(UTC)
         at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).replace(second=0, microsecond=0)
         iso = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         redis = self.redis
         if not redis.set(keys.deploy_lock(label), iso, nx=True, ex=LOCK_TTL):
-            return False
+            return None
         key = keys.deploy_marks(at.date())
         pipe = redis.pipeline(transaction=True)
-        pipe.hsetnx(key, iso, label)
+        pipe.hset(key, iso, label)
         pipe.expire(key, MARKS_TTL)
         pipe.execute()
-        return True
+        return iso
 
     def fetch(self, day: date | datetime | None = None) -> dict[str, str]:
         """``{ISO minute: label}`` for one UTC day (default today)."""

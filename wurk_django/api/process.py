@@ -269,9 +269,13 @@ class WorkSet:
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
             pipe.hgetall(keys.work(identity))
+            pipe.hgetall(keys.workers(identity))
+        replies = pipe.execute()
         found: list[tuple[str, str, Work]] = []
-        for identity, threads in zip(identities, pipe.execute(), strict=True):
-            for tid, raw in (threads or {}).items():
+        for n, identity in enumerate(identities):
+            # A Sidekiq 6 process writes only ``:workers``; ours with WIRE_FORMAT 7 write both, the same.
+            threads = replies[2 * n] or replies[2 * n + 1] or {}
+            for tid, raw in threads.items():
                 if not raw:
                     continue
                 try:

@@ -12,7 +12,18 @@ from ._base import RedisClient, conn, to_float, to_int, utc
 
 __all__ = ["ProfileSet", "ProfileRecord"]
 
-_FIELDS = ("started_at", "jid", "type", "token", "size", "elapsed")
+_FIELDS = ("started_at", "jid", "type", "token", "size", "elapsed", "filename")
+
+
+def _seconds(elapsed: object, filename: object) -> float:
+    """``elapsed`` in seconds. Sidekiq 8.1, Ruby wurk's current profiler and we write float
+    seconds; an earlier Ruby wurk profiler wrote whole milliseconds and no ``filename``. A
+    whole number without a ``filename`` is read as those milliseconds."""
+    text = to_text(elapsed)
+    value = to_float(elapsed)
+    if filename is None and text is not None and text.strip().isdigit():
+        return value / 1000.0
+    return value
 
 
 class ProfileRecord:
@@ -20,13 +31,13 @@ class ProfileRecord:
 
     def __init__(self, key: str, values: list, redis: RedisClient | None = None) -> None:
         self.key = key
-        started_at, jid, kind, token, size, elapsed = values
+        started_at, jid, kind, token, size, elapsed, filename = values
         self.started_at: datetime | None = utc(to_float(started_at)) if started_at is not None else None
         self.jid: str | None = to_text(jid)
         self.type: str | None = to_text(kind)
         self.token: str | None = to_text(token)
         self.size: int = to_int(size)
-        self.elapsed: float = to_float(elapsed)
+        self.elapsed: float = _seconds(elapsed, filename)
         self._redis = redis
 
     def __repr__(self) -> str:

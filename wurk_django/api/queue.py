@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from typing import overload
 
@@ -131,6 +132,16 @@ class Queue:
             raise ValueError(f"delete_job needs a non-empty jid, not {jid_or_value!r}")
         raw = lua("fast_delete_job")(self.redis, [self.rname], _needles("jid", jid_or_value))
         return JobRecord(raw, self.name, redis=self._redis) if raw else None
+
+    def delete_at(self, index: int, value: bytes | str) -> bool:
+        """Remove the entry at ``index`` (negative: from the right end) if it still holds
+        exactly ``value``; False when that place now holds something else.
+
+        Nothing is downloaded: the entry becomes a tombstone that Redis removes,
+        scanning from the nearer end of the list.
+        """
+        tombstone = f"wurk-deleted:{secrets.token_hex(16)}"
+        return bool(lua("queue_delete_at")(self.redis, [self.rname], [index, value, tombstone]))
 
     def delete_by_class(self, klass: type | str) -> int:
         """Remove every job of this class from the queue in one atomic step; returns how many.

@@ -12,7 +12,8 @@ from ._base import RedisClient, conn, latency_of_raw, to_int
 __all__ = ["Stats", "StatsHistory", "QueueSummary"]
 
 MAX_HISTORY_DAYS = 1825  # five years, the lifetime of the per-day keys (CORE-056)
-_RESETTABLE = ("processed", "failed")
+_RESETTABLE = ("processed", "failed", "expired")
+_RESET_BY_DEFAULT = ("processed", "failed")  # as Sidekiq's Stats#reset
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,13 @@ class Stats:
         pipe.zcard(keys.DEAD)
         pipe.scard(keys.PROCESSES)
         pipe.lindex(keys.queue("default"), -1)
-        processed, failed, scheduled, retries, dead, processes, oldest_default = pipe.execute()
+        pipe.get(keys.STAT_EXPIRED)
+        processed, failed, scheduled, retries, dead, processes, oldest_default, expired = pipe.execute()
         self.processed: int = to_int(processed)
         self.failed: int = to_int(failed)
+        #: Jobs skipped because their ``expires_in`` passed (also counted in ``processed``),
+        #: as Sidekiq Pro and Ruby wurk count them.
+        self.expired: int = to_int(expired)
         self.scheduled_size: int = int(scheduled)
         self.retry_size: int = int(retries)
         self.dead_size: int = int(dead)
@@ -124,8 +129,8 @@ class Stats:
 
     def reset(self, *names: str) -> None:
         """Set the lifetime counters to 0 (``processed`` and ``failed`` by default;
-        other names are ignored). Per-day history is left alone."""
-        chosen = [n for n in _RESETTABLE if not names or n in names]
+        ``"expired"`` when named; other names are ignored). Per-day history is left alone."""
+        chosen = [n for n in _RESETTABLE if n in names] if names else list(_RESET_BY_DEFAULT)
         if chosen:
             self.redis.mset({keys.stat(n): 0 for n in chosen})
 
@@ -157,6 +162,9 @@ class StatsHistory:
 
     def failed(self) -> dict[str, int]:
         return self._series("failed")
+
+    def expired(self) -> dict[str, int]:
+        return self._series("expired")
 
     def _series(self, kind: str) -> dict[str, int]:
         dates = self.dates()

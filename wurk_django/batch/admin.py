@@ -143,9 +143,9 @@ def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, An
             except Exception:
                 continue
             if isinstance(job, dict) and job.get("jid") in jids:
-                shown = JobRecord(job).display_args
                 found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
-                              "args": short_args(shown if isinstance(shown, list) else [shown]),
+                              # Masked as on every other page: an encrypt job's secret never shows.
+                              "args": short_args(JobRecord(job).display_args),
                               "error_class": job.get("error_class"),
                               "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
                               "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})

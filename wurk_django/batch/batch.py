@@ -254,6 +254,7 @@ class Batch:
             return
         # Inside a job, the worker's config (its shard); elsewhere the settings' (or a via() block's).
         config = job_context.config()
+        self.home = config  # the server its jobs must go to (the client middleware checks each push)
         writer = Writer(config)
         created = not self._written
         commands: list[tuple[Any, ...]] = []

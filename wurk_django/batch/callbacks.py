@@ -7,20 +7,40 @@ Ruby worker can run what a Python batch pushed and the other way round.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
+import time
 from typing import Any
 
 from .. import context as job_context
-from .. import keys
+from .. import keys, payload
 from ..errors import WurkError
 from ..job import Job
+from ..outcome import Outcome
 from .batch import EMPTY_CLASS
 from .fire import CALLBACK_CLASS
+
+logger = logging.getLogger("wurk_django.batch")
 
 
 class UnresolvableTarget(WurkError):
     """A callback target names no class or method this process can call. Retrying would
-    not help, so the job goes straight to the dead set."""
+    not help, so the job goes straight to the dead set.
+
+    ``foreign`` marks a target that belongs to another runtime (a Ruby constant, a
+    module this process cannot import): that callback is handed back, never killed."""
+
+    def __init__(self, message: str, foreign: bool = False) -> None:
+        super().__init__(message)
+        self.foreign = foreign
+
+
+#: The payload field counting how many times a callback was handed back to another runtime.
+HANDED_BACK = "handed_back"
+_FIRST_DELAY = 10.0
+_LONGEST_DELAY = 600.0
+# Targets this process already warned about: the warning is logged once, not once a bounce.
+_warned: set[str] = set()
 
 
 def _allowed(module: str) -> bool:
@@ -43,18 +63,27 @@ def resolve(target: str, event: str, callback_class: str | None) -> Any:
         if not callback_class:
             raise UnresolvableTarget(f"callback {target!r} needs the batch's callback_class, which is not set")
         path = callback_class
+    if "::" in path or "." not in path:
+        # A Ruby constant (MyApp::Done, BatchDone): a Ruby worker runs it.
+        raise UnresolvableTarget(f"callback class {path!r} is not a Python dotted path", foreign=True)
     method = method or f"on_{event}"
     if method.startswith("_"):
         raise UnresolvableTarget(f"callback method {method!r} of {path} is private")
     module_name, _, class_name = path.rpartition(".")
     if not module_name or not _allowed(module_name):
-        raise UnresolvableTarget(f"callback class {path!r} is not in an installed app (or not importable here)")
+        raise UnresolvableTarget(f"callback class {path!r} is not in an installed app (or not importable here)",
+                                 foreign=True)
     try:
         module = importlib.import_module(module_name)
+    except ImportError as exc:
+        # Another deployment's code (a second Django project on the same Redis) may run it.
+        raise UnresolvableTarget(f"cannot import the module of callback class {path!r}: {exc}",
+                                 foreign=True) from exc
+    try:
         klass = module
         for part in class_name.split("."):
             klass = getattr(klass, part)
-    except (ImportError, AttributeError) as exc:
+    except AttributeError as exc:
         raise UnresolvableTarget(f"cannot load callback class {path!r}: {exc}") from exc
     if not isinstance(klass, type):
         raise UnresolvableTarget(f"callback target {path!r} is not a class")
@@ -107,9 +136,38 @@ class CallbackJob(Job):
     def perform(self, bid: str, target: str, event: str, options: dict | None = None) -> None:
         from .status import Status
 
-        callback_class = job_context.current().redis.hget(keys.batch(bid), "callback_class")
-        method = resolve(target, event, callback_class.decode() if callback_class else None)
+        where = job_context.current()
+        callback_class = where.redis.hget(keys.batch(bid), "callback_class")
+        try:
+            method = resolve(target, event, callback_class.decode() if callback_class else None)
+        except UnresolvableTarget as exc:
+            if not exc.foreign:
+                raise
+            hand_back(where, target, exc)
+            return
         method(Status(bid), options or {})
+
+
+def hand_back(where: job_context.JobContext, target: str, reason: UnresolvableTarget) -> None:
+    """Leave a callback for a runtime that can run it: the job as fetched goes to the
+    schedule set, a little later each time it comes back, and this run ends acknowledged
+    with no failure. It stays a live member of a parent batch, so the parent waits for
+    it rather than seeing a death. Either runtime's scheduler puts it back on its queue,
+    where a Ruby worker runs it unchanged (the extra field means nothing to Ruby)."""
+    job = payload.loads(where.raw)  # as fetched: a middleware's changes are not stored
+    count = int(job.get(HANDED_BACK, 0) or 0)
+    delay = min(_FIRST_DELAY * 2 ** count, _LONGEST_DELAY)
+    job[HANDED_BACK] = count + 1
+    job.pop("enqueued_at", None)
+    where.redis.zadd(keys.SCHEDULE, {payload.dumps(job): time.time() + delay})
+    where.outcome = Outcome.RESCHEDULED
+    if target in _warned:
+        logger.debug("batch callback %s jid=%s handed back again (%d times)", target, job.get("jid"), count + 1)
+        return
+    _warned.add(target)
+    logger.warning("batch callback %r cannot run in this process (%s): left for another runtime (a Ruby "
+                   "worker) on queue %s; it comes back every %.0f-%.0f s until one runs it",
+                   target, reason, where.queue, _FIRST_DELAY, _LONGEST_DELAY)
 
 
 class EmptyJob(Job):

@@ -22,5 +22,31 @@ class BatchClientMiddleware:
     def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Callable[[], Any]) -> Any:
         batch = context.current_batch.get()
         if batch is not None and not job.get("bid"):
+            _check_same_server(batch, job, queue, redis)
             job["bid"] = batch.bid
         return call_next()
+
+
+def _where(redis: Any) -> tuple[Any, ...]:
+    kwargs = getattr(getattr(redis, "connection_pool", None), "connection_kwargs", {}) or {}
+    return kwargs.get("host"), kwargs.get("port"), kwargs.get("path"), kwargs.get("db", 0), \
+        kwargs.get("service_name")
+
+
+def _check_same_server(batch: Any, job: dict, queue: str, redis: Any) -> None:
+    """A batch's jobs are written where the batch lives, and a worker acknowledges a
+    job on the server it fetched it from. A job routed elsewhere (a shard named by
+    ``QUEUE_SHARDS``, the class's ``shard``) would sit where no worker of its queue
+    looks, so it is refused at the push, naming what routed it."""
+    home = getattr(batch, "home", None)
+    if home is None:
+        return
+    from .. import context as job_context
+
+    own = job_context.redis_for(home)
+    if redis is own or _where(redis) == _where(own):
+        return
+    raise ValueError(
+        f"{job['class']} on queue {queue!r} routes to another Redis than batch {batch.bid} "
+        f"(shard {home.shard or 'default'}): a batch and its jobs live on one server. Open the batch "
+        f"inside wurk_django.via(<the queue's shard>) so that both go there.")

@@ -108,8 +108,9 @@ def callback_entries(text: str, event: str) -> list[tuple[str, dict]]:
     return found
 
 
-def callback_job(bid: str, target: str, event: str, options: dict, queue: str, parent: str | None) -> dict:
-    now = payload.now_ms()
+def callback_job(bid: str, target: str, event: str, options: dict, queue: str, parent: str | None,
+                 wire: payload.WireFormat = payload.SIDEKIQ8) -> dict:
+    now = wire.now()
     job = {"class": CALLBACK_CLASS, "args": [bid, target, event, options], "queue": queue, "retry": True,
            "jid": payload.new_jid(), "created_at": now, "enqueued_at": now}
     if parent and event != "death":
@@ -125,7 +126,7 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
         return False
     queue = fields["callback_queue"] or "default"
     parent = fields["parent_bid"] or None
-    jobs = [callback_job(bid, target, event, options, queue, parent)
+    jobs = [callback_job(bid, target, event, options, queue, parent, config.wire_format)
             for target, options in callback_entries(fields["callbacks"], event)]
     # In the testing modes callbacks are pushed through the client, so they are
     # recorded (fake) or run at once (inline) like every other job.

@@ -44,6 +44,7 @@ from .targets import redis_url
 from .validation import Problem, problems, raw_settings
 from .validators import (
     QUEUE_NAME,
+    QUEUE_NAME_RULE,
     REDIS_SCHEMES,
     is_queue_name,
     parse_queue,
@@ -52,7 +53,7 @@ from .validators import (
 
 __all__ = [
     "ADMIN", "CLIENT", "FEATURES", "LIMITERS", "LOGGING", "MARKDOWN_BEGIN", "MARKDOWN_END", "MODES",
-    "QUEUE_NAME", "REDIS", "REDIS_KEYS", "REDIS_SCHEMES", "RETRIES", "SECTIONS", "SWARM", "TESTING_MODES",
+    "QUEUE_NAME", "QUEUE_NAME_RULE", "REDIS", "REDIS_KEYS", "REDIS_SCHEMES", "RETRIES", "SECTIONS", "SWARM", "TESTING_MODES",
     "VIA", "WORKER", "Config", "ConfigurationError", "Problem", "RedisTarget", "Setting", "base_config",
     "cache_redis_params", "default_tag", "dict_problems", "get_config", "is_queue_name", "markdown",
     "parse_queue", "problems", "raw_settings", "redis_url", "redis_url_problem", "reset_config", "resolve",

@@ -58,6 +58,8 @@ class Config:
         for attribute, key, parse in table.attributes:
             value = values[key]
             setattr(self, attribute, value if parse is None else parse(value))
+        if values.get("TRANSACTIONAL_PUSH"):  # the other name of ENQUEUE_ON_COMMIT (DJ-030)
+            self.enqueue_on_commit = True
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when no row filled ``name``: say which attributes exist.

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..payload import WireFormat
 from .setting import ADMIN, CLIENT, LOGGING, REDIS, RETRIES, SWARM, WORKER, Setting
 from .validators import (
     is_callables,
@@ -51,6 +52,14 @@ def _swarm_topology(v: Any) -> bool:
         except ConfigurationError:
             return False
     return True
+
+
+WIRE_FORMATS = (6, 7, 8, "sidekiq6", "sidekiq7", "sidekiq8")
+
+
+def _wire_format(value: int | str) -> WireFormat:
+    # Sidekiq 6 and 7 read the same timestamps; 6's busy table is written with either.
+    return WireFormat(max(7, int(str(value).removeprefix("sidekiq"))))
 
 
 def _queues(value: Any) -> list[tuple[str, int]]:
@@ -124,6 +133,14 @@ ROWS: tuple[Setting, ...] = (
             "slower, same results; the environment variable `WURK_FAST_PATH=0` does the same and wins. Read "
             "once per process. An installed redis-py the fast path does not fit turns it off by itself, with "
             "one WARNING line. See docs/redis.md, The socket fast path.", REDIS, type=bool),
+    Setting("WIRE_FORMAT", 8,
+            lambda v: type(v) in (int, str) and v in WIRE_FORMATS, "6, 7 or 8 (or \"sidekiq6\", \"sidekiq7\", \"sidekiq8\")",
+            "Which Sidekiq generation reads what this process writes. `8`: integer-millisecond `created_at`, "
+            "`enqueued_at`, `failed_at`, `retried_at` (Sidekiq 8). `7` or `6` (the same format): float seconds "
+            "there, as Sidekiq <= 7 reads them, and each worker's busy jobs in `<identity>:workers` (Sidekiq 6's "
+            "Busy page) besides `<identity>:work`. Both units are always read. Set it on every Python process "
+            "while any Sidekiq 6 or 7 app reads the same Redis; see docs/interop.md.", REDIS,
+            parse=_wire_format, type=WireFormat),
     # -- Worker --
     Setting("CONCURRENCY", 5,
             lambda v: is_int(v, 1), "an integer >= 1",
@@ -206,7 +223,7 @@ ROWS: tuple[Setting, ...] = (
             type=int | None),
     Setting("HEALTH_PORT", None,
             lambda v: v is None or (is_int(v, 1) and v < 65536), "None or a TCP port from 1 to 65535",
-            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs) and `GET /ready` (200"
+            "TCP port of the worker's HTTP probes: `GET /live` (200 while the process runs and is not quiet) and `GET /ready` (200"
             " while Redis answers and the process fetches). Same as `manage.py wurk --health-port PORT`; see"
             " [operations.md](operations.md).", WORKER,
             type=int | None),
@@ -272,6 +289,11 @@ ROWS: tuple[Setting, ...] = (
             '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
             "deferred too (its jids are returned at once).", CLIENT,
             type=bool),
+    Setting("TRANSACTIONAL_PUSH", None,
+            lambda v: v is None or isinstance(v, bool), "None, True or False",
+            "Another name for `ENQUEUE_ON_COMMIT` (after Sidekiq's `transactional_push!`): `True` turns it on "
+            "whichever of the two says so.", CLIENT,
+            attribute=""),
     Setting("MAX_ITERATION_RUNTIME", None,
             lambda v: v is None or (is_number(v) and v > 0), "None or seconds > 0",
             "Seconds an iterable job (`wurk_django.iterable.IterableJob`) runs before it saves its cursor and "

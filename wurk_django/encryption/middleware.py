@@ -37,6 +37,7 @@ class EncryptionServerMiddleware:
             return call_next()
         sealed = job.get("args")
         if not isinstance(sealed, list) or not sealed or not envelope.is_envelope(sealed[-1]):
+            warn_plaintext(job)
             return call_next()
         try:
             ring = keyring.current()
@@ -61,6 +62,25 @@ class EncryptionServerMiddleware:
             job["args"] = sealed
 
 
+# Job classes already warned about in this process: one line a class, not one a job.
+_warned_plaintext: set[str] = set()
+
+
+def warn_plaintext(job: dict) -> None:
+    """A job flagged ``encrypt`` arrived with its arguments in plain text: its pusher had
+    encryption off (a Ruby process without ``Crypto.enable``, a raw push). The job runs as
+    it is, as Sidekiq Enterprise runs it; refusing it would lose the work, and its secret
+    is already readable in Redis. Said once per job class and process, so an operator
+    learns that a pusher is misconfigured without a line per job."""
+    name = str(job.get("class"))
+    if name in _warned_plaintext:
+        return
+    _warned_plaintext.add(name)
+    logger.warning("%s jid=%s is marked encrypt but its arguments arrived unencrypted (its pusher has "
+                   "encryption off); running it as it is. Turn encryption on where it is pushed.",
+                   name, job.get("jid"))
+
+
 def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
     """Kill a job that cannot be decrypted: stored as fetched (its envelope as it is), the
     reason in ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
@@ -70,4 +90,4 @@ def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)
     death.die_as_fetched(where, exc, reason=death.INVALID, job=job, error_class=DECRYPTION_ERROR_CLASS,
                          error_message=f"{DEAD_REASON}: {type(exc).__name__}: {exc}",
-                         failed_at=payload.now_ms())
+                         failed_at=where.config.wire_format.now())

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .. import context, payload, signals
+from .. import context, signals
 from ..client import Client
 from ..conf import Config
 from ..outcome import Outcome
@@ -140,7 +140,7 @@ class LimiterMiddleware:
         death.die_as_fetched(where, exc, reason=death.EXHAUSTED, job=job, overrated=job["overrated"],
                              error_class=error_class_name(exc),
                              error_message=f"{DEAD_REASON}: {exc} (overrated={job['overrated']})",
-                             failed_at=payload.now_ms())
-        # Statsd's jobs.rate_limited is counted by its own middleware (see rate_limited()).
+                             failed_at=where.config.wire_format.now())
+        # Statsd's jobs.rate_limited counter (tagged worker:<class>) hangs off this signal.
         signals.send(signals.job_rate_limited, job.get("class"), job=job, exception=exc, retry_at=None)
         return Outcome.DEAD

@@ -1,7 +1,8 @@
 -- Move due jobs from a sorted set (retry or schedule) onto their queues, in one step.
 -- KEYS[1] = the set; KEYS[2] = queues; KEYS[3] = dead
 -- ARGV[1] = now, epoch seconds (score bound and dead-set score); ARGV[2] = queue key prefix "queue:";
--- ARGV[3] = now in epoch milliseconds (the new enqueued_at); ARGV[4] = at most this many jobs per call;
+-- ARGV[3] = the new enqueued_at as JSON number text (integer epoch milliseconds, or float
+-- seconds for Sidekiq <= 7 readers: WIRE_FORMAT); ARGV[4] = at most this many jobs per call;
 -- ARGV[5..7] (optional) = the wake-up list prefix "wake:", most tokens kept, their TTL: idle
 -- fetchers serving several queues block on wake:<queue>, so a promoted job starts at once
 -- (the tokens the client writes with a push, by the shared push snippet).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import canonical
-from ..conf import QUEUE_NAME
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE
 from . import zones
 from .loops import Loop
 from .schedule import parse
@@ -40,7 +40,7 @@ def build_loop(cron: Any, job: Any, tz: Any = None, options: dict[str, Any] | No
         options["args"] = list(options["args"])
     queue = options.get("queue")
     if queue is not None and not (isinstance(queue, str) and QUEUE_NAME.match(queue)):
-        raise ValueError(f"periodic 'queue' {queue!r} is not a queue name ({QUEUE_NAME.pattern})")
+        raise ValueError(f"periodic 'queue' {queue!r} is not a queue name ({QUEUE_NAME_RULE})")
     retry = options.get("retry")
     if retry is not None and not (isinstance(retry, bool) or (isinstance(retry, int) and retry >= 0)):
         raise ValueError(f"periodic 'retry' must be True, False or a count >= 0, not {retry!r}")
@@ -54,6 +54,30 @@ def build_loop(cron: Any, job: Any, tz: Any = None, options: dict[str, Any] | No
         raise ValueError(f"periodic options for {klass} must be JSON (strings, numbers, lists, dicts): {exc}") from None
     name = zones.zone_name(tz)
     return Loop.build(cron, klass, options, name)
+
+
+#: What a Ruby wurk leader pushes from a loop's stored ``options`` besides the class:
+#: ``args``, ``queue`` (else "default") and ``retry`` (else true). It reads nothing else.
+RUBY_PUSH_KEYS = ("args", "queue", "retry")
+
+
+def ruby_push_defaults(klass: str) -> dict[str, Any]:
+    """The job class's own ``queue`` and ``retry``, where they differ from what a Ruby
+    leader would push without them ("default", true): stored with the loop's options,
+    so a Ruby leader's fire goes to the class's queue with its retries, as ours does.
+    Empty when the class does not resolve here (a Ruby class, or apps not loaded yet)."""
+    from ..registry import registered
+
+    job_class = registered().get(klass)
+    if job_class is None:
+        return {}
+    options = job_class.get_options()
+    found: dict[str, Any] = {}
+    if isinstance(options.get("queue"), str) and options["queue"] != "default":
+        found["queue"] = options["queue"]
+    if "retry" in options and options["retry"] is not True:
+        found["retry"] = options["retry"]
+    return found
 
 
 def job_name(job: Any) -> str:

@@ -47,6 +47,9 @@ class Loop:
     paused: bool = False
     last_fire: int | None = None  # ``lf``
     next_fire: int | None = None  # ``nf``
+    #: Stored with ``options`` but outside the lid: the class's queue/retry for a Ruby
+    #: leader's push, which reads only the stored options (periodic.config.ruby_push_defaults).
+    push_defaults: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, schedule: str, klass: str, options: dict[str, Any], tz: str) -> Loop:
@@ -68,8 +71,8 @@ class Loop:
             options=options if isinstance(options, dict) else {},
             tz=text.get("tz", ""),
             paused=text.get("paused") == "1",
-            last_fire=_int(text.get("lf")),
-            next_fire=_int(text.get("nf")),
+            last_fire=parse_mark(text.get("lf")),
+            next_fire=parse_mark(text.get("nf")),
         )
 
     # -- what the loop pushes ------------------------------------------------------------
@@ -135,8 +138,10 @@ def persist(loop: Loop, redis: Any = None) -> None:
     key = keys.loop(loop.lid)
     pipe = redis.pipeline(transaction=True)
     pipe.sadd(keys.PERIODIC, loop.lid)
+    stored = {**loop.push_defaults, **loop.options}
+    stored = {k: stored[k] for k in sorted(stored)}
     pipe.hset(key, mapping={"schedule": loop.schedule, "klass": loop.klass,
-                            "options": canonical.dumps(loop.options), "tz": loop.tz})
+                            "options": canonical.dumps(stored), "tz": loop.tz})
     pipe.hsetnx(key, "paused", "1" if loop.paused else "0")
     pipe.execute()
 
@@ -198,7 +203,8 @@ class LoopSet:
         return Loop.from_hash(lid, data) if data else None
 
 
-def _int(value: str | None) -> int | None:
+def parse_mark(value: str | None) -> int | None:
+    """An ``lf``/``nf`` mark as epoch seconds; ``None`` when absent, empty or not a number."""
     if value is None or value == "":
         return None
     try:
@@ -206,5 +212,5 @@ def _int(value: str | None) -> int | None:
     except ValueError:
         try:
             return int(float(value))
-        except ValueError:
+        except (ValueError, OverflowError):  # "abc", "nan", "inf"
             return None

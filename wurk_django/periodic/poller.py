@@ -189,10 +189,12 @@ class Poller:
         now = int(self.clock.now())
         redis = self.redis
         lf_raw, nf_raw = (to_text(v) for v in redis.hmget(keys.loop(loop.lid), "lf", "nf"))
-        if nf_raw:
-            slot = int(nf_raw)
-        else:
-            slot = loop.next_fire_at(int(lf_raw) if lf_raw else now - 60)
+        # Ruby wurk writes both as integer seconds, but "" for an exhausted schedule
+        # (and a hand edit may leave "1736157600.0"): read leniently, claim on the bytes.
+        slot = loops.parse_mark(nf_raw)
+        if slot is None:
+            last = loops.parse_mark(lf_raw)
+            slot = loop.next_fire_at(last if last is not None else now - 60)
         if slot is None or slot > now:
             return None
         if now - slot > MISSED_AFTER:

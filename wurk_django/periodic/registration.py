@@ -19,7 +19,7 @@ from typing import Any
 from .. import keys
 from ..connection import get_redis
 from . import loops
-from .config import build_loop, entry_loop, resolve_job
+from .config import build_loop, entry_loop, resolve_job, ruby_push_defaults
 from .loops import Loop
 
 logger = logging.getLogger("wurk_django.periodic")
@@ -46,12 +46,12 @@ class Manager:
         loop = build_loop(cron, job, tz if tz is not None else self.tz, options)
         if self.resolve:
             _check_class(loop.klass)
-        loops.persist(loop, self.redis)
+        _persist(loop, self.redis)
         self.written[loop.lid] = loop
         return loop
 
     def add(self, loop: Loop) -> Loop:
-        loops.persist(loop, self.redis)
+        _persist(loop, self.redis)
         self.written[loop.lid] = loop
         return loop
 
@@ -82,6 +82,13 @@ class Manager:
         return removed
 
 
+def _persist(loop: Loop, redis: Any = None) -> None:
+    # The class is resolved by now (or never will be here): its queue and retry go
+    # with the stored options, for a Ruby leader's push.
+    loop.push_defaults = ruby_push_defaults(loop.klass)
+    loops.persist(loop, redis)
+
+
 def _check_class(name: str) -> None:
     from django.core.exceptions import AppRegistryNotReady
 
@@ -108,7 +115,7 @@ def register(cron: str, job: Any, *, tz: Any = None, **options: Any) -> Loop:
     with _code_lock:
         _code[loop.lid] = (cron, loop.klass, tz, dict(options))
     try:
-        loops.persist(loop)
+        _persist(loop)
     except Exception as exc:  # no Redis yet: the worker stores it at boot
         logger.warning("periodic: could not store loop %s (%s) now; workers store it when they boot", loop.lid, exc)
     return loop

@@ -12,6 +12,7 @@ Each is one log line at WARNING; nothing here stops the worker.
 from __future__ import annotations
 
 import logging
+import shlex
 from collections import defaultdict
 from typing import Any
 
@@ -73,7 +74,8 @@ def log_all(config: Any) -> None:
     if unserved:
         listed = "; ".join(f"{queue!r}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
                            for queue, names in unserved.items())
-        flags = " ".join(f"-q {q}" for q in config.queue_names)
+        # Quoted as a shell would need them: a queue name may hold spaces or quotes.
+        flags = " ".join(f"-q {shlex.quote(q)}" for q in config.queue_names)
         logger.warning("this worker serves only %s; jobs for these queues will wait for another worker: %s "
                        "(add -q NAME, or WURK['QUEUES'])", flags, listed)
     sqlite = sqlite_databases()

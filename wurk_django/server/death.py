@@ -124,7 +124,7 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,
               timeout=config.dead_timeout, trim=trim)
     elif reason not in _NOT_STORED:
-        job["discarded_at"] = payload.now_ms()
+        job["discarded_at"] = config.wire_format.now()
     if not notify:
         return
     running = context.running()

@@ -82,6 +82,13 @@ class ReliableUnit:
         """Back to the fetch end of its queue, only if still ours (PRO-135)."""
         Writer(self.slot.config).send([requeue_command(self.private, self.queue_key, self.job)])
 
+    def leave(self) -> None:
+        """Leave the job in its private list, for the slot's next reconcile to give back
+        (the job is neither fetched ahead nor parked, so the reconcile finds it): for a
+        job that cannot go back now because Redis is full. The slot reconciles once
+        Redis accepts moves again; if the process ends first, the reaper moves it."""
+        self.slot.reconciled = -1
+
 
 def requeue_command(private: str, public: str, raw: bytes) -> tuple[Any, ...]:
     """Move ``raw`` from ``private`` back to the fetch end of ``public``, only if it is

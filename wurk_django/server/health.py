@@ -1,7 +1,7 @@
 """HTTP health probes for container orchestrators (``manage.py wurk --health-port``).
 
-``GET /live`` answers 200 while the worker process is running (its stop has
-not completed): a liveness probe restarts a process that stopped answering.
+``GET /live`` answers 200 while the worker process is running and fetching,
+503 once it is quiet or stopping (a quiet process only ever stops).
 ``GET /ready`` answers 200 only while Redis answers a PING and the process is
 fetching: not quiet, and a processor came back from a fetch within the last
 30 seconds (or every processor is busy with a job). Anything else is 503 with
@@ -147,8 +147,15 @@ class HealthListener:
     # -- the checks --------------------------------------------------------------
 
     def live(self) -> tuple[bool, list[str]]:
-        if self.launcher.stopped.is_set():
+        # 503 from quiet on, as the spec has it: a quiet process never fetches again, so
+        # for an orchestrator it is on its way out (RUN-201).
+        launcher = self.launcher
+        if launcher.stopped.is_set():
             return False, ["stopped"]
+        if launcher.stopping:
+            return False, ["stopping"]
+        if launcher.quieting:
+            return False, ["quiet"]
         return True, []
 
     def ready(self) -> tuple[bool, list[str]]:

@@ -1,7 +1,8 @@
 """Heartbeat: this process's entry in Redis, refreshed every 10 s (CORE-150..154, RUN-141).
 
 Each beat flushes the stat counters, then in one MULTI rewrites the
-``<identity>:work`` hash, refreshes the ``<identity>`` hash and the
+``<identity>:work`` hash (and its Sidekiq 6 copy ``<identity>:workers`` with
+``WIRE_FORMAT`` 6 or 7), refreshes the ``<identity>`` hash and the
 ``processes`` set, and pops pending dashboard signals from ``<identity>-signals``.
 """
 
@@ -15,13 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import redis as redis_lib
 
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
+from . import events
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
-from .state import WorkerState, hostname
+from .state import EXPIRED, WorkerState, hostname
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -44,13 +47,18 @@ def rss_kb() -> int:
 
 
 def flush_stats(state: WorkerState, config: Config | None = None) -> None:
-    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152)."""
+    """Add the counters to ``stat:processed``/``stat:failed`` and today's keys (CORE-152),
+    and the jobs skipped past their ``expires_in`` to ``stat:expired`` and its day key, which
+    Ruby wurk writes and its dashboard reads (an expired job also counts as processed)."""
     processed, failed = state.take_counts()
-    if not processed and not failed:
+    expired = EXPIRED.take()
+    if not processed and not failed and not expired:
         return
     day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     pipe = get_redis(config=config).pipeline(transaction=False)
-    for kind, count in (("processed", processed), ("failed", failed)):
+    for kind, count in (("processed", processed), ("failed", failed), ("expired", expired)):
+        if not count and kind == "expired":
+            continue  # a key Sidekiq does not know is written only once there is something in it
         pipe.incrby(keys.stat(kind), count)
         pipe.incrby(keys.stat_on(kind, day), count)
         pipe.expire(keys.stat_on(kind, day), DAY_STATS_TTL)
@@ -65,6 +73,9 @@ class Heartbeat:
         self._info: bytes | None = None
         self._rtts: list[int] = []
         self._first = True
+        # The `heartbeat` event is one-shot: it fires when this process appears in Redis,
+        # and a failed beat arms it again (the entry may be gone by the next success).
+        self._announce = True
         self._stats_outage = OutageLog("stat flush", "; counters are kept for the next beat")
 
     def info(self) -> bytes:
@@ -90,6 +101,13 @@ class Heartbeat:
 
     def beat(self) -> None:
         try:
+            self._beat()
+        except BaseException:
+            self._announce = True
+            raise
+
+    def _beat(self) -> None:
+        try:
             flush_stats(self.state, self.launcher.config)
         except Exception as exc:
             if is_outage(exc):
@@ -107,10 +125,13 @@ class Heartbeat:
         self._check_rtt(rtt_us)
         work = self.state.work_snapshot()
         pipe = redis.pipeline(transaction=True)
-        pipe.unlink(keys.work(key))
+        # Sidekiq 6 reads the busy jobs from ``:workers``, 7 and 8 from ``:work``: the same values.
+        names = (keys.work(key), keys.workers(key)) if config.wire_format.float_seconds else (keys.work(key),)
+        pipe.unlink(*names)
         if work:
-            pipe.hset(keys.work(key), mapping=work)
-            pipe.expire(keys.work(key), TTL)
+            for name in names:
+                pipe.hset(name, mapping=work)
+                pipe.expire(name, TTL)
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
@@ -124,7 +145,22 @@ class Heartbeat:
         })
         pipe.expire(key, TTL)
         pipe.rpop(keys.signals_list(key), 10)
-        replies = pipe.execute()
+        try:
+            replies = pipe.execute()
+        except redis_lib.OutOfMemoryError:
+            # A full Redis refuses the beat's writes but renews TTLs: keep this live
+            # process's entry from lapsing, or other workers' reapers would take it for
+            # dead and hand the jobs it is running to someone else.
+            keep = redis.pipeline(transaction=False)
+            for name in (key, *names):
+                keep.expire(name, TTL)
+            keep.execute()
+            raise
+        existed = replies[-4]
+        if self._announce and not existed:
+            self._announce = False
+            events.fire("heartbeat", self.launcher)
+        events.fire("beat", self.launcher)
         if not self.launcher.embedded:  # a web server's workers keep their own titles
             set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
         popped = replies[-1] or []
@@ -147,5 +183,5 @@ class Heartbeat:
         key = self.state.identity
         pipe = get_redis(config=self.launcher.config).pipeline(transaction=True)
         pipe.srem(keys.PROCESSES, key)
-        pipe.unlink(key, keys.work(key))
+        pipe.unlink(key, keys.work(key), keys.workers(key))
         pipe.execute()

@@ -36,13 +36,14 @@ def raw_text(raw: bytes | str) -> str:
         return "base64:" + base64.b64encode(raw).decode("ascii")
 
 
-def entry_for(raw: bytes | str, reason: str, queue: str) -> bytes:
+def entry_for(raw: bytes | str, reason: str, queue: str,
+              wire: payload.WireFormat = payload.SIDEKIQ8) -> bytes:
     """The dead-set member for ``raw``: the job with error fields, or a wrapper around its text."""
     try:
         parsed = payload.loads(raw)
     except Exception:  # not JSON at all (or past the parser's own depth limit)
         parsed = None
-    stamp = {"error_class": ERROR_CLASS, "error_message": reason[:10_000], "failed_at": payload.now_ms()}
+    stamp = {"error_class": ERROR_CLASS, "error_message": reason[:10_000], "failed_at": wire.now()}
     if isinstance(parsed, dict) and not payload.too_deep(parsed):
         entry = {**parsed, "queue": parsed.get("queue") if isinstance(parsed.get("queue"), str) else queue}
         if not isinstance(entry.get("jid"), str) or not entry.get("jid"):
@@ -65,6 +66,6 @@ def bury(raw: bytes | str, exc: BaseException, *, reason: str, queue: str, confi
 
     Raises only when Redis itself fails, so the caller can leave the job where it is.
     """
-    member = entry_for(raw, reason, queue)
+    member = entry_for(raw, reason, queue, config.wire_format)
     logger.error("%s (queue %s): moved to the dead set", reason, queue)
     death.die(payload.loads(member), exc, reason=death.INVALID, config=config, redis=redis, raw=member)

@@ -15,6 +15,7 @@ import time
 
 import orjson
 
+from . import joblevel
 from .logwriter import BatchingStreamHandler
 from .state import thread_id
 
@@ -68,7 +69,7 @@ class JobLogger:
 
 
 def _log(message: str, ctx: dict) -> None:
-    if not logger.isEnabledFor(logging.INFO):
+    if not logger.isEnabledFor(logging.INFO) or not joblevel.allows(logging.INFO):
         return
     route = _direct_route()
     if route is None:
@@ -100,7 +101,9 @@ def _direct_route() -> tuple[BatchingStreamHandler, PlainFormatter | JSONFormatt
     if len(handlers) != 1:
         return None
     handler = handlers[0]
-    if type(handler) is not BatchingStreamHandler or handler.filters or handler.level > logging.INFO:
+    # The job-level filter is the one filter allowed: _log() applies the same test itself.
+    if (type(handler) is not BatchingStreamHandler or handler.level > logging.INFO
+            or (handler.filters and handler.filters != [joblevel.FILTER])):
         return None
     formatter = handler.formatter
     if type(formatter) is not PlainFormatter and type(formatter) is not JSONFormatter:

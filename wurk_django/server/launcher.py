@@ -14,17 +14,19 @@ import logging
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Protocol
 
 from .. import signals
 from ..conf import Config
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
+from . import events
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import Manager
 from .reaper import Reaper
 from .scheduler import Scheduler
-from .state import WorkerState
+from .state import EXPIRED, WorkerState
 from .threads import spawn
 from .timer import TimerLoop
 
@@ -67,6 +69,8 @@ class Launcher:
         self.config = config
         self.embedded = embedded
         self.state = WorkerState()
+        # stat:expired: the expiry feature reports each skip by signal (one receiver a process).
+        signals.job_expired.connect(EXPIRED.add, weak=False, dispatch_uid="wurk_stat_expired")
         self.started_at = time.time()
         self.metrics = MetricsTracker(config)
         self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,
@@ -110,29 +114,43 @@ class Launcher:
                 built.append((name, component))
         return built
 
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` has begun (it may still be draining)."""
+        return self._stop_started
+
     def component(self, name: str) -> Component | None:
         """The running component registered as ``name``, if this process has it."""
         return next((c for n, c in self.components if n == name), None)
 
     def run(self) -> None:
-        self.manager.start()
+        """Start every component. A ``worker_startup`` receiver that raises stops the boot
+        before anything starts (:class:`StartupError`); a failure past that point stops
+        what did start, deregisters this process, and re-raises (RUN-110, CORE-154)."""
+        events.fire("startup", self)
         try:
+            self.manager.start()
+            # Built here, once the processors are fetching, so that a feature's modules
+            # never stand between a booting worker and its first job.
             self.components = self._build_components()
+            self.heartbeat_loop.start()
+            if self.reaper is not None:
+                self.reaper.start()
+            self.scheduler.start()
+            for _name, component in self.components:
+                component.start()
+            self.metrics_loop.start()
+            if self.health is not None:
+                self.health.start()  # last: ready only once everything above runs (RUN-110)
         except BaseException:
-            # A feature that cannot build its component stops the worker, as it did when
-            # components were built before anything started: nothing fetched stays held.
-            self.stop(timeout=0)
+            # Half-started: without this the heartbeat already running would keep the
+            # process listed (and beating) while the caller unwinds.
+            logger.error("the worker failed to start; stopping what had started")
+            try:
+                self.stop(timeout=0)
+            except Exception:
+                logger.exception("stopping the half-started worker failed")
             raise
-        self.heartbeat_loop.start()
-        if self.reaper is not None:
-            self.reaper.start()
-        self.scheduler.start()
-        for _name, component in self.components:
-            component.start()
-        self.metrics_loop.start()
-        if self.health is not None:
-            self.health.start()  # last: ready only once everything above runs (RUN-110)
-        signals.send(signals.worker_startup, Launcher, launcher=self)
         logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
                     self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
 
@@ -152,7 +170,7 @@ class Launcher:
                     quiet()
                 except Exception:
                     logger.exception("quieting component %s failed", name)
-        signals.send(signals.worker_quiet, Launcher, launcher=self)
+        events.fire("quiet", self)
         # Beat now: the process list shows "quiet" at once, not a beat later, so
         # `wurk_quiet --wait` and the dashboard see it as soon as it is true.
         self.heartbeat_loop.wake()
@@ -169,7 +187,7 @@ class Launcher:
         deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
         try:
             self.quiet()
-            signals.send(signals.worker_shutdown, Launcher, launcher=self)
+            events.fire("shutdown", self)
             self.manager.stop(deadline)
         finally:
             self._teardown()
@@ -188,6 +206,8 @@ class Launcher:
         # Logged before `stopped` is set: the main thread (or a swarm child's os._exit)
         # ends the process as soon as it sees it, and this line would be lost.
         logger.info("worker %s stopped", self.state.identity)
+        # Before `stopped` too: a standalone worker's main thread returns once it is set.
+        events.fire("exit", self)
         self.stopped.set()
         if self.health is not None:
             try:
@@ -250,12 +270,19 @@ class Launcher:
 
 
 def dump_threads() -> None:
-    """Log every thread's stack (CORE-159); faulthandler works even with wedged locks."""
-    logger.warning("thread dump follows (TTIN)")
-    for handler in logging.getLogger("wurk_django").handlers or logging.getLogger().handlers:
-        stream = getattr(handler, "stream", None)
-        if stream is not None:
-            stream.flush()
+    """Log every thread's name and stack at WARNING, one record per thread (CORE-159, RUN-821).
+
+    Through the logger, so the dump lands wherever the worker's log goes (a file, a
+    log collector); faulthandler writes the same to stderr too, as it needs no lock
+    and still works when a wedged thread holds the logging lock.
+    """
+    frames = sys._current_frames()
+    threads = {thread.ident: thread for thread in threading.enumerate()}
+    logger.warning("thread dump (TTIN): %d threads", len(frames))
+    for ident, frame in frames.items():
+        thread = threads.get(ident)
+        name = thread.name if thread is not None else "?"
+        stack = "".join(traceback.format_stack(frame)).rstrip()
+        logger.warning("thread %s (%s, tid %s)\n%s", name, ident, thread and thread.native_id, stack)
+    del frames
     faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    names = ", ".join(f"{t.name}({t.ident})" for t in threading.enumerate())
-    logger.warning("threads: %s", names)

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import payload
+from .. import asyncrun, payload
 from ..conf import Config
 from ..connection import get_redis
 from ..errors import Shutdown
@@ -122,7 +122,8 @@ class Manager:
             self.fetcher.bulk_requeue(units)
             self._log_requeued(units, started)
         for processor in busy:
-            if processor.thread is not None:
+            # An async job's loop sleeps in C until an event: cancel its task (RUN-850).
+            if processor.thread is not None and not asyncrun.cancel(processor.thread):
                 raise_in_thread(processor.thread, Shutdown)
         deadline = time.monotonic() + HARD_SHUTDOWN_WAIT
         while self.alive_processors() and time.monotonic() < deadline:

@@ -13,6 +13,8 @@ import signal
 
 NAMES = {signal.SIGTERM: "TERM", signal.SIGINT: "INT", signal.SIGTSTP: "TSTP", signal.SIGTTIN: "TTIN",
          signal.SIGUSR1: "USR1", signal.SIGUSR2: "USR2"}
+if hasattr(signal, "SIGINFO"):  # BSD and macOS: Ctrl-T asks for the thread dump too (RUN-821)
+    NAMES[signal.SIGINFO] = "TTIN"
 _CODES = {name: bytes([sig]) for sig, name in NAMES.items()}
 
 

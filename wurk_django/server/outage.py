@@ -15,12 +15,18 @@ import time
 
 import redis as redis_lib
 
+from ..redis_errors import is_failover
+
 logger = logging.getLogger("wurk_django.worker")
 
 
 def is_outage(exc: BaseException) -> bool:
-    """True for the errors of an unreachable or restarting Redis (not for a bad command)."""
-    return isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError))
+    """True for the errors of an unreachable or restarting Redis, of one refusing writes
+    at its ``maxmemory`` limit, and the refusals of a primary going away in a failover
+    (``READONLY``, ``NOREPLICAS``...), which redis-py raises as plain error replies:
+    states that pass, worth one line each, not a traceback per tick (not for a bad command)."""
+    return (isinstance(exc, (redis_lib.ConnectionError, redis_lib.TimeoutError, redis_lib.OutOfMemoryError))
+            or is_failover(exc))
 
 
 # A failure this soon after a recovery belongs to the same outage: pooled connections

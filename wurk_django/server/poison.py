@@ -120,7 +120,7 @@ def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
     job = payload.loads(raw)
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)
     if job.get("dead") is not False:
-        job.setdefault("failed_at", payload.now_ms())
+        job.setdefault("failed_at", (config or get_config()).wire_format.now())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
     try:

@@ -24,7 +24,7 @@ from ..context import JobContext
 from ..errors import BookingFailed, InvalidJob, JobInterrupted, Shutdown
 from ..outcome import ACKNOWLEDGED, Outcome
 from ..reporting import report
-from . import database, invalid
+from . import database, invalid, joblevel
 from .retry import error_class_name, error_message
 from .state import thread_id
 from .threads import spawn
@@ -56,9 +56,10 @@ class Processor:
         self.thread: threading.Thread | None = None
         self.tid = ""
         self._give_backs = 0  # give-backs since this thread last acknowledged a job
+        self._full = False  # the last burial failed because Redis is at its memory limit
 
     def start(self) -> None:
-        self.thread = spawn(f"{self.manager.name}/processor", self.run)
+        self.thread = spawn(f"{self.manager.name}/processor", self.run, self.config)
 
     def terminate(self) -> None:
         self.done = True
@@ -124,6 +125,8 @@ class Processor:
         # The one object of this job: every feature reads the worker's config and Redis from it.
         ctx = JobContext(self.config, self.redis, raw, unit, unit.queue, job)
         token = context.enter(ctx)
+        level = job.get("log_level")
+        previous_level = joblevel.enter(level) if level is not None else None
         try:
             log = self.joblog.context(job)
             started = time.monotonic_ns()
@@ -135,6 +138,8 @@ class Processor:
             finally:
                 self._finish(ctx, log, started)
         finally:
+            if level is not None:
+                joblevel.leave(previous_level)
             context.leave(token)
 
     def _run(self, ctx: JobContext) -> None:
@@ -255,6 +260,15 @@ class Processor:
 
         Give-backs in a row wait longer each time (up to 5 s), so a job whose
         outcome can never be recorded cannot spin this thread in a tight loop."""
+        if self._full and hasattr(unit, "leave"):
+            # Redis is full: the failure could not be recorded, and a job put back now would
+            # be fetched and fail again at once, ahead of the jobs whose runs free memory.
+            self._full = False
+            unit.leave()
+            logger.warning("job %s could not be recorded: Redis is at its memory limit; it waits in this "
+                           "worker's private list and goes back to queue %s when Redis has room",
+                           unit.jid, unit.queue)
+            return
         self._give_backs += 1
         if self._give_backs > 1:
             self.stop_flag.wait(min(0.1 * 2 ** self._give_backs, 5.0))
@@ -265,6 +279,14 @@ class Processor:
                 logger.warning("job %s went back to queue %s after an internal error", unit.jid, unit.queue)
                 return
             except Exception as exc:
+                if isinstance(exc, redis_lib.OutOfMemoryError) and hasattr(unit, "leave"):
+                    # A full Redis refuses the move back too. Waiting here would stop this
+                    # thread from draining the queue, which is what frees memory.
+                    unit.leave()
+                    logger.warning("job %s could not go back to queue %s: Redis is at its memory limit; it waits "
+                                   "in this worker's private list and goes back when Redis has room",
+                                   unit.jid, unit.queue)
+                    return
                 if self.stop_flag.is_set():
                     logger.warning("could not requeue job %s (%s); the reaper will recover it", unit.jid, exc)
                     return
@@ -288,6 +310,7 @@ class Processor:
             invalid.bury(raw, exc, reason=reason, queue=queue, config=self.config, redis=self.redis)
             return True
         except Exception as bury_exc:
+            self._full = isinstance(bury_exc, redis_lib.OutOfMemoryError)
             report(bury_exc, {"context": "could not move a job that cannot run to the dead set"}, self.config)
             return False
 

@@ -1,10 +1,18 @@
 """The reaper: brings jobs back from the private lists of dead processes (PRO-136..141, RUN-142).
 
 Every ``SUPER_FETCH_REAPER_INTERVAL`` seconds one process in the cluster (an
-``NX`` lock) sweeps the private lists of the queues it serves, and once an
-hour one sweeps every private list. At boot each process sweeps its own queues
-without the lock, so a killed sibling's jobs come back as soon as a
-replacement starts.
+``NX`` lock shared with Ruby wurk) sweeps every private list it finds, whatever
+queue it belongs to: in a mixed fleet the other runtime's processes serve
+queues this one does not, and their orphans must not wait for the hourly full
+sweep. One ``SCAN`` of every private list costs Redis the same as the scan of
+a single queue's lists (a ``MATCH`` walks the whole keyspace either way).
+
+A Ruby wurk process that wins the shared lock sweeps only its own queues, so
+when the lock is held by another runtime (its value is not ours) one of our
+processes takes a lock of its own and sweeps everything too. Once an hour one
+process also takes the full-sweep lock Ruby shares. At boot each process sweeps
+its own queues without a lock, so a killed sibling's jobs come back as soon as
+a replacement starts.
 
 An owner is dead when:
 
@@ -63,6 +71,9 @@ from .timer import TimerLoop
 logger = logging.getLogger("wurk_django.worker")
 
 FULL_INTERVAL = 3600
+# The shared lock's value: Ruby wurk writes "1" and never reads it; ours tells our
+# processes that the holder sweeps every queue.
+LOCK_MARK = "wurk_django:all-queues"
 STALE_BEAT = 2 * BEAT_INTERVAL
 
 
@@ -123,13 +134,27 @@ class Reaper:
 
     def tick(self) -> None:
         redis = get_redis(config=self.config)
-        if redis.set(keys.REAPER_LOCK, 1, nx=True, ex=max(int(self.interval), 1)):
-            self.sweep(full=False)
-        if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL):
+        ttl = max(int(self.interval), 1)
+        swept = False
+        if redis.set(keys.REAPER_LOCK, LOCK_MARK, nx=True, ex=ttl):
+            self.sweep(full=True)
+            swept = True
+        elif self._held_elsewhere(redis) and redis.set(keys.REAPER_OTHERS_LOCK, 1, nx=True, ex=ttl):
+            self.sweep(full=True)
+            swept = True
+        # Taken even after a sweep of everything, so a Ruby process skips its hourly scan too.
+        if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL) and not swept:
             self.sweep(full=True)
 
+    @staticmethod
+    def _held_elsewhere(redis: redis_lib.Redis) -> bool:
+        """Whether the shared lock's holder is a process that sweeps only its own queues."""
+        holder = redis.get(keys.REAPER_LOCK)
+        return holder is not None and holder != LOCK_MARK.encode()
+
     def sweep(self, full: bool) -> int:
-        """Reclaim every orphaned private list; returns how many jobs moved."""
+        """Reclaim orphaned private lists, of every queue (``full``) or of this process's
+        queues; returns how many jobs moved."""
         redis = get_redis(config=self.config)
         live = self._live_owners(redis)
         patterns = [keys.PRIVATE_ALL] if full else [keys.private_pattern(name) for name in self.queue_names]
@@ -364,6 +389,7 @@ class Reaper:
         holding = private_list(queue, slot=keys.HELD_SLOT)
         spacing = int(redis.llen(private) or 0) + 1
         moved = 0
+        classes: dict[str, int] = {}  # recovered jobs per class, for the metrics
         while True:
             try:
                 raw = redis.lindex(private, -1)
@@ -378,6 +404,8 @@ class Reaper:
                 if result == -1:
                     continue  # another reclaimer moved it first
                 moved += 1
+                klass = _class_of(raw) or "unknown"
+                classes[klass] = classes.get(klass, 0) + 1
                 if result >= poison.RECOVERY_THRESHOLD:
                     self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
             except Exception:
@@ -385,7 +413,7 @@ class Reaper:
                 return moved
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
-            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved, classes=classes)
         return moved
 
     def _bury(self, pill: poison.Pill, raw: bytes, holding: str) -> None:

@@ -54,6 +54,7 @@ from ..pause import PausedCache
 from ..scripts import lua
 from ..writer import Writer
 from .fetch_slot import FetchSlot, ReliableUnit, ack_commands, requeue_command
+from .memory_limit import FETCH_AT_LIMIT, MemoryLimit
 from .outage import OutageLog
 from .queues import QueueOrder
 from .state import NONCE, hostname
@@ -90,6 +91,7 @@ class ReliableFetch:
         self._done = threading.Event()
         self._wake_keys: dict[str, str] = {}
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s (parked ACKs are kept)")
+        self._limit = MemoryLimit()
         # The slots: each fetching thread holds one (in _local), the lowest free first, so a
         # process keeps about as many lists per queue as it has threads. The lock guards
         # the numbering only: a thread takes it when it gets or frees its slot, never per job.
@@ -240,14 +242,24 @@ class ReliableFetch:
             time.sleep(0.05)
             return None
         try:
-            if slot.reconciled != self._generation:
+            holding = self._limit.holding()
+            if slot.reconciled != self._generation and not self._limit.full():
+                # Not while Redis is full: a job left in the private list because its failure
+                # could not be recorded would be fetched and fail again at once. It waits.
                 self._reconcile(slot)
             if slot.ahead:
                 unit = slot.next_ahead()
                 if unit is not None:
                     slot.mark_started(unit)
                     return unit
+            if holding:
+                return self._fetch_at_limit(slot)
             unit = self._walk(slot)
+        except redis_lib.OutOfMemoryError:
+            # Redis is at its maxmemory limit and refused a move: fetch through the
+            # allow-oom script instead, so the queues keep draining and memory frees.
+            self._limit.refused(get_redis(config=self.config))
+            return self._fetch_at_limit(slot)
         except redis_lib.RedisError as exc:
             # The reply may be lost after LMOVE ran: the job would then sit in our private
             # list with no thread on it, and the reaper never looks at a live owner's lists.
@@ -256,7 +268,38 @@ class ReliableFetch:
             self._done.wait(ERROR_BACKOFF)
             return None
         self._outage.succeeded()
+        self._limit.plain_fetch_worked()
         return unit
+
+    def _fetch_at_limit(self, slot: FetchSlot) -> ReliableUnit | None:
+        """One fetch while Redis is full: parked ACKs first (``LREM`` is accepted at the
+        limit and frees memory), then the allow-oom move of the first job of the first
+        non-empty queue, into this slot's private list as always."""
+        names = self._names()
+        try:
+            self._flush([slot])
+            if not names:
+                self._done.wait(self.poll_interval)
+                return None
+            pairs = [key for name in names for key in slot.keys(name)]
+            hit = FETCH_AT_LIMIT(get_redis(config=self.config), keys=pairs)
+        except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+            self._stale()
+            self._outage.failed(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        except redis_lib.RedisError as exc:
+            self._limit.cannot_fetch(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        self._outage.succeeded()
+        if not hit:
+            # Nothing queued; a blocking move would be refused too, so look again shortly.
+            self._done.wait(min(self.poll_interval, 1.0))
+            return None
+        name = names[int(hit[0]) - 1]
+        public, private = slot.keys(name)
+        return ReliableUnit(name, public, private, hit[1], slot)
 
     def _walk(self, slot: FetchSlot) -> ReliableUnit | None:
         names = self._names()
@@ -272,13 +315,33 @@ class ReliableFetch:
                 count = slot.fetch_count()
                 move = ("LMOVE", public, private, "RIGHT", "LEFT")
                 parked = slot.take_parked()
+                acked = ack_commands(parked)
+                marks = slot.oldest_mark()
                 try:
-                    replies = send_on(slot.connection(),
-                                      [*ack_commands(parked), *slot.oldest_mark(), *(move,) * count])
+                    replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count], raise_errors=False)
                 except Exception:
                     slot.put_back(parked)
                     slot.mark_unknown()
                     raise
+                acks = replies[:len(acked)]
+                if any(isinstance(reply, redis_lib.ResponseError) for reply in acks):
+                    slot.put_back(parked)
+                    slot.mark_unknown()
+                    raise next(reply for reply in acks if isinstance(reply, redis_lib.ResponseError))
+                if any(isinstance(reply, redis_lib.ResponseError) for reply in replies[len(acked):-count]):
+                    slot.mark_unknown()  # refused (Redis full): the next fetch says it again
+                # The ACKs went through (an LREM is accepted even when Redis is full): only a
+                # move can have been refused, and the ACKs must not be sent twice.
+                refused = next((r for r in replies[-count:] if isinstance(r, redis_lib.ResponseError)), None)
+                if refused is not None:
+                    moved = [r for r in replies[-count:] if r is not None and not isinstance(r, Exception)]
+                    if moved:
+                        # None started: each says where it sits when it does.
+                        held = [ReliableUnit(name, public, private, job, slot) for job in moved]
+                        for position, unit in enumerate(held):
+                            unit.mark = f"{len(held) - 1 - position}|{name}"
+                        slot.ahead.extend(held)
+                    raise refused
                 units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
                 slot.fetched(count, len(units))
                 if units:

@@ -107,7 +107,7 @@ class Retrier:
             # No class to ask and no retry key (an unknown class pushed by hand, say):
             # nobody chose to drop it, so it is kept in the dead set with the error.
             msg.update({"queue": msg.get("queue") or queue, "error_message": error_message(exc),
-                        "error_class": error_class_name(exc), "failed_at": payload.now_ms()})
+                        "error_class": error_class_name(exc), "failed_at": self.config.wire_format.now()})
             logger.error("%s jid=%s cannot run (%s: %s) and has no retry key: moved to the dead set",
                          msg.get("class"), msg.get("jid"), msg["error_class"], msg["error_message"])
             death.die(msg, exc, reason=death.INVALID, config=self.config)
@@ -124,10 +124,10 @@ class Retrier:
         msg["error_class"] = error_class_name(exc)
         now = time.time()
         if "retry_count" in msg:
-            msg["retried_at"] = int(now * 1000)
+            msg["retried_at"] = self.config.wire_format.at(now)
             msg["retry_count"] = int(msg["retry_count"] or 0) + 1
         else:
-            msg["failed_at"] = int(now * 1000)
+            msg["failed_at"] = self.config.wire_format.at(now)
             msg["retry_count"] = 0
         count = msg["retry_count"]
         self._add_backtrace(msg, exc)
@@ -143,7 +143,7 @@ class Retrier:
 
         delay = self._delay(job_class, count, exc, msg)
         if delay == "discard":
-            msg["discarded_at"] = payload.now_ms()
+            msg["discarded_at"] = self.config.wire_format.now()
             return self._died(job_class, msg, exc, death.DISCARDED)
         if delay == "kill":
             return self._exhausted(job_class, msg, exc)
@@ -191,7 +191,7 @@ class Retrier:
             except Exception as hook_exc:
                 report(hook_exc, {"context": "Error calling retries_exhausted", "job": msg}, self.config)
         if msg.get("dead") is False or outcome == "discard":
-            msg["discarded_at"] = payload.now_ms()
+            msg["discarded_at"] = self.config.wire_format.now()
             return self._died(job_class, msg, exc, death.DISCARDED)
         logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
         death.die(msg, exc, reason=death.EXHAUSTED, config=self.config, job_class=job_class)

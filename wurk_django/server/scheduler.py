@@ -93,6 +93,12 @@ class _DueLoop(TimerLoop):
             return True
 
 
+def _stamp(config: Config | None, at: float) -> str:
+    """The ``enqueued_at`` the promote script writes, as JSON number text in the configured unit."""
+    wire = config.wire_format if config is not None else payload.SIDEKIQ8
+    return repr(wire.at(at))
+
+
 class Scheduler:
     def __init__(self, config: Config, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
@@ -140,7 +146,7 @@ class Scheduler:
             while not self.loop.done:
                 at = now if now is not None else time.time()
                 taken, buried, *members = promote(keys=[name, keys.QUEUES, keys.DEAD],
-                                                  args=[payload.score(at), keys.QUEUE_PREFIX, int(at * 1000), BATCH,
+                                                  args=[payload.score(at), keys.QUEUE_PREFIX, _stamp(self.config, at), BATCH,
                                                         keys.wake(""), *wake_args()])
                 moved += int(taken) - int(buried)
                 if buried:

@@ -55,6 +55,31 @@ def thread_id() -> str:
         return tid
 
 
+class _ExpiredCount:
+    """Jobs skipped because their ``expires_in`` passed, since the last stat flush.
+
+    One per process, not per :class:`WorkerState`: the expiry feature reports a skip
+    through the ``job_expired`` signal, which knows no worker, and whichever heartbeat
+    flushes next takes the count, so two workers in one process never count a skip twice.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def add(self, *_args, **_kwargs) -> None:
+        with self._lock:
+            self._count += 1
+
+    def take(self) -> int:
+        with self._lock:
+            count, self._count = self._count, 0
+            return count
+
+
+EXPIRED = _ExpiredCount()
+
+
 class WorkerState:
     """Busy map and stat counters, shared by processors and read by the heartbeat."""
 
@@ -125,5 +150,6 @@ class WorkerState:
         with self._lock:
             self._busy.clear()
             self.processed = self.failed = 0
+        EXPIRED.take()  # a forked child counts only its own skips
         self.identity = identity()
 

@@ -11,8 +11,9 @@ from typing import Any
 logger = logging.getLogger("wurk_django.worker")
 
 
-def spawn(name: str, target: Callable[[], Any]) -> threading.Thread:
-    """Run ``target`` on a named daemon thread; an escaping exception is logged with the name.
+def spawn(name: str, target: Callable[[], Any], config: Any = None) -> threading.Thread:
+    """Run ``target`` on a named daemon thread. An escaping exception is logged with the
+    thread's name and handed to ``config``'s error handlers (RUN-101), then the thread ends.
 
     Daemon threads, because CPython joins non-daemon threads before ``atexit``
     runs, so a stuck job could otherwise block the drain from ever starting.
@@ -21,8 +22,12 @@ def spawn(name: str, target: Callable[[], Any]) -> threading.Thread:
     def run() -> None:
         try:
             target()
-        except BaseException:  # the thread is ending; report whatever ended it
+        except BaseException as exc:  # the thread is ending; report whatever ended it
             logger.exception("thread %s died", name)
+            if config is not None and not isinstance(exc, SystemExit):
+                from ..reporting import notify_handlers
+
+                notify_handlers(exc, {"context": f"thread {name} died", "thread": name}, config)
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()

@@ -4,7 +4,8 @@ Turn it on with ``WURK["STATSD"] = {"HOST": "127.0.0.1", "PORT": 8125, "TAGS": [
 or hand over a client you already have with ``{"CLIENT": "myproject.metrics.statsd_client"}``
 (a callable returning an object with DogStatsD's ``increment``/``gauge``/``distribution``
 methods, such as ``datadog.dogstatsd.DogStatsd``). Every name starts with ``sidekiq.``,
-so Sidekiq Pro dashboards and monitors work unchanged:
+so Sidekiq Pro dashboards and monitors work unchanged, and the names and tags Ruby wurk
+adds are sent too (``class:`` beside ``worker:``; see docs/operations.md):
 
 ========================================  =============  ==================
 metric                                    type           tags
@@ -13,10 +14,16 @@ metric                                    type           tags
 ``sidekiq.jobs.success`` / ``.failure``   counter        worker, queue
 ``sidekiq.jobs.perform``                  gauge (ms)     worker, queue
 ``sidekiq.jobs.perform_dist``             distribution   worker, queue
-``sidekiq.jobs.expired``                  counter        worker, queue
-``sidekiq.jobs.recovered.fetch``          counter        queue
+``sidekiq.jobs.enqueued``                 counter        worker, queue
+``sidekiq.jobs.retried``                  counter        worker, queue
+``sidekiq.jobs.expired``                  counter        worker, queue, class
+``sidekiq.jobs.rate_limited``             counter        worker, queue
+``sidekiq.jobs.encryption_error``         counter        worker
+``sidekiq.jobs.recovered.fetch``          counter        queue, worker, class
 ``sidekiq.jobs.recovered.push``           counter        queue
-``sidekiq.jobs.poison``                   counter        worker, queue
+``sidekiq.jobs.poison``                   counter        worker, queue, class
+``sidekiq.busy``                          gauge          process
+``sidekiq.queue.size``                    gauge          queue, process
 ``sidekiq.batch.created``                 counter        -
 ``sidekiq.batch.duration_dist``           distribution   -
 ========================================  =============  ==================
@@ -118,7 +125,11 @@ def client() -> Any:
         except Exception:
             logger.exception("statsd client could not be built; metrics are off in this process")
         _memo = (pid, source, built, generation)
-        return built
+    if built is not None:
+        from .install import connect_enqueued  # the receiver lives with the other receivers
+
+        connect_enqueued()
+    return built
 
 
 def _settings_changed(setting: str = "", **_kw: Any) -> None:

@@ -15,16 +15,62 @@ from . import client, emit, job_tags
 #: Inside the user's SERVER_MIDDLEWARE, right around ``perform``: the timing is
 #: the job's own work, as with Pro's middleware added at the end of the chain.
 MIDDLEWARE_POSITION = 10
+#: Among the launcher's components: after the history rollups (30), nothing depends on it.
+GAUGES_POSITION = 40
+
+
+def _with_class(tags: list[str], klass: str) -> list[str]:
+    """Ruby wurk tags ``jobs.expired``, ``jobs.poison`` and ``jobs.recovered.fetch`` with
+    ``class:<class>`` where Sidekiq Pro's per-job metrics say ``worker:<class>``; both are
+    sent, so a dashboard built for either side counts every process."""
+    tag = f"class:{klass}"
+    return tags if tag in tags else [*tags, tag]
+
+
+def _klass(job: dict) -> str:
+    return str(job.get("wrapped") or job.get("class"))
 
 
 def _expired(sender, job: dict, queue: str, **_kw) -> None:
     if client() is not None:
-        tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
-        emit("increment", "jobs.expired", 1, tags, rate)
+        tags, rate = job_tags(_klass(job), job, queue)
+        emit("increment", "jobs.expired", 1, _with_class(tags, _klass(job)), rate)
 
 
-def _recovered_fetch(sender, queue: str, count: int, **_kw) -> None:
-    emit("increment", "jobs.recovered.fetch", count, [f"queue:{queue}"])
+def _recovered_fetch(sender, queue: str, count: int, classes: dict[str, int] | None = None, **_kw) -> None:
+    if client() is None:
+        return
+    if not classes:
+        emit("increment", "jobs.recovered.fetch", count, [f"queue:{queue}"])
+        return
+    # One count a class, tagged as both sides tag it.
+    for klass, n in classes.items():
+        emit("increment", "jobs.recovered.fetch", n, [f"queue:{queue}", f"worker:{klass}", f"class:{klass}"])
+
+
+def _rate_limited(sender, job: dict, **_kw) -> None:
+    if client() is not None:
+        tags, rate = job_tags(_klass(job), job, str(job.get("queue") or "default"))
+        emit("increment", "jobs.rate_limited", 1, tags, rate)
+
+
+def _retried(sender, job: dict, **_kw) -> None:
+    if client() is not None:
+        tags, rate = job_tags(_klass(job), job, str(job.get("queue") or "default"))
+        emit("increment", "jobs.retried", 1, tags, rate)
+
+
+def _enqueued(sender, job: dict, **_kw) -> None:
+    if client() is not None:
+        tags, rate = job_tags(_klass(job), job, str(job.get("queue") or "default"))
+        emit("increment", "jobs.enqueued", 1, tags, rate)
+
+
+def connect_enqueued() -> None:
+    """``jobs.enqueued`` after each push, connected once a statsd client exists: the
+    ``job_enqueued`` signal costs a push nothing while nobody listens, so a process with
+    statsd off never pays for it."""
+    signals.job_enqueued.connect(_enqueued, weak=False, dispatch_uid="wurk_statsd_enqueued")
 
 
 def _recovered_push(sender, queue: str, count: int, **_kw) -> None:
@@ -42,10 +88,21 @@ def _batch_succeeded(sender, duration: float, **_kw) -> None:
 def _poison(job: dict, exc: BaseException, reason: str) -> None:
     from ..server.death import POISON  # here, not at the top: the client part must not load the engine
 
-    if reason == POISON and client() is not None:
-        queue = str(job.get("queue") or "default")
-        tags, rate = job_tags(str(job.get("wrapped") or job.get("class")), job, queue)
-        emit("increment", "jobs.poison", 1, tags, rate)
+    if client() is None:
+        return
+    queue = str(job.get("queue") or "default")
+    if reason == POISON:
+        tags, rate = job_tags(_klass(job), job, queue)
+        emit("increment", "jobs.poison", 1, _with_class(tags, _klass(job)), rate)
+    elif _is_encryption_error(exc):
+        # Ruby wurk's name and tag for a job that could not be decrypted.
+        emit("increment", "jobs.encryption_error", 1, [f"worker:{_klass(job)}"])
+
+
+def _is_encryption_error(exc: BaseException) -> bool:
+    from ..encryption.errors import EncryptionError  # a small module of exception classes
+
+    return isinstance(exc, EncryptionError)
 
 
 def install_client() -> None:
@@ -54,6 +111,7 @@ def install_client() -> None:
     signals.pushes_recovered.connect(_recovered_push, weak=False, dispatch_uid="wurk_statsd_recovered_push")
     signals.batch_created.connect(_batch_created, weak=False, dispatch_uid="wurk_statsd_batch_created")
     signals.batch_succeeded.connect(_batch_succeeded, weak=False, dispatch_uid="wurk_statsd_batch_succeeded")
+    client()  # with statsd on, building the client connects jobs.enqueued (connect_enqueued)
 
 
 def install_server() -> None:
@@ -65,3 +123,10 @@ def install_server() -> None:
     death.register_handler("statsd", _poison, position=90)
     signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
     signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")
+    signals.job_rate_limited.connect(_rate_limited, weak=False, dispatch_uid="wurk_statsd_rate_limited")
+    signals.job_retried.connect(_retried, weak=False, dispatch_uid="wurk_statsd_retried")
+
+    from ..server.launcher import register_component
+    from .gauges import factory
+
+    register_component("statsd-gauges", factory, position=GAUGES_POSITION)

@@ -22,7 +22,7 @@ FAILURE = PREFIX + "jobs.failure"
 PERFORM = PREFIX + "jobs.perform"
 PERFORM_DIST = PREFIX + "jobs.perform_dist"
 #: A run the limiter ends as rate limited: neither a success nor a failure, and not timed
-#: (the job's work did not happen).
+#: (the job's work did not happen); its ``jobs.rate_limited`` hangs off the limiter's signal.
 RATE_LIMITED = PREFIX + "jobs.rate_limited"
 
 
@@ -47,7 +47,7 @@ def _default_tail(ours: UDPClient, klass: str, queue: str) -> str:
 class StatsdMiddleware:
     """``jobs.count`` before the job, then ``jobs.success`` or ``jobs.failure`` and its
     duration as ``jobs.perform`` (gauge, ms) and ``jobs.perform_dist`` (distribution, ms);
-    or ``jobs.rate_limited`` alone for a run the limiter ends (ENT-153)."""
+    or nothing more for a run the limiter ends, counted as ``jobs.rate_limited`` (ENT-153)."""
 
     @staticmethod
     def applies(job: dict) -> bool:
@@ -93,10 +93,7 @@ class StatsdMiddleware:
         finally:
             elapsed_ms = round((time.monotonic() - started) * 1000, 3)
             if outcome == RATE_LIMITED:
-                if ours is not None:
-                    ours.add_count(RATE_LIMITED, tail)
-                elif target is not None:
-                    emit("increment", "jobs.rate_limited", 1, tags, rate, to=target)
+                pass  # jobs.rate_limited is sent on the limiter's signal (install.py), not here
             elif ours is not None:
                 ours.add_timing(outcome, PERFORM, PERFORM_DIST, tail, elapsed_ms)
             elif target is not None:

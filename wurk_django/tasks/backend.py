@@ -28,6 +28,7 @@ OPTIONS:
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -40,7 +41,7 @@ from django.db import transaction
 from .. import payload, shards, testing
 from ..arguments import check_arguments
 from ..client import Client, _enqueued, normalize, validate
-from ..conf import QUEUE_NAME, Config, get_config
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config, get_config
 from ..connection import async_redis, get_redis
 from ..middleware import client_chain
 from ..writer import AsyncWriter, Writer
@@ -150,7 +151,12 @@ class WurkBackend(BaseTaskBackend):
         return get_config().enqueue_on_commit if value is None else bool(value)
 
     def validate_task(self, task: Task) -> None:
-        super().validate_task(task)
+        if isinstance(task.run_after, dt.timedelta):
+            # Django's own check wants a datetime; a delay is checked as the time it names.
+            # (replace() validates the copy through this method again.)
+            dataclasses.replace(task, run_after=_due(task.run_after))
+        else:
+            super().validate_task(task)
         if not _valid_retry(getattr(task, "retry", None)):
             raise InvalidTask(f"retry must be True, False or a number of attempts >= 0, not {task.retry!r}")
 
@@ -158,6 +164,8 @@ class WurkBackend(BaseTaskBackend):
 
     def _prepare(self, task: Task, args: Any, kwargs: Any) -> tuple[TaskResult, dict[str, Any], dict[str, Any]]:
         """Validate and build ``(result, job item, result record)``; no I/O."""
+        if isinstance(task.run_after, dt.timedelta):  # a delay counts from the push (DJ-014)
+            task = dataclasses.replace(task, run_after=_due(task.run_after))
         self.validate_task(task)
         jid = payload.new_jid()
         result = TaskResult(
@@ -278,6 +286,14 @@ class WurkBackend(BaseTaskBackend):
         for queue in sorted(self.queues):
             if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
                 found.append(checks.Error(f"queue name {queue!r} is not usable by wurk",
-                                          hint=f"queue names must match {QUEUE_NAME.pattern}", obj=obj,
+                                          hint=f"a queue name must be {QUEUE_NAME_RULE}", obj=obj,
                                           id="wurk.E022"))
         return found
+
+
+def _due(delay: dt.timedelta) -> dt.datetime:
+    """``run_after=timedelta``: that long from now, as Django's own timestamps are (aware
+    with ``USE_TZ``, local naive without)."""
+    from django.utils import timezone
+
+    return timezone.now() + delay

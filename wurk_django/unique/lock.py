@@ -69,10 +69,17 @@ def stored_ttl(value: Any) -> int | None:
         return None
 
 
+_warned_until: set[str] = set()
+
+
 def check_until(value: Any) -> None:
-    """Refuse a ``unique_until`` typo at push time (a worker reads unknown values as "success")."""
+    """Warn (once per value) about a ``unique_until`` that is neither value: it counts as
+    "success", as it does on every worker, Ruby's too (ENT-202)."""
     if value is not None and value not in UNTIL_VALUES:
-        raise UniqueConfigurationError(f"unique_until must be 'success' or 'start', not {value!r}")
+        text = repr(value)
+        if text not in _warned_until:
+            _warned_until.add(text)
+            logger.warning("unique_until %s is not 'success' or 'start': the lock is held until success", text)
 
 
 def context_of(job: dict) -> Any:
@@ -151,12 +158,13 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
 
 def release_on_death(job: dict, exc: BaseException, reason: str) -> None:
     """Death handler: a job the engine gave up on frees its lock; a kill by a person
-    (admin or API) keeps it until it expires, as in Sidekiq Enterprise."""
+    (admin or API) keeps it until it expires, as in Sidekiq Enterprise. Also where
+    ``UNIQUE_JOBS`` is off: the pusher may have taken the lock all the same."""
     from ..server import death
 
     if reason == death.MANUAL or isinstance(exc, death.JobKilled):
         return
     where = context.current()  # the job's, or the one die() made for a death outside a job
-    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None or not enabled(where.config):
+    if not job.get("jid") or stored_ttl(job.get("unique_for")) is None:
         return
     release(job, where.redis)

@@ -15,7 +15,12 @@ worker_logger = logging.getLogger("wurk_django.worker")
 
 class UniqueServerMiddleware:
     """Releases the lock when the job starts (``unique_until="start"``) or after it
-    succeeded (default); a failure keeps it, so retries stay unique."""
+    succeeded (default); a failure keeps it, so retries stay unique.
+
+    It releases even where ``UNIQUE_JOBS`` is off: the pusher (a Ruby process, or a
+    Python one with the switch on) may have taken the lock, and nothing else would
+    free it before ``unique_for`` runs out. The release deletes the lock only if this
+    job holds it, so a job whose pusher took none costs one round trip and no more."""
 
     @staticmethod
     def applies(job: dict) -> bool:
@@ -23,7 +28,7 @@ class UniqueServerMiddleware:
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Any) -> Any:
         where = context.current()  # the worker's config and the Redis the job came from
-        if lock.stored_ttl(job.get("unique_for")) is None or not lock.enabled(where.config):
+        if lock.stored_ttl(job.get("unique_for")) is None:
             return call_next()
         if job.get("unique_until") == lock.UNTIL_START:
             self.release(job, where.redis)

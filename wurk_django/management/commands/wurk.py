@@ -17,6 +17,7 @@ from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
 from ...server import boot_warnings
 from ...server.burst import drained
+from ...server.events import StartupError
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
 from ...server.logfiles import reopen as reopen_logs
@@ -155,7 +156,12 @@ class Command(BaseCommand):
 
             watcher = CodeWatcher(lambda path: pipe.send_self("TERM"))
         try:
-            launcher.run()
+            try:
+                launcher.run()
+            except StartupError as exc:
+                # A hook said no: one line naming it, its traceback, exit 1 (CORE-154).
+                logger.error("wurk: %s; not starting", exc, exc_info=exc.__cause__)
+                sys.exit(1)
             if watcher is not None:
                 watcher.start()
             self._supervise(launcher, pipe, burst=options.get("burst", False))

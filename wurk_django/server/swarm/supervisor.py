@@ -356,7 +356,7 @@ class Swarm(RollingRestarts, Monitors):
         try:
             pipe = self._redis().pipeline(transaction=True)
             pipe.srem(keys.PROCESSES, identity)
-            pipe.unlink(identity, keys.work(identity))
+            pipe.unlink(identity, keys.work(identity), keys.workers(identity))
             pipe.execute()
         except redis_lib.RedisError as exc:
             logger.warning("could not remove the heartbeat of dead child %s: %s", identity, exc)
@@ -422,6 +422,11 @@ class Swarm(RollingRestarts, Monitors):
 # -- entry points --------------------------------------------------------------------
 
 
+#: Sidekiq Enterprise's switches for loading the app before forking. Django is always
+#: set up in the parent, so they have nothing left to switch.
+PRELOAD_ENVS = ("SIDEKIQ_PRELOAD", "SIDEKIQ_PRELOAD_APP")
+
+
 def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = None) -> int:
     """``manage.py wurk --processes N``: fork and supervise on this (main) thread (ENT-701).
 
@@ -433,6 +438,10 @@ def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = No
         raise SwarmError("this platform cannot fork; run `manage.py wurk` without --processes")
     if sys.platform == "darwin":
         logger.warning("swarm mode on macOS is for development only")
+    for name in PRELOAD_ENVS:
+        if name in os.environ:  # accepted from a Sidekiq set-up, and said to do nothing (ENT-702)
+            logger.info("%s is set: it changes nothing here, the swarm parent always loads Django "
+                        "and your code before it forks", name)
     try:
         swarm = Swarm(config, assignments(config, processes), pipe=pipe)
         return swarm.run()

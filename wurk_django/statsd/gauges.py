@@ -1,0 +1,50 @@
+"""The per-process gauges Ruby wurk sends with every heartbeat: ``sidekiq.busy`` (this
+process's running jobs) and ``sidekiq.queue.size`` (the length of each queue it serves),
+both tagged ``process:<identity>``, so a dashboard built on them sees Python processes too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..connection import get_redis
+from . import client, emit
+
+#: Seconds between two sends: the heartbeat's interval, as on the Ruby side.
+INTERVAL = 10
+
+
+class ProcessGauges:
+    """A launcher component: one tick every :data:`INTERVAL` seconds."""
+
+    def __init__(self, launcher: Any) -> None:
+        from ..server.timer import TimerLoop  # the worker side only: a pushing process never builds this
+
+        self.launcher = launcher
+        self.loop = TimerLoop("statsd-gauges", self.tick, lambda: INTERVAL, first_wait=INTERVAL)
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def tick(self) -> None:
+        if client() is None:
+            return
+        launcher = self.launcher
+        process = f"process:{launcher.state.identity}"
+        emit("gauge", "busy", launcher.state.busy_count(), [process])
+        names = list(launcher.manager.fetcher.order.names)
+        if not names:
+            return
+        pipe = get_redis(config=launcher.config).pipeline(transaction=False)
+        for name in names:
+            pipe.llen(f"queue:{name}")
+        for name, size in zip(names, pipe.execute(), strict=True):
+            emit("gauge", "queue.size", int(size), [f"queue:{name}", process])
+
+
+def factory(launcher: Any) -> ProcessGauges | None:
+    """Only a process with statsd on sends the gauges."""
+    return ProcessGauges(launcher) if client() is not None else None
