@@ -272,3 +272,34 @@ def test_a_full_send_buffer_waits_without_the_gil_and_times_out():
     assert time.monotonic() - started >= 0.4  # waited for room, as a blocking write does
     assert longest < 0.25  # and let the other thread run meanwhile
     assert conn.disconnected
+
+
+@pytest.mark.parametrize("protocol", [2, 3])  # 3: redis-py's own path
+def test_unanswered_writes_land_and_their_replies_are_dropped_by_the_next_round_trip(redis_db, make_conn, protocol):
+    """Issue 28 item 1: a fetch slot names the job it starts in a write it does not wait for."""
+    from tests.support import wait_for
+    from wurk_django.connection import send_unanswered, settle
+
+    conn = make_conn(protocol=protocol)
+    send_on(conn, [("PING",)])  # connected
+    send_unanswered(conn, [("SET", "marker", "1")])
+    send_unanswered(conn, [("SET", "marker", "2"), ("INCR", "not-a-number-key")])
+    # Landed before any reply was read, in order.
+    wait_for(lambda: redis_db.get("marker") == b"2", timeout=10, message="the unanswered writes to land")
+    assert wire.owes(conn)
+    assert send_on(conn, [("GET", "marker"), ("INCR", "n")]) == [b"2", 1]
+    assert not wire.owes(conn)
+    send_unanswered(conn, [("SET", "marker", "3")])
+    settle(conn)  # before the connection goes back to its pool
+    assert not wire.owes(conn)
+    assert send_on(conn, [("GET", "marker")]) == [b"3"]
+
+
+def test_replies_owed_on_a_closed_socket_are_forgotten(redis_db, make_conn):
+    from wurk_django.connection import send_unanswered
+
+    conn = make_conn()
+    send_unanswered(conn, [("SET", "marker", "1")])
+    conn.disconnect()
+    assert not wire.owes(conn)
+    assert send_on(conn, [("GET", "marker")]) == [b"1"]

@@ -349,8 +349,14 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
         return replies
     replies: list[Any] = []
     error: redis.ResponseError | None = None
+    owed = wire.take_owed(conn)
     try:
         conn.send_packed_command(conn.pack_commands(commands), False)
+        for _ in range(owed):  # the replies send_unanswered left: read in order, dropped
+            try:
+                conn.read_response()
+            except redis.ResponseError:
+                pass
         for _ in commands:
             try:
                 replies.append(conn.read_response())
@@ -370,6 +376,40 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     if error is not None and raise_errors:
         raise error
     return replies
+
+
+def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
+    """Send ``commands`` on ``conn`` without waiting for their replies, which the next
+    :func:`send_on` on ``conn`` reads and drops first. Where the fast path does not
+    serve ``conn`` this is a plain round trip (same effect, one wait). Before ``conn``
+    goes back to its pool, :func:`settle` it."""
+    sentinel.follow_primary(conn)
+    try:
+        fast = wire.ready(conn)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()
+        raise NotSent(f"could not connect to Redis: {exc}") from exc
+    if fast:
+        wire.send_unanswered(conn, commands)
+    elif wire.can_owe(conn):
+        try:
+            conn.send_packed_command(conn.pack_commands(commands), False)
+        except BaseException:
+            conn.disconnect()
+            raise
+        wire.note_owed(conn, len(commands))
+    else:
+        send_on(conn, commands, raise_errors=False)
+
+
+def settle(conn: Any) -> None:
+    """Read the replies :func:`send_unanswered` left on ``conn``, so it can be handed
+    to anyone; a connection that cannot be read is closed instead."""
+    if wire.owes(conn):
+        try:
+            send_on(conn, [])
+        except redis.RedisError:
+            conn.disconnect()
 
 
 _SENTINEL_DEMOTED = "The previous master is now a slave"

@@ -137,6 +137,24 @@ def glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "\\*?[]" else ch for ch in text)
 
 
+#: The slot index of a dead process's held list: a list no thread fetches into, where the
+#: reaper keeps the jobs suspected in more than one crash until their turn to go back.
+HELD_SLOT = 1_000_000
+
+
+def started(host: str, pid: int, nonce: str, slot: int) -> str:
+    """STRING naming which job fetch slot ``slot`` of a process is running: ``*`` for the
+    oldest in its private lists, or ``<index>|<queue>`` for the job at ``index`` from the
+    head of its list of ``queue``. Not a ``queue:`` key, so no Sidekiq Pro reaper
+    mistakes it for a private list."""
+    return f"super_fetch:started:{host}|{pid}|{nonce}|{slot}"
+
+
+def paced(queue: str) -> str:
+    """Short lock: one suspected job of ``queue`` goes back per reaper interval."""
+    return f"super_fetch:reaper:paced:{queue}"
+
+
 def recovered(jid: str) -> str:
     """Counter of how many times a job was recovered from a dead process (poison pills)."""
     return f"{RECOVERED_PREFIX}{jid}"

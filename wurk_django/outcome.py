@@ -31,9 +31,12 @@ class Outcome(enum.Enum):
     DISCARDED = "discarded"
     #: The job ended for good in the dead set (retries used up, a kill, a payload that cannot run).
     DEAD = "dead"
-    #: A feature pushed the job again for later (a rate limit); this run is done.
+    #: A feature pushed the job again for later (a rate limit); this run is done. It is
+    #: neither a success nor a failure: the job log says ``rescheduled``, the job metrics
+    #: do not count it, statsd counts ``jobs.rate_limited``.
     RESCHEDULED = "rescheduled"
-    #: The job asked to resume later (``JobInterrupted``, an iterable job); the processor re-pushes it.
+    #: The job asked to resume later (``JobInterrupted``, an iterable job); the processor
+    #: re-pushes it, and this run counts in the job metrics like a success (CORE-210).
     PAUSED = "paused"
     #: The worker is stopping: the job was put back on its queue and runs again (never acknowledged).
     INTERRUPTED = "interrupted"
@@ -43,4 +46,4 @@ class Outcome(enum.Enum):
 
 #: Outcomes that end with the job acknowledged (taken out of the worker's private list).
 ACKNOWLEDGED = frozenset({Outcome.SUCCEEDED, Outcome.RETRIED, Outcome.DISCARDED, Outcome.DEAD,
-                          Outcome.RESCHEDULED})
+                          Outcome.RESCHEDULED, Outcome.PAUSED})

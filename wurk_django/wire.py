@@ -308,10 +308,13 @@ def finish_reply(client: Any, name: Any, reply: Any, options: dict[str, Any]) ->
 class _State:
     """The reader for one socket; replaced whenever the connection reconnects."""
 
-    __slots__ = ("sock", "reader", "buffer", "plain", "kernel_timeout")
+    __slots__ = ("sock", "reader", "buffer", "plain", "kernel_timeout", "owed")
 
     def __init__(self, sock: Any, parse_error: Any, encoder: Any = None) -> None:
         self.sock = sock
+        # Replies to commands written by send_unanswered, read (and dropped) by the next
+        # exchange before its own. A new socket starts with none: the old one's went with it.
+        self.owed = 0
         # A plain TCP or Unix socket (not TLS, not a green-thread wrapper) can wait
         # with the kernel's timeout instead of Python's; see _wait_in_kernel.
         self.plain = _KERNEL_TIMEOUTS and type(sock) is socket.socket
@@ -344,21 +347,14 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False)
     on a drain of empty jobs, where the other threads always have Python to
     run, holding the GIL through that write measured slower.
     """
-    sock = conn._sock
-    if sock is None:
-        conn.connect()
-        sock = conn._sock
-    state = conn.__dict__.get("_wurk_wire")
-    if state is None or state.sock is not sock:
-        parser = getattr(conn, "_parser", None)
-        parse_error = getattr(parser, "parse_error", None) or redis.ResponseError
-        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error, getattr(conn, "encoder", None))
+    sock, state = _socket_state(conn)
     try:
         pack = hiredis.pack_command
         data = b"".join([pack(command) for command in commands])
     except TypeError:
         raise _unpackable(commands) from None
     reader = state.reader
+    owed = state.owed
     replies: list[Any] = []
     try:
         if state.plain and sock.gettimeout() is not None:
@@ -369,7 +365,7 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False)
                 sock.sendall(data[sent:] if sent > 0 else data)
         else:
             sock.sendall(data)
-        wanted = len(commands)
+        wanted = len(commands) + owed
         while len(replies) < wanted:
             reply = reader.gets()
             if reply is False:
@@ -390,7 +386,82 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False)
     except BaseException:
         conn.disconnect()  # a half-read stream cannot be used again
         raise
+    if owed:
+        state.owed = 0
+        del replies[:owed]
     return replies
+
+
+def _socket_state(conn: Any) -> tuple[Any, _State]:
+    """``conn``'s socket (connecting first if it has none) and the reader kept beside it."""
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    state = conn.__dict__.get("_wurk_wire")
+    if state is None or state.sock is not sock:
+        parser = getattr(conn, "_parser", None)
+        parse_error = getattr(parser, "parse_error", None) or redis.ResponseError
+        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error, getattr(conn, "encoder", None))
+    return sock, state
+
+
+def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
+    """Write ``commands`` on ``conn``'s socket without waiting for their replies: the
+    next :func:`exchange` on ``conn`` reads them first and drops them. For a write whose
+    reply nobody needs but which must reach Redis before the caller goes on (the
+    kernel has the bytes when this returns, and sends them even if the process is
+    killed next). Callers ask :func:`usable` first, and hand ``conn`` to no one else
+    before an :func:`exchange` (or :func:`settle`) has read what is owed."""
+    sock, state = _socket_state(conn)
+    try:
+        data = b"".join([hiredis.pack_command(command) for command in commands])
+    except TypeError:
+        raise _unpackable(commands) from None
+    try:
+        if state.plain and sock.gettimeout() is not None:
+            _wait_in_kernel(state, sock)
+        sock.sendall(data)
+    except OSError as exc:
+        conn.disconnect()
+        raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
+    except BaseException:
+        conn.disconnect()
+        raise
+    state.owed += len(commands)
+
+
+def owes(conn: Any) -> bool:
+    """Whether replies written by :func:`send_unanswered` (or noted by :func:`note_owed`)
+    on ``conn`` are still unread."""
+    state = conn.__dict__.get("_wurk_wire")
+    if state is not None and state.owed > 0 and state.sock is conn._sock:
+        return True
+    noted = conn.__dict__.get("_wurk_owed")
+    return noted is not None and noted[0] is getattr(conn, "_sock", None) and noted[1] > 0
+
+
+def can_owe(conn: Any) -> bool:
+    """Whether redis-py's own path on ``conn`` can leave replies unread for later: only on a
+    connected socket, whose replacement (a reconnect) tells that they are gone."""
+    return getattr(conn, "_sock", None) is not None
+
+
+def note_owed(conn: Any, count: int) -> None:
+    """redis-py's path wrote ``count`` commands on ``conn`` whose replies are read later."""
+    sock = conn._sock
+    noted = conn.__dict__.get("_wurk_owed")
+    before = noted[1] if noted is not None and noted[0] is sock else 0
+    conn.__dict__["_wurk_owed"] = (sock, before + count)
+
+
+def take_owed(conn: Any) -> int:
+    """How many replies redis-py's path must read (and drop) first on ``conn``: none when
+    the socket they were owed on is gone."""
+    noted = conn.__dict__.pop("_wurk_owed", None)
+    if noted is None or noted[0] is None or noted[0] is not getattr(conn, "_sock", None):
+        return 0
+    return noted[1]
 
 
 def _wait_in_kernel(state: _State, sock: socket.socket) -> None:

@@ -189,3 +189,51 @@ def test_failure_lookup_is_bounded(admin_client, redis_db, monkeypatch):
     response = admin_client.get(page)
     assert response.context["failures_complete"] is False
     assert "not every one was looked up" in response.content.decode()
+
+
+def test_batch_page_shows_each_callback_jobs_real_state(admin_client, redis_db):
+    """Issue 28 item 8: a fired callback is not just "Fired": its job is shown queued,
+    retrying (with its error, and in the Failures table), dead or done."""
+    from tests.jobsapp.batch_jobs import Broken
+
+    batch = Batch()
+    batch.on("success", Broken)  # its on_success raises
+    batch.on("complete", Callbacks)
+    with batch.jobs():
+        Mark.perform_async("x")
+    run_jobs(redis_db, limit=1)  # the batch's job: both events fire, their jobs are queued
+    rows = {c["event"]: c for c in admin_client.get(BASE + f"batches/{batch.bid}/").context["callbacks"]}
+    assert rows["success"]["state"] == rows["complete"]["state"] == "queued"
+    run_jobs(redis_db)  # the callbacks run: one fails and waits in the retry set
+    response = admin_client.get(BASE + f"batches/{batch.bid}/")
+    body = response.content.decode()
+    rows = {c["event"]: c for c in response.context["callbacks"]}
+    assert rows["complete"]["state"] == "done"
+    assert rows["success"]["state"] == "retrying" and "callback body fails" in rows["success"]["error"]
+    assert [j["jid"] for j in response.context["retries"]] == [rows["success"]["jid"]]
+    assert "No failure." not in body and 'data-callback-state="retrying"' in body
+    assert response.context["failed_count"] == 1
+    redis_db.zrem("retry", *redis_db.zrange("retry", 0, -1))
+    rows = {c["event"]: c for c in admin_client.get(BASE + f"batches/{batch.bid}/").context["callbacks"]}
+    assert rows["success"]["state"] == "done"  # gone from every set: nothing left of it
+
+
+def test_batch_page_masks_encrypted_arguments(admin_client, redis_db):
+    """Issue 28 item 8: a failed encrypted job's sealed argument is masked, as on the
+    other pages, never shown as its iv/ct envelope."""
+    import base64
+
+    from tests.jobsapp.batch_jobs import SecretFails
+    from tests.support import wurk_settings
+    from wurk_django import encryption
+
+    encryption.disable()
+    with wurk_settings(ENCRYPTION={"ACTIVE_VERSION": 1, "KEYS": {1: base64.b64encode(bytes(range(32))).decode()}}):
+        batch = Batch()
+        with batch.jobs():
+            SecretFails.perform_async("visible", {"card": "4242424242424242"})
+        run_jobs(redis_db)
+        body = admin_client.get(BASE + f"batches/{batch.bid}/").content.decode()
+    encryption.disable()
+    assert "visible" in body and "[encrypted data]" in body
+    assert "4242" not in body and '"iv"' not in body and "&quot;iv&quot;" not in body

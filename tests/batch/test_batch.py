@@ -351,7 +351,12 @@ def test_a_recovered_job_is_not_counted_twice(redis_db, work):  # PRO-230 step 4
     assert callbacks(redis_db).count(f"success:{batch.bid}:k") == 1
 
 
-def test_unresolvable_callback_dies_at_once(redis_db, work):  # PRO-247
+def test_unresolvable_callback_dies_at_once(redis_db, work, monkeypatch):  # PRO-247
+    # Registered where they could not be checked (another service, a Ruby client):
+    # batch.on() refuses them here (issue 28 item 8), the worker kills their jobs.
+    from wurk_django.batch import callbacks as runner
+
+    monkeypatch.setattr(runner, "problem", lambda *args: None)
     batch = Batch()
     batch.on("success", "tests.jobsapp.batch_jobs.Nothing")
     batch.on("complete", "os.path#join")  # not in an installed app
@@ -595,3 +600,31 @@ def test_an_expired_job_counts_as_done_for_its_batch(redis_db, work):  # PRO-311
     assert redis_db.lrange("test:marks", 0, -1) == [f"{batch.bid}:on-time".encode()]  # skipped, never run
     assert sorted(callbacks(redis_db)) == [f"complete:{batch.bid}:x", f"success:{batch.bid}:x"]
     assert Status(batch.bid).pending == 0
+
+
+def test_on_refuses_a_target_that_cannot_handle_its_event():
+    """Issue 28 item 8: a target this process can import must have the event's method, or
+    batch.on() says so at once (its callback job would otherwise die after the batch ran);
+    a class it cannot import, such as a Ruby class name, is taken as it is."""
+    from tests.jobsapp.batch_jobs import Broken
+
+    batch = Batch()
+    with pytest.raises(ValueError, match=r"has no method 'on_complete' for the 'complete' event"):
+        batch.on("complete", Broken)  # it has on_success only
+    with pytest.raises(ValueError, match="has no method 'on_complete'"):
+        batch.on("complete", "tests.jobsapp.batch_jobs.Broken")
+    with pytest.raises(ValueError, match="has no class 'Nothing'"):
+        batch.on("success", "tests.jobsapp.batch_jobs.Nothing")
+    with pytest.raises(ValueError, match="has no method 'missing'"):
+        batch.on("success", f"{CB}#missing")
+    with pytest.raises(ValueError, match="is private"):
+        batch.on("success", f"{CB}#_secret")
+    batch.callback_class = Callbacks
+    with pytest.raises(ValueError, match="has no method 'nope'"):
+        batch.on("success", "#nope")
+    batch.on("success", Broken)
+    batch.on("complete", f"{CB}#custom")
+    batch.on("death", "#on_death")
+    batch.on("success", "MyApp::Callbacks")  # a Ruby class: checked by the worker that runs it
+    batch.on("success", "reports.callbacks.Done")  # not importable here
+    assert len(batch._staged) == 5

@@ -116,3 +116,13 @@ class MarkThenWait(Job):
     def perform(self, value, seconds=0.1):
         record("test:marks", f"{self.bid}:{value}")
         time.sleep(seconds)
+
+
+class SecretFails(Job):
+    """An encrypted job that fails: its retry entry holds the sealed argument."""
+
+    encrypt = True
+    retry = 3
+
+    def perform(self, value, secret):
+        raise RuntimeError(f"{value} fails")

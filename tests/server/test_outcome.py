@@ -168,7 +168,7 @@ def test_a_job_that_asks_to_resume_is_pushed_again(redis_db, failed_signals):
     job = a_job(Resumable)
     unit, where, observed = run(job)
     assert observed is Outcome.PAUSED  # the middleware saw a run that returned, not an exception
-    assert where.outcome is Outcome.RESCHEDULED and unit.acked == 1 and not failed_signals
+    assert where.outcome is Outcome.PAUSED and unit.acked == 1 and not failed_signals
     (again,) = redis_db.lrange("queue:default", 0, -1)
     assert payload.loads(again)["jid"] == job["jid"]
 
@@ -206,3 +206,27 @@ def test_a_booking_that_fails_for_the_payload_buries_it_with_both_errors(redis_d
     (entry,) = redis_db.zrange("dead", 0, -1)
     message = payload.loads(entry)["error_message"]
     assert "ValueError: broken" in message and "TypeError: cannot write this back" in message
+
+
+def test_a_rate_limited_run_is_rescheduled_in_the_log_and_not_counted_in_the_metrics(redis_db, monkeypatch):
+    """Issue 28 item 9: one word for a rate-limited run. The job log says ``rescheduled``
+    (not ``fail``), the job metrics count it as neither a success nor a failure (its work
+    did not happen), and a job that paused still counts like a success (CORE-210)."""
+    from wurk_django.server import joblog
+
+    lines = []
+    monkeypatch.setattr(joblog, "_log", lambda message, ctx: lines.append((message, ctx.get("class"))))
+    config = get_config()
+    chain = server_chain(config)
+    metrics = MetricsTracker()
+    manager = SimpleNamespace(fetcher=None, config=config, state=WorkerState(), retrier=Retrier(config),
+                              joblog=JobLogger([], False), server_chain=chain, metrics=metrics,
+                              stop_flag=threading.Event(), name="test", redis=lambda: get_redis(config=config))
+    for klass in (Limited, Resumable, Fine):
+        Processor(manager).process(Unit(a_job(klass)))
+    name = f"{Limited.__module__}.{Limited.__qualname__}"
+    assert (("rescheduled", name) in lines) and ("fail", name) not in lines
+    assert ("rescheduled", f"{Resumable.__module__}.{Resumable.__qualname__}") in lines
+    counted = {klass for minute in metrics._minutes.values() for klass in minute}
+    assert name not in counted
+    assert f"{Resumable.__module__}.{Resumable.__qualname__}" in counted and f"{Fine.__module__}.Fine" in counted

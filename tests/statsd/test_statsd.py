@@ -390,3 +390,32 @@ def test_names_ruby_wurk_sends_are_sent_here_too(redis_db, listener):
             death.die_as_fetched(context.current(), DecryptionError("bad tag"), reason=death.INVALID, job=job)
         assert listener.wait_for("sidekiq.jobs.encryption_error") == [
             "sidekiq.jobs.encryption_error:1|c|#worker:tests.jobsapp.jobs.RecordJob"]
+
+
+def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
+    """Issue 28 item 9: a run the limiter reschedules is ``jobs.rate_limited``, neither a
+    success nor a failure, and not timed; one the limiter lets through as an ordinary
+    failure (``reschedule=0``) is a failure."""
+    from wurk_django import features, limiter
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    def over(name, **options):
+        def perform():
+            raise limiter.OverLimit(limiter.concurrent(name, 1, **options))
+        return perform
+
+    features.install("server")  # a worker's receivers: jobs.rate_limited hangs off the limiter's signal
+    with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
+        chain = server_chain(get_config())
+        job = {"class": "L", "args": [], "jid": payload.new_jid(), "queue": "q"}
+        assert chain.invoke((None, job, "q"), over("statsd-limited")) is None  # rescheduled
+        with pytest.raises(limiter.OverLimit):
+            chain.invoke((None, {**job, "jid": payload.new_jid()}, "q"), over("statsd-plain", reschedule=0))
+        statsd.client().flush()
+    assert len(listener.wait_for("sidekiq.jobs.rate_limited")) == 1
+    assert listener.wait_for("sidekiq.jobs.failure") == ["sidekiq.jobs.failure:1|c|#worker:L,queue:q"]
+    assert listener.wait_for("sidekiq.jobs.count") == ["sidekiq.jobs.count:2|c|#worker:L,queue:q"]
+    assert not listener.matching("sidekiq.jobs.success")
+    assert len(listener.matching("sidekiq.jobs.perform_dist")) == 1  # the failure's only
+    assert redis_db.zcard("schedule") == 1

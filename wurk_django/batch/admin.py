@@ -16,7 +16,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from .. import keys, payload
 from ..admin.common import Page, keep_query, page_params, redis, render, short_args, url, when
+from ..api.process import WorkSet
 from ..api.record import JobRecord
+from .fire import CALLBACK_CLASS
 from .status import BatchSet, DeadBatchSet, Status
 
 SECTION = "batches"
@@ -26,6 +28,7 @@ DETAIL_ROWS = 100  # pending jids, children
 FAILURE_ROWS = 50
 SCAN_CALLS = 50  # ZSCAN calls over the retry/dead set per batch page...
 SCAN_COUNT = 1000  # ...each looking at about this many members
+QUEUE_SCAN = 10_000  # entries of the callback queue looked through for a callback job
 BID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -123,15 +126,17 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
 
 def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, Any]], bool]:
     """Jobs of ``bid`` in the ``retry``/``dead`` set whose jid is in ``jids``, found by a
-    ``ZSCAN`` matching the bid; stops when all are found or :data:`SCAN_CALLS` calls were
-    made (then the second value is False: the list may be incomplete)."""
+    ``ZSCAN`` matching the bid (a member names it in ``"bid"``, a callback job as its first
+    argument); stops when all are found or :data:`SCAN_CALLS` calls were made (then the
+    second value is False: the list may be incomplete). Arguments are shown as the other
+    pages show them: an encrypted one masked."""
     found: list[dict[str, Any]] = []
     if not jids:
         return found, True
     r = redis()
     cursor = 0
     for _ in range(SCAN_CALLS):
-        cursor, members = r.zscan(set_name, cursor, match=f'*"bid":"{bid}"*', count=SCAN_COUNT)
+        cursor, members = r.zscan(set_name, cursor, match=f'*"{bid}"*', count=SCAN_COUNT)
         for value, score in members:
             try:
                 job = payload.loads(value)
@@ -159,12 +164,12 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
         return _act(request, bid, status)
     failed = set(status.failed_jids)
     died = set(status.dead_jids)
-    fired = {"complete": status.complete_at, "success": status.success_at, "death": status.death_at}
-    callbacks = [{"event": event, "target": target, "options": short_args([options]) if options else "",
-                  "fired_at": when(fired[event])} for event, target, options in status.callbacks()]
+    callbacks, callback_failures = _callbacks(status)
     children = [_row(s) for s in _statuses(status.children()[:DETAIL_ROWS])]
     retries, retries_complete = _entries("retry", bid, failed)
     dead_jobs, dead_complete = _entries("dead", bid, died)
+    retries += callback_failures["retry"]
+    dead_jobs += callback_failures["dead"]
     context = {
         "batch": _row(status),
         "status": status,
@@ -173,9 +178,9 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
         "success_at": when(status.success_at),
         "death_at": when(status.death_at),
         "pending_jids": status.pending_jids(DETAIL_ROWS),
-        "failed_count": len(failed),
+        "failed_count": len(failed) + len(callback_failures["retry"]),
         "retries": retries,
-        "dead_count": len(died),
+        "dead_count": len(died) + len(callback_failures["dead"]),
         "dead_jobs": dead_jobs,
         "failures_complete": retries_complete and dead_complete,
         "children": children,
@@ -184,6 +189,62 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
         "status_url": url(request, "wurk_batch_status", bid=bid),
     }
     return render(request, model_admin, "batch.html", context, section=SECTION, title=f"Batch {bid}")
+
+
+def _callbacks(status: Status) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """The callback rows, each with the state of the job its event pushed; and the callback
+    jobs found in the retry and dead sets, for the Failures table.
+
+    A fired callback's job is looked for where it can be: the retry and dead sets, the
+    jobs running now, its queue (the first :data:`QUEUE_SCAN` entries). Found nowhere, it
+    ran to its end: ``done``.
+    """
+    bid = status.bid
+    fired = {"complete": status.complete_at, "success": status.success_at, "death": status.death_at}
+    rows: list[dict[str, Any]] = []
+    for event in ("complete", "success", "death"):
+        entries = [(target, options) for kind, target, options in status.callbacks() if kind == event]
+        jids = status.callback_jids(event)
+        for index, (target, options) in enumerate(entries):
+            rows.append({"event": event, "target": target, "options": short_args([options]) if options else "",
+                         "fired_at": when(fired[event]), "jid": jids[index] if index < len(jids) else None,
+                         "state": "waiting" if not fired[event] else "fired", "error": None, "key": None})
+    by_jid = {row["jid"]: row for row in rows if row["jid"]}
+    failures: dict[str, list[dict[str, Any]]] = {"retry": [], "dead": []}
+    if not by_jid:
+        return rows, failures
+    left = set(by_jid)
+    for set_name, state in (("retry", "retrying"), ("dead", "dead")):
+        found, _ = _entries(set_name, bid, left)
+        for job in found:
+            if job["klass"] != CALLBACK_CLASS:
+                continue
+            row = by_jid[job["jid"]]
+            row.update(state=state, error=f"{job['error_class']}: {job['error_message']}", key=job["key"],
+                       retry_count=job["retry_count"], at=job["at"], kind="retries" if set_name == "retry" else "dead")
+            failures[set_name].append({**job, "klass": f"{CALLBACK_CLASS} ({row['event']} → {row['target']})"})
+            left.discard(job["jid"])
+    if left:
+        for _, _, work in WorkSet(redis()):
+            if work.job.jid in left:
+                by_jid[work.job.jid]["state"] = "running"
+                left.discard(work.job.jid)
+    if left:
+        queue = keys.queue(status.callback_queue or "default")
+        r = redis()
+        length = int(r.llen(queue))
+        for start in range(0, min(length, QUEUE_SCAN), SCAN_COUNT):
+            for raw in r.lrange(queue, start, start + SCAN_COUNT - 1):
+                for jid in [jid for jid in left if jid.encode() in raw]:
+                    by_jid[jid]["state"] = "queued"
+                    left.discard(jid)
+            if not left:
+                break
+        for jid in left:
+            # Nowhere to be found: it ran to its end (or, past the part of a long queue
+            # looked through, may still wait there).
+            by_jid[jid]["state"] = "done" if length <= QUEUE_SCAN else "done or queued"
+    return rows, failures
 
 
 def _act(request: HttpRequest, bid: str, status: Status) -> HttpResponse:

@@ -192,9 +192,20 @@ class Batch:
         dotted path ``"pkg.mod.Klass"`` or ``"pkg.mod.Klass#method"``, or
         ``"#method"`` (a method of :attr:`callback_class`). ``options`` is a dict
         that survives JSON (its keys come back as strings).
+
+        A target this process can import must have the method: ``ValueError`` here
+        names what is missing, rather than a dead callback job once the batch is done.
+        A class it cannot import (a Ruby class, another service's module) is taken
+        as it is.
         """
         if event not in EVENTS:
             raise ValueError(f"batch event must be one of {EVENTS}, not {event!r}")
+        if isinstance(target, (type, str)) and target:
+            from .callbacks import problem  # the callback runner imports this module
+
+            wrong = problem(target, event, self._callback_class)
+            if wrong is not None:
+                raise ValueError(f"batch.on({event!r}, ...): {wrong}")
         if isinstance(target, type):
             target = dotted_path(target)
         if not isinstance(target, str) or not target or target == "#" or target.endswith("#"):

@@ -93,6 +93,36 @@ def resolve(target: str, event: str, callback_class: str | None) -> Any:
     return bound
 
 
+def problem(target: str | type, event: str, callback_class: str | None = None) -> str | None:
+    """Why ``target`` cannot handle ``event``, when this process can tell: None when it
+    can, or when the class cannot be imported here (a Ruby class name, a module of
+    another service), which only the worker that runs the callback can judge."""
+    if isinstance(target, type):
+        klass, path, method = target, f"{target.__module__}.{target.__qualname__}", f"on_{event}"
+    else:
+        path, _, method = target.partition("#")
+        path = path or callback_class or ""
+        method = method or f"on_{event}"
+        module_name, _, class_name = path.rpartition(".")
+        if not module_name or not _allowed(module_name):
+            return None
+        try:
+            klass = importlib.import_module(module_name)
+        except ImportError:
+            return None
+        for part in class_name.split("."):
+            klass = getattr(klass, part, None)
+            if klass is None:
+                return f"module {module_name} has no class {class_name!r}"
+        if not isinstance(klass, type):
+            return f"{path} is not a class"
+    if method.startswith("_"):
+        return f"callback method {method!r} of {path} is private"
+    if not callable(getattr(klass, method, None)):
+        return f"callback class {path} has no method {method!r} for the {event!r} event"
+    return None
+
+
 def _no_retry_when_unresolvable(count: int, exc: BaseException, job: dict) -> Any:
     return "kill" if isinstance(exc, UnresolvableTarget) else None
 

@@ -120,6 +120,12 @@ class Status:
             return True
         return self.total > 0 and job_context.redis().scard(keys.batch(self.bid, "jids")) == 0
 
+    def callback_jids(self, event: str) -> list[str]:
+        """The jids of the callback jobs ``event`` pushed, in the order of :meth:`callbacks`
+        (empty before it fired, or when an older version fired it)."""
+        text = self._get(f"{event}_jids")
+        return text.split(",") if text else []
+
     def callbacks(self) -> list[tuple[str, str, dict]]:
         """The registered ``(event, target, options)`` entries."""
         return [(event, target, options) for event in ("complete", "success", "death")

@@ -72,6 +72,19 @@ def cap_of(limiter: Any) -> int:
     return DEFAULT_RESCHEDULE if cap is None else int(cap)
 
 
+def rate_limited(exc: BaseException, job: dict, config: Config) -> bool:
+    """Will :class:`LimiterMiddleware` end this run as rate limited (rescheduled, or dead at
+    the cap)? False when it lets ``exc`` through as an ordinary failure. For the layers
+    inside it, which see the exception before it does (statsd's ``jobs.rate_limited``)."""
+    if not isinstance(exc, Exception) or not (isinstance(exc, OverLimit) or _listed(exc, config)):
+        return False
+    cap = cap_of(getattr(exc, "limiter", None))
+    if cap == 0:
+        return False
+    at_cap = int(job.get("overrated", 0) or 0) + 1 >= cap
+    return not (at_cap and config.limiter_cap_action == "retry")
+
+
 class LimiterMiddleware:
     """Server middleware: reschedule a job that ran into a rate limit."""
 

@@ -15,6 +15,14 @@ exited) is worked on by one thread at a time, taken out of the free ones meanwhi
 
 The slot also keeps its prefetch streak: how far ahead a thread fetches follows
 the time its own recent jobs took.
+
+And it tells Redis which of its jobs is running (``super_fetch:started:...``, see
+:func:`wurk_django.keys.started`), so that when the process dies the reaper counts
+a crash against that job only: not against the jobs fetched ahead behind it, which
+never started, nor against those that finished with their ACK still parked. Each
+fetch says "the oldest job in my lists" for nothing extra (one more command in its
+round trip); starting a job fetched ahead says where it sits, in a write whose reply
+is read with the next fetch's, so it costs no wait.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ import time
 from collections import Counter, deque
 from typing import Any
 
+import redis as redis_lib
+
 from .. import keys
 from ..conf import Config
-from ..connection import get_redis, send_commands
+from ..connection import get_redis, send_commands, send_unanswered, settle
 from ..scripts import lua
 from ..writer import Writer
 from .state import NONCE, hostname
@@ -41,10 +51,16 @@ PREFETCH_MAX_GAP = 0.05
 #: jobs of 1 ms, 4 of 5 ms, 2 of 20 ms. It bounds how long a job fetched ahead can
 #: wait behind the others while another thread might be free.
 PREFETCH_AHEAD = 0.02
+#: Seconds a slot's "running" marker lives unrefreshed. A job that outlives it and then
+#: takes its process down is judged as Sidekiq Pro would judge it: every job in the
+#: slot's lists counts as running. A slot that runs long jobs fetches one at a time.
+MARK_TTL = 3600
+#: The marker meaning "the oldest job in this slot's lists is the one running".
+OLDEST = "*"
 
 
 class ReliableUnit:
-    __slots__ = ("queue", "queue_key", "private", "job", "slot", "jid")
+    __slots__ = ("queue", "queue_key", "private", "job", "slot", "jid", "mark")
 
     def __init__(self, queue: str, queue_key: str, private: str, job: bytes, slot: FetchSlot) -> None:
         self.queue = queue
@@ -53,6 +69,9 @@ class ReliableUnit:
         self.job = job  # the exact bytes LMOVE returned: the ACK removes these (PRO-002)
         self.slot = slot
         self.jid: str | None = None
+        # For a job fetched ahead: where it sits in its list when it starts (the marker
+        # value); None for the first job of a fetch, which the fetch itself marked.
+        self.mark: str | None = None
 
     def acknowledge(self) -> None:
         """Park the ACK in the slot that fetched the job; it rides that slot's next
@@ -114,7 +133,7 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "_keys", "_streak", "_last", "_brought")
+                 "marker", "marked", "_marked_at", "_keys", "_streak", "_last", "_brought")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -127,6 +146,9 @@ class FetchSlot:
         self.conn: Any = None
         self.pool: Any = None
         self._keys: dict[str, tuple[str, str]] = {}
+        self.marker = keys.started(hostname(), pid, NONCE, number)
+        self.marked: str | None = None  # the marker's value as last written, None when unknown
+        self._marked_at = 0.0
         self._streak = 0  # fetches in a row that brought all they asked for, of short jobs
         self._last = 0.0  # monotonic time of the last fetch
         self._brought = 1  # jobs the last fetch brought
@@ -155,8 +177,38 @@ class FetchSlot:
 
     def release_connection(self) -> None:
         if self.conn is not None:
+            settle(self.conn)  # the replies to its markers, read before anyone else uses it
             self.pool.release(self.conn)
             self.conn = None
+
+    # -- which job is running ----------------------------------------------
+
+    def oldest_mark(self) -> list[tuple[Any, ...]]:
+        """The command a fetch carries to say its first job (the oldest in this slot's
+        lists once its ACKs ran) is the one running; none when the marker already says
+        so and is fresh. The caller calls :meth:`mark_unknown` if the fetch fails."""
+        now = time.monotonic()
+        if self.marked == OLDEST and now - self._marked_at < MARK_TTL / 2:
+            return []
+        self.marked, self._marked_at = OLDEST, now
+        return [("SET", self.marker, OLDEST, "EX", MARK_TTL)]
+
+    def mark_unknown(self) -> None:
+        self.marked = None
+
+    def mark_started(self, unit: ReliableUnit) -> None:
+        """``unit``, fetched ahead, starts now: say where it sits before it runs. The
+        bytes are in the kernel when this returns, so a job that kills the process
+        next is still named. A failed write leaves the marker stale, which only
+        blurs the count of a crash; the job runs either way."""
+        if unit.mark is None:
+            return
+        try:
+            send_unanswered(self.connection(), [("SET", self.marker, unit.mark, "EX", MARK_TTL)])
+        except redis_lib.RedisError:
+            self.marked = None
+            return
+        self.marked, self._marked_at = unit.mark, time.monotonic()
 
     # -- parked ACKs -----------------------------------------------------
 

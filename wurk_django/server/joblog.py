@@ -47,6 +47,11 @@ class JobLogger:
         if not self.skip:
             _log("fail", {**ctx, "elapsed": _elapsed(started)})
 
+    def rescheduled(self, ctx: dict, started: int) -> None:
+        """Pushed again for later (a rate limit, a job that paused): not a failure."""
+        if not self.skip:
+            _log("rescheduled", {**ctx, "elapsed": _elapsed(started)})
+
     def requeued(self, ctx: dict, started: int) -> None:
         """Stopped by shutdown and put back on its queue: it did not fail and will run again."""
         if ctx.get("jid") in self._requeued_at_shutdown:

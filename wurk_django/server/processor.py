@@ -190,16 +190,20 @@ class Processor:
                          elapsed=(time.monotonic_ns() - started) / 1e9)
         elif outcome is Outcome.INTERRUPTED:
             self.joblog.requeued(log, started)
+        elif outcome is Outcome.RESCHEDULED or outcome is Outcome.PAUSED:
+            self.joblog.rescheduled(log, started)  # pushed again for later: it did not fail
         else:
             self.joblog.fail(log, started)
 
     def _finish(self, ctx: JobContext, log: dict, started: int) -> None:
         outcome = ctx.outcome
         self.state.end(self.tid, outcome is not Outcome.SUCCEEDED)
-        # A job that paused or was rescheduled did nothing wrong: its time counts like a success
-        # (CORE-210); a shutdown cut it short, which counts as a failure.
-        self.metrics.record(log["class"], (time.monotonic_ns() - started) / 1e6,
-                            ctx.error is not None or outcome is Outcome.INTERRUPTED)
+        # A job that paused did nothing wrong: its time counts like a success (CORE-210); a
+        # shutdown cut it short, and a death is a death, which count as failures. A rate-limited
+        # run did none of the job's work: neither, as Sidekiq Enterprise counts it (issue 28 item 9).
+        if outcome is not Outcome.RESCHEDULED:
+            self.metrics.record(log["class"], (time.monotonic_ns() - started) / 1e6,
+                                ctx.error is not None or outcome is Outcome.INTERRUPTED or outcome is Outcome.DEAD)
         if self.killed:
             return  # hard shutdown requeued it already: never ACK it (RUN-803)
         if outcome in ACKNOWLEDGED:
@@ -210,7 +214,8 @@ class Processor:
 
     def _repush(self, ctx: JobContext) -> Outcome:
         """The job asked to resume later: push it again through the normal client, so
-        middleware runs and it gets a new ``enqueued_at`` (CORE-117)."""
+        middleware runs and it gets a new ``enqueued_at`` (CORE-117). ``PAUSED`` stays the
+        outcome once it is pushed."""
         try:
             Client(config=self.config).push(payload.loads(ctx.raw))
         except Shutdown:
@@ -219,7 +224,7 @@ class Processor:
             ctx.job_class = None
             ctx.error = exc
             return Outcome.FAILED
-        return Outcome.RESCHEDULED
+        return Outcome.PAUSED
 
     def _book(self, ctx: JobContext) -> Outcome:
         """Book ``ctx.error`` with the retry layer: retried, dead or discarded; a shutdown in

@@ -25,6 +25,19 @@ An owner is dead when:
    exists and its last beat is older than two beat intervals — a shortcut
    over the 60 s TTL, safe because a live process beats every 10 s.
 
+Which jobs were running: each fetch slot names its running job in Redis
+(:func:`wurk_django.keys.started`), so of a dead process's jobs only those count
+a crash (PRO-150..156). The jobs it fetched ahead and never started, and those
+that finished with their ACK still parked, go straight back, uncounted. A job
+running when the process died goes back at once the first time; a job already
+suspected in an earlier crash waits in the dead process's held list
+(:data:`wurk_django.keys.HELD_SLOT`) and goes back alone, one per queue per
+reaper interval, the likeliest pill first. So a pill cannot bring the same
+neighbours down with it three times, even when nothing else is queued to space
+them apart. A list with no marker (a Sidekiq Pro process, or a marker that
+expired under a job longer than an hour) is judged as Pro judges it: each of
+its jobs counts.
+
 How long a list has been idle comes from ``OBJECT IDLETIME``. A server that
 refuses it (an LFU eviction policy, Dragonfly and other look-alikes) gets the
 same grace another way: the first sweep that finds the list ownerless notes
@@ -46,7 +59,9 @@ from .. import keys, payload, signals
 from ..conf import Config
 from ..connection import get_redis
 from ..scripts import lua
+from ..writer import Writer
 from . import poison
+from .fetch_slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL
 from .reliable_fetch import private_list
 from .state import NONCE, hostname
@@ -159,12 +174,115 @@ class Reaper:
                     continue
                 crashes.setdefault(parsed, set()).add(name)
         moved = 0
+        held: dict[str, list[str]] = {}
         for owner, lists in crashes.items():
-            if owner not in kept:
-                moved += self.drain(self._gather(redis, lists), owner[0])
-                if self._no_idletime:
-                    redis.hdel(keys.REAPER_QUIET, *lists)
+            if owner in kept:
+                continue
+            public, host, pid, nonce = owner
+            if nonce is None:
+                # The legacy name (no nonce) is no process of ours: it marks nothing, every job counts.
+                moved += self.drain(self._gather(redis, lists), public)
+            else:
+                moved += self._recover(redis, owner, lists)
+                name = keys.private_queue(public[len(keys.QUEUE_PREFIX):], host, pid, nonce, keys.HELD_SLOT)
+                held.setdefault(public, []).append(name)
+            if self._no_idletime:
+                redis.hdel(keys.REAPER_QUIET, *lists)
+        for public, lists in held.items():
+            moved += self._release_suspect(redis, public, lists)
         return moved
+
+    def _recover(self, redis: redis_lib.Redis, owner: tuple[str, str, int, str | None], lists: set[str]) -> int:
+        """Give back the jobs of one dead process's lists for one queue, judged by what its
+        slots said they were running; returns how many went back to the queue."""
+        public, host, pid, nonce = owner
+        queue = public[len(keys.QUEUE_PREFIX):]
+        held = keys.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
+        slots = {name: int(name.rsplit("|", 1)[1]) for name in lists}
+        fetched = sorted((name for name in lists if slots[name] != keys.HELD_SLOT), key=slots.__getitem__)
+        markers = redis.mget([keys.started(host, pid, str(nonce), slots[name]) for name in fetched]) if fetched else []
+        writer = Writer(self.config, redis)
+        uncounted = 0
+        for name, marker in zip(fetched, markers, strict=True):
+            entries = redis.lrange(name, 0, -1)  # the newest first
+            running = _running(marker, queue, len(entries))
+            commands, named = [], []
+            # Newest first, each onto the fetch end: the oldest is fetched first again.
+            for index, raw in enumerate(entries):
+                if running is None or index == running:
+                    commands.append(requeue_command(name, held, raw))
+                    named.append((raw, running is not None))
+                else:
+                    commands.append(requeue_command(name, public, raw))
+            results = writer.send(commands) if commands else []
+            suspects = iter(named)
+            for index, result in enumerate(results):
+                if running is None or index == running:
+                    raw, known = next(suspects)
+                    if int(result or 0) and known:
+                        logger.warning("%s (jid %s) was running when process %s died", _class_of(raw),
+                                       poison.jid_of(raw), pid)
+                else:
+                    uncounted += int(result or 0)
+        released = self._release_new_suspects(redis, held, public)
+        moved = uncounted + released
+        if moved:
+            logger.warning("recovered %d job(s) of queue %s from process %s:%s, which is gone: %d fetched "
+                           "ahead or finished (not counted), %d running when it died", moved, queue, host, pid,
+                           uncounted, released)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
+        return moved
+
+    def _release_new_suspects(self, redis: redis_lib.Redis, held: str, public: str) -> int:
+        """Give back, counted, the held jobs no earlier crash suspected; the others stay
+        for :meth:`_release_suspect`."""
+        entries = redis.lrange(held, 0, -1)
+        if not entries:
+            return 0
+        jids = [poison.jid_of(raw) for raw in entries]
+        counters = redis.mget([keys.recovered(jid) for jid in jids if jid])
+        counts = iter(counters)
+        fresh = [raw for raw, jid in zip(entries, jids, strict=True) if jid is None or not int(next(counts) or 0)]
+        spacing = len(fresh) + 1
+        return sum(self._reclaim(redis, held, public, raw, spacing) for raw in reversed(fresh))
+
+    def _release_suspect(self, redis: redis_lib.Redis, public: str, lists: list[str]) -> int:
+        """Give back one job of ``public`` suspected in more than one crash, the one with
+        the most recoveries (the likeliest pill), at most once per reaper interval
+        across the cluster: it runs with none of its fellow suspects beside it."""
+        candidates: list[tuple[int, str, bytes]] = []
+        for held in lists:
+            for raw in reversed(redis.lrange(held, 0, -1)):  # the oldest first, among equals
+                jid = poison.jid_of(raw)
+                count = int(redis.get(keys.recovered(jid)) or 0) if jid else 0
+                candidates.append((count, held, raw))
+        if not candidates:
+            return 0
+        if not redis.set(keys.paced(public[len(keys.QUEUE_PREFIX):]), 1, nx=True, ex=max(int(self.interval), 1)):
+            return 0
+        count, held, raw = max(candidates, key=lambda candidate: candidate[0])
+        released = self._reclaim(redis, held, public, raw, 1)
+        if released:
+            logger.warning("gave back %s (jid %s), suspected in %d crash(es), on its own", _class_of(raw),
+                           poison.jid_of(raw), count)
+        return released
+
+    def _reclaim(self, redis: redis_lib.Redis, private: str, public: str, raw: bytes, spacing: int) -> int:
+        """Move ``raw`` from ``private`` back to ``public``, counting a recovery; bury it
+        when that makes it a poison pill. 1 if this call moved it."""
+        queue = public[len(keys.QUEUE_PREFIX):]
+        holding = private_list(queue, slot=keys.HELD_SLOT)
+        jid = poison.jid_of(raw)
+        if jid is None:  # nothing to count: the processor will refuse it with its reason
+            result = _RECLAIM(redis, [private, public], [raw, 0, 0, spacing])
+        else:
+            result = _RECLAIM(redis, [private, public, keys.recovered(jid), holding],
+                              [raw, poison.RECOVERY_THRESHOLD, poison.RECOVERY_TTL, spacing])
+        if result == -1:
+            return 0  # another reclaimer moved it first
+        if result >= poison.RECOVERY_THRESHOLD:
+            self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
+        return 1
 
     @staticmethod
     def _gather(redis: redis_lib.Redis, lists: set[str]) -> str:
@@ -267,7 +385,8 @@ class Reaper:
         """
         redis = get_redis(config=self.config)
         queue = public[len(keys.QUEUE_PREFIX):]
-        holding = private_list(queue)
+        # Not slot 0, where a thread of this process fetches: a job put there would move its jobs' places.
+        holding = private_list(queue, slot=keys.HELD_SLOT)
         spacing = int(redis.llen(private) or 0) + 1
         moved = 0
         classes: dict[str, int] = {}  # recovered jobs per class, for the metrics
@@ -308,6 +427,21 @@ class Reaper:
 
 
 _RECLAIM = lua("reclaim")
+
+
+def _running(marker: bytes | None, queue: str, length: int) -> int | None:
+    """Which entry of a slot's list of ``queue`` (``length`` entries, the newest at 0)
+    was running, by the slot's marker: None when there is no marker (then any may
+    have been), -1 when none was."""
+    if marker is None:
+        return None
+    text = marker.decode("utf-8", "replace") if isinstance(marker, bytes) else str(marker)
+    if text == OLDEST:
+        return length - 1
+    index, _, name = text.partition("|")
+    if name != queue or not index.isdigit():
+        return -1
+    return int(index) if int(index) < length else -1
 
 
 def _class_of(raw: bytes) -> str | None:

@@ -250,6 +250,7 @@ class ReliableFetch:
             if slot.ahead:
                 unit = slot.next_ahead()
                 if unit is not None:
+                    slot.mark_started(unit)
                     return unit
             if holding:
                 return self._fetch_at_limit(slot)
@@ -314,28 +315,41 @@ class ReliableFetch:
                 count = slot.fetch_count()
                 move = ("LMOVE", public, private, "RIGHT", "LEFT")
                 parked = slot.take_parked()
+                acked = ack_commands(parked)
+                marks = slot.oldest_mark()
                 try:
-                    replies = send_on(slot.connection(), [*ack_commands(parked), *(move,) * count],
-                                      raise_errors=False)
+                    replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count], raise_errors=False)
                 except Exception:
                     slot.put_back(parked)
+                    slot.mark_unknown()
                     raise
-                acks = replies[:-count]
+                acks = replies[:len(acked)]
                 if any(isinstance(reply, redis_lib.ResponseError) for reply in acks):
                     slot.put_back(parked)
+                    slot.mark_unknown()
                     raise next(reply for reply in acks if isinstance(reply, redis_lib.ResponseError))
+                if any(isinstance(reply, redis_lib.ResponseError) for reply in replies[len(acked):-count]):
+                    slot.mark_unknown()  # refused (Redis full): the next fetch says it again
                 # The ACKs went through (an LREM is accepted even when Redis is full): only a
                 # move can have been refused, and the ACKs must not be sent twice.
                 refused = next((r for r in replies[-count:] if isinstance(r, redis_lib.ResponseError)), None)
                 if refused is not None:
                     moved = [r for r in replies[-count:] if r is not None and not isinstance(r, Exception)]
                     if moved:
-                        slot.ahead.extend(ReliableUnit(name, public, private, job, slot) for job in moved)
+                        # None started: each says where it sits when it does.
+                        held = [ReliableUnit(name, public, private, job, slot) for job in moved]
+                        for position, unit in enumerate(held):
+                            unit.mark = f"{len(held) - 1 - position}|{name}"
+                        slot.ahead.extend(held)
                     raise refused
                 units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
                 slot.fetched(count, len(units))
                 if units:
                     if len(units) > 1:
+                        # Each pushed onto the head of the list: the last one fetched is at 0.
+                        last = len(units) - 1
+                        for position, unit in enumerate(units[1:], 1):
+                            unit.mark = f"{last - position}|{name}"
                         slot.ahead.extend(units[1:])
                     return units[0]
                 continue

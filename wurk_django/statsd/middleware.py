@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import context
 from ..errors import JobInterrupted, RetrySkip, Shutdown
+from ..limiter.middleware import rate_limited
 from . import PREFIX, client, emit, job_tags, setting_options
 from .client import UDPClient
 
@@ -19,6 +21,9 @@ SUCCESS = PREFIX + "jobs.success"
 FAILURE = PREFIX + "jobs.failure"
 PERFORM = PREFIX + "jobs.perform"
 PERFORM_DIST = PREFIX + "jobs.perform_dist"
+#: A run the limiter ends as rate limited: neither a success nor a failure, and not timed
+#: (the job's work did not happen); its ``jobs.rate_limited`` hangs off the limiter's signal.
+RATE_LIMITED = PREFIX + "jobs.rate_limited"
 
 
 # The default tags' line ends per (class, queue), for the client they were formatted for.
@@ -41,7 +46,8 @@ def _default_tail(ours: UDPClient, klass: str, queue: str) -> str:
 
 class StatsdMiddleware:
     """``jobs.count`` before the job, then ``jobs.success`` or ``jobs.failure`` and its
-    duration as ``jobs.perform`` (gauge, ms) and ``jobs.perform_dist`` (distribution, ms)."""
+    duration as ``jobs.perform`` (gauge, ms) and ``jobs.perform_dist`` (distribution, ms);
+    or nothing more for a run the limiter ends, counted as ``jobs.rate_limited`` (ENT-153)."""
 
     @staticmethod
     def applies(job: dict) -> bool:
@@ -80,9 +86,15 @@ class StatsdMiddleware:
         except _NOT_FAILURES:
             outcome = SUCCESS
             raise
+        except Exception as exc:
+            if rate_limited(exc, job, context.current().config):  # the worker's own config
+                outcome = RATE_LIMITED
+            raise
         finally:
             elapsed_ms = round((time.monotonic() - started) * 1000, 3)
-            if ours is not None:
+            if outcome == RATE_LIMITED:
+                pass  # jobs.rate_limited is sent on the limiter's signal (install.py), not here
+            elif ours is not None:
                 ours.add_timing(outcome, PERFORM, PERFORM_DIST, tail, elapsed_ms)
             elif target is not None:
                 name = outcome[len(PREFIX):]

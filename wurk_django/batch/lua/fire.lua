@@ -9,6 +9,8 @@
 -- ARGV = [event, bid, now, marker ttl, expiry, dead-index cutoff, index max,
 --         callback queue, joins parent (0/1), most wake-up tokens, their TTL,
 --         jid, payload, jid, payload, ...]
+-- The callback jobs' jids are kept in the batch hash (<event>_jids, comma-separated,
+-- in the order of the callbacks), so the admin can show each one's state.
 -- Returns 1 when this call fired the event, 0 when it had fired already,
 -- -1 when the batch is gone.
 --!include lua/snippets/push_job
@@ -33,7 +35,9 @@ if event ~= "death" then
 end
 redis.call("expire", KEYS[1], ARGV[5], "NX")
 local joins = ARGV[9] == "1" and redis.call("exists", KEYS[7]) == 1
+local jids = {}
 for i = 12, #ARGV, 2 do
+  jids[#jids + 1] = ARGV[i]
   if joins then
     if redis.call("sadd", KEYS[8], ARGV[i]) == 1 then
       redis.call("hincrby", KEYS[7], "total", 1)
@@ -43,6 +47,9 @@ for i = 12, #ARGV, 2 do
     redis.call("expire", KEYS[8], ARGV[5], "NX")
   end
   push_job(KEYS[4], ARGV[8], KEYS[5], ARGV[i + 1], KEYS[6], false)
+end
+if #jids > 0 then
+  redis.call("hset", KEYS[1], event .. "_jids", table.concat(jids, ","))
 end
 wake_fetchers(ARGV[10], ARGV[11])
 return 1

@@ -1,0 +1,79 @@
+"""Issue 28, item 1: a poison pill buries no innocent job with fetching ahead on.
+
+A pill (a job that SIGKILLs its own worker) sits among 1,000 short jobs; the worker
+is restarted at once after each death, as systemd or Kubernetes would. Each thread
+fetches jobs ahead and parks its ACKs, so a dead process's private lists hold jobs
+that never started and jobs that had finished: neither is a suspect. Only the jobs
+that were running when the process died get a crash count, and a job suspected
+again comes back on its own, so the pill cannot drag the same neighbours down
+with it three times.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from tests.jobsapp.jobs import KillerJob, TraceJob
+from tests.support import wait_for
+
+pytestmark = pytest.mark.slow
+
+JOBS = 1000
+FAST = {"WURK_TEST_EXTRA": json.dumps({"SUPER_FETCH_REAPER_INTERVAL": 1, "REAPER_ORPHAN_GRACE": 0})}
+NAMED = re.compile(r"\(jid (\w+)\) was running when process (\d+) died")
+
+
+def _dead(redis_db) -> dict:
+    return {json.loads(d).get("jid"): json.loads(d) for d in redis_db.zrange("dead", 0, -1)}
+
+
+@pytest.mark.parametrize("concurrency,seconds", [(10, 0.02), (10, 0.002), (25, 0.02), (25, 0.002)])
+def test_pill_fetched_ahead_with_restarts_buries_no_innocent(redis_db, worker_factory, concurrency, seconds):
+    jids = TraceJob.perform_bulk([[seconds]] * JOBS)
+    pill = KillerJob.perform_async()
+    # In the middle of the queue: every thread is busy and fetching ahead when it strikes.
+    raw = redis_db.lpop("queue:default")
+    redis_db.linsert("queue:default", "BEFORE", redis_db.lindex("queue:default", -(JOBS // 2)), raw)
+
+    workers = []
+    while pill not in _dead(redis_db):
+        assert len(workers) <= 3, "the pill killed a fourth worker"
+        worker = worker_factory("-c", str(concurrency), env=FAST)
+        workers.append(worker)
+        wait_for(lambda w=worker: not w.alive() or pill in _dead(redis_db), timeout=180,
+                 message="the worker to die or the pill to be buried")
+        if not worker.alive():
+            # Its heartbeat dropped at once, as its TTL would later: the next worker reclaims now.
+            for identity in redis_db.smembers("processes"):
+                if f":{worker.pid}:".encode() in identity:
+                    redis_db.delete(identity)
+    def settled() -> bool:
+        # Every job ran, and none waits any more: not queued, not held back as a suspect
+        # (a job that finished just before a death may run again), not in a dead list.
+        ran = not set(jids) - {r.decode() for r in redis_db.lrange("test:runs", 0, -1)}
+        return ran and not redis_db.llen("queue:default") and not any(
+            f"|{w.pid}|".encode() in key for w in workers[:-1] for key in redis_db.keys("queue:default|*"))
+
+    wait_for(settled, timeout=240, message="every innocent job to run and none to wait")
+    assert worker.stop() == 0
+
+    dead = _dead(redis_db)
+    assert set(dead) == {pill}, f"innocents buried: {sorted(set(dead) - {pill})}"
+    assert redis_db.llen("test:killer") == 3
+    assert "recovered 3 times" in dead[pill]["error_message"]
+
+    # The reapers named, for each death, the job of each thread that was running: the pill
+    # once per death, and never more jobs than threads. The jobs each thread fetched ahead
+    # (about 10 a thread with 2 ms jobs) or finished with their ACK parked are not named.
+    named = [(int(pid), jid) for w in workers for jid, pid in NAMED.findall(w.output())]
+    victims = [int(pid) for pid in redis_db.lrange("test:killer", 0, -1)]
+    assert sorted(pid for pid, jid in named if jid == pill) == sorted(victims)
+    per_death = Counter(pid for pid, _ in named)
+    assert set(per_death) == set(victims)
+    assert max(per_death.values()) <= concurrency
+    # No innocent keeps a crash count: those that were running finished since.
+    assert not [jid for jid in jids if redis_db.exists(f"super_fetch:recovered:{jid}")]
