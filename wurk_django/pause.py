@@ -59,6 +59,10 @@ class PausedCache:
         self._generation = -1
         self._pid = os.getpid()
 
+    def expire(self) -> None:
+        """Read the set again on the next ``get``: Redis said it was written."""
+        self._read_at = -CACHE_TTL
+
     def get(self) -> frozenset[str]:
         now = time.monotonic()
         if (now - self._read_at < CACHE_TTL and self._generation == _current_generation
