@@ -246,3 +246,15 @@ def test_parked_acks_go_out_before_the_thread_waits_on_the_watch(redis_db):
         assert redis_db.llen(fetching.got[0].private) == 0  # acknowledged before the wait (RUN-204)
     finally:
         fetching.stop()
+
+
+def test_one_idle_thread_per_process_and_interval_takes_the_safety_look():
+    """Idle threads wake on their own only for a safety look, and one per interval takes
+    it: ten threads each walking ten queues would cost Redis more than Sidekiq's polling."""
+    from wurk_django.server.push_watch import PushWatch
+
+    watch = PushWatch(Config(QUEUES=["a", "b"]))
+    assert watch.claim_look(30) is True
+    assert [watch.claim_look(30) for _ in range(9)] == [False] * 9
+    watch._looked_at -= 30  # an interval later
+    assert watch.claim_look(30) is True

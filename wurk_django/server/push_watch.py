@@ -85,6 +85,7 @@ class PushWatch:
         self._stopped = False
         self._pid = os.getpid()
         self._paused_key = keys.PAUSED.encode()
+        self._looked_at = -1e9  # monotonic time of the last safety look (claim_look)
 
     # -- state ---------------------------------------------------------------
 
@@ -218,6 +219,15 @@ class PushWatch:
                 if left <= 0:
                     return False
                 self._cond.wait(left)
+
+    def claim_look(self, interval: float) -> bool:
+        """True for the first waiter per ``interval`` to ask: its turn to walk on its own."""
+        with self._cond:
+            now = time.monotonic()
+            if now - self._looked_at < interval * 0.9:
+                return False
+            self._looked_at = now
+            return True
 
     def pass_on(self) -> None:
         """A thread fetched a job and its queues hold more: wake one more waiter."""

@@ -327,12 +327,12 @@ class ReliableFetch:
     def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
         """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
         written (by any client), and again, until a job is fetched. None when the wait
-        ends otherwise (timeout, stop, the watch lost or set up anew): the caller walks
-        as usual."""
+        ends otherwise (stop, the watch lost or set up anew, or this thread's turn for the
+        process's safety look): the caller walks as usual."""
         watch = self._watch
-        # One deadline for the whole wait: notifications that wake nothing (a job another
-        # process took, a write to a same-named key in another database) do not extend it.
-        deadline = time.monotonic() + self.poll_interval * QUIET_POLLS
+        quiet = self.poll_interval * QUIET_POLLS
+        deadline = time.monotonic() + quiet
+        armed = False
         while True:
             names = self._names()
             if len(names) < 2 or self._done.is_set():
@@ -343,22 +343,33 @@ class ReliableFetch:
                 # soon as it is back (a job pushed meanwhile is found by that walk).
                 watch.wait(generation, self.poll_interval, self._done)
                 return None
-            pairs = [slot.keys(name) for name in names]
-            try:
-                index, queued, job = watch.fetch_and_arm(pairs)
-            except redis_lib.RedisError:
-                # The watch is lost (it sets itself up again); the script may have moved a
-                # job before its reply was lost. The next walk is an ordinary one.
-                self._stale()
+            if not armed:
+                pairs = [slot.keys(name) for name in names]
+                try:
+                    index, queued, job = watch.fetch_and_arm(pairs)
+                except redis_lib.RedisError:
+                    # The watch is lost (it sets itself up again); the script may have moved
+                    # a job before its reply was lost. The next walk is an ordinary one.
+                    self._stale()
+                    return None
+                if index:
+                    if queued:
+                        watch.pass_on()  # more to do: the next waiter fetches and arms again
+                    name = names[index - 1]
+                    public, private = pairs[index - 1]
+                    return ReliableUnit(name, public, private, job, slot)
+                armed = True
+            if watch.wait(generation, deadline - time.monotonic(), self._done):
+                armed = False  # a watched key was written: fetch (and arm) again
+                continue
+            if watch.generation != generation or self._done.is_set():
                 return None
-            if index:
-                if queued:
-                    watch.pass_on()  # more to do: the next waiter fetches and arms again
-                name = names[index - 1]
-                public, private = pairs[index - 1]
-                return ReliableUnit(name, public, private, job, slot)
-            if not watch.wait(generation, deadline - time.monotonic(), self._done):
+            # Timed out. The safety look is one thread's per process and interval, not each
+            # idle thread's: ten threads walking ten queues every 30 s cost Redis more than
+            # all of Sidekiq's idle polling. The others wait on, still armed.
+            if watch.claim_look(quiet):
                 return None
+            deadline = time.monotonic() + quiet
 
     def _wait_for_wakeup(self, blocking: redis_lib.Redis, names: list[str]) -> bool:
         """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
