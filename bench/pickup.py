@@ -55,8 +55,8 @@ RUBY_PUSHER = """
 require "sidekiq"
 STDOUT.sync = true
 $stdin.each_line do |line|
-  queue = line.strip
-  Sidekiq::Client.push("class" => "wurkbench.jobs.Pickup", "queue" => queue, "args" => [Time.now.to_f])
+  klass, queue = line.strip.split(" ")
+  Sidekiq::Client.push("class" => klass, "queue" => queue, "args" => [Time.now.to_f])
   puts "ok"
 end
 """
@@ -65,6 +65,14 @@ class HoldJob
   include Sidekiq::Worker
   def perform(seconds)
     sleep seconds
+  end
+end
+
+class PickupJob
+  include Sidekiq::Worker
+  def perform(sent)
+    late = Time.now.to_f - sent
+    Sidekiq.redis { |c| c.rpush("bench:lat", late.to_s) }
   end
 end
 """
@@ -184,8 +192,8 @@ class RubyPusher:
                                      env={"REDIS_URL": url, "PATH": "/usr/bin:/bin"}, text=True,
                                      stderr=subprocess.DEVNULL)
 
-    def push(self, queue: str) -> None:
-        self.proc.stdin.write(queue + "\n")
+    def push(self, klass: str, queue: str) -> None:
+        self.proc.stdin.write(f"{klass} {queue}\n")
         self.proc.stdin.flush()
         if self.proc.stdout.readline().strip() != "ok":
             raise RuntimeError("the Ruby pusher failed")
@@ -195,18 +203,20 @@ class RubyPusher:
         self.proc.wait(10)
 
 
-def bare_body(queue: str) -> bytes:
+def bare_body(klass: str, queue: str) -> bytes:
     now = time.time()
-    return json.dumps({"class": "wurkbench.jobs.Pickup", "args": [now], "retry": True, "queue": queue,
+    return json.dumps({"class": klass, "args": [now], "retry": True, "queue": queue,
                        "jid": uuid.uuid4().hex[:24], "created_at": now, "enqueued_at": now}).encode()
 
 
-def latency(server: Server, count: int, weighted: bool, pusher: str, samples: int, notifications: bool) -> dict:
+def latency(server: Server, count: int, weighted: bool, pusher: str, samples: int, notifications: bool,
+            system: str = "wurk") -> dict:
     r = server.client
     r.flushall()
     queues = queue_args(count, weighted)
     target = queues[-1].split(",")[0]
-    procs = start_workers("wurk", server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications})
+    klass = "wurkbench.jobs.Pickup" if system == "wurk" else "PickupJob"
+    procs = start_workers(system, server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications})
     ruby = RubyPusher(server.url) if pusher == "ruby" else None
     try:
         wait_ready(r, 1)
@@ -214,9 +224,9 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
         for i in range(samples):
             time.sleep(random.uniform(0.02, 0.04))
             if ruby is not None:
-                ruby.push(target)
+                ruby.push(klass, target)
             else:
-                r.execute_command("LPUSH", f"queue:{target}", bare_body(target))
+                r.execute_command("LPUSH", f"queue:{target}", bare_body(klass, target))
             deadline = time.monotonic() + 10
             while r.llen("bench:lat") <= i:
                 if time.monotonic() > deadline:
@@ -282,6 +292,8 @@ def main() -> None:
     ap.add_argument("--queues", default="1,3,10", help="queue counts (latency)")
     ap.add_argument("--pushers", default="ruby,lpush")
     ap.add_argument("--notifications", choices=("on", "off"), default="on")
+    ap.add_argument("--control", action="store_true",
+                    help="latency: also Ruby Sidekiq's own worker, Ruby pushes (the machine's noise)")
     ap.add_argument("--processes", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--settle", type=float, default=15)
@@ -296,14 +308,19 @@ def main() -> None:
     try:
         if args.what == "latency":
             on = args.notifications == "on"
-            print("| queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n |\n|---|---|---|---|---|---|---|---|")
+            print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n |\n"
+                  "|---|---|---|---|---|---|---|---|---|")
+            runs = [("wurk", pusher) for pusher in args.pushers.split(",")]
+            if args.control and shutil.which("sidekiq"):
+                runs.append(("sidekiq", "ruby"))
             for count in (int(c) for c in args.queues.split(",")):
                 for weighted in ((False,) if count == 1 else (False, True)):
-                    for pusher in args.pushers.split(","):
-                        res = latency(server, count, weighted, pusher, args.samples, on)
+                    for system, pusher in runs:
+                        res = latency(server, count, weighted, pusher, args.samples, on, system)
                         order = "weighted" if weighted else "strict"
-                        log(f"{count} {order} {pusher}: {res}")
-                        print(f"| {count} | {order} | {pusher} | {args.notifications} | {res['p50']:.2f} | "
+                        label = args.notifications if system == "wurk" else "-"
+                        log(f"{system} {count} {order} {pusher}: {res}")
+                        print(f"| {system} | {count} | {order} | {pusher} | {label} | {res['p50']:.2f} | "
                               f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} |", flush=True)
         else:
             rate = args.rate if args.what == "trickle" else 0.0

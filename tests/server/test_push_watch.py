@@ -258,3 +258,21 @@ def test_one_idle_thread_per_process_and_interval_takes_the_safety_look():
     assert [watch.claim_look(30) for _ in range(9)] == [False] * 9
     watch._looked_at -= 30  # an interval later
     assert watch.claim_look(30) is True
+
+
+def test_a_process_that_keeps_losing_the_race_looks_a_little_later():
+    """Every idle process hears every push; one that found nothing on its last walks
+    (another process took the jobs) waits a little before its next, up to a cap, so at
+    high push rates an idle process walks a bounded number of times a second."""
+    from wurk_django.server import push_watch
+
+    watch = push_watch.PushWatch(Config(QUEUES=["a", "b"]))
+    assert watch.loss_pause() == 0  # a lone worker never waits
+    watch.walked(False)
+    watch.walked(False)
+    assert watch.loss_pause() == 2 * push_watch.LOSS_PAUSE
+    for _ in range(100):
+        watch.walked(False)
+    assert watch.loss_pause() == push_watch.MOST_LOSS_PAUSE
+    watch.walked(True)
+    assert watch.loss_pause() == 0

@@ -53,6 +53,11 @@ INVALIDATE_CHANNEL = "__redis__:invalidate"
 LISTEN_TICK = 1.0
 #: Seconds between two attempts to set the watch up again after it was lost.
 RETRY_SECONDS = 1.0
+#: A process whose last walks on a notice found nothing (another process took the job)
+#: waits this much per such walk, up to ``MOST_LOSS_PAUSE``, before its next one: every
+#: idle process hears every push, and without it each would walk once per push.
+LOSS_PAUSE = 0.005
+MOST_LOSS_PAUSE = 0.05
 #: With the watch on, an idle thread still walks its queues every this many
 #: ``FETCH_POLL_INTERVAL``s: a safety net, not how jobs are found.
 QUIET_POLLS = 15
@@ -86,6 +91,7 @@ class PushWatch:
         self._pid = os.getpid()
         self._paused_key = keys.PAUSED.encode()
         self._looked_at = -1e9  # monotonic time of the last safety look (claim_look)
+        self._losses = 0  # walks on a notice in a row that found nothing
 
     # -- state ---------------------------------------------------------------
 
@@ -228,6 +234,27 @@ class PushWatch:
                 return False
             self._looked_at = now
             return True
+
+    def loss_pause(self) -> float:
+        """Seconds to wait before walking on a notice: 0 unless this process's last walks
+        on notices found nothing. Then another process is taking the jobs and hears the
+        pushes too, so this one may look a little later: at high push rates an idle
+        process walks at most 1 / ``MOST_LOSS_PAUSE`` times a second, not once per push."""
+        return min(LOSS_PAUSE * self._losses, MOST_LOSS_PAUSE)
+
+    def walked(self, found: bool) -> None:
+        """Count a walk on a notice: found a job, or not."""
+        self._losses = 0 if found else self._losses + 1
+
+    def pause(self, seconds: float, generation: int, done: threading.Event) -> None:
+        """Sleep ``seconds`` unless stopping or the watch changes meanwhile."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while not (self._stopped or done.is_set() or self._generation != generation):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
 
     def pass_on(self) -> None:
         """A thread fetched a job and its queues hold more: wake one more waiter."""

@@ -333,6 +333,7 @@ class ReliableFetch:
         quiet = self.poll_interval * QUIET_POLLS
         deadline = time.monotonic() + quiet
         armed = False
+        noticed = False  # this walk follows a notice (not the first one of the wait)
         while True:
             names = self._names()
             if len(names) < 2 or self._done.is_set():
@@ -344,6 +345,10 @@ class ReliableFetch:
                 watch.wait(generation, self.poll_interval, self._done)
                 return None
             if not armed:
+                if noticed:
+                    pause = watch.loss_pause()
+                    if pause:
+                        watch.pause(pause, generation, self._done)
                 pairs = [slot.keys(name) for name in names]
                 try:
                     index, queued, job = watch.fetch_and_arm(pairs)
@@ -352,6 +357,8 @@ class ReliableFetch:
                     # a job before its reply was lost. The next walk is an ordinary one.
                     self._stale()
                     return None
+                if noticed:
+                    watch.walked(bool(index))
                 if index:
                     if queued:
                         watch.pass_on()  # more to do: the next waiter fetches and arms again
@@ -361,6 +368,7 @@ class ReliableFetch:
                 armed = True
             if watch.wait(generation, deadline - time.monotonic(), self._done):
                 armed = False  # a watched key was written: fetch (and arm) again
+                noticed = True
                 continue
             if watch.generation != generation or self._done.is_set():
                 return None
