@@ -276,3 +276,19 @@ def test_a_process_that_keeps_losing_the_race_looks_a_little_later():
     assert watch.loss_pause() == push_watch.MOST_LOSS_PAUSE
     watch.walked(True)
     assert watch.loss_pause() == 0
+
+
+def test_a_notice_about_a_private_list_only_wakes_no_thread():
+    """Redis 7.0 tracks every key a script names, the thread's private lists among them:
+    their acknowledgements must not wake a thread (it would walk for nothing, and count
+    as a lost race). A queue, the paused set, or a flush (no key named) does wake one."""
+    from wurk_django.server.push_watch import PushWatch
+
+    watch = PushWatch(Config(QUEUES=["a", "c"]))
+    watch._watched = watch._watched | {b"queue:c"}  # as fetch_and_arm records it
+    notice = [b"message", b"__redis__:invalidate"]
+    watch._heard([*notice, [b"queue:c|host|1|nonce|0"]])
+    assert watch._permits == 0
+    for written in ([b"queue:c"], [b"paused"], None):
+        watch._heard([*notice, written])
+    assert watch._permits == 3

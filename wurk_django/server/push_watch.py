@@ -57,7 +57,7 @@ RETRY_SECONDS = 1.0
 #: waits this much per such walk, up to ``MOST_LOSS_PAUSE``, before its next one: every
 #: idle process hears every push, and without it each would walk once per push.
 LOSS_PAUSE = 0.005
-MOST_LOSS_PAUSE = 0.05
+MOST_LOSS_PAUSE = 0.1
 #: With the watch on, an idle thread still walks its queues every this many
 #: ``FETCH_POLL_INTERVAL``s: a safety net, not how jobs are found.
 QUIET_POLLS = 15
@@ -92,6 +92,10 @@ class PushWatch:
         self._paused_key = keys.PAUSED.encode()
         self._looked_at = -1e9  # monotonic time of the last safety look (claim_look)
         self._losses = 0  # walks on a notice in a row that found nothing
+        # The keys a notice is about that wake a thread: the queues and the paused set.
+        # Redis 7.0 tracks every key a script names, the private lists among them, and
+        # their acknowledgements would otherwise each wake a thread for nothing.
+        self._watched: set[bytes] = {self._paused_key}
 
     # -- state ---------------------------------------------------------------
 
@@ -193,6 +197,11 @@ class PushWatch:
         0, queues still holding a job, payload). Raises RedisError, the watch then lost."""
         keys_ = [key for pair in pairs for key in pair]
         keys_.append(keys.PAUSED)  # an unpause must wake the waiters too
+        watched = self._watched
+        for public, _ in pairs:
+            key = public.encode()
+            if key not in watched:  # copied, not changed: the listener reads it meanwhile
+                self._watched = watched = watched | {key}
         command = FETCH_AND_WATCH.command(keys=keys_, args=[len(pairs)])
         failure: BaseException | None = None
         with self._reader_lock:
@@ -302,6 +311,8 @@ class PushWatch:
             return
         written = message[2]
         # None: a FLUSHDB/FLUSHALL (of any database) or the tracking table's own eviction.
+        if written is not None and not self._watched.intersection(written):
+            return  # only a private list: its own fetches and acknowledgements
         if written is None or self._paused_key in written:
             if self._on_paused is not None:
                 self._on_paused()
