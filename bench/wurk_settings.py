@@ -54,3 +54,9 @@ if os.environ.get("BENCH_COUNT") == "1":
 if os.environ.get("BENCH_STATSD"):
     _host, _, _port = os.environ["BENCH_STATSD"].rpartition(":")
     WURK["STATSD"] = {"HOST": _host, "PORT": int(_port)}
+
+# bench/pickup.py: settings of one measurement (e.g. {"FETCH_NOTIFICATIONS": false}), as JSON.
+if os.environ.get("BENCH_WURK"):
+    import json
+
+    WURK.update(json.loads(os.environ["BENCH_WURK"]))

@@ -47,6 +47,21 @@ def test_ruby_push_runs_on_a_python_worker(redis_db, worker_factory):
     wait_for(lambda: redis_db.lrange("test:ruby", 0, -1) == [b"['from ruby', 7]"], message="the Ruby job")
 
 
+@pytest.mark.parametrize("queues", [("-q", "a", "-q", "b", "-q", "c"), ("-q", "a,3", "-q", "b,2", "-q", "c,1")],
+                         ids=["strict", "weighted"])
+def test_a_ruby_push_wakes_an_idle_worker_on_several_queues(redis_db, worker_factory, queues):
+    """Issue 25 item 4: Ruby's client writes no wake-up token, yet an idle worker serving
+    several queues starts its job without waiting for a poll: the poll interval here (60 s,
+    so 15 minutes between an idle thread's own looks) is far beyond the wait below."""
+    worker_factory("-c", "2", *queues, env={"WURK_TEST_EXTRA": json.dumps({"FETCH_POLL_INTERVAL": 60})})
+    db = int(redis_db.connection_pool.connection_kwargs.get("db", 0))
+    wait_for(lambda: [c for c in redis_db.client_list()
+                      if "t" in c["flags"] and int(c["db"]) == db and c["cmd"] == "evalsha"],
+             timeout=60, message="the worker's push watch to arm")
+    ruby('Sidekiq::Client.push("class" => "tests.jobsapp.jobs.RecordJob", "queue" => "c", "args" => ["rb"])')
+    wait_for(lambda: redis_db.lrange("test:ran", 0, -1) == [b"rb"], timeout=30, message="the Ruby job")
+
+
 def test_python_push_reads_in_ruby(redis_db):
     jid = RecordJob.set(queue="mail").perform_async("hi", {"n": 1})
     out = ruby('q = Sidekiq::Queue.new("mail"); j = q.first; '

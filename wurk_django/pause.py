@@ -58,16 +58,31 @@ class PausedCache:
         self._read_at = -CACHE_TTL
         self._generation = -1
         self._pid = os.getpid()
+        # One reader at a time: the fetching threads of a process find the cache expired
+        # together, and each read it again (ten SMEMBERS where one does).
+        self._reading = threading.Lock()
+
+    def _fresh(self, now: float) -> bool:
+        return (now - self._read_at < CACHE_TTL and self._generation == _current_generation
+                and self._pid == os.getpid())
+
+    def expire(self) -> None:
+        """Read the set again on the next ``get``: Redis said it was written."""
+        self._read_at = -CACHE_TTL
 
     def get(self) -> frozenset[str]:
-        now = time.monotonic()
-        if (now - self._read_at < CACHE_TTL and self._generation == _current_generation
-                and self._pid == os.getpid()):
+        if self._fresh(time.monotonic()):
             return self._names
-        generation = _current_generation
-        members = get_redis(config=self.config).smembers(PAUSED_KEY)
-        self._names = frozenset(m.decode() if isinstance(m, bytes) else m for m in members)
-        self._read_at = now
-        self._generation = generation
-        self._pid = os.getpid()
-        return self._names
+        if self._pid != os.getpid():
+            self._reading = threading.Lock()  # forked: the parent's reader may have held it
+        with self._reading:
+            now = time.monotonic()
+            if self._fresh(now):  # another thread read it meanwhile
+                return self._names
+            generation = _current_generation
+            members = get_redis(config=self.config).smembers(PAUSED_KEY)
+            self._names = frozenset(m.decode() if isinstance(m, bytes) else m for m in members)
+            self._read_at = now
+            self._generation = generation
+            self._pid = os.getpid()
+            return self._names

@@ -287,7 +287,9 @@ def test_how_far_a_thread_fetches_ahead_follows_its_job_times(fetcher, monkeypat
     assert slot.fetch_count() == 1  # not warmed up
 
 
-def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, fetcher):
+def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db):
+    # The polling path (no push notifications): the wait is one FETCH_POLL_INTERVAL.
+    fetcher = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1, FETCH_NOTIFICATIONS=False))
     redis_db.lpush("queue:default", _job("a" * 24))
     unit = fetcher.retrieve_work()
     unit.acknowledge()

@@ -6,6 +6,11 @@ the same round trip as every push. These tests check the signal, and that
 nothing depends on it: a lost wake-up or a push that sends none (a Ruby
 client's) is still found by polling, and a worker killed with kill -9 loses
 nothing. No assertion here is about how fast anything is.
+
+The tokens are what a fetcher serving several queues waits on when Redis's push
+notifications are off (``FETCH_NOTIFICATIONS = False``, or a Redis that refuses
+``CLIENT TRACKING``), so these fetchers switch them off; tests/server/test_push_watch.py
+covers the notifications.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ def _raw(jid: str, queue: str) -> bytes:
 
 
 def _fetcher(poll: float, queues=("a", "b", "c")) -> ReliableFetch:
-    return ReliableFetch(Config(QUEUES=list(queues), FETCH_POLL_INTERVAL=poll))
+    return ReliableFetch(Config(QUEUES=list(queues), FETCH_POLL_INTERVAL=poll, FETCH_NOTIFICATIONS=False))
 
 
 def _blocked_on(redis_db, command: str) -> int:
@@ -154,7 +159,7 @@ def test_kill_9_while_holding_fetched_jobs_loses_nothing(redis_db, worker_factor
     job: the jobs sit in its private lists, and the reaper puts all of them back."""
     from tests.jobsapp.jobs import SlowJob
 
-    extra = {"FETCH_POLL_INTERVAL": 30}
+    extra = {"FETCH_POLL_INTERVAL": 30, "FETCH_NOTIFICATIONS": False}
     worker = worker_factory("-c", "3", "-q", "a", "-q", "b", "-q", "c",
                             env={"WURK_TEST_EXTRA": json.dumps(extra)})
     wait_for(lambda: _blocked_on(redis_db, "blpop") == 3, timeout=30, message="3 idle fetchers on the wake lists")

@@ -55,7 +55,9 @@ from ..scripts import lua
 from ..writer import Writer
 from .fetch_slot import FetchSlot, ReliableUnit, ack_commands, requeue_command
 from .memory_limit import FETCH_AT_LIMIT, MemoryLimit
+from .one_blocker import OneBlocker
 from .outage import OutageLog
+from .push_watch import QUIET_POLLS, PushWatch
 from .queues import QueueOrder
 from .state import NONCE, hostname
 
@@ -89,6 +91,9 @@ class ReliableFetch:
         self.poll_interval = float(config.fetch_poll_interval)
         self._paused = PausedCache(config)
         self._done = threading.Event()
+        # Redis's notice of any client's write to a queue, for idle threads serving several.
+        self._watch = PushWatch(config, on_paused=self._paused.expire) if config.fetch_notifications else None
+        self._one_blocker = OneBlocker(config.concurrency)
         self._wake_keys: dict[str, str] = {}
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s (parked ACKs are kept)")
         self._limit = MemoryLimit()
@@ -364,21 +369,85 @@ class ReliableFetch:
             break
         if self._done.is_set():
             return None
+        if len(names) > 1 and self._watch is not None and self._watch.usable():
+            return self._wait_watched(slot)
         blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         if len(names) == 1:
             # One queue: block on the queue itself, so any push (a Ruby client's too) is
-            # moved into the private list the moment it lands.
+            # moved into the private list the moment it lands. One thread at a time.
+            if not self._one_blocker.try_block():
+                self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
+                return None
             public, private = slot.keys(names[0])
-            job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+            job = None
+            try:
+                job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+            finally:
+                self._one_blocker.unblock(job is not None)
             if job is None:
                 return None
             return ReliableUnit(names[0], public, private, job, slot)
-        # Several queues: no blocking move takes from more than one list, so wait on the
-        # queues' wake-up lists, which every push through the Writer feeds in the same
-        # round trip, and walk again once woken. Pushes that send no wake-up (Ruby
-        # clients, the reaper) are found by the next walk, one poll interval later at most.
+        # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
+        # wake-up lists, which every push through the Writer feeds in the same round trip,
+        # and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
+        # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
+
+    def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
+        """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
+        written (by any client), and again, until a job is fetched. None when the wait
+        ends otherwise (stop, the watch lost or set up anew, or this thread's turn for the
+        process's safety look): the caller walks as usual."""
+        watch = self._watch
+        quiet = self.poll_interval * QUIET_POLLS
+        deadline = time.monotonic() + quiet
+        armed = False
+        noticed = False  # this walk follows a notice (not the first one of the wait)
+        while True:
+            names = self._names()
+            if len(names) < 2 or self._done.is_set():
+                return None
+            generation = watch.generation
+            if not watch.on():
+                # Lost, and being set up again: look again after a poll interval, or as
+                # soon as it is back (a job pushed meanwhile is found by that walk).
+                watch.wait(generation, self.poll_interval, self._done)
+                return None
+            if not armed:
+                if noticed:
+                    pause = watch.loss_pause()
+                    if pause:
+                        watch.pause(pause, generation, self._done)
+                pairs = [slot.keys(name) for name in names]
+                try:
+                    index, queued, job = watch.fetch_and_arm(pairs)
+                except redis_lib.RedisError:
+                    # The watch is lost (it sets itself up again); the script may have moved
+                    # a job before its reply was lost. The next walk is an ordinary one.
+                    self._stale()
+                    return None
+                if noticed:
+                    watch.walked(bool(index))
+                if index:
+                    if queued:
+                        watch.pass_on()  # more to do: the next waiter fetches and arms again
+                    name = names[index - 1]
+                    public, private = pairs[index - 1]
+                    return ReliableUnit(name, public, private, job, slot)
+                armed = True
+            if watch.wait(generation, deadline - time.monotonic(), self._done):
+                armed = False  # a watched key was written: fetch (and arm) again
+                noticed = True
+                continue
+            if watch.generation != generation or self._done.is_set():
+                return None
+            # Timed out. The safety look is one thread's per process and interval, not each
+            # idle thread's: ten threads walking ten queues every 30 s cost Redis more than
+            # all of Sidekiq's idle polling. The others wait on, still armed.
+            if watch.claim_look(quiet):
+                return None
+            deadline = time.monotonic() + quiet
 
     def _wait_for_wakeup(self, blocking: redis_lib.Redis, names: list[str]) -> bool:
         """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
@@ -433,6 +502,9 @@ class ReliableFetch:
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
         self._done.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._one_blocker.stop()
         self._flush_quietly()
 
     def bulk_requeue(self, units: list[ReliableUnit]) -> None:
