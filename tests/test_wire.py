@@ -295,6 +295,25 @@ def test_unanswered_writes_land_and_their_replies_are_dropped_by_the_next_round_
     assert send_on(conn, [("GET", "marker")]) == [b"3"]
 
 
+@pytest.mark.parametrize("protocol", [2, 3])  # 3: redis-py's own path (it ignores "more")
+def test_writes_sent_as_more_to_follow_leave_with_the_next_write_or_the_settle(redis_db, make_conn, protocol):
+    """The start markers of jobs fetched ahead wait in the socket's buffer ("more follows")
+    and go out with the next fetch; the settle before the pool takes the connection back
+    pushes them too, rather than wait for replies to writes Redis has not yet received."""
+    from wurk_django.connection import send_unanswered, settle
+
+    conn = make_conn(protocol=protocol, socket_timeout=5)
+    send_on(conn, [("PING",)])  # connected
+    send_unanswered(conn, [("SET", "marker", "1")], more=True)
+    send_unanswered(conn, [("SET", "marker", "2")], more=True)
+    assert send_on(conn, [("GET", "marker")]) == [b"2"]  # the next write carried them first
+    send_unanswered(conn, [("SET", "marker", "3")], more=True)
+    settle(conn)  # pushes them out itself (else Linux sends them on its own only ~200 ms later)
+    assert not wire.owes(conn)
+    assert redis_db.get("marker") == b"3"
+    assert send_on(conn, [("GET", "marker")]) == [b"3"]  # still open: the settle read its replies
+
+
 def test_replies_owed_on_a_closed_socket_are_forgotten(redis_db, make_conn):
     from wurk_django.connection import send_unanswered
 

@@ -378,7 +378,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     return replies
 
 
-def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
+def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = False) -> None:
     """Send ``commands`` on ``conn`` without waiting for their replies, which the next
     :func:`send_on` on ``conn`` reads and drops first. Where the fast path does not
     serve ``conn`` this is a plain round trip (same effect, one wait). Before ``conn``
@@ -390,7 +390,7 @@ def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
         conn.disconnect()
         raise NotSent(f"could not connect to Redis: {exc}") from exc
     if fast:
-        wire.send_unanswered(conn, commands)
+        wire.send_unanswered(conn, commands, more=more)
     elif wire.can_owe(conn):
         try:
             conn.send_packed_command(conn.pack_commands(commands), False)
@@ -407,7 +407,9 @@ def settle(conn: Any) -> None:
     to anyone; a connection that cannot be read is closed instead."""
     if wire.owes(conn):
         try:
-            send_on(conn, [])
+            # A PING, not an empty write: writes sent as "more follows" wait in the
+            # socket's buffer until a real write pushes them out.
+            send_on(conn, [("PING",)])
         except redis.RedisError:
             conn.disconnect()
 

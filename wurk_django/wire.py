@@ -67,6 +67,8 @@ _BUFFER = 65536
 #: The largest command batch :func:`exchange` sends without letting go of the GIL
 #: (``hold_gil=True``); a bigger one takes the usual ``sendall``.
 HOLD_GIL_MAX = 16384
+# Linux's "more data follows" send flag (0 where the platform has none: a plain send then).
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
 #: The environment variable that switches the fast path off ("0", "false", "no", "off")
 #: or on; it wins over ``WURK["FAST_PATH"]``.
 ENV_SWITCH = "WURK_FAST_PATH"
@@ -406,7 +408,7 @@ def _socket_state(conn: Any) -> tuple[Any, _State]:
     return sock, state
 
 
-def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
+def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = False) -> None:
     """Write ``commands`` on ``conn``'s socket without waiting for their replies: the
     next :func:`exchange` on ``conn`` reads them first and drops them. For a write whose
     reply nobody needs but which must reach Redis before the caller goes on (the
@@ -421,7 +423,19 @@ def send_unanswered(conn: Any, commands: list[tuple[Any, ...]]) -> None:
     try:
         if state.plain and sock.gettimeout() is not None:
             _wait_in_kernel(state, sock)
-        sock.sendall(data)
+        if more and state.plain and _MSG_MORE:
+            # The bytes wait in the socket's buffer and leave with the next write that
+            # does not say "more" (the next fetch), in one segment: the loopback send and
+            # Redis's wake-up are paid once per fetch, not once per job. They are in the
+            # kernel all the same: if the process is killed next, closing its socket sends
+            # them ahead of the connection's end. Such a write only copies into the buffer,
+            # so it keeps the GIL (as exchange does for short writes): letting go of it and
+            # taking it back would cost more than the copy.
+            sent = _send(sock.fileno(), data, len(data), _SEND_FLAGS | _MSG_MORE) if _send is not None else 0
+            if sent != len(data):
+                sock.sendall(data[sent:] if sent > 0 else data, _MSG_MORE)
+        else:
+            sock.sendall(data)
     except OSError as exc:
         conn.disconnect()
         raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc

@@ -204,7 +204,7 @@ class FetchSlot:
         if unit.mark is None:
             return
         try:
-            send_unanswered(self.connection(), [("SET", self.marker, unit.mark, "EX", MARK_TTL)])
+            send_unanswered(self.connection(), [("SET", self.marker, unit.mark, "EX", MARK_TTL)], more=True)
         except redis_lib.RedisError:
             self.marked = None
             return
