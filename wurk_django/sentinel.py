@@ -40,6 +40,7 @@ bounded only by the server's own ``min-replicas-to-write`` (docs/redis.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -265,6 +266,9 @@ _lock = threading.Lock()
 _managers: dict[tuple[int, str], Sentinel] = {}
 _pools: dict[str, weakref.WeakSet[BlockingSentinelPool]] = {}
 _watchers: dict[tuple[int, str], list[threading.Thread]] = {}
+# Each watcher's current sentinel connection, so stop_watchers() can cut a blocked read.
+_listening: dict[threading.Thread, redis.Redis] = {}
+_stopped: set[threading.Thread] = set()
 _states: dict[str, ServiceState] = {}
 _asked: dict[str, float] = {}
 
@@ -401,9 +405,11 @@ def _watch(target: RedisTarget, host: str, port: int) -> None:
     """Listen to one sentinel's announcements, forever; ask the sentinels directly when
     nobody did for ``RECHECK_INTERVAL`` seconds."""
     pid = os.getpid()
+    me = threading.current_thread()
     options = {**sentinel_options(target), "socket_timeout": None}
-    while os.getpid() == pid:
+    while os.getpid() == pid and me not in _stopped:
         client = redis.Redis(host, port, **options)
+        _listening[me] = client
         try:
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             pubsub.subscribe(*EVENTS)
@@ -417,17 +423,43 @@ def _watch(target: RedisTarget, host: str, port: int) -> None:
                 if time.monotonic() - _asked.get(target.identity, 0.0) >= RECHECK_INTERVAL:
                     _asked[target.identity] = time.monotonic()
                     _ask(target)
-        except (redis.RedisError, OSError, ValueError):
+        except (redis.RedisError, OSError, ValueError, AttributeError):
             pass  # this sentinel is gone or said something odd: listen again in a second
         finally:
+            _listening.pop(me, None)
             client.close()
+        if me in _stopped:
+            break
         time.sleep(1.0)
+    _stopped.discard(me)
+
+
+def stop_watchers(timeout: float = 3.0) -> None:
+    """Stop this process's sentinel watchers and wait for them (bounded). A swarm
+    supervisor forks only while no other thread runs: a thread's locks would stay
+    locked forever in the child. The next pool this process builds starts them again."""
+    pid = os.getpid()
+    with _lock:
+        keys = [key for key in _watchers if key[0] == pid]
+        threads = [thread for key in keys for thread in _watchers.pop(key)]
+    for thread in threads:
+        _stopped.add(thread)
+        client = _listening.get(thread)
+        if client is not None:
+            # Close the sockets under its blocked read: the read fails and the loop ends.
+            with contextlib.suppress(Exception):
+                client.connection_pool.disconnect(inuse_connections=True)
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(deadline - time.monotonic(), 0.0))
 
 
 def _after_fork_in_child() -> None:
     # Threads do not survive a fork: the child starts its own watchers with its first pool.
     _managers.clear()
     _watchers.clear()
+    _listening.clear()
+    _stopped.clear()
     _pools.clear()
     _asked.clear()
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import redis as redis_lib
 
-from ... import connection, keys
+from ... import connection, keys, sentinel
 from ...conf import Config
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
@@ -235,6 +235,9 @@ class Swarm(RollingRestarts, Monitors):
     def _fork(self, index: int) -> int:
         """Fork one child for slot ``index``; returns its pid (the child never returns)."""
         stop_writers()  # the log writer is the one thread a supervisor runs besides its own
+        # Under Sentinel, the threads that listen to the sentinels too (the supervisor's own
+        # Redis calls started them); the next pool it builds starts them again.
+        sentinel.stop_watchers()
         self._check_fork_safe()
         self._prepare_fork()
         parent_pid = os.getpid()
