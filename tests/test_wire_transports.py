@@ -121,11 +121,12 @@ def test_fetch_and_ack_batches(transport, exchanges):
         fetcher.flush_acks()
         assert sorted(fetched) == sorted(j["jid"] for j in jobs)
         # exchanges[0] is the push (with its wake-up); every fetch goes on this thread's
-        # connection (send_on): the 2nd carries the 1st job's ACK (LREM + DEL + LMOVE), and
-        # once the queue proves deep one fetch moves several jobs, so never more than one
-        # round trip per job, plus the final flush.
+        # connection (send_on): the 1st also sets the thread's "running" marker (SET +
+        # LMOVE), the 2nd carries the 1st job's ACK (LREM + DEL + LMOVE), and once the queue
+        # proves deep one fetch moves several jobs, so never more than one round trip per
+        # job, plus the final flush.
         if wire.enabled():
-            assert exchanges[1:3] == [1, 3]
+            assert exchanges[1:3] == [2, 3]
             assert len(exchanges) - 1 <= len(jobs) + 1
         else:
             assert exchanges == []

@@ -39,6 +39,8 @@ def test_task_killed_as_a_poison_pill_ends_failed(backend, redis_db):
     for _ in range(3):  # PRO-152: the third recovery from a crashed worker kills it
         redis_db.delete("queue:default")
         redis_db.lpush(private_list("default", _dead_pid()), raw)
+        # A reaper interval passes: a job suspected again waits for its turn, alone.
+        redis_db.delete("super_fetch:reaper:paced:default")
         Reaper(["default"], grace=0).boot_sweep()
     assert redis_db.llen("queue:default") == 0 and redis_db.zcard("dead") == 1
     after = sample.add.get_result(result.id)

@@ -222,6 +222,8 @@ def _replicating(port: int, primary_port: int) -> bool:
         info = client.info("replication")
         return info.get("role") == "slave" and int(info.get("master_port", 0)) == primary_port \
             and info.get("master_link_status") == "up"
+    except redis_lib.ConnectionError:
+        return False  # a server changing its role may close a new connection: not following yet
     finally:
         client.close()
 

@@ -27,6 +27,7 @@ is read with the next fetch's, so it costs no wait.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, deque
 from typing import Any
@@ -35,10 +36,12 @@ import redis as redis_lib
 
 from .. import keys
 from ..conf import Config
-from ..connection import get_redis, send_commands, send_unanswered, settle
+from ..connection import get_redis, send_commands, send_on, send_unanswered, settle
 from ..scripts import lua
 from ..writer import Writer
 from .state import NONCE, hostname
+
+logger = logging.getLogger("wurk_django.worker")
 
 #: Most jobs one fetch moves when the queue is deep and the jobs are short.
 PREFETCH = 16
@@ -194,6 +197,17 @@ class FetchSlot:
         return [("SET", self.marker, OLDEST, "EX", MARK_TTL)]
 
     def mark_unknown(self) -> None:
+        self.marked = None
+
+    def clear_mark(self) -> None:
+        """The thread holding this slot is leaving: its marker goes, so a clean stop
+        leaves no key behind (the next holder's first fetch writes one again)."""
+        if self.marked is None and self.conn is None:
+            return
+        try:
+            send_on(self.connection(), [("DEL", self.marker)], raise_errors=False)
+        except redis_lib.RedisError:
+            logger.debug("could not delete the marker %s; it lapses within %ss", self.marker, MARK_TTL)
         self.marked = None
 
     def mark_started(self, unit: ReliableUnit) -> None:

@@ -177,6 +177,7 @@ class ReliableFetch:
         if slot is None or slot.pid != os.getpid():
             return
         self._give_back_ahead([slot])
+        slot.clear_mark()
         slot.release_connection()
         slot.forget_pace()
         if free is not None:
@@ -520,11 +521,19 @@ class ReliableFetch:
             logger.exception("could not flush ACKs; in-flight jobs stay in private lists for the reaper")
             return
         self._give_back_ahead(slots)
-        if not units:
-            return
-        commands = [requeue_command(unit.private, unit.queue_key, unit.job) for unit in units]
-        try:
-            moved = sum(int(r or 0) for r in Writer(self.config).send(commands))
-            logger.info("pushed %d in-flight job(s) back to their queues", moved)
-        except redis_lib.RedisError:
-            logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
+        if units:
+            commands = [requeue_command(unit.private, unit.queue_key, unit.job) for unit in units]
+            try:
+                moved = sum(int(r or 0) for r in Writer(self.config).send(commands))
+                logger.info("pushed %d in-flight job(s) back to their queues", moved)
+            except redis_lib.RedisError:
+                logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
+                return  # the markers stay: the reaper judges those lists by them
+        # Nothing of this process runs any more: its "running" markers go with it. (A thread
+        # that leaves normally deletes its own, FetchSlot.clear_mark.)
+        markers = [slot.marker for slot in slots]
+        if markers:
+            try:
+                Writer(self.config).send([("DEL", *markers)])
+            except redis_lib.RedisError:
+                logger.debug("could not delete the running markers; they lapse on their own")
