@@ -331,14 +331,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     none of the round trip's writes was applied, and the caller must treat it as
     the primary going away, not as one bad command.
     """
-    sentinel.follow_primary(conn)
-    # Connect first and on its own: a failure here provably sent nothing, which
-    # is what allows the write path to try again (wurk_django.redis_errors).
-    try:
-        fast = wire.ready(conn)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        conn.disconnect()
-        raise NotSent(f"could not connect to Redis: {exc}") from exc
+    fast = _connected(conn)
     if fast:
         replies = wire.exchange(conn, commands, hold_gil)
         _close_if_demoted(conn, replies)
@@ -378,17 +371,24 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     return replies
 
 
+def _connected(conn: Any) -> bool:
+    """Point ``conn`` at the current primary and connect it, first and on its own: a
+    failure here provably sent nothing, which is what allows the write path to try
+    again (wurk_django.redis_errors). Returns whether the fast path serves it."""
+    sentinel.follow_primary(conn)
+    try:
+        return wire.ready(conn)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()
+        raise NotSent(f"could not connect to Redis: {exc}") from exc
+
+
 def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = False) -> None:
     """Send ``commands`` on ``conn`` without waiting for their replies, which the next
     :func:`send_on` on ``conn`` reads and drops first. Where the fast path does not
     serve ``conn`` this is a plain round trip (same effect, one wait). Before ``conn``
     goes back to its pool, :func:`settle` it."""
-    sentinel.follow_primary(conn)
-    try:
-        fast = wire.ready(conn)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        conn.disconnect()
-        raise NotSent(f"could not connect to Redis: {exc}") from exc
+    fast = _connected(conn)
     if fast:
         wire.send_unanswered(conn, commands, more=more)
     elif wire.can_owe(conn):

@@ -272,16 +272,11 @@ class Reaper:
         when that makes it a poison pill. 1 if this call moved it."""
         queue = public[len(keys.QUEUE_PREFIX):]
         holding = private_list(queue, slot=keys.HELD_SLOT)
-        jid = poison.jid_of(raw)
-        if jid is None:  # nothing to count: the processor will refuse it with its reason
-            result = _RECLAIM(redis, [private, public], [raw, 0, 0, spacing])
-        else:
-            result = _RECLAIM(redis, [private, public, keys.recovered(jid), holding],
-                              [raw, poison.RECOVERY_THRESHOLD, poison.RECOVERY_TTL, spacing])
+        result = _reclaim_counted(redis, private, public, holding, raw, spacing)
         if result == -1:
             return 0  # another reclaimer moved it first
         if result >= poison.RECOVERY_THRESHOLD:
-            self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
+            self._bury(poison.Pill(poison.jid_of(raw), _class_of(raw), int(result), queue, ""), raw, holding)
         return 1
 
     @staticmethod
@@ -395,19 +390,14 @@ class Reaper:
                 raw = redis.lindex(private, -1)
                 if raw is None:
                     break
-                jid = poison.jid_of(raw)
-                if jid is None:  # nothing to count: the processor will refuse it with its reason
-                    result = _RECLAIM(redis, [private, public], [raw, 0, 0, spacing])
-                else:
-                    result = _RECLAIM(redis, [private, public, keys.recovered(jid), holding],
-                                      [raw, poison.RECOVERY_THRESHOLD, poison.RECOVERY_TTL, spacing])
+                result = _reclaim_counted(redis, private, public, holding, raw, spacing)
                 if result == -1:
                     continue  # another reclaimer moved it first
                 moved += 1
                 klass = _class_of(raw) or "unknown"
                 classes[klass] = classes.get(klass, 0) + 1
                 if result >= poison.RECOVERY_THRESHOLD:
-                    self._bury(poison.Pill(jid, _class_of(raw), int(result), queue, ""), raw, holding)
+                    self._bury(poison.Pill(poison.jid_of(raw), _class_of(raw), int(result), queue, ""), raw, holding)
             except Exception:
                 logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)
                 return moved
@@ -427,6 +417,17 @@ class Reaper:
 
 
 _RECLAIM = lua("reclaim")
+
+
+def _reclaim_counted(redis: redis_lib.Redis, private: str, public: str, holding: str, raw: bytes,
+                     spacing: int) -> int:
+    """One ``reclaim.lua`` call: move ``raw`` back from ``private``, counting a recovery
+    (a job suspected again goes to ``holding``); -1 if another reclaimer moved it first."""
+    jid = poison.jid_of(raw)
+    if jid is None:  # nothing to count: the processor will refuse it with its reason
+        return _RECLAIM(redis, [private, public], [raw, 0, 0, spacing])
+    return _RECLAIM(redis, [private, public, keys.recovered(jid), holding],
+                    [raw, poison.RECOVERY_THRESHOLD, poison.RECOVERY_TTL, spacing])
 
 
 def _running(marker: bytes | None, queue: str, length: int) -> int | None:
