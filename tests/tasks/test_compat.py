@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 from django.core import checks
 
+from tests.support import ROOT
 from wurk_django.checks import check_tasks_framework
 from wurk_django.tasks import compat
 
@@ -135,3 +140,34 @@ def test_check_is_quiet_on_the_real_setup(settings):
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
     expected = [] if compat.AVAILABLE else ["wurk.E023"]
     assert [m.id for m in check_tasks_framework()] == expected
+
+
+NO_FRAMEWORK = """
+import json, sys
+sys.modules["django.tasks"] = None   # as on Django 5.2 without the backport: imports fail
+sys.modules["django_tasks"] = None
+import django
+from django.conf import settings
+django.setup()
+settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+import wurk_django.tasks as tasks
+import wurk_django.admin
+from wurk_django.admin_pages import pages
+from wurk_django.checks import check_tasks_framework
+print(json.dumps({"all": tasks.__all__, "source": tasks.compat.SOURCE,
+                  "backport_app": "django_tasks" in settings.INSTALLED_APPS,
+                  "pages": [p.key for p in pages()], "checks": [m.id for m in check_tasks_framework()]}))
+"""
+
+
+def test_without_any_framework_the_package_imports_and_the_check_says_what_to_install():
+    # CI has a framework in both venvs now; this keeps the third branch of compat honest.
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    out = subprocess.run([sys.executable, "-c", NO_FRAMEWORK], cwd=str(ROOT), env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["all"] == ["AVAILABLE"] and found["source"] is None
+    assert found["backport_app"] is False  # the test settings add the app only where it imports
+    assert "dashboard" in found["pages"] and "tasks" not in found["pages"]
+    assert found["checks"] == ["wurk.E023"]
