@@ -1,6 +1,7 @@
 """Settings for the test suite. Redis: a dedicated logical database, 15 unless
 WURK_TEST_REDIS_URL says otherwise; the suite flushes only that database."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,11 @@ INSTALLED_APPS = [
     "wurk_django",
     "tests.jobsapp",
 ]
+# Django 5.2 runs the tasks backend on the django-tasks backport, as a user would: with its app
+# installed (its AppConfig registers the system checks that call WurkBackend.check()). Django 6's
+# own django.tasks needs no app, and wins where both are installed (wurk_django.tasks.compat).
+if importlib.util.find_spec("django.tasks") is None and importlib.util.find_spec("django_tasks") is not None:
+    INSTALLED_APPS.append("django_tasks")
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -14,6 +14,11 @@ Ids:
   ``wurk.W021`` a periodic job class cannot be found (a warning: it stops the
   worker's periodic loop, not ``migrate``); ``wurk.W020`` a periodic time zone
   is unknown (the loop would run on UTC);
+* ``wurk.E023`` ``TASKS`` names ``WurkBackend`` but no Tasks framework is
+  installed (Django < 6.0 without the ``django-tasks`` backport);
+  ``wurk.W023`` the backport is in use but ``django_tasks`` is not in
+  ``INSTALLED_APPS`` (its app registers the checks that run
+  ``WurkBackend.check()``, so ``wurk.E020``-``E022`` would never be reported);
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
   ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
   unreachable.
@@ -154,7 +159,40 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return messages
 
 
+def check_tasks_framework(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A ``TASKS`` entry naming ``WurkBackend`` has a Tasks framework under it: Django's own
+    (6.0+), or the ``django-tasks`` backport with its app installed."""
+    from django.apps import apps
+    from django.conf import settings
+
+    tasks = getattr(settings, "TASKS", None)  # Django 5.2 has no default TASKS
+    if not isinstance(tasks, dict):
+        return []
+    ours = [alias for alias, params in tasks.items()
+            if isinstance(params, dict) and str(params.get("BACKEND", "")).startswith("wurk_django.tasks")]
+    if not ours:
+        return []
+    from .tasks import compat
+
+    obj = f"TASKS[{ours[0]!r}]"
+    if not compat.AVAILABLE:
+        return [checks.Error(
+            f"{obj} names {tasks[ours[0]]['BACKEND']}, but this Django has no django.tasks (Django 6.0+) "
+            "and the django-tasks backport is not installed",
+            hint=f'pip install "wurk-django[tasks]" and add "{compat.BACKPORT_APP}" to INSTALLED_APPS',
+            obj=obj, id="wurk.E023")]
+    if compat.SOURCE == "django_tasks" and not apps.is_installed(compat.BACKPORT_APP):
+        # The backend works without it; what is lost is the backport's check registration,
+        # so a bad OPTIONS or queue name would only show up at enqueue or in the worker.
+        return [checks.Warning(
+            f"{obj} runs on the django-tasks backport, but {compat.BACKPORT_APP!r} is not in INSTALLED_APPS: "
+            "the backport registers its system checks (and so WurkBackend's) from its app",
+            hint=f'add "{compat.BACKPORT_APP}" to INSTALLED_APPS', obj=obj, id="wurk.W023")]
+    return []
+
+
 def register() -> None:
     checks.register(check_settings, "wurk")
+    checks.register(check_tasks_framework, "wurk")
     checks.register(check_periodic, "wurk")
     checks.register(check_redis_server, "wurk", deploy=True)

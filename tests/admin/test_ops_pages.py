@@ -11,6 +11,7 @@ from django.test import override_settings
 
 from wurk_django import payload
 from wurk_django.admin.dashboard import uptime_text
+from wurk_django.tasks.compat import AVAILABLE as TASKS_AVAILABLE
 
 from .conftest import BASE, enqueue, job
 
@@ -91,7 +92,7 @@ def test_pages_carry_the_csp_nonce(client, redis_db):
             assert "<script>" not in html and " style=" not in html and "onclick" not in html, page
 
 
-needs_tasks = pytest.mark.skipif(django.VERSION < (6, 0), reason="django.tasks arrived in Django 6.0")
+needs_tasks = pytest.mark.skipif(not TASKS_AVAILABLE, reason="neither django.tasks (Django 6+) nor the django-tasks backport")
 
 
 @needs_tasks
@@ -164,7 +165,7 @@ def test_prometheus_has_per_queue_and_per_class_series(admin_client, redis_db):
         assert line.startswith("#") or " " in line
 
 
-NEW_PAGES = ["history/", "history/?range=7d", "profiles/", *(["tasks/"] if django.VERSION >= (6, 0) else [])]
+NEW_PAGES = ["history/", "history/?range=7d", "profiles/", *(["tasks/"] if TASKS_AVAILABLE else [])]
 
 
 @pytest.mark.parametrize("page", NEW_PAGES)

@@ -12,8 +12,15 @@ from wurk_django import registry
 from wurk_django.errors import UnknownJobClass
 
 
+def _skip_without_tasks() -> None:
+    from wurk_django.tasks.compat import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport")
+
+
 def _results():
-    pytest.importorskip("django.tasks")
+    _skip_without_tasks()
     from wurk_django.tasks import results
 
     return results
@@ -36,7 +43,7 @@ def _task_payload(wrapped: str) -> bytes:
 
 
 def test_task_payload_naming_an_outside_module_imports_nothing(redis_db, burst, marker_module):
-    pytest.importorskip("django.tasks")
+    _skip_without_tasks()
     name, marker = marker_module
     redis_db.lpush("queue:default", _task_payload(f"{name}.task"), _task_payload("this.x"))
     emptied, _log = burst()

@@ -1,4 +1,5 @@
-"""Fixtures for the django.tasks backend tests; the modules skip themselves without django.tasks."""
+"""Fixtures for the django.tasks backend tests; the modules skip themselves without a Tasks framework
+(Django 6's django.tasks or the django-tasks backport, picked by wurk_django.tasks.compat)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ WURK_TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
 @pytest.fixture
 def backend(settings):
     """``TASKS`` pointing at WurkBackend for this test; returns the default backend."""
-    from django.tasks import task_backends
+    from wurk_django.tasks.compat import task_backends
 
     settings.TASKS = WURK_TASKS
     return task_backends["default"]

@@ -1,13 +1,12 @@
-"""Tasks used by the tasks-backend tests (imported only where django.tasks exists)."""
+"""Tasks used by the tasks-backend tests (imported only where django.tasks or the backport exists)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from django.tasks import TaskContext, task
-
 from wurk_django.connection import get_redis
 from wurk_django.tasks import task as wurk_task
+from wurk_django.tasks.compat import TaskContext, task
 
 
 @task

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-pytest.importorskip("django.tasks")
+from wurk_django.tasks.compat import AVAILABLE
+
+if not AVAILABLE:
+    pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport", allow_module_level=True)
 
 from django.db import transaction  # noqa: E402
-from django.tasks import TaskResultStatus, task_backends  # noqa: E402
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch  # noqa: E402
-from django.tasks.signals import task_enqueued  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -22,6 +22,14 @@ from tests.tasks import sample  # noqa: E402
 from wurk_django import payload  # noqa: E402
 from wurk_django.tasks import TaskJob, WurkBackend  # noqa: E402
 from wurk_django.tasks import backend as backend_module  # noqa: E402
+from wurk_django.tasks.compat import (  # noqa: E402
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+)
 
 
 def test_backend_flags_and_task_class(backend):

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-pytest.importorskip("django.tasks")
+from wurk_django.tasks.compat import AVAILABLE
 
-from django.tasks import TaskResultStatus  # noqa: E402
+if not AVAILABLE:
+    pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport", allow_module_level=True)
 
 from tests.admin.conftest import BASE, make_user  # noqa: E402
 from tests.tasks import sample  # noqa: E402
@@ -18,6 +19,7 @@ from wurk_django import payload  # noqa: E402
 from wurk_django.server.reaper import Reaper  # noqa: E402
 from wurk_django.server.reliable_fetch import private_list  # noqa: E402
 from wurk_django.tasks import results  # noqa: E402
+from wurk_django.tasks.compat import TaskResultStatus  # noqa: E402
 
 
 def _running(redis_db, jid: str) -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("django.tasks")
+from wurk_django.tasks.compat import AVAILABLE
 
-from django.tasks import TaskResultStatus  # noqa: E402
-from django.tasks.signals import task_finished, task_started  # noqa: E402
+if not AVAILABLE:
+    pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport", allow_module_level=True)
 
 from tests.tasks import sample  # noqa: E402
 from wurk_django import payload, registry, signals, testing  # noqa: E402
 from wurk_django.tasks import TaskJob, WurkBackend  # noqa: E402
+from wurk_django.tasks.compat import TaskResultStatus, task_finished, task_started  # noqa: E402
 from wurk_django.tasks.job import TaskFailed, last_attempt, set_worker_id, worker_id  # noqa: E402
 from wurk_django.tasks.results import RefusedTask  # noqa: E402
 

@@ -6,13 +6,15 @@ import json
 
 import pytest
 
-pytest.importorskip("django.tasks")
+from wurk_django.tasks.compat import AVAILABLE
 
-from django.tasks import TaskResultStatus  # noqa: E402
+if not AVAILABLE:
+    pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport", allow_module_level=True)
 
 from tests.support import wait_for  # noqa: E402
 from tests.tasks import sample  # noqa: E402
 from wurk_django import payload  # noqa: E402
+from wurk_django.tasks.compat import TaskResultStatus  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

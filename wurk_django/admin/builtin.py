@@ -58,7 +58,7 @@ def _metrics_urls(admin):
 
 
 def _tasks_urls(admin):
-    from . import task_results  # needs django.tasks (Django 6+)
+    from . import task_results  # needs django.tasks or the backport (tasks.compat)
 
     return [
         path("tasks/", admin.wrap(task_results.index), name="wurk_tasks"),

@@ -196,7 +196,7 @@ def task_shaped(record: Any) -> bool:
 
 
 def is_task(record: Any) -> bool:
-    """A task whose result the Tasks page can show (it exists from Django 6 on)."""
+    """A task whose result the Tasks page can show (it exists where wurk_django.tasks.compat found a Tasks framework)."""
     from ..tasks.compat import AVAILABLE
 
     return AVAILABLE and task_shaped(record)

@@ -3,7 +3,7 @@
 Django's admin index lists registered models, so each page has a proxy model
 (``models.PAGE_LINKS``) registered here with :class:`PageLinkAdmin`, whose only
 URL redirects to the page. An entry appears only when its page exists in this
-process (a feature's page, the tasks page on Django 6) and, like the dashboard,
+process (a feature's page, the tasks page where a Tasks framework is installed) and, like the dashboard,
 only for users who may view it.
 """
 

@@ -66,9 +66,9 @@ OPTION_NAMES = ("RESULT_TTL", "RETRY", "ENQUEUE_ON_COMMIT", "DATABASE")
 class WurkTask(Task):
     """A ``Task`` with a per-task Sidekiq ``retry`` (DJ-022).
 
-    ``None`` uses the backend's ``OPTIONS["RETRY"]``. On Django 6.1,
-    ``@task(retry=3)`` builds one when the backend is ``WurkBackend``; on any
-    version :func:`task` does.
+    ``None`` uses the backend's ``OPTIONS["RETRY"]``. Django 6.1's and the
+    backport's ``@task(retry=3)`` build one when the backend is ``WurkBackend``
+    (both hand extra keywords to ``task_class``); on any version :func:`task` does.
     """
 
     retry: bool | int | None = None

@@ -25,14 +25,12 @@ import socket
 import time
 from typing import Any
 
-from django.utils.json import normalize_json
-
 from .. import context, errors, payload, signals
 from ..asyncrun import run_coroutine
 from ..job import Job
 from . import results
 from .backend import WurkBackend
-from .compat import TaskContext, TaskResultStatus, task_backends, task_finished, task_started
+from .compat import TaskContext, TaskResultStatus, normalize_json, task_backends, task_finished, task_started
 
 _worker_id: str | None = None
 
