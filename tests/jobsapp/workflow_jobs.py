@@ -74,8 +74,12 @@ class GraphStep(Job):
 
     retry = 3
 
-    def perform(self, step_id, *results):
+    def perform(self, *args):
+        # .s(expected, step_id) after dependencies: (their results, expected, step_id); a root: (expected, step_id).
+        *given, expected, step_id = args
         redis = get_redis()
+        if given and given[0] != expected:
+            redis.rpush("test:wf:wrong", f"{step_id}:{given[0]}!={expected}")
         redis.incr(f"test:wf:runs:{step_id}")
         redis.rpush("test:wf:events", f"start:{step_id}")
         time.sleep(float(os.environ.get("WURK_TEST_STEP_SLEEP", "0.002")))
