@@ -66,7 +66,7 @@ def _svg(width: int, height: int, body: str, label: str) -> SafeString:
              '</defs>')
     return mark_safe(  # noqa: S308 (every text in it went through escape())
         f'<svg xmlns="http://www.w3.org/2000/svg" class="wurk-wf-graph" role="img" aria-label="{escape(label)}"'
-        f' width="{width}" height="{height}" viewBox="0 0 {width} {height}">{arrow}{body}</svg>')
+        f' font-family="sans-serif" width="{width}" height="{height}" viewBox="0 0 {width} {height}">{arrow}{body}</svg>')
 
 
 def draw(steps: Sequence[StepView]) -> SafeString:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import context as job_context
+from .. import keys as core_keys
 from .. import payload
 from . import advance, keys, results, scripts
 from .errors import CannotRetry, NoSuchWorkflow
@@ -145,38 +146,41 @@ class Workflow:
     # -- changing ---------------------------------------------------------------
 
     def retry(self, step: str | None = None) -> list[str]:
-        """Run failed ``step`` (every failed step with None) again from the dead set; the
-        workflow goes on once it succeeds. Returns the steps retried.
+        """Run failed ``step`` (every failed step with None) again; the workflow goes on
+        once it succeeds. Returns the steps retried.
 
-        A step whose job is not in the dead set (``retry: False`` jobs never go there)
-        is pushed again as it was first pushed. :class:`CannotRetry` when a named step
-        has not failed.
+        The step's job leaves the dead set (when it is there: ``retry: False`` jobs
+        never go there) and is pushed again as it was first pushed, same jid, into its
+        batch. :class:`CannotRetry` when a named step has not failed.
         """
-        from ..api.sorted import DeadSet
-
         self._require()
+        redis = self._redis()
         states = self.step_states()
         names = [step] if step is not None else [n for n, s in states.items() if s == "failed"]
-        specs = self._redis().hmget(keys.workflow(self.id, "steps"), names) if names else []
+        specs = redis.hmget(keys.workflow(self.id, "steps"), names) if names else []
         retried = []
         for name, spec in zip(names, specs, strict=True):
             state = states.get(name)
             if spec is None:
                 raise CannotRetry(f"workflow {self.id} has no step {name!r}")
-            entry = DeadSet().find_job(payload.loads(spec)["jid"])
-            if state != "failed" and not (state == "enqueued" and entry is not None):
+            jid = payload.loads(spec)["jid"]
+            # A step left enqueued with its job in the dead set: a retry cut short between its two steps.
+            if state != "failed" and not (state == "enqueued" and _dead_entry(redis, jid) is not None):
                 if step is not None:
                     raise CannotRetry(f"step {name!r} of workflow {self.id} is {state}, not failed")
                 continue
-            if state == "failed" and scripts.retry(self._redis(), self.id, name) != 1:
+            if state == "failed" and scripts.retry(redis, self.id, name) != 1:
                 continue  # retried meanwhile by another caller
             # The state changed first: if the job dies again at once, its death finds the step enqueued.
-            if entry is not None:
-                entry.retry()
-            else:
-                # Not in the dead set (``retry: false`` jobs skip it, or it was trimmed):
-                # the same job, same jid, pushed again; its batch takes it back as a member.
+            entry = _dead_entry(redis, jid)
+            if entry is not None and not redis.zrem(DEAD, entry[0]):
+                entry = None  # someone else took it (a click on the Dead page): it is being retried
+            try:
                 self._push_again(name)
+            except BaseException:
+                if entry is not None:
+                    redis.zadd(DEAD, {entry[0]: entry[1]})
+                raise
             retried.append(name)
         return retried
 
@@ -204,6 +208,21 @@ class Workflow:
         repair tool: the workflow does this itself). How many were pushed."""
         self._require()
         return advance.start_ready(self.id)
+
+
+#: The dead set: read here directly, as the engine does (the engine never imports the data API).
+DEAD = core_keys.DEAD
+
+
+def _dead_entry(redis: Any, jid: str) -> tuple[bytes, float] | None:
+    """The dead set's entry of ``jid``: its bytes and score, or None."""
+    for member, score in redis.zscan_iter(DEAD, match=f"*{jid}*", count=1000):
+        try:
+            if payload.loads(member).get("jid") == jid:
+                return member, score
+        except ValueError:
+            continue
+    return None
 
 
 class WorkflowSet:
