@@ -90,11 +90,13 @@ def test_a_1000_step_dag_survives_three_kill_9(redis_db, worker_factory, capsys)
         started = time.monotonic()
         workflow = flow.run()
         kills = []
+        running_at_kill: list[str | None] = []
         for threshold in (150, 400, 650):
             wait_for(lambda t=threshold: redis_db.llen("test:wf:events") >= 2 * t, timeout=120, interval=0.02,
                      message=f"{threshold} steps")
             children = _children_of(swarm.pid)
             seen |= children
+            running_at_kill.append(workflow.state)
             victim = random.choice(sorted(children))
             os.kill(victim, signal.SIGKILL)
             kills.append(victim)
@@ -124,7 +126,7 @@ def test_a_1000_step_dag_survives_three_kill_9(redis_db, worker_factory, capsys)
         print(f"\n[workflow kill -9] steps=1000 processes=3x{CONCURRENCY} kills={len(kills)} "
               f"seconds={elapsed:.1f} reruns={reruns} final_runs={redis_db.get('test:wf:final')}")
     assert state == "succeeded"
-    assert len(kills) == 3
+    assert len(kills) == 3 and running_at_kill == ["running"] * 3  # each kill hit a running workflow
     assert all(n >= 1 for n in runs.values())  # every step ran
     # Only jobs in flight at a kill run again: per thread of the killed process, the one
     # running and the one finished whose ACK was still parked (sent with the next fetch).

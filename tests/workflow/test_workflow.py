@@ -101,6 +101,14 @@ def test_a_bad_graph_is_refused_before_anything_is_written(redis_db):
     assert redis_db.dbsize() == 0
 
 
+def test_the_testing_modes_refuse_a_workflow_instead_of_writing_to_redis(redis_db):
+    from wurk_django import testing
+
+    with testing.fake(), pytest.raises(InvalidWorkflow, match="testing mode 'fake'"):
+        chain(Add.s(1)).run()
+    assert redis_db.dbsize() == 0
+
+
 def test_a_dead_step_stops_its_dependents_and_retry_continues(redis_db, work):
     flow = Flow()
     flow.step("ok", Record.s("ok"))

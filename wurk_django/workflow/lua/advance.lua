@@ -88,6 +88,7 @@ for i = 6, #ARGV do
   local at = base + 2 * (i - 6) + 1
   if redis.call('HGET', KEYS[2], name) == 'waiting' and tonumber(redis.call('HGET', KEYS[3], name) or '1') <= 0 then
     local rec = record(name)
+    if not rec then return redis.error_reply('workflow step ' .. name .. ' has no wire record') end
     local given = ''
     if rec.mode == 'one' then
       given = redis.call('HGET', KEYS[4], rec.deps[1]) or 'null'
