@@ -214,3 +214,38 @@ def test_keyword_arguments_travel_in_the_payload(redis_db, work):
     assert b'"kwargs":{"greeting":"hi"}' in raw
     work()
     assert wf.result(wf.steps()[0].name) == "hi ann"
+
+
+def test_two_dependencies_finishing_together_start_their_dependent_once(redis_db):
+    # The sibling race: both callbacks run advance.lua at the same moment, from two threads.
+    import threading
+
+    from wurk_django.workflow import scripts
+    from wurk_django.workflow.advance import advance
+
+    pushed = []
+    for _trial in range(30):
+        redis_db.delete("queue:default")
+        flow = Flow()
+        flow.step("a", Add.s(1))
+        flow.step("b", Add.s(2))
+        flow.step("c", Add.s(), after=["a", "b"])
+        wf = flow.run()
+        redis_db.delete("queue:default")  # the roots' jobs: the test plays the workers
+        for name, value in (("a", b"1"), ("b", b"2")):
+            scripts.store_result(redis_db, wf.id, name, value)
+        barrier = threading.Barrier(2)
+
+        def finish(name, wid=wf.id, barrier=barrier):
+            barrier.wait()
+            advance(wid, name)
+
+        threads = [threading.Thread(target=finish, args=(n,)) for n in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        queued = redis_db.lrange("queue:default", 0, -1)
+        pushed.append(len(queued))
+        assert b'"args":[[1,2]]' in queued[0]
+    assert pushed == [1] * 30

@@ -11,7 +11,7 @@ def install_server() -> None:
     from .middleware import POSITION, WorkflowServerMiddleware
 
     middleware.register("server", "workflow", WorkflowServerMiddleware, position=POSITION)
-    death.register_handler("workflow", deaths.on_death, position=30)
+    death.register_handler("workflow", deaths.on_death, position=35)
 
 
 def install_admin() -> None:

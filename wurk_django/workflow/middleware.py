@@ -30,6 +30,10 @@ def step_of(job: dict) -> tuple[str, str] | None:
 
 
 class WorkflowServerMiddleware:
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return job.get("wf") is not None
+
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
         ref = step_of(job)
         if ref is None:
