@@ -81,6 +81,7 @@ class GraphStep(Job):
         if given and given[0] != expected:
             redis.rpush("test:wf:wrong", f"{step_id}:{given[0]}!={expected}")
         redis.incr(f"test:wf:runs:{step_id}")
+        redis.rpush(f"test:wf:pids:{step_id}", os.getpid())
         redis.rpush("test:wf:events", f"start:{step_id}")
         time.sleep(float(os.environ.get("WURK_TEST_STEP_SLEEP", "0.002")))
         redis.rpush("test:wf:events", f"finish:{step_id}")
