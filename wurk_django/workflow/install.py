@@ -15,9 +15,11 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
-    register(Page("workflows", "Workflows", "wurk_workflows", _urls, 85))
+    register(Page("workflows", gettext_lazy("Workflows"), "wurk_workflows", _urls, 85))
 
 
 def _urls(model_admin):
