@@ -15,12 +15,13 @@ from typing import Any
 
 from .. import context as job_context
 from .. import payload
+from ..text import to_text
 from . import keys, scripts
 
 
 def wire_fields(raw: bytes | str) -> dict[str, Any]:
     """A step's wire record: ``mode``, ``queue``, ``deps``, ``dependents``, ``args``, ``head``."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = to_text(raw)
     mode, queue, deps, dependents, args, head = text.split("\n", 5)
     return {"mode": mode, "queue": queue, "deps": [d for d in deps.split(",") if d],
             "dependents": [d for d in dependents.split(",") if d], "args": args, "head": head}
@@ -53,7 +54,7 @@ def start_ready(wid: str) -> int:
     redis = job_context.redis()
     states = redis.hgetall(keys.workflow(wid, "state"))
     left = redis.hgetall(keys.workflow(wid, "left"))
-    ready = [name.decode() for name, state in states.items()
+    ready = [to_text(name) for name, state in states.items()
              if state == b"waiting" and int(left.get(name) or 0) <= 0]
     return scripts.advance(redis, wid, "", payload.dumps(config.wire_format.now()).decode(),
                            config.workflow_keep, candidates(redis, wid, ready))[0]
@@ -67,7 +68,7 @@ def payload_for(redis: Any, wid: str, step: str, now: Any) -> dict | None:
         return None
     fields = wire_fields(raw)
     stored = redis.hmget(keys.workflow(wid, "results"), fields["deps"]) if fields["deps"] else []
-    values = [(v.decode() if v is not None else "null") for v in stored]
+    values = [to_text(v) if v is not None else "null" for v in stored]
     given = {"one": values[0] if values else "", "list": "[" + ",".join(values) + "]"}.get(fields["mode"], "")
     args = ",".join(part for part in (given, fields["args"]) if part)
     return payload.loads(f'{fields["head"]}"args":[{args}],"enqueued_at":{now}}}')

@@ -10,6 +10,7 @@ from typing import Any
 from .. import context as job_context
 from .. import keys as core_keys
 from .. import payload
+from ..text import to_text
 from . import advance, keys, results, scripts
 from .errors import CannotRetry, NoSuchWorkflow
 
@@ -45,8 +46,8 @@ class StepView:
                 "result": self.result if self.has_result else None, "error": self.error}
 
 
-def _text(value: bytes | None) -> str:
-    return value.decode() if value is not None else ""
+def _or_empty(value: bytes | None) -> str:
+    return to_text(value) or ""
 
 
 class Workflow:
@@ -72,7 +73,7 @@ class Workflow:
 
     def _fields(self) -> dict[str, str]:
         raw = self._redis().hgetall(keys.workflow(self.id))
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        return {to_text(k): to_text(v) for k, v in raw.items()}
 
     def _require(self) -> dict[str, str]:
         fields = self._fields()
@@ -87,11 +88,11 @@ class Workflow:
     @property
     def state(self) -> str | None:
         """``running``, ``failed``, ``succeeded``, ``cancelled``; None once it is gone."""
-        value = self._redis().hget(keys.workflow(self.id), "state")
-        return value.decode() if value is not None else None
+        return to_text(self._redis().hget(keys.workflow(self.id), "state"))
 
     def step_states(self) -> dict[str, str]:
-        return {k.decode(): v.decode() for k, v in self._redis().hgetall(keys.workflow(self.id, "state")).items()}
+        raw = self._redis().hgetall(keys.workflow(self.id, "state"))
+        return {to_text(k): to_text(v) for k, v in raw.items()}
 
     def result(self, step: str) -> Any:
         """The return value of ``step`` (None until it succeeded)."""
@@ -100,7 +101,7 @@ class Workflow:
     def results(self) -> dict[str, Any]:
         """Every stored result, by step."""
         raw = self._redis().hgetall(keys.workflow(self.id, "results"))
-        return {k.decode(): results.decode(v) for k, v in raw.items()}
+        return {to_text(k): results.decode(v) for k, v in raw.items()}
 
     def steps(self) -> list[StepView]:
         """Every step, each after its dependencies."""
@@ -110,7 +111,7 @@ class Workflow:
         for suffix in ("steps", "state", "results", "errors"):
             pipe.hgetall(keys.workflow(self.id, suffix))
         order_raw, specs, states, values, errors = pipe.execute()
-        order = payload.loads(order_raw) if order_raw else sorted(k.decode() for k in specs)
+        order = payload.loads(order_raw) if order_raw else sorted(to_text(k) for k in specs)
         views = []
         for name in order:
             key = name.encode()
@@ -119,8 +120,8 @@ class Workflow:
                 name=name, target=spec.get("target", ""), args=spec.get("args", []), kwargs=spec.get("kwargs", {}),
                 after=spec.get("after", []), mode=spec.get("mode", "none"), immutable=bool(spec.get("immutable")),
                 queue=spec.get("queue", ""), jid=spec.get("jid", ""), bid=spec.get("bid", ""),
-                state=_text(states.get(key)) or "unknown", result=results.decode(values.get(key)),
-                has_result=key in values, error=_text(errors.get(key)) or None))
+                state=_or_empty(states.get(key)) or "unknown", result=results.decode(values.get(key)),
+                has_result=key in values, error=_or_empty(errors.get(key)) or None))
         return views
 
     def data(self) -> dict[str, Any]:
@@ -235,7 +236,7 @@ class WorkflowSet:
         return int(self._redis.zcard(keys.WORKFLOWS))
 
     def ids(self, start: int = 0, count: int = 100) -> list[str]:
-        return [w.decode() for w in self._redis.zrevrange(keys.WORKFLOWS, start, start + count - 1)]
+        return [to_text(w) for w in self._redis.zrevrange(keys.WORKFLOWS, start, start + count - 1)]
 
     def __iter__(self) -> Iterator[Workflow]:
         start = 0
@@ -255,7 +256,7 @@ class WorkflowSet:
             pipe.hmget(keys.workflow(wid), "state", "description", "created_at", "total", "succeeded", "failed")
         rows = []
         for wid, values in zip(wids, pipe.execute(), strict=True):
-            state, description, created, total, succeeded, failed = (_text(v) for v in values)
+            state, description, created, total, succeeded, failed = (_or_empty(v) for v in values)
             rows.append({"id": wid, "state": state or "expired", "description": description,
                          "created_at": float(created) if created else None, "total": int(total or 0),
                          "succeeded": int(succeeded or 0), "failed": int(failed or 0)})
