@@ -249,3 +249,15 @@ def test_two_dependencies_finishing_together_start_their_dependent_once(redis_db
         pushed.append(len(queued))
         assert b'"args":[[1,2]]' in queued[0]
     assert pushed == [1] * 30
+
+
+def test_resume_pushes_a_step_left_waiting_with_nothing_to_wait_for(redis_db, work):
+    # A repair tool: a root put back to 'waiting' by hand (its job lost) is pushed again, once.
+    wf = chain(Add.s(4), Add.s(5)).run()
+    root = wf.steps()[0].name
+    redis_db.delete("queue:default")
+    redis_db.hset(f"wf-{wf.id}-state", root, "waiting")
+    assert wf.resume() == 1 and wf.resume() == 0
+    work()
+    assert wf.state == "succeeded" and ran(redis_db) == ["add:[4]", "add:[4, 5]"]
+    assert [w.id for w in WorkflowSet()] == [wf.id]
