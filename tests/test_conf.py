@@ -246,6 +246,7 @@ FEATURE_ROWS = {
     "history": ["HISTORY"],
     "leader": ["LEADER"],
     "periodic": ["PERIODIC"],
+    "workflow": ["WORKFLOW_RESULT_MAX_BYTES", "WORKFLOW_KEEP"],
 }
 
 

@@ -61,6 +61,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "profiling": (SERVER, ADMIN),
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
+    "workflow": (SERVER, ADMIN),
 }
 
 _lock = threading.RLock()

@@ -330,6 +330,22 @@ class Job:
     def perform_inline(cls, *args: Any) -> bool | None:
         return Setter(cls, {}).perform_inline(*args)
 
+    # Signatures: a call written down for a workflow (wurk_django.workflow), not pushed.
+    @classmethod
+    def s(cls, *args: Any, **kwargs: Any) -> Any:
+        """A :class:`~wurk_django.workflow.Signature` of this job; in a workflow the
+        results of the steps it waits for are put in front of ``args``."""
+        from .workflow.signature import Signature
+
+        return Signature(cls, args, kwargs)
+
+    @classmethod
+    def si(cls, *args: Any, **kwargs: Any) -> Any:
+        """An immutable signature: it runs with exactly these arguments."""
+        from .workflow.signature import Signature
+
+        return Signature(cls, args, kwargs, immutable=True)
+
 
 class JobFunction:
     """What ``@job`` returns: the function itself, plus the push methods."""
@@ -343,7 +359,7 @@ class JobFunction:
         return self.fn(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("perform_") or name in ("set", "job_name", "get_options"):
+        if name.startswith("perform_") or name in ("set", "job_name", "get_options", "s", "si"):
             return getattr(self.job_class, name)
         raise AttributeError(name)
 
