@@ -1,0 +1,131 @@
+"""docs/spec-coverage.md, the requirement-by-requirement audit, stays consistent (issue 31 item 8).
+
+The specification is not part of the repository, so these checks cannot tell whether a
+row is right. They hold what can be held without it: every requirement has one
+well-formed row under the spec file its prefix names, every status is one of the five
+words, every path the page names exists, a finished row names a test or a page that
+shows it, a row that is not finished says why in words, and the summary counts and
+the "not full" lists are those of the rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PAGE = ROOT / "docs" / "spec-coverage.md"
+
+PREFIXES = {"core.md": "CORE", "pro.md": "PRO", "ent.md": "ENT", "runtime.md": "RUN", "django.md": "DJ"}
+STATUSES = ("full", "partial", "deviation", "missing", "in progress")
+ID = re.compile(r"^(CORE|PRO|ENT|RUN|DJ)-\d{3}$")
+# A path is a backquoted token naming a file or folder of the repository.
+PATH = re.compile(r"`((?:wurk_django|tests|docs|bench)/[^`\s]*|README\.md)`")
+TESTS_OR_DOCS = ("tests/", "docs/", "bench/", "README.md")
+
+
+def _cells(line: str) -> list[str]:
+    # A table row; a literal bar inside a cell is written ``\|``.
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def _status(cell: str) -> str:
+    return "in progress" if cell.startswith("in progress") else cell
+
+
+def _parse() -> tuple[dict[str, list[list[str]]], list[list[str]], dict[str, list[str]]]:
+    """(rows by spec file, summary rows, the "not full" lists by status)."""
+    rows: dict[str, list[list[str]]] = {name: [] for name in PREFIXES}
+    summary: list[list[str]] = []
+    lists: dict[str, list[str]] = {}
+    current = None
+    for line in PAGE.read_text().splitlines():
+        heading = re.match(r"^## (\S+)", line)
+        if heading:
+            current = heading.group(1).rstrip(":")
+            continue
+        listed = re.match(r"^\* (partial|deviation|missing|in progress): (.*)$", line)
+        if listed and current == "Summary":
+            ids = listed.group(2)
+            lists[listed.group(1)] = [] if ids == "none" else [i.strip() for i in ids.split(",")]
+            continue
+        if not line.startswith("| ") or line.startswith("|---"):
+            continue
+        cells = _cells(line)
+        if current == "Summary":
+            if cells[0] != "spec file":
+                summary.append(cells)
+        elif current in rows and cells[0] != "ID":
+            rows[current].append(cells)
+    return rows, summary, lists
+
+
+ROWS, SUMMARY, LISTS = _parse()
+ALL = [row for name in PREFIXES for row in ROWS[name]]
+
+
+def test_every_spec_file_has_its_rows_and_each_row_four_cells():
+    for name, rows in ROWS.items():
+        assert rows, f"no rows under '## {name}'"
+        for row in rows:
+            assert len(row) == 4 and all(row), f"{name}: a row needs ID, asks, status, where: {row}"
+
+
+def test_ids_are_well_formed_unique_and_under_their_own_spec_file():
+    for name, rows in ROWS.items():
+        for row in rows:
+            assert ID.match(row[0]), f"{name}: {row[0]!r} is not an ID like CORE-104"
+            assert row[0].split("-")[0] == PREFIXES[name], f"{row[0]} is listed under {name}"
+    twice = [i for i, n in Counter(row[0] for row in ALL).items() if n > 1]
+    assert not twice, f"IDs with more than one row: {twice}"
+
+
+def test_each_status_is_one_of_the_five_words():
+    for row in ALL:
+        assert _status(row[2]) in STATUSES, f"{row[0]}: unknown status {row[2]!r}"
+
+
+def test_every_path_named_exists():
+    missing = [(row[0], path) for row in ALL for path in PATH.findall(row[3]) if not (ROOT / path).exists()]
+    assert not missing, f"paths that do not exist: {missing}"
+
+
+def test_a_full_row_names_what_does_it_and_what_shows_it():
+    for row in ALL:
+        if _status(row[2]) != "full":
+            continue
+        paths = PATH.findall(row[3])
+        assert paths, f"{row[0]}: a full row names its module and test"
+        assert any(p.startswith(TESTS_OR_DOCS) for p in paths), f"{row[0]}: no test or page shows it"
+
+
+def test_a_row_not_full_says_why_in_words():
+    for row in ALL:
+        if _status(row[2]) == "full":
+            continue
+        words = re.findall(r"[a-z]{3,}", re.sub(r"`[^`]*`", "", row[3]))
+        assert len(words) >= 3, f"{row[0]} ({row[2]}): say what is missing or decided, not only where"
+
+
+def test_summary_counts_are_those_of_the_rows():
+    by_file = {cells[0]: cells[1:] for cells in SUMMARY}
+    assert set(by_file) == {*PREFIXES, "all"}
+    total = Counter()
+    for name, rows in ROWS.items():
+        counts = Counter(_status(row[2]) for row in rows)
+        total.update(counts)
+        assert by_file[name] == [str(len(rows)), *(str(counts[s]) for s in STATUSES)], f"summary of {name}"
+    assert by_file["all"] == [str(len(ALL)), *(str(total[s]) for s in STATUSES)], "summary total"
+
+
+def test_the_not_full_lists_are_those_of_the_rows():
+    for status in STATUSES[1:]:
+        assert LISTS.get(status) == [row[0] for row in ALL if _status(row[2]) == status], status
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md"])
+def test_the_page_is_linked(page):
+    assert "spec-coverage.md" in (ROOT / page).read_text()
