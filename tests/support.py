@@ -132,3 +132,45 @@ def _pings(client) -> bool:
         return bool(client.ping())
     except Exception:
         return False
+
+
+class StandInUnit:
+    """A fetched job's unit of work without a fetcher: counts its acknowledgements and
+    requeues, for tests that run the real processor on one job in this process."""
+
+    def __init__(self, job: dict, queue: str = "default") -> None:
+        from wurk_django import payload
+
+        self.job, self.queue, self.jid = payload.dumps(job), queue, None
+        self.acked = self.requeued = 0
+
+    def acknowledge(self) -> None:
+        self.acked += 1
+
+    def requeue(self) -> None:
+        self.requeued += 1
+
+
+def processor_manager(chain=None, **patch):
+    """What a :class:`~wurk_django.server.processor.Processor` needs of its manager, with
+    the worker's real parts (retrier, job log, metrics) and ``chain`` (the configured
+    server chain by default); ``patch`` sets attributes of the retrier."""
+    import threading
+    from types import SimpleNamespace
+
+    from wurk_django.conf import get_config
+    from wurk_django.connection import get_redis
+    from wurk_django.metrics.tracker import MetricsTracker
+    from wurk_django.middleware import server_chain
+    from wurk_django.server.joblog import JobLogger
+    from wurk_django.server.retry import Retrier
+    from wurk_django.server.state import WorkerState
+
+    config = get_config()
+    manager = SimpleNamespace(fetcher=None, config=config, state=WorkerState(), retrier=Retrier(config),
+                              joblog=JobLogger([], True), server_chain=chain or server_chain(config),
+                              metrics=MetricsTracker(), stop_flag=threading.Event(), name="test",
+                              redis=lambda: get_redis(config=config))
+    for name, value in patch.items():
+        setattr(manager.retrier, name, value)
+    return manager

@@ -20,7 +20,7 @@ method): when it returns False the middleware is left out of that job's chain
 further out may still change the job. The built-in ones (unique jobs,
 encryption, the batch client) use it so that a job which does not use their
 feature pays nothing for them; it must be cheap and change nothing (the
-statsd middleware also asks whether statsd is configured at all).
+profiling middleware asks whether the job carries a profile token).
 """
 
 from __future__ import annotations

@@ -8,23 +8,19 @@ through ``context.current().outcome``.
 
 from __future__ import annotations
 
-import threading
-from types import SimpleNamespace
-
 import pytest
 import redis as redis_lib
 
 from wurk_django import Job, context, limiter, payload, signals
 from wurk_django.conf import get_config
-from wurk_django.connection import get_redis
 from wurk_django.errors import JobInterrupted, Shutdown
-from wurk_django.metrics.tracker import MetricsTracker
 from wurk_django.middleware import server_chain
 from wurk_django.outcome import Outcome
 from wurk_django.server.joblog import JobLogger
 from wurk_django.server.processor import Processor
-from wurk_django.server.retry import Retrier
-from wurk_django.server.state import WorkerState
+
+from ..support import StandInUnit as Unit
+from ..support import processor_manager
 
 # The processor runs the database guard around each job, as in a worker.
 pytestmark = pytest.mark.django_db
@@ -55,18 +51,6 @@ class Stopped(Job):
 class Limited(Job):
     def perform(self, *args):
         raise limiter.OverLimit(limiter.concurrent("outcome-test", 1, backoff=lambda *_a: 60))
-
-
-class Unit:
-    def __init__(self, job: dict, queue: str = "default") -> None:
-        self.job, self.queue, self.jid = payload.dumps(job), queue, None
-        self.acked = self.requeued = 0
-
-    def acknowledge(self) -> None:
-        self.acked += 1
-
-    def requeue(self) -> None:
-        self.requeued += 1
 
 
 SEEN: list[list] = []
@@ -103,14 +87,9 @@ class Watched(Processor):
 def run(job: dict, **patch) -> tuple[Unit, context.JobContext, object]:
     """One job through a real processor; the unit, the job's context and what the
     observing middleware saw right after ``call_next()``."""
-    config = get_config()
-    chain = server_chain(config)
+    chain = server_chain(get_config())
     chain.prepend(Observer)  # outermost: it sees what every built-in layer decided
-    manager = SimpleNamespace(fetcher=None, config=config, state=WorkerState(), retrier=Retrier(config),
-                              joblog=JobLogger([], True), server_chain=chain, metrics=MetricsTracker(),
-                              stop_flag=threading.Event(), name="test", redis=lambda: get_redis(config=config))
-    for name, value in patch.items():
-        setattr(manager.retrier, name, value)
+    manager = processor_manager(chain, **patch)
     unit = Unit(job)
     SEEN.clear()
     processor = Watched(manager)
@@ -216,12 +195,9 @@ def test_a_rate_limited_run_is_rescheduled_in_the_log_and_not_counted_in_the_met
 
     lines = []
     monkeypatch.setattr(joblog, "_log", lambda message, ctx: lines.append((message, ctx.get("class"))))
-    config = get_config()
-    chain = server_chain(config)
-    metrics = MetricsTracker()
-    manager = SimpleNamespace(fetcher=None, config=config, state=WorkerState(), retrier=Retrier(config),
-                              joblog=JobLogger([], False), server_chain=chain, metrics=metrics,
-                              stop_flag=threading.Event(), name="test", redis=lambda: get_redis(config=config))
+    manager = processor_manager()
+    manager.joblog = JobLogger([], False)
+    metrics = manager.metrics
     for klass in (Limited, Resumable, Fine):
         Processor(manager).process(Unit(a_job(klass)))
     name = f"{Limited.__module__}.{Limited.__qualname__}"

@@ -6,6 +6,7 @@ import importlib
 import json
 import re
 import socket
+import sys
 import threading
 import time
 
@@ -13,9 +14,10 @@ import pytest
 
 from tests.jobsapp.jobs import FailingJob, RecordJob
 from tests.statsd.listener import UDPListener
-from tests.support import free_port, wait_for, wurk_settings
-from wurk_django import payload, statsd
+from tests.support import StandInUnit, free_port, processor_manager, wait_for, wurk_settings
+from wurk_django import Job, limiter, payload, statsd
 from wurk_django.conf import problems
+from wurk_django.server.processor import Processor
 from wurk_django.statsd.client import UDPClient, format_metric
 
 # The module, not the package's client() function of the same name.
@@ -207,7 +209,7 @@ def test_client_is_rebuilt_after_fork_and_on_reassignment(monkeypatch):
     statsd.set_client(lambda: _Recorder())
     first = statsd.client()
     assert statsd.client() is first
-    monkeypatch.setattr("os.getpid", lambda: -1)  # as a forked child sees it
+    statsd._forked()  # what a forked child runs first
     assert statsd.client() is not first
 
 
@@ -268,10 +270,12 @@ def test_worker_process_emits_pro_metrics(redis_db, worker_factory, listener):
     worker = worker_factory("-c", "2", env={"WURK_TEST_EXTRA": json.dumps(extra)})
     record = "worker:tests.jobsapp.jobs.RecordJob,queue:default"
     failing = "worker:tests.jobsapp.jobs.FailingJob,queue:default"
+    # Every job the worker starts is counted, the expired one too (it counts in processed and,
+    # skipped as if it returned, as a success; jobs.expired says which).
     counts = listener.wait_for("sidekiq.jobs.count", 2)
-    assert sorted(counts) == sorted([f"sidekiq.jobs.count:1|c|#env:test,{record}",
+    assert sorted(counts) == sorted([f"sidekiq.jobs.count:2|c|#env:test,{record}",
                                      f"sidekiq.jobs.count:1|c|#env:test,{failing}"])
-    assert listener.wait_for("sidekiq.jobs.success") == [f"sidekiq.jobs.success:1|c|#env:test,{record}"]
+    assert listener.wait_for("sidekiq.jobs.success") == [f"sidekiq.jobs.success:2|c|#env:test,{record}"]
     assert listener.wait_for("sidekiq.jobs.failure") == [f"sidekiq.jobs.failure:1|c|#env:test,{failing}"]
     assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2
     dist = listener.wait_for("sidekiq.jobs.perform_dist", 2)
@@ -312,53 +316,93 @@ def test_a_hanging_name_lookup_never_holds_a_job_up(redis_db, worker_factory):
     assert int(redis_db.get(slow_dns.LOOKUPS)) == 1
 
 
-def test_statsd_off_sends_nothing(redis_db, listener):
-    from wurk_django.conf import get_config
-    from wurk_django.middleware import server_chain
+class A(Job):
+    def perform(self):
+        return 1
 
-    chain = server_chain(get_config())
-    assert chain.invoke((None, {"class": "A", "args": []}, "q"), lambda: 7) == 7
+
+class OverTheLimit(Job):
+    retry = 3
+
+    def perform(self, name, reschedule=None):
+        options = {} if reschedule is None else {"reschedule": reschedule}
+        raise limiter.OverLimit(limiter.concurrent(name, 1, **options))
+
+
+A_NAME = f"{__name__}.A"
+LIMITED_NAME = f"{__name__}.OverTheLimit"
+A_TAGS = f"#worker:{A_NAME},queue:q"
+
+
+def run_jobs(*jobs: dict) -> None:
+    """Each job through the worker's real processor, in this process (queue ``q``)."""
+    manager = processor_manager()
+    for job in jobs:
+        full = {"args": [], "queue": "q", "jid": payload.new_jid(), "retry": True, "created_at": payload.now_ms(),
+                "enqueued_at": payload.now_ms(), **job}
+        Processor(manager).process(StandInUnit(full, "q"))
+
+
+@pytest.mark.django_db
+def test_statsd_off_sends_nothing(redis_db, listener):
+    run_jobs({"class": A_NAME})
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
-        # The same chain once statsd is on: the datagram proves the listener would have seen one.
-        assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "q"), lambda: 8) == 8
+        # The same run once statsd is on: the datagram proves the listener would have seen one.
+        run_jobs({"class": A_NAME})
     assert [line.split(":")[0] for line in listener.wait_for("sidekiq.jobs", 4)] == [
         "sidekiq.jobs.count", "sidekiq.jobs.success", "sidekiq.jobs.perform", "sidekiq.jobs.perform_dist"]
 
 
+@pytest.mark.django_db
 def test_a_jobs_metrics_are_aggregated_between_sends(redis_db, listener, monkeypatch):
     """Counters are summed and distributions keep every value; a sampled job's lines
-    carry its rate (issue 28 item 2: a few dictionary updates per job)."""
-    from wurk_django.conf import get_config
-    from wurk_django.middleware import server_chain
-
+    carry its rate (issue 28 item 2: two short calls per job)."""
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
-        chain = server_chain(get_config())
         udp = statsd.client()
         udp._sender = threading.current_thread()  # no sender thread: the test sends by hand
-        for _ in range(50):
-            chain.invoke((None, {"class": "A", "args": []}, "q"), lambda: 1)
+        run_jobs(*[{"class": A_NAME}] * 50)
         monkeypatch.setattr("random.random", lambda: 0.0)  # sampled in
-        chain.invoke((None, {"class": "A", "args": [], "dd_rate": 0.5}, "q"), lambda: 1)
+        run_jobs({"class": A_NAME, "dd_rate": 0.5})
         udp.flush()
-    tags = "#worker:A,queue:q"
-    assert listener.wait_for("sidekiq.jobs.count", 2) == [f"sidekiq.jobs.count:50|c|{tags}",
-                                                         f"sidekiq.jobs.count:1|c|@0.5|{tags}"]
-    assert listener.wait_for("sidekiq.jobs.success", 2)[0] == f"sidekiq.jobs.success:50|c|{tags}"
+    assert listener.wait_for("sidekiq.jobs.count", 2) == [f"sidekiq.jobs.count:50|c|{A_TAGS}",
+                                                         f"sidekiq.jobs.count:1|c|@0.5|{A_TAGS}"]
+    assert listener.wait_for("sidekiq.jobs.success", 2)[0] == f"sidekiq.jobs.success:50|c|{A_TAGS}"
     assert len(listener.wait_for("sidekiq.jobs.perform:", 2)) == 2  # the last value per tag set
     assert len(listener.wait_for("sidekiq.jobs.perform_dist", 51)) == 51
 
 
-def test_with_statsd_off_a_job_skips_the_statsd_layer(monkeypatch):
+def test_statsd_observes_jobs_without_wrapping_them():
+    """Issue 28 item 2: statsd is a job observer, not a server middleware (no layer on the
+    job's stack), and says nothing about a job while it is off."""
+    from wurk_django import features
     from wurk_django.conf import get_config
     from wurk_django.middleware import server_chain
-    from wurk_django.statsd.middleware import StatsdMiddleware
+    from wurk_django.server import observers
+    from wurk_django.statsd.observer import observe
 
-    entered: list[str] = []
-    monkeypatch.setattr(StatsdMiddleware, "__call__", lambda self, *args: entered.append(args[2]) or args[-1]())
-    assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "off"), lambda: 7) == 7
+    features.install("server")
+    assert observe in observers.active
+    assert not any("statsd" in entry.__module__ for entry in server_chain(get_config()).entries)
+    assert observe({"class": "A", "args": []}, "q") is None
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
-        assert server_chain(get_config()).invoke((None, {"class": "A", "args": []}, "on"), lambda: 8) == 8
-    assert entered == ["on"]
+        assert callable(observe({"class": "A", "args": []}, "q"))
+
+
+@pytest.mark.django_db
+def test_an_observer_that_raises_never_changes_a_jobs_outcome(redis_db, caplog):
+    from wurk_django.server import observers
+
+    def broken(job, queue):
+        raise RuntimeError("observer broke")
+
+    observers.register("broken", broken)
+    try:
+        unit = StandInUnit({"class": A_NAME, "args": [], "queue": "q", "jid": payload.new_jid()}, "q")
+        Processor(processor_manager()).process(unit)
+    finally:
+        observers.unregister("broken")
+    assert unit.acked == 1 and not redis_db.zcard("retry")
+    assert "observer broke" in caplog.text
 
 
 def test_names_ruby_wurk_sends_are_sent_here_too(redis_db, listener):
@@ -392,30 +436,63 @@ def test_names_ruby_wurk_sends_are_sent_here_too(redis_db, listener):
             "sidekiq.jobs.encryption_error:1|c|#worker:tests.jobsapp.jobs.RecordJob"]
 
 
+@pytest.mark.django_db
 def test_a_rate_limited_run_counts_as_rate_limited_only(redis_db, listener):
     """Issue 28 item 9: a run the limiter reschedules is ``jobs.rate_limited``, neither a
     success nor a failure, and not timed; one the limiter lets through as an ordinary
     failure (``reschedule=0``) is a failure."""
-    from wurk_django import features, limiter
-    from wurk_django.conf import get_config
-    from wurk_django.middleware import server_chain
-
-    def over(name, **options):
-        def perform():
-            raise limiter.OverLimit(limiter.concurrent(name, 1, **options))
-        return perform
-
-    features.install("server")  # a worker's receivers: jobs.rate_limited hangs off the limiter's signal
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
-        chain = server_chain(get_config())
-        job = {"class": "L", "args": [], "jid": payload.new_jid(), "queue": "q"}
-        assert chain.invoke((None, job, "q"), over("statsd-limited")) is None  # rescheduled
-        with pytest.raises(limiter.OverLimit):
-            chain.invoke((None, {**job, "jid": payload.new_jid()}, "q"), over("statsd-plain", reschedule=0))
+        run_jobs({"class": LIMITED_NAME, "args": ["statsd-limited"]},  # rescheduled
+                 {"class": LIMITED_NAME, "args": ["statsd-plain", 0]})  # failed, retried
         statsd.client().flush()
+    tags = f"#worker:{LIMITED_NAME},queue:q"
     assert len(listener.wait_for("sidekiq.jobs.rate_limited")) == 1
-    assert listener.wait_for("sidekiq.jobs.failure") == ["sidekiq.jobs.failure:1|c|#worker:L,queue:q"]
-    assert listener.wait_for("sidekiq.jobs.count") == ["sidekiq.jobs.count:2|c|#worker:L,queue:q"]
+    assert listener.wait_for("sidekiq.jobs.failure") == [f"sidekiq.jobs.failure:1|c|{tags}"]
+    assert listener.wait_for("sidekiq.jobs.count") == [f"sidekiq.jobs.count:2|c|{tags}"]
     assert not listener.matching("sidekiq.jobs.success")
     assert len(listener.matching("sidekiq.jobs.perform_dist")) == 1  # the failure's only
-    assert redis_db.zcard("schedule") == 1
+    assert redis_db.zcard("schedule") == 1 and redis_db.zcard("retry") == 1
+
+
+def test_a_tally_loses_no_count_while_the_sender_reads_it():
+    """Issue 28 item 2: the job path takes no lock; counters are read by the sender while
+    eight job threads update them, and every start, outcome and value arrives once."""
+    udp = UDPClient("127.0.0.1", PORT)
+    udp._sender = threading.current_thread()  # no sender thread: this test reads by hand
+    tally = udp.job_tally(("c", "s", "f", "g", "d"), udp.tail(["queue:q"]))
+    per_thread, threads = 5_000, 8
+    totals = [0, 0, 0, 0]
+    done = threading.Event()
+
+    def job_thread(i):
+        for n in range(per_thread):
+            tally.started()
+            tally.finished(n % 4 != 0, 1.0)
+
+    def read():
+        count, success, failure, _last, values = tally.take()
+        for i, got in enumerate((count, success, failure, len(values))):
+            totals[i] += got
+
+    def sender():
+        while not done.is_set():
+            read()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: races show
+    try:
+        reader = threading.Thread(target=sender)
+        reader.start()
+        workers = [threading.Thread(target=job_thread, args=(i,)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        done.set()
+        reader.join()
+    finally:
+        sys.setswitchinterval(interval)
+    read()
+    jobs = per_thread * threads
+    assert totals == [jobs, jobs * 3 // 4, jobs // 4, jobs]
+    assert tally.take()[:3] == (0, 0, 0)

@@ -24,7 +24,7 @@ from ..context import JobContext
 from ..errors import BookingFailed, InvalidJob, JobInterrupted, Shutdown
 from ..outcome import ACKNOWLEDGED, Outcome
 from ..reporting import report
-from . import database, invalid, joblevel
+from . import database, invalid, joblevel, observers
 from .retry import error_class_name, error_message
 from .state import thread_id
 from .threads import spawn
@@ -132,8 +132,12 @@ class Processor:
             started = time.monotonic_ns()
             self.state.begin(self.tid, ctx.queue, raw)
             try:
+                watching = observers.active
+                ends = self._observe_start(watching, job, ctx.queue) if watching else None
                 self.joblog.start(log)
                 self._run(ctx)
+                if ends:
+                    self._observe_end(ends, ctx, started)
                 self._settle(ctx, log, started)
             finally:
                 self._finish(ctx, log, started)
@@ -141,6 +145,26 @@ class Processor:
             if level is not None:
                 joblevel.leave(previous_level)
             context.leave(token)
+
+    def _observe_start(self, watching: tuple, job: dict, queue: str) -> list:
+        ends = []
+        for observer in watching:
+            try:
+                end = observer(job, queue)
+            except Exception as exc:  # an observer never stops a job
+                report(exc, {"context": "job observer", "jid": job.get("jid")}, self.config)
+            else:
+                if end is not None:
+                    ends.append(end)
+        return ends
+
+    def _observe_end(self, ends: list, ctx: JobContext, started: int) -> None:
+        elapsed_ms = (time.monotonic_ns() - started) / 1e6
+        for end in ends:
+            try:
+                end(ctx.outcome, ctx.error, elapsed_ms)
+            except Exception as exc:
+                report(exc, {"context": "job observer", "jid": ctx.job.get("jid")}, self.config)
 
     def _run(self, ctx: JobContext) -> None:
         """Run the job through the server middleware; the run ends in ``ctx.outcome``."""

@@ -60,8 +60,10 @@ PREFIX = "sidekiq."
 SETTING_KEYS = ("HOST", "PORT", "TAGS", "NAMESPACE", "CLIENT", "OPTIONS")
 
 _lock = threading.Lock()
-# (pid, the setting object it was built from, client or None, settings generation)
+# (fork count, the setting object it was built from, client or None, settings generation)
 _memo: tuple[int, Any, Any, int] | None = None
+# Bumped in a forked child, so every job can tell "same process" without a getpid() call.
+_forks = 0
 # Bumped when Django says a setting changed (override_settings, pytest's ``settings``):
 # until then a job reads the client without going through the settings object.
 _generation = 0
@@ -107,29 +109,37 @@ def client() -> Any:
     """
     global _memo
     memo = _memo
-    pid = os.getpid()
-    if memo is not None and memo[0] == pid and memo[3] == _generation:
+    forks = _forks
+    if memo is not None and memo[0] == forks and memo[3] == _generation:
         return memo[2]  # every job comes here: no settings lookup
     source = _override if _override is not None else _setting()
     generation = _generation
-    if memo is not None and memo[0] == pid and memo[1] is source:
-        _memo = (pid, source, memo[2], generation)
+    if memo is not None and memo[0] == forks and memo[1] is source:
+        _memo = (forks, source, memo[2], generation)
         return memo[2]
     with _lock:
         memo = _memo
-        if memo is not None and memo[0] == pid and memo[1] is source:
+        if memo is not None and memo[0] == forks and memo[1] is source:
             return memo[2]
         built = None
         try:
             built = _build(source)
         except Exception:
             logger.exception("statsd client could not be built; metrics are off in this process")
-        _memo = (pid, source, built, generation)
+        _memo = (forks, source, built, generation)
     if built is not None:
         from .install import connect_enqueued  # the receiver lives with the other receivers
 
         connect_enqueued()
     return built
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _settings_changed(setting: str = "", **_kw: Any) -> None:

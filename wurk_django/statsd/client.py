@@ -25,6 +25,7 @@ that client can hand it over instead (see ``WURK["STATSD"]["CLIENT"]``).
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import random
@@ -67,12 +68,10 @@ class UDPClient:
         self.lookups = 0  # name lookups made, for the curious and the tests
         self._prefix = _clean(f"{namespace}.", ":|@#") if namespace else ""
         self._lines: deque[str] = deque()
-        # The job path's aggregates, keyed by (name, kind, rate and tags), swapped out by the sender.
-        self._agg_lock = threading.Lock()
-        self._counts: dict[tuple[str, str, str], float] = {}
-        self._gauges: dict[tuple[str, str, str], float] = {}
-        self._values: dict[tuple[str, str, str], list[float]] = {}
-        self._pending = 0  # values held in _values
+        # The job path's tallies, one per (metric names, tag set); read and reset by the sender.
+        self._agg_lock = threading.Lock()  # guards the tallies' dict, never a job's update
+        self._tallies: dict[tuple[tuple[str, ...], str], JobTally] = {}
+        self._retired: list[JobTally] = []  # tallies let go of, read once more by the sender
         self._suffixes: dict[tuple[str, ...], str] = {}
         self._lock = threading.Lock()  # starts the sender; never taken on a job's path once it runs
         self._sender: threading.Thread | None = None  # started by the first metric (again after a fork)
@@ -129,51 +128,58 @@ class UDPClient:
     #
     # As the Datadog client does by default: counters are summed and a gauge keeps its
     # last value (what a statsd server makes of them anyway); distributions keep every
-    # value. Per job that is a few dictionary updates under one uncontended lock, and
-    # a line per tag set per round rather than a line per metric per job.
+    # value. A job's metrics go to a JobTally kept per tag set, so a job costs two
+    # attribute updates under one uncontended lock, and a round sends a line per tag set
+    # per counter rather than a line per metric per job.
 
     def tail(self, tags: Iterable[str] | None, sample_rate: float | None = None) -> str:
         """The ``|@rate|#tags`` end of a line, formatted once per tag set."""
         tail = self._suffix(tags)
         return f"|@{sample_rate:g}{tail}" if sample_rate is not None and sample_rate < 1 else tail
 
-    def add_count(self, metric: str, tail: str) -> None:
-        """``metric`` +1 with a :meth:`tail`; summed until the sender's next round."""
-        key = (metric, "c", tail)
-        with self._agg_lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
+    def job_tally(self, names: tuple[str, str, str, str, str], tail: str) -> JobTally:
+        """The tally of one tag set (a :meth:`tail`) for the job metrics ``names`` =
+        (started counter, success counter, failure counter, duration gauge, duration
+        distribution). Keep it and call its ``started``/``finished``; the sender reads and
+        resets it every round."""
+        key = (names, tail)
+        found = self._tallies.get(key)
+        if found is None:
+            with self._agg_lock:
+                found = self._tallies.get(key)
+                if found is None:
+                    if len(self._tallies) >= MAX_TAG_SETS:
+                        # Endless tag sets: start over. The old tallies are read once more;
+                        # a job still holding one after that loses its update.
+                        self._retired.extend(self._tallies.values())
+                        self._tallies = {}
+                    found = self._tallies[key] = JobTally(self, names, tail)
         if self._sender is None:
             self._start_sender()
-
-    def add_timing(self, counter: str, gauge: str, distribution: str, tail: str, value: float) -> None:
-        """``counter`` +1, ``gauge`` and ``distribution`` set to ``value``, in one go."""
-        counted = (counter, "c", tail)
-        with self._agg_lock:
-            self._counts[counted] = self._counts.get(counted, 0) + 1
-            self._gauges[(gauge, "g", tail)] = value
-            if self._pending >= MAX_QUEUED:
-                self.dropped += 1
-            else:
-                self._pending += 1
-                key = (distribution, "d", tail)
-                values = self._values.get(key)
-                if values is None:
-                    self._values[key] = [value]
-                else:
-                    values.append(value)
+        return found
 
     def _aggregated(self) -> list[str]:
         """The lines of what the job path gathered since the last round."""
-        with self._agg_lock:
-            counts, gauges, values = self._counts, self._gauges, self._values
-            if not (counts or gauges or values):
-                return []
-            self._counts, self._gauges, self._values, self._pending = {}, {}, {}, 0
         prefix = self._prefix
-        lines = [f"{prefix}{metric}:{_number(total)}|{kind}{tail}"
-                 for source in (counts, gauges) for (metric, kind, tail), total in source.items()]
-        for (metric, kind, tail), numbers in values.items():
-            lines.extend(f"{prefix}{metric}:{_number(v)}|{kind}{tail}" for v in numbers)
+        lines: list[str] = []
+        with self._agg_lock:
+            tallies = [*self._tallies.values(), *self._retired]
+            self._retired = []
+        for tally in tallies:
+            count, success, failure, last, values = tally.take()
+            started, succeeded, failed, gauge, distribution = tally.names
+            tail = tally.tail
+            if count:
+                lines.append(f"{prefix}{started}:{count}|c{tail}")
+            if success:
+                lines.append(f"{prefix}{succeeded}:{success}|c{tail}")
+            if failure:
+                lines.append(f"{prefix}{failed}:{failure}|c{tail}")
+            if last is not None:
+                lines.append(f"{prefix}{gauge}:{last:.3f}|g{tail}")  # durations in ms, to the microsecond
+            if values:
+                head, end = f"{prefix}{distribution}:", f"|d{tail}"
+                lines.extend([f"{head}{v:.3f}{end}" for v in values])
         return lines
 
     def _suffix(self, tags: Iterable[str] | None) -> str:
@@ -226,36 +232,39 @@ class UDPClient:
 
     def flush(self) -> None:
         """Send what is queued now (the sender thread does it every ``SEND_INTERVAL``)."""
-        lines = self._lines
+        lines: list[str] = []
+        queued = self._lines
+        while queued:
+            try:
+                lines.append(queued.popleft())
+            except IndexError:
+                break
         lines.extend(self._aggregated())
         if not lines:
             return
         target = self._target()
-        packet: list[str] = []
-        size = 0
-        while lines:
-            try:
-                line = lines.popleft()
-            except IndexError:
-                break
-            if target is None:
-                self.dropped += 1
-                continue
-            if packet and size + len(line) + 1 > PACKET_SIZE:
-                self._send_packet(target, packet)
-                packet, size = [], 0
-            packet.append(line)
-            size += len(line) + 1
-        if packet and target is not None:
-            self._send_packet(target, packet)
+        if target is None:
+            self.dropped += len(lines)
+            return
+        # Cut one encoded text at newlines into datagrams of at most PACKET_SIZE bytes: a
+        # search per datagram rather than a step per line.
+        data = "\n".join(lines).encode("utf-8", "replace")
+        start, end = 0, len(data)
+        while start < end:
+            stop = end if end - start <= PACKET_SIZE else data.rfind(b"\n", start, start + PACKET_SIZE + 1)
+            if stop <= start:  # a line longer than a datagram (at most MAX_DATAGRAM): alone
+                stop = data.find(b"\n", start)
+                stop = end if stop == -1 else stop
+            self._send_packet(target, data[start:stop])
+            start = stop + 1
 
-    def _send_packet(self, target: tuple[socket.socket, tuple], packet: list[str]) -> None:
+    def _send_packet(self, target: tuple[socket.socket, tuple], packet: bytes) -> None:
         sock, addr = target
         try:
-            sock.sendto("\n".join(packet).encode("utf-8", "replace"), addr)
+            sock.sendto(packet, addr)
         except OSError:
             # Full buffer (BlockingIOError), refused port, network down: these metrics are lost.
-            self.dropped += len(packet)
+            self.dropped += packet.count(b"\n") + 1
 
     def _target(self) -> tuple[socket.socket, tuple] | None:
         """The socket and address; looked up once, and a failed lookup is not tried
@@ -304,6 +313,56 @@ class UDPClient:
             self._udp = None
 
 
+class JobTally:
+    """One tag set's job metrics since the sender's last round (see
+    :meth:`UDPClient.job_tally`).
+
+    Thread-safe without a lock, so a job never waits for one: the counters are
+    ``itertools.count`` objects (``next()`` is one atomic step; the sender reads
+    one with a ``next()`` of its own and subtracts what it read before), the gauge
+    is one attribute store, and the distribution values go through a deque
+    (``append`` and ``popleft`` are atomic)."""
+
+    __slots__ = ("names", "tail", "_count", "_success", "_failure", "_read", "last", "values", "_client")
+
+    def __init__(self, client: UDPClient, names: tuple[str, str, str, str, str], tail: str) -> None:
+        self._client = client
+        self.names = names
+        self.tail = tail
+        self._count, self._success, self._failure = itertools.count(), itertools.count(), itertools.count()
+        self._read = [0, 0, 0]  # the next value each counter would have had without the sender's reads
+        self.last: float | None = None
+        self.values: deque[float] = deque()
+
+    def started(self) -> None:
+        """One job started: the started counter +1."""
+        next(self._count)
+
+    def finished(self, succeeded: bool, elapsed_ms: float) -> None:
+        """One job ended: its outcome counted, its duration the gauge's value and one more
+        distribution value (dropped and counted past ``MAX_QUEUED`` waiting values)."""
+        next(self._success if succeeded else self._failure)
+        self.last = elapsed_ms
+        values = self.values
+        if len(values) >= MAX_QUEUED:
+            self._client.dropped += 1
+        else:
+            values.append(elapsed_ms)
+
+    def take(self) -> tuple[int, int, int, float | None, list[float]]:
+        """What was tallied since the last call, and reset (the sender's side)."""
+        read = self._read
+        counted = []
+        for i, counter in enumerate((self._count, self._success, self._failure)):
+            value = next(counter)
+            counted.append(value - read[i])
+            read[i] = value + 1
+        last, self.last = self.last, None
+        values = self.values
+        taken = [values.popleft() for _ in range(len(values))]
+        return counted[0], counted[1], counted[2], last, taken
+
+
 def resolve(host: str, port: int) -> tuple[int, tuple]:
     """The address family and address to send to (a name lookup: only on the sender thread)."""
     family, _type, _proto, _canon, addr = socket.getaddrinfo(host, port, 0, socket.SOCK_DGRAM)[0]
@@ -325,7 +384,7 @@ def _after_fork() -> None:
     for client in list(_clients):
         client._lock = threading.Lock()
         client._agg_lock = threading.Lock()
-        client._counts, client._gauges, client._values, client._pending = {}, {}, {}, 0
+        client._tallies, client._retired = {}, []
         client._lines.clear()
         client._udp = None
         client._sender = None
@@ -333,10 +392,6 @@ def _after_fork() -> None:
 
 atexit.register(_flush_all)
 os.register_at_fork(after_in_child=_after_fork)
-
-
-def _number(value: float) -> float:
-    return int(value) if type(value) is float and value.is_integer() else value
 
 
 def format_metric(name: str, kind: str, value: float, tags: list[str], sample_rate: float | None) -> str:

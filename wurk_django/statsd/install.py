@@ -1,5 +1,5 @@
 """Plug statsd into the engine. Client part: signal receivers for what a pushing process
-sees (batches created and succeeded, pushes recovered). Server part: a server middleware
+sees (batches created and succeeded, pushes recovered). Server part: a job observer
 for per-job metrics, receivers for expired and recovered jobs, a death handler for poison
 pills.
 
@@ -12,9 +12,6 @@ from __future__ import annotations
 from .. import signals
 from . import client, emit, job_tags
 
-#: Inside the user's SERVER_MIDDLEWARE, right around ``perform``: the timing is
-#: the job's own work, as with Pro's middleware added at the end of the chain.
-MIDDLEWARE_POSITION = 10
 #: Among the launcher's components: after the history rollups (30), nothing depends on it.
 GAUGES_POSITION = 40
 
@@ -115,11 +112,10 @@ def install_client() -> None:
 
 
 def install_server() -> None:
-    from .. import middleware
-    from ..server import death
-    from .middleware import StatsdMiddleware
+    from ..server import death, observers
+    from .observer import observe
 
-    middleware.register("server", "statsd", StatsdMiddleware, position=MIDDLEWARE_POSITION)
+    observers.register("statsd", observe)
     death.register_handler("statsd", _poison, position=90)
     signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
     signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")
