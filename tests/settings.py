@@ -24,6 +24,8 @@ INSTALLED_APPS = [
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin, and the Wurk pages with it, in the language the browser asks for (or set_language).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

@@ -168,8 +168,8 @@
 
     function render() {
       lineChart(chart, {labels: samples.labels, series: [
-        {name: "Processed", cls: "ok", values: samples.processed},
-        {name: "Failed", cls: "bad", values: samples.failed}
+        {name: chart.getAttribute("data-name-processed") || "Processed", cls: "ok", values: samples.processed},
+        {name: chart.getAttribute("data-name-failed") || "Failed", cls: "bad", values: samples.failed}
       ]});
     }
 
@@ -200,10 +200,10 @@
             }
             render();
           }
-          status.textContent = "updated " + data.server_utc_time;
+          status.textContent = (status.getAttribute("data-text-updated") || "updated") + " " + data.server_utc_time;
           root.setAttribute("data-polls", String(Number(root.getAttribute("data-polls") || 0) + 1));
         })
-        .catch(function (err) { status.textContent = "stats unavailable (" + err.message + ")"; });
+        .catch(function (err) { status.textContent = (status.getAttribute("data-text-unavailable") || "stats unavailable") + " (" + err.message + ")"; });
     }
 
     function schedule() {
