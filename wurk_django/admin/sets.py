@@ -349,4 +349,4 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
         "back": back,
     }
-    return render(request, model_admin, "job.html", context, section=kind, title=f"{spec.title}: {entry.display_class}")
+    return render(request, model_admin, "job.html", context, section=kind, title=_("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class})
