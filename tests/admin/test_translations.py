@@ -252,7 +252,7 @@ def _pages(data: dict) -> dict[str, list[str]]:
         "batches/": ["Progression", "Restants", "en cours"],
         f"batches/{data['bid']}/": ["Rappels", "Jobs encore restants", "Invalider"],
         "limits/": ["Limiteurs de débit", "Compteurs", "Réinitialiser"],
-        "periodic/": ["Jobs périodiques", "Prochaine exécution", "Mettre en file maintenant"],
+        "periodic/": ["Jobs périodiques", "Prochaine exécution", "Mettre en file maintenant", "chaque jour à 04:00"],
         f"periodic/{data['lid']}/": ["Fuseau horaire", "Il ne s'est pas encore déclenché."],
         "history/": ["Débit", "Taille des files", "Latence des files"],
         "profiles/": ["Profils de jobs", "Télécharger"],
