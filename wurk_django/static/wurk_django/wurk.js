@@ -179,7 +179,9 @@
         .then(function (data) {
           var s = data.sidekiq;
           ["processed", "failed", "busy", "enqueued", "retries", "scheduled", "dead", "processes"].forEach(function (k) { set(k, s[k]); });
-          set("default_latency", (Math.round(s.default_latency * 10) / 10).toFixed(1));
+          /* In the page's language, as the server wrote it (0,2 in French). */
+          set("default_latency", (Math.round(s.default_latency * 10) / 10).toLocaleString(
+            document.documentElement.lang || undefined, {minimumFractionDigits: 1, maximumFractionDigits: 1}));
           set("today_processed", data.today.processed);
           set("today_failed", data.today.failed);
           set("connected_clients", data.redis.connected_clients);
