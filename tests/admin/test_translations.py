@@ -236,7 +236,7 @@ def everything(redis_db):
 #: page -> French words it must show (besides the tabs and the summary bar on every page)
 def _pages(data: dict) -> dict[str, list[str]]:
     pages = {
-        "": ["Traités aujourd'hui", "Latence de la file default", "Historique", "Disponibilité"],
+        "": ["Traités aujourd'hui", "Latence de la file default", "Historique", "En service depuis"],
         "busy/": ["Jobs en cours", "Dernier battement", "en marche", "Tout mettre au repos", "il y a"],
         "queues/": ["Latence", "Mettre en pause", "Vider"],
         "queues/default/": ["Plus récents d'abord", "3 jobs, latence", "Supprimer"],
