@@ -24,8 +24,13 @@ RELOAD_SECONDS = 2
 
 LABELS = {"retry": gettext_lazy("Retry all"), "add_to_queue": gettext_lazy("Enqueue all"),
           "kill": gettext_lazy("Kill all")}
-STATES = {"queued": pgettext_lazy("bulk action state", "queued"), "running": pgettext_lazy("bulk action state", "running"),
-          "done": pgettext_lazy("bulk action state", "done"), "cancelled": pgettext_lazy("bulk action state", "cancelled")}
+#: How the action's state reads on the page (``data-state`` keeps the name).
+STATES = {
+    "queued": pgettext_lazy("bulk action state", "queued"),
+    "running": pgettext_lazy("bulk action state", "running"),
+    "done": pgettext_lazy("bulk action state", "done"),
+    "cancelled": pgettext_lazy("bulk action state", "cancelled"),
+}
 KIND_OF_SET = {"schedule": "scheduled", "retry": "retries", "dead": "dead"}
 
 
@@ -44,7 +49,8 @@ def progress(request: HttpRequest, model_admin: Any, token: str) -> HttpResponse
         queue = info.get("queue") or "default"
         stats = Stats()
         if queue in {row.name for row in stats.unserved_queues(stats.queue_summaries())}:
-            waiting = _("No running worker serves the queue %(queue)s: the action starts when one does.") % {"queue": queue}
+            waiting = _("No running worker serves the queue %(queue)s: the action starts when one does.") % {
+                "queue": queue}
         else:
             waiting = _("Waiting for a worker on the queue %(queue)s.") % {"queue": queue}
     context = {
@@ -57,4 +63,5 @@ def progress(request: HttpRequest, model_admin: Any, token: str) -> HttpResponse
         "waiting": waiting,
         "reload": 0 if info["finished"] else RELOAD_SECONDS,
     }
-    return render(request, model_admin, "bulk.html", context, section=kind, title=_("%(action)s: progress") % {"action": context["label"]})
+    title = _("%(action)s: progress") % {"action": context["label"]}
+    return render(request, model_admin, "bulk.html", context, section=kind, title=title)

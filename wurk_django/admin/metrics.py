@@ -84,4 +84,5 @@ def detail(request: HttpRequest, model_admin: Any, klass: str) -> HttpResponse:
         "series": series,
         "back": url(request, "wurk_metrics"),
     }
-    return render(request, model_admin, "metrics_job.html", context, section="metrics", title=_("Metrics: %(job_class)s") % {"job_class": klass})
+    title = _("Metrics: %(job_class)s") % {"job_class": klass}
+    return render(request, model_admin, "metrics_job.html", context, section="metrics", title=title)

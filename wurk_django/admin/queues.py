@@ -87,7 +87,8 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
         "page": page,
         "oldest_first": oldest_first,
     }
-    return render(request, model_admin, "queue.html", context, section="queues", title=_("Queue %(name)s") % {"name": queue.name})
+    title = _("Queue %(name)s") % {"name": queue.name}
+    return render(request, model_admin, "queue.html", context, section="queues", title=title)
 
 
 def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:

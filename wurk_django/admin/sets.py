@@ -271,7 +271,8 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
         context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
                    "size": job_set.size, "back": back,
                    "in_background": action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT}
-        return render(request, model_admin, "confirm.html", context, section=kind, title=_("%(set)s: confirm") % {"set": spec.title})
+        title = _("%(set)s: confirm") % {"set": spec.title}
+        return render(request, model_admin, "confirm.html", context, section=kind, title=title)
     if action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT:
         # Too many for one request: a job of our own works through the set and the
         # progress page follows it.
@@ -306,7 +307,8 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         digest = digest_of(entry.item) if entry is not None else None
         if action == "release_lock" and digest is not None:
             released = release_digest(redis(), digest)
-            messages.success(request, _("Unique lock released.") if released else _("The unique lock was already free."))
+            text = _("Unique lock released.") if released else _("The unique lock was already free.")
+            messages.success(request, text)
             return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
         if action not in spec.actions:
             messages.error(request, _("Unknown action."))
@@ -349,4 +351,5 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
         "back": back,
     }
-    return render(request, model_admin, "job.html", context, section=kind, title=_("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class})
+    title = _("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class}
+    return render(request, model_admin, "job.html", context, section=kind, title=title)

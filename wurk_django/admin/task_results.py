@@ -151,4 +151,5 @@ def detail(request: HttpRequest, model_admin: Any, result_id: str) -> HttpRespon
         "job_link": where_is_job(request, result_id, summary["state"]),
         "back": url(request, "wurk_tasks"),
     }
-    return render(request, model_admin, "task.html", context, section="tasks", title=_("Task %(name)s") % {"name": summary["task"]})
+    title = _("Task %(name)s") % {"name": summary["task"]}
+    return render(request, model_admin, "task.html", context, section="tasks", title=title)

@@ -72,7 +72,8 @@ def _reset(request: HttpRequest) -> HttpResponse:
     if listing.reset(name):
         messages.success(request, _("Limiter %(name)s reset: its counters start from zero.") % {"name": name})
     else:
-        messages.info(request, _("Limiter %(name)s has no metadata any more; any state it left was deleted.") % {"name": name})
+        messages.info(request, _("Limiter %(name)s has no metadata any more; any state it left was deleted.")
+                      % {"name": name})
     return redirect_back(request, back)
 
 
