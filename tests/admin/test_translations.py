@@ -260,6 +260,7 @@ def _pages(data: dict) -> dict[str, list[str]]:
     }
     if django.VERSION >= (6, 0):
         pages["tasks/"] = ["Résultats des tâches", "Tout statut"]
+        pages[f"tasks/{payload.new_jid()}/"] = ["Aucun résultat", "il n'a jamais existé ou a expiré"]
     return pages
 
 
@@ -299,3 +300,12 @@ def test_messages_after_actions_are_in_french(french, everything, redis_db):
 def test_english_stays_the_default(admin_client, everything):
     html = admin_client.get(BASE + "busy/").content.decode()
     assert '<html lang="en' in html and "Running jobs" in html and "Jobs en cours" not in html
+
+
+@pytest.mark.django_db
+def test_the_language_chosen_with_set_language_sticks(admin_client, redis_db):
+    """Django's set_language view (a cookie) switches the Wurk pages too, whatever the browser asks."""
+    admin_client.defaults["HTTP_ACCEPT_LANGUAGE"] = "en"
+    assert "Running jobs" in admin_client.get(BASE + "busy/").content.decode()
+    admin_client.post("/i18n/setlang/", {"language": "fr", "next": BASE})
+    assert "Jobs en cours" in admin_client.get(BASE + "busy/").content.decode()
