@@ -30,6 +30,8 @@ if importlib.util.find_spec("django.tasks") is None and importlib.util.find_spec
     INSTALLED_APPS.append("django_tasks")
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin, and the Wurk pages with it, in the language the browser asks for (or set_language).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

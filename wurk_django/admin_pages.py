@@ -2,10 +2,12 @@
 
 A feature adds its pages from its ``install()``::
 
+    from django.utils.translation import gettext_lazy
+
     from wurk_django.admin_pages import Page, register
 
     register(Page(
-        key="batches", label="Batches", url_name="wurk_batches", position=80,
+        key="batches", label=gettext_lazy("Batches"), url_name="wurk_batches", position=80,
         urls=lambda admin: [
             path("batches/", admin.wrap(views.index), name="wurk_batches"),
             path("batches/<str:bid>/", admin.wrap(views.detail, methods=admin.POST), name="wurk_batch"),
@@ -38,7 +40,7 @@ from django.urls import URLPattern
 @dataclass(frozen=True)
 class Page:
     key: str  # the tab's id; views pass it as ``section``
-    label: str  # the tab's text
+    label: Any  # the tab's text: gettext_lazy("..."), so it follows the reader's language
     url_name: str  # the URL name the tab links to (reversed in the current admin site)
     urls: Callable[[Any], list[URLPattern]]  # model_admin -> URL patterns, under the dashboard's prefix
     position: int  # tab order, lowest first; built-ins use 10..70

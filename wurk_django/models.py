@@ -1,7 +1,10 @@
 """A table-less model so the admin has something to hang the Wurk pages and
 their permissions on (DJ-050, DJ-051). Nothing is ever stored: jobs live in Redis."""
 
+from typing import Any
+
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Dashboard(models.Model):
@@ -12,11 +15,11 @@ class Dashboard(models.Model):
         managed = False
         default_permissions = ()
         permissions = [
-            ("view_dashboard", "Can view the Wurk dashboard"),
-            ("manage_jobs", "Can change jobs, queues and processes in the Wurk dashboard"),
+            ("view_dashboard", _("Can view the Wurk dashboard")),
+            ("manage_jobs", _("Can change jobs, queues and processes in the Wurk dashboard")),
         ]
-        verbose_name = "dashboard"
-        verbose_name_plural = "dashboard"
+        verbose_name = _("dashboard")
+        verbose_name_plural = _("dashboard")
 
 
 # One entry per Wurk page on the admin index, beside "Dashboard": proxies of the same
@@ -24,23 +27,23 @@ class Dashboard(models.Model):
 # A page is keyed by its ``admin_pages`` key; ``admin/index_links.py`` registers the
 # entries whose page exists in this process.
 
-def _page_link(name: str, label: str, key: str) -> type:
+def _page_link(name: str, label: Any, key: str) -> type:
     meta = type("Meta", (), {"proxy": True, "default_permissions": (), "verbose_name": label,
                              "verbose_name_plural": label})
     return type(name, (Dashboard,), {"__module__": __name__, "Meta": meta, "page_key": key})
 
 
 PAGE_LINKS = [
-    _page_link("BusyPage", "busy", "busy"),
-    _page_link("QueuesPage", "queues", "queues"),
-    _page_link("ScheduledPage", "scheduled", "scheduled"),
-    _page_link("RetriesPage", "retries", "retries"),
-    _page_link("DeadPage", "dead", "dead"),
-    _page_link("MetricsPage", "metrics", "metrics"),
-    _page_link("BatchesPage", "batches", "batches"),
-    _page_link("LimitsPage", "limits", "limits"),
-    _page_link("PeriodicPage", "periodic", "periodic"),
-    _page_link("HistoricalPage", "historical", "history"),
-    _page_link("TasksPage", "tasks", "tasks"),
-    _page_link("ProfilesPage", "profiles", "profiles"),
+    _page_link("BusyPage", _("busy"), "busy"),
+    _page_link("QueuesPage", _("queues"), "queues"),
+    _page_link("ScheduledPage", _("scheduled"), "scheduled"),
+    _page_link("RetriesPage", _("retries"), "retries"),
+    _page_link("DeadPage", _("dead"), "dead"),
+    _page_link("MetricsPage", _("metrics"), "metrics"),
+    _page_link("BatchesPage", _("batches"), "batches"),
+    _page_link("LimitsPage", _("limits"), "limits"),
+    _page_link("PeriodicPage", _("periodic"), "periodic"),
+    _page_link("HistoricalPage", _("historical"), "history"),
+    _page_link("TasksPage", _("tasks"), "tasks"),
+    _page_link("ProfilesPage", _("profiles"), "profiles"),
 ]

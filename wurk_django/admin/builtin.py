@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
+from django.utils.translation import gettext_lazy as _
 
 from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
@@ -75,13 +76,13 @@ def _none(admin):
     return []
 
 
-register(Page("dashboard", "Dashboard", "wurk_django_dashboard_changelist", _dashboard_urls, 10))
-register(Page("busy", "Busy", "wurk_busy", _busy_urls, 20))
-register(Page("queues", "Queues", "wurk_queues", _queues_urls, 30))
-register(Page("scheduled", "Scheduled", "wurk_set", _sets_urls, 40, url_kwargs={"kind": "scheduled"}))
-register(Page("retries", "Retries", "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
-register(Page("dead", "Dead", "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))
-register(Page("metrics", "Metrics", "wurk_metrics", _metrics_urls, 70))
+register(Page("dashboard", _("Dashboard"), "wurk_django_dashboard_changelist", _dashboard_urls, 10))
+register(Page("busy", _("Busy"), "wurk_busy", _busy_urls, 20))
+register(Page("queues", _("Queues"), "wurk_queues", _queues_urls, 30))
+register(Page("scheduled", _("Scheduled"), "wurk_set", _sets_urls, 40, url_kwargs={"kind": "scheduled"}))
+register(Page("retries", _("Retries"), "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
+register(Page("dead", _("Dead"), "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))
+register(Page("metrics", _("Metrics"), "wurk_metrics", _metrics_urls, 70))
 if TASKS_AVAILABLE:
-    register(Page("tasks", "Tasks", "wurk_tasks", _tasks_urls, 130))
-register(Page("shard", "Redis shard", "wurk_shard", _shard_urls, 1000, tab=False))
+    register(Page("tasks", _("Tasks"), "wurk_tasks", _tasks_urls, 130))
+register(Page("shard", _("Redis shard"), "wurk_shard", _shard_urls, 1000, tab=False))

@@ -6,32 +6,36 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
 from .common import args_text, redirect_back, render, url, when
 
-ACTIONS = {"quiet": "Quiet", "stop": "Stop"}
+ACTIONS = ("quiet", "stop")
 
 
 def _signal(request: HttpRequest) -> None:
     action = request.POST.get("action")
     if action not in ACTIONS:
-        messages.error(request, "Unknown action.")
+        messages.error(request, _("Unknown action."))
         return
     identity = request.POST.get("identity")
     processes = ProcessSet()
     if identity:
         process = processes.get(identity)
         if process is None:
-            messages.error(request, f"No live process {identity}.")
+            messages.error(request, _("No live process %(identity)s.") % {"identity": identity})
             return
         try:
             getattr(process, action)()
         except EmbeddedProcessError:
-            messages.error(request, f"{process.identity} runs embedded in a web server: "
-                                    "quiet or stop it through that server instead.")
+            messages.error(request, _("%(identity)s runs embedded in a web server: quiet or stop it through that "
+                                      "server instead.") % {"identity": process.identity})
             return
-        messages.success(request, f"{ACTIONS[action]} sent to {process.identity}; it acts at its next beat.")
+        sent_to = (_("Quiet sent to %(identity)s; it acts at its next beat.") if action == "quiet"
+                   else _("Stop sent to %(identity)s; it acts at its next beat."))
+        messages.success(request, sent_to % {"identity": process.identity})
         return
     sent = skipped = 0
     for process in processes:
@@ -40,8 +44,15 @@ def _signal(request: HttpRequest) -> None:
             continue
         getattr(process, action)()
         sent += 1
-    note = f" ({skipped} embedded skipped)" if skipped else ""
-    messages.success(request, f"{ACTIONS[action]} sent to {sent} process{'es' if sent != 1 else ''}{note}.")
+    if action == "quiet":
+        text = ngettext("Quiet sent to %(count)d process.", "Quiet sent to %(count)d processes.", sent)
+    else:
+        text = ngettext("Stop sent to %(count)d process.", "Stop sent to %(count)d processes.", sent)
+    messages.success(request, text % {"count": sent})
+    if skipped:
+        messages.info(request, ngettext("%(count)d embedded process skipped: its web server owns it.",
+                                        "%(count)d embedded processes skipped: their web servers own them.",
+                                        skipped) % {"count": skipped})
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
@@ -97,4 +108,4 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         },
         "any_signalable": any(not p["embedded"] for p in processes),
     }
-    return render(request, model_admin, "busy.html", context, section="busy", title="Busy")
+    return render(request, model_admin, "busy.html", context, section="busy", title=_("Busy"))

@@ -13,6 +13,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from .. import payload
 from ..admin_pages import pages
@@ -105,13 +107,16 @@ def redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
 
 
 def notify(request: HttpRequest, done: int, what: str, *, failed: int = 0) -> None:
+    """Say how an action went: ``what`` is the action's (translated) label."""
     if done:
-        messages.success(request, f"{what}: {done} job{'s' if done != 1 else ''}.")
+        messages.success(request, ngettext("%(action)s: %(count)d job.", "%(action)s: %(count)d jobs.", done)
+                         % {"action": what, "count": done})
     if failed:
-        messages.warning(request, f"{failed} job{'s' if failed != 1 else ''} could not be changed "
-                                  "(already gone, or unreadable).")
+        messages.warning(request, ngettext("%(count)d job could not be changed (already gone, or unreadable).",
+                                           "%(count)d jobs could not be changed (already gone, or unreadable).",
+                                           failed) % {"count": failed})
     if not done and not failed:
-        messages.info(request, "Nothing to do: no matching job.")
+        messages.info(request, _("Nothing to do: no matching job."))
 
 
 # -- paging ------------------------------------------------------------------------

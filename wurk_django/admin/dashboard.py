@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from .. import keys
 from ..api import Stats, StatsHistory, WorkSet
@@ -26,16 +28,17 @@ def today_counts() -> dict[str, int]:
 
 
 def uptime_text(seconds: int) -> str:
-    """``"3 days"``, ``"5 h 12 min"``, ``"7 min"``: a fresh server is not "0 days" old."""
+    """``"3 days"``, ``"5 h 12 min"``, ``"7 min"``: a fresh server is not "0 days" old.
+    In the active language (the JSON ``/stats`` carries it for the page to show)."""
     seconds = max(int(seconds), 0)
     days, rest = divmod(seconds, 86400)
     if days:
-        return f"{days} day{'s' if days != 1 else ''}"
+        return ngettext("%(count)d day", "%(count)d days", days) % {"count": days}
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min" if minutes else f"{seconds} s"
+        return _("%(hours)d h %(minutes)d min") % {"hours": hours, "minutes": minutes}
+    return _("%(minutes)d min") % {"minutes": minutes} if minutes else _("%(seconds)d s") % {"seconds": seconds}
 
 
 def redis_info() -> dict[str, Any]:
@@ -95,8 +98,8 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     chart = {
         "labels": dates,
         "series": [
-            {"name": "Processed", "cls": "ok", "values": [processed[d] for d in dates]},
-            {"name": "Failed", "cls": "bad", "values": [failed[d] for d in dates]},
+            {"name": _("Processed"), "cls": "ok", "values": [processed[d] for d in dates]},
+            {"name": _("Failed"), "cls": "bad", "values": [failed[d] for d in dates]},
         ],
     }
     context = {
@@ -114,7 +117,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "history_base": {"processed": sum(v for d, v in processed.items() if d != history.start.isoformat()),
                          "failed": sum(v for d, v in failed.items() if d != history.start.isoformat())},
     }
-    return render(request, model_admin, "dashboard.html", context, section="dashboard", title="Wurk dashboard")
+    return render(request, model_admin, "dashboard.html", context, section="dashboard", title=_("Wurk dashboard"))
 
 
 def stats_payload() -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
 
 from ..metrics.query import BUCKET_LABELS, MetricsQuery, QueryResult
 from .common import render, url
@@ -58,7 +59,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "chart": _chart(result, [job.name for job in top[:CHARTED]]),
         "result": result,
     }
-    return render(request, model_admin, "metrics.html", context, section="metrics", title="Metrics")
+    return render(request, model_admin, "metrics.html", context, section="metrics", title=_("Metrics"))
 
 
 def detail(request: HttpRequest, model_admin: Any, klass: str) -> HttpResponse:
@@ -83,4 +84,5 @@ def detail(request: HttpRequest, model_admin: Any, klass: str) -> HttpResponse:
         "series": series,
         "back": url(request, "wurk_metrics"),
     }
-    return render(request, model_admin, "metrics_job.html", context, section="metrics", title=f"Metrics: {klass}")
+    title = _("Metrics: %(job_class)s") % {"job_class": klass}
+    return render(request, model_admin, "metrics_job.html", context, section="metrics", title=title)

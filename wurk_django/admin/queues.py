@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
 
 from .. import pause
 from ..api import JobRecord, Queue, Stats
@@ -29,7 +30,7 @@ def _queue(name: str) -> Queue:
     if not is_queue_name(name):
         # Only a control character makes a name one no client can push to; any other name
         # Sidekiq accepts opens, unlike Sidekiq's Web UI (CORE-183; see docs/admin.md).
-        raise Http404("no such queue")
+        raise Http404(_("no such queue"))
     return Queue(name)
 
 
@@ -38,7 +39,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     rows = stats.queue_summaries()
     unserved = {row.name for row in stats.unserved_queues(rows)}
     return render(request, model_admin, "queues.html", {"stats": stats, "queues": rows, "unserved": unserved},
-                  section="queues", title="Queues")
+                  section="queues", title=_("Queues"))
 
 
 def read_page(queue: Queue, number: int, count: int, *, oldest_first: bool) -> tuple[int, list[JobRecord]]:
@@ -86,7 +87,8 @@ def detail(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
         "page": page,
         "oldest_first": oldest_first,
     }
-    return render(request, model_admin, "queue.html", context, section="queues", title=f"Queue {queue.name}")
+    title = _("Queue %(name)s") % {"name": queue.name}
+    return render(request, model_admin, "queue.html", context, section="queues", title=title)
 
 
 def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
@@ -95,14 +97,15 @@ def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
     what = request.POST.get("action")
     if what == "clear":
         queue.clear()
-        messages.success(request, f"Queue {queue.name} cleared.")
+        messages.success(request, _("Queue %(name)s cleared.") % {"name": queue.name})
         return redirect_back(request, url(request, "wurk_queues"))
     if what in ("pause", "unpause"):
         set_paused(queue.name, what == "pause")
-        messages.success(request, f"Queue {queue.name} {what}d: workers "
-                                  f"{'stop' if what == 'pause' else 'resume'} fetching within a few seconds.")
+        text = (_("Queue %(name)s paused: workers stop fetching within a few seconds.") if what == "pause"
+                else _("Queue %(name)s unpaused: workers resume fetching within a few seconds."))
+        messages.success(request, text % {"name": queue.name})
     else:
-        messages.error(request, "Unknown action.")
+        messages.error(request, _("Unknown action."))
     return redirect_back(request, url(request, "wurk_queues"))
 
 
@@ -186,7 +189,7 @@ def delete_job(request: HttpRequest, model_admin: Any, name: str) -> HttpRespons
             raw = find_by_digest(queue, digest)  # a form without the row's position: walk the list
         deleted = bool(raw and queue.delete_job(raw))
     if deleted:
-        messages.success(request, "Job deleted.")
+        messages.success(request, _("Job deleted."))
     else:
-        messages.warning(request, "That job is no longer in the queue.")
+        messages.warning(request, _("That job is no longer in the queue."))
     return redirect_back(request, url(request, "wurk_queue", name=queue.name))

@@ -15,6 +15,8 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import payload
 from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, bulk
@@ -38,30 +40,33 @@ from .common import (
 
 @dataclass(frozen=True)
 class Kind:
-    title: str
+    title: Any  # lazy translations: a Kind is built at import, shown in the reader's language
     set_class: type[JobSet]
     newest_first: bool  # Dead lists the latest deaths first; the others the next due first
-    when_label: str
+    when_label: Any
     actions: tuple[str, ...]  # per job and bulk
     all_actions: tuple[str, ...]
 
 
 KINDS: dict[str, Kind] = {
-    "scheduled": Kind("Scheduled", ScheduledSet, False, "Runs at", ("add_to_queue", "delete"),
-                      ("add_to_queue", "delete")),
-    "retries": Kind("Retries", RetrySet, False, "Next retry", ("retry", "add_to_queue", "delete", "kill"),
-                    ("retry", "delete", "kill")),
-    "dead": Kind("Dead", DeadSet, True, "Died at", ("retry", "add_to_queue", "delete"), ("retry", "delete")),
+    "scheduled": Kind(gettext_lazy("Scheduled"), ScheduledSet, False, gettext_lazy("Runs at"),
+                      ("add_to_queue", "delete"), ("add_to_queue", "delete")),
+    "retries": Kind(gettext_lazy("Retries"), RetrySet, False, gettext_lazy("Next retry"),
+                    ("retry", "add_to_queue", "delete", "kill"), ("retry", "delete", "kill")),
+    "dead": Kind(gettext_lazy("Dead"), DeadSet, True, gettext_lazy("Died at"), ("retry", "add_to_queue", "delete"),
+                 ("retry", "delete")),
 }
-LABELS = {"retry": "Retry now", "add_to_queue": "Add to queue", "delete": "Delete", "kill": "Kill"}
-ALL_LABELS = {"retry": "Retry all", "add_to_queue": "Enqueue all", "delete": "Delete all", "kill": "Kill all"}
+LABELS = {"retry": gettext_lazy("Retry now"), "add_to_queue": gettext_lazy("Add to queue"),
+          "delete": gettext_lazy("Delete"), "kill": gettext_lazy("Kill")}
+ALL_LABELS = {"retry": gettext_lazy("Retry all"), "add_to_queue": gettext_lazy("Enqueue all"),
+              "delete": gettext_lazy("Delete all"), "kill": gettext_lazy("Kill all")}
 
 
 def _kind(kind: str) -> Kind:
     try:
         return KINDS[kind]
     except KeyError:
-        raise Http404("no such set") from None
+        raise Http404(_("no such set")) from None
 
 
 def read_page(job_set: JobSet, number: int, count: int, *, newest_first: bool) -> tuple[int, list[SortedEntry]]:
@@ -130,9 +135,9 @@ def parse_key(key: str) -> tuple[float, str | None]:
     try:
         value = float(score)
     except ValueError:
-        raise Http404("bad job key") from None
+        raise Http404(_("bad job key")) from None
     if not sep:
-        raise Http404("bad job key")
+        raise Http404(_("bad job key"))
     return value, (jid or None)
 
 
@@ -170,7 +175,10 @@ def tell_refused(request: HttpRequest, refused: list[str]) -> None:
     for reason in refused[:5]:
         messages.warning(request, reason)
     if len(refused) > 5:
-        messages.warning(request, f"{len(refused) - 5} more jobs were not pushed for the same kind of reason.")
+        more = len(refused) - 5
+        messages.warning(request, ngettext("%(count)d more job was not pushed for the same kind of reason.",
+                                           "%(count)d more jobs were not pushed for the same kind of reason.",
+                                           more) % {"count": more})
 
 
 def index(request: HttpRequest, model_admin: Any, kind: str) -> HttpResponse:
@@ -201,7 +209,7 @@ def _bulk(request: HttpRequest, spec: Kind, job_set: JobSet, kind: str) -> HttpR
     action = request.POST.get("action")
     back = url(request, "wurk_set", kind=kind)
     if action not in spec.actions:
-        messages.error(request, "Unknown action.")
+        messages.error(request, _("Unknown action."))
         return redirect_back(request, back)
     keys = request.POST.getlist("key")
     done = failed = 0
@@ -228,7 +236,7 @@ def enqueue_all(job_set: JobSet) -> int:
     pushed = 0
     keep: dict[bytes, float] = {}
     try:
-        for _ in range(int(r.zcard(job_set.name))):
+        for _member in range(int(r.zcard(job_set.name))):
             popped = r.zpopmin(job_set.name, 1)
             if not popped:
                 break
@@ -256,14 +264,15 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
     """GET: a confirmation page (changes nothing). POST: do it to the whole set (DJ-053)."""
     spec = _kind(kind)
     if action not in spec.all_actions:
-        raise Http404("no such action")
+        raise Http404(_("no such action"))
     job_set = spec.set_class()
     back = url(request, "wurk_set", kind=kind)
     if request.method != "POST":
         context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
                    "size": job_set.size, "back": back,
                    "in_background": action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT}
-        return render(request, model_admin, "confirm.html", context, section=kind, title=f"{spec.title}: confirm")
+        title = _("%(set)s: confirm") % {"set": spec.title}
+        return render(request, model_admin, "confirm.html", context, section=kind, title=title)
     if action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT:
         # Too many for one request: a job of our own works through the set and the
         # progress page follows it.
@@ -298,28 +307,30 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         digest = digest_of(entry.item) if entry is not None else None
         if action == "release_lock" and digest is not None:
             released = release_digest(redis(), digest)
-            messages.success(request, "Unique lock released." if released else "The unique lock was already free.")
+            text = _("Unique lock released.") if released else _("The unique lock was already free.")
+            messages.success(request, text)
             return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
         if action not in spec.actions:
-            messages.error(request, "Unknown action.")
+            messages.error(request, _("Unknown action."))
         elif entry is not None and apply(entry, action, refused):
             notify(request, 1, LABELS[action])
         elif refused:
             tell_refused(request, refused)
         else:
-            messages.warning(request, "That job is no longer there (or could not be moved).")
+            messages.warning(request, _("That job is no longer there (or could not be moved)."))
         return redirect_back(request, back)
     if entry is None:
         return render(request, model_admin, "job_gone.html", {"kind": kind, "spec": spec, "back": back},
-                      section=kind, title=f"{spec.title}: job not found", status=404)
+                      section=kind, title=_("%(set)s: job not found") % {"set": spec.title}, status=404)
     fields = []
     lock_actions: list[tuple[str, str]] = []
     digest = digest_of(entry.item)
     if digest is not None:
         held_by = holder(redis(), digest)
-        fields.append(("unique lock", f"{digest} - " + (f"held by jid {held_by}" if held_by else "free")))
+        state = _("held by jid %(jid)s") % {"jid": held_by} if held_by else _("free")
+        fields.append((_("unique lock"), f"{digest} - {state}"))
         if held_by:
-            lock_actions.append(("release_lock", "Release unique lock"))
+            lock_actions.append(("release_lock", _("Release unique lock")))
     for name, value in entry.item.items():
         if name == "error_backtrace":
             continue  # shown decoded below
@@ -340,4 +351,5 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
         "back": back,
     }
-    return render(request, model_admin, "job.html", context, section=kind, title=f"{spec.title}: {entry.display_class}")
+    title = _("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class}
+    return render(request, model_admin, "job.html", context, section=kind, title=title)

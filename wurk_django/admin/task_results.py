@@ -10,6 +10,8 @@ import json
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from ..tasks import results
 from ..tasks.results import STATUS_OF
@@ -20,6 +22,14 @@ from .common import Page, call_text, keep_query, page_params, redis, render, url
 SCAN_LIMIT = 5000
 VALUE_LIMIT = 120
 _TIMES = ("enqueued_at", "started_at", "finished_at")
+#: What a status reads as on the page; the filter and ``data-status`` keep the names.
+STATUS_LABELS = {
+    "READY": pgettext_lazy("task status", "READY"),
+    "RUNNING": pgettext_lazy("task status", "RUNNING"),
+    "SUCCESSFUL": pgettext_lazy("task status", "SUCCESSFUL"),
+    "FAILED": pgettext_lazy("task status", "FAILED"),
+    "UNKNOWN": pgettext_lazy("task status", "UNKNOWN"),
+}
 
 
 def _scan_ids(client: Any, limit: int = SCAN_LIMIT) -> list[str]:
@@ -58,6 +68,7 @@ def row(jid: str, fields: dict[str, Any]) -> dict[str, Any]:
         "call": call_text(name.rsplit(".", 1)[-1], args, kwargs),
         "state": fields.get("state") or "",
         "status": status_name(fields.get("state")),
+        "status_label": STATUS_LABELS.get(status_name(fields.get("state")), status_name(fields.get("state"))),
         **{name: results.to_datetime(fields.get(name)) for name in _TIMES},
         "return_value": _short(fields["return_value"]) if "return_value" in fields else None,
         "error": (last_error.get("exception_class_path") or "error") if last_error else None,
@@ -100,32 +111,33 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
                 base_query=keep_query(request, "status", "q"))
     context = {
         "page": page,
-        "status_choices": ["", "READY", "RUNNING", "SUCCESSFUL", "FAILED"],
+        "status_choices": [("", _("Any status"))] + [(s, STATUS_LABELS[s]) for s in
+                                                      ("READY", "RUNNING", "SUCCESSFUL", "FAILED")],
         "wanted_status": wanted_status,
         "search": search,
         "truncated": len(ids) >= SCAN_LIMIT,
     }
-    return render(request, model_admin, "tasks.html", context, section="tasks", title="Tasks")
+    return render(request, model_admin, "tasks.html", context, section="tasks", title=_("Tasks"))
 
 
 def where_is_job(request: HttpRequest, jid: str, state: str) -> tuple[str, str] | None:
     """A link to the job behind a result while it still waits somewhere."""
     if state == "retrying":
-        return "In the retry set", url(request, "wurk_set", kind="retries") + f"?substr={jid}"
+        return _("In the retry set"), url(request, "wurk_set", kind="retries") + f"?substr={jid}"
     if state == "scheduled":
-        return "In the scheduled set", url(request, "wurk_set", kind="scheduled") + f"?substr={jid}"
+        return _("In the scheduled set"), url(request, "wurk_set", kind="scheduled") + f"?substr={jid}"
     if state == "dead":
-        return "In the dead set", url(request, "wurk_set", kind="dead") + f"?substr={jid}"
+        return _("In the dead set"), url(request, "wurk_set", kind="dead") + f"?substr={jid}"
     return None
 
 
 def detail(request: HttpRequest, model_admin: Any, result_id: str) -> HttpResponse:
     if not results.valid_id(result_id):
-        raise Http404("not a task result id")
+        raise Http404(_("not a task result id"))
     fields = results.read(redis(), result_id)
     if fields is None:
         return render(request, model_admin, "task.html", {"missing": True, "result_id": result_id},
-                      section="tasks", title="Task result not found", status=404)
+                      section="tasks", title=_("Task result not found"), status=404)
     summary = row(result_id, fields)
     errors = [e for e in (fields.get("errors") or []) if isinstance(e, dict)]
     context = {
@@ -139,4 +151,5 @@ def detail(request: HttpRequest, model_admin: Any, result_id: str) -> HttpRespon
         "job_link": where_is_job(request, result_id, summary["state"]),
         "back": url(request, "wurk_tasks"),
     }
-    return render(request, model_admin, "task.html", context, section="tasks", title=f"Task {summary['task']}")
+    title = _("Task %(name)s") % {"name": summary["task"]}
+    return render(request, model_admin, "task.html", context, section="tasks", title=title)

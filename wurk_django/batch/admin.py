@@ -13,6 +13,8 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from .. import keys, payload
 from ..admin.common import Page, keep_query, page_params, redis, render, short_args, url, when
@@ -30,6 +32,25 @@ SCAN_CALLS = 50  # ZSCAN calls over the retry/dead set per batch page...
 SCAN_COUNT = 1000  # ...each looking at about this many members
 QUEUE_SCAN = 10_000  # entries of the callback queue looked through for a callback job
 BID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: How a batch's or a callback job's state reads on the page (``data-state`` keeps the name).
+STATE_LABELS = {
+    "expired": pgettext_lazy("batch state", "expired"),
+    "invalidated": pgettext_lazy("batch state", "invalidated"),
+    "dead": pgettext_lazy("batch state", "dead"),
+    "success": pgettext_lazy("batch state", "success"),
+    "complete": pgettext_lazy("batch state", "complete"),
+    "running": pgettext_lazy("batch state", "running"),
+}
+CALLBACK_STATE_LABELS = {
+    "waiting": pgettext_lazy("callback job state", "waiting"),
+    "fired": pgettext_lazy("callback job state", "fired"),
+    "retrying": pgettext_lazy("callback job state", "retrying"),
+    "dead": pgettext_lazy("callback job state", "dead"),
+    "running": pgettext_lazy("callback job state", "running"),
+    "queued": pgettext_lazy("callback job state", "queued"),
+    "done": pgettext_lazy("callback job state", "done"),
+    "done or queued": pgettext_lazy("callback job state", "done or queued"),
+}
 
 
 def _row(status: Status) -> dict[str, Any]:
@@ -58,6 +79,7 @@ def _row(status: Status) -> dict[str, Any]:
         "done": done,
         "percent": round(100 * done / total) if total else (100 if status.complete_at else 0),
         "state": state,
+        "state_label": STATE_LABELS[state],
         "tags": status.tags,
         "parent_bid": status.parent_bid,
     }
@@ -121,7 +143,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     context = {"page": page, "query": query, "tag": tag, "dead": dead, "looked": looked,
                "search_limit": SEARCH_LIMIT, "index_size": batch_index.size}
     return render(request, model_admin, "batches.html", context, section=SECTION,
-                  title="Dead batches" if dead else "Batches")
+                  title=_("Dead batches") if dead else _("Batches"))
 
 
 def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, Any]], bool]:
@@ -135,7 +157,7 @@ def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, An
         return found, True
     r = redis()
     cursor = 0
-    for _ in range(SCAN_CALLS):
+    for _call in range(SCAN_CALLS):
         cursor, members = r.zscan(set_name, cursor, match=f'*"{bid}"*', count=SCAN_COUNT)
         for value, score in members:
             try:
@@ -156,10 +178,10 @@ def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, An
 
 def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
     if not BID.match(bid):
-        raise Http404("no such batch")
+        raise Http404(_("no such batch"))
     status = Status(bid)
     if not status.exists:
-        raise Http404("no such batch (never created, expired or deleted)")
+        raise Http404(_("no such batch (never created, expired or deleted)"))
     if request.method == "POST":
         return _act(request, bid, status)
     failed = set(status.failed_jids)
@@ -187,8 +209,11 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
         "child_count": status.child_count,
         "callbacks": callbacks,
         "status_url": url(request, "wurk_batch_status", bid=bid),
+        "state_labels": STATE_LABELS,
     }
-    return render(request, model_admin, "batch.html", context, section=SECTION, title=f"Batch {bid}")
+    for row in callbacks:
+        row["state_label"] = CALLBACK_STATE_LABELS.get(row["state"], row["state"])
+    return render(request, model_admin, "batch.html", context, section=SECTION, title=_("Batch %(bid)s") % {"bid": bid})
 
 
 def _callbacks(status: Status) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
@@ -215,7 +240,7 @@ def _callbacks(status: Status) -> tuple[list[dict[str, Any]], dict[str, list[dic
         return rows, failures
     left = set(by_jid)
     for set_name, state in (("retry", "retrying"), ("dead", "dead")):
-        found, _ = _entries(set_name, bid, left)
+        found, _complete = _entries(set_name, bid, left)
         for job in found:
             if job["klass"] != CALLBACK_CLASS:
                 continue
@@ -225,7 +250,7 @@ def _callbacks(status: Status) -> tuple[list[dict[str, Any]], dict[str, list[dic
             failures[set_name].append({**job, "klass": f"{CALLBACK_CLASS} ({row['event']} → {row['target']})"})
             left.discard(job["jid"])
     if left:
-        for _, _, work in WorkSet(redis()):
+        for _identity, _tid, work in WorkSet(redis()):
             if work.job.jid in left:
                 by_jid[work.job.jid]["state"] = "running"
                 left.discard(work.job.jid)
@@ -253,14 +278,14 @@ def _act(request: HttpRequest, bid: str, status: Status) -> HttpResponse:
     action = request.POST.get("action")
     if action == "invalidate":
         Batch(bid).invalidate_all()
-        messages.success(request, f"Batch {bid} and the batches under it were invalidated: "
-                                  "their queued jobs will be skipped.")
+        messages.success(request, _("Batch %(bid)s and the batches under it were invalidated: their queued jobs "
+                                    "will be skipped.") % {"bid": bid})
         return HttpResponseRedirect(url(request, "wurk_batch", bid=bid))
     if action == "delete":
         status.delete()
-        messages.success(request, f"Batch {bid} was deleted.")
+        messages.success(request, _("Batch %(bid)s was deleted.") % {"bid": bid})
         return HttpResponseRedirect(url(request, "wurk_batches"))
-    messages.error(request, f"Unknown action {action!r}.")
+    messages.error(request, _("Unknown action %(action)r.") % {"action": action})
     return HttpResponseRedirect(url(request, "wurk_batch", bid=bid))
 
 

@@ -26,11 +26,13 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
     # Only the page's entry here: its views (and the admin package, which needs the app
     # registry) load when the admin builds its URLs, so a worker run from a bare Config works.
-    register(Page("batches", "Batches", "wurk_batches", _urls, 80))
+    register(Page("batches", gettext_lazy("Batches"), "wurk_batches", _urls, 80))
 
 
 def _urls(model_admin):

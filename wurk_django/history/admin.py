@@ -8,12 +8,16 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..api import Deploy
 from . import RANGES, history, queue_history, recent
 
 LABEL_FORMATS = {"1m": "%H:%M", "5m": "%m-%d %H:%M", "1h": "%m-%d %H:00"}
 MAX_QUEUE_SERIES = 5  # colours c0..c4
+SNAPSHOT_NAMES = {"enqueued": gettext_lazy("Enqueued"), "retries": gettext_lazy("Retries"),
+                  "dead": gettext_lazy("Dead"), "scheduled": gettext_lazy("Scheduled"), "busy": gettext_lazy("Busy")}
 
 
 def urls(model_admin: Any) -> list:
@@ -56,11 +60,11 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     labels = [_label(p["at"], bucket) for p in points]
     marks = _marks(points, bucket, step)
     throughput = {"labels": labels, "marks": marks, "series": [
-        {"name": "Processed", "cls": "ok", "values": [p["processed"] for p in points]},
-        {"name": "Failed", "cls": "bad", "values": [p["failed"] for p in points]},
+        {"name": _("Processed"), "cls": "ok", "values": [p["processed"] for p in points]},
+        {"name": _("Failed"), "cls": "bad", "values": [p["failed"] for p in points]},
     ]}
     runtime = {"labels": labels, "marks": marks, "series": [
-        {"name": "Mean run time (ms)", "cls": "c2",
+        {"name": _("Mean run time (ms)"), "cls": "c2",
          "values": [round(p["runtime_ms"] / max(p["processed"] - p["failed"], 1), 1) for p in points]},
     ]}
     queues = sorted(queue_history(bucket, window), key=lambda q: -max((pt["size"] for pt in q["points"]), default=0))
@@ -76,7 +80,8 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         names = [n for n in ("enqueued", "retries", "dead", "scheduled", "busy") if n in snapshots[-1]]
         snapshot_chart = {"labels": [datetime.fromtimestamp(s["at"], tz=UTC).strftime("%m-%d %H:%M:%S")
                                      for s in snapshots],
-                          "series": [{"name": n, "cls": f"c{i}", "values": [s.get(n, 0) for s in snapshots]}
+                          "series": [{"name": SNAPSHOT_NAMES[n], "cls": f"c{i}",
+                                      "values": [s.get(n, 0) for s in snapshots]}
                                      for i, n in enumerate(names)]}
     context = {
         "range": chosen,
@@ -91,4 +96,4 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "marks": marks,
         "empty": not any(p["processed"] or p["failed"] for p in points) and not queues,
     }
-    return render(request, model_admin, "history.html", context, section="history", title="Historical")
+    return render(request, model_admin, "history.html", context, section="history", title=_("Historical"))

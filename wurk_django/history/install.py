@@ -13,9 +13,11 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
-    register(Page("history", "Historical", "wurk_history", _urls, 120))
+    register(Page("history", gettext_lazy("Historical"), "wurk_history", _urls, 120))
 
 
 def _urls(model_admin):

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
+from django.utils.translation import gettext as _
 
 from ..admin.common import Page, keep_query, page_params, redirect_back, render, url, when
 from ..text import to_text
@@ -23,13 +24,13 @@ def _row(name: str, meta: dict[str, str] | None) -> dict[str, Any]:
     row: dict[str, Any] = {"name": name, "type": (meta or {}).get("type", "?"), "options": (meta or {}).get("options", "")}
     lim = listing.build(name, meta["type"], meta["options"]) if meta else None
     if lim is None:
-        row["error"] = "unreadable metadata" if meta else "metadata expired"
+        row["error"] = _("unreadable metadata") if meta else _("metadata expired")
         return row
     try:
         status = lim.status()
     except Exception as exc:  # one odd limiter must not take the page down
         logger.warning("status of limiter %r failed: %s", name, exc)
-        row["error"] = f"status unavailable ({exc.__class__.__name__})"
+        row["error"] = _("status unavailable (%(error)s)") % {"error": exc.__class__.__name__}
         return row
     used, limit = status["used"], status["limit"]
     row.update(used=used, limit=limit, available=status["available"], reset_at=when(status["reset_at"]),
@@ -59,19 +60,20 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     rows = [_row(name, meta) for name, meta in zip(window, _metadata(window), strict=True)]
     page = Page(number=number, count=count, total=len(names), items=rows, base_query=keep_query(request, "q"))
     return render(request, model_admin, "limits.html", {"page": page, "query": query, "counters": COUNTERS},
-                  section="limits", title="Limits")
+                  section="limits", title=_("Limits"))
 
 
 def _reset(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "")
     back = url(request, "wurk_limits")
     if request.POST.get("action") != "reset" or not NAME.fullmatch(name):
-        messages.error(request, "Unknown action or limiter name.")
+        messages.error(request, _("Unknown action or limiter name."))
         return redirect_back(request, back)
     if listing.reset(name):
-        messages.success(request, f"Limiter {name} reset: its counters start from zero.")
+        messages.success(request, _("Limiter %(name)s reset: its counters start from zero.") % {"name": name})
     else:
-        messages.info(request, f"Limiter {name} has no metadata any more; any state it left was deleted.")
+        messages.info(request, _("Limiter %(name)s has no metadata any more; any state it left was deleted.")
+                      % {"name": name})
     return redirect_back(request, back)
 
 

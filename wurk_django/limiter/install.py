@@ -16,6 +16,8 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
     def urls(model_admin: Any) -> list:
@@ -23,4 +25,4 @@ def install_admin() -> None:
 
         return admin.urls(model_admin)
 
-    register(Page("limits", "Limits", "wurk_limits", urls, 90))
+    register(Page("limits", gettext_lazy("Limits"), "wurk_limits", urls, 90))

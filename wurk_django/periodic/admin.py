@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path
+from django.utils.translation import gettext as _
 
 from ..admin.common import redirect_back, redis, render, url
 from ..leader import leader_info
@@ -57,19 +58,20 @@ def _act(request: HttpRequest) -> None:
     action = request.POST.get("action")
     lid = request.POST.get("lid", "")
     if action not in ACTIONS:
-        messages.error(request, "Unknown action.")
+        messages.error(request, _("Unknown action."))
         return
     if action == "enqueue":
         jid = enqueue_now(lid) if _is_lid(lid) else None
         if jid is None:
-            messages.error(request, f"No periodic job {lid}.")
+            messages.error(request, _("No periodic job %(lid)s.") % {"lid": lid})
         else:
-            messages.success(request, f"Enqueued {lid} now as {jid}.")
+            messages.success(request, _("Enqueued %(lid)s now as %(jid)s.") % {"lid": lid, "jid": jid})
         return
     if not (_is_lid(lid) and store.set_paused(lid, action == "pause")):
-        messages.error(request, f"No periodic job {lid}.")
+        messages.error(request, _("No periodic job %(lid)s.") % {"lid": lid})
         return
-    messages.success(request, f"{'Paused' if action == 'pause' else 'Unpaused'} {lid}.")
+    text = _("Paused %(lid)s.") if action == "pause" else _("Unpaused %(lid)s.")
+    messages.success(request, text % {"lid": lid})
 
 
 def _is_lid(lid: str) -> bool:
@@ -83,20 +85,20 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     now = time.time()
     rows = sorted((_row(loop, now) for loop in LoopSet(redis())), key=lambda r: (r["klass"], r["schedule"], r["lid"]))
     return render(request, model_admin, "periodic.html", {"loops": rows, "leader": _leader()},
-                  section="periodic", title="Periodic")
+                  section="periodic", title=_("Periodic"))
 
 
 def detail(request: HttpRequest, model_admin: Any, lid: str) -> HttpResponse:
     loop = LoopSet(redis()).fetch(lid) if _is_lid(lid) else None
     if loop is None:
-        raise Http404("no such periodic job")
+        raise Http404(_("no such periodic job"))
     if request.method == "POST":
         _act(request)
         return redirect_back(request, url(request, "wurk_periodic_loop", lid=lid))
     history = [{"at": loop.local(at), "jid": jid} for at, jid in loop.history(redis())]
     return render(request, model_admin, "periodic_loop.html",
                   {"loop": _row(loop, time.time()), "history": history, "leader": _leader()},
-                  section="periodic", title=f"Periodic {lid}")
+                  section="periodic", title=_("Periodic %(lid)s") % {"lid": lid})
 
 
 def urls(admin: Any) -> list:

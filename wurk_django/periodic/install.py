@@ -27,6 +27,8 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
-    register(Page("periodic", "Periodic", "wurk_periodic", _urls, 100))
+    register(Page("periodic", gettext_lazy("Periodic"), "wurk_periodic", _urls, 100))

@@ -21,7 +21,7 @@ from .. import canonical, keys
 from ..connection import get_redis
 from ..text import to_text
 from . import zones
-from .schedule import parse
+from .schedule import gettext, parse
 
 HISTORY_LENGTH = 25
 #: Register options that describe the loop, not the job it pushes.
@@ -110,7 +110,7 @@ class Loop:
         try:
             return parse(self.schedule).describe()
         except ValueError as exc:
-            return f"invalid: {exc}"
+            return gettext("invalid: %(error)s") % {"error": exc}
 
     def local(self, epoch: float | None) -> datetime | None:
         """``epoch`` as an aware datetime in the loop's zone."""

@@ -19,6 +19,15 @@ from __future__ import annotations
 import functools
 from datetime import UTC, datetime, timedelta, tzinfo
 
+from django.conf import settings
+from django.utils import translation
+
+
+def gettext_noop(message: str) -> str:
+    """Marks a word for the catalog; translated where it is shown (Django's own needs settings)."""
+    return message
+
+
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -31,9 +40,26 @@ ALIASES = {
 FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 7))
 LOOKAHEAD = timedelta(days=366 * 4)  # a schedule with no match this far ahead is exhausted
 _DST_WINDOW = 3 * 3600  # a zone's offset moves by less than this at one change
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")
-_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_MONTHS = (gettext_noop("January"), gettext_noop("February"), gettext_noop("March"), gettext_noop("April"),
+           gettext_noop("May"), gettext_noop("June"), gettext_noop("July"), gettext_noop("August"),
+           gettext_noop("September"), gettext_noop("October"), gettext_noop("November"), gettext_noop("December"))
+_DAYS = (gettext_noop("Sunday"), gettext_noop("Monday"), gettext_noop("Tuesday"), gettext_noop("Wednesday"),
+         gettext_noop("Thursday"), gettext_noop("Friday"), gettext_noop("Saturday"))
+_FIELD_WORDS = {"minute": gettext_noop("minute"), "hour": gettext_noop("hour"),
+                "day of month": gettext_noop("day of month"), "month": gettext_noop("month"),
+                "day of week": gettext_noop("day of week")}
+
+
+# The words of :meth:`Schedule.describe` follow the active language (the admin shows
+# them); a process without Django settings (a worker from a bare Config) gets English.
+def gettext(message: str) -> str:
+    return translation.gettext(message) if settings.configured else message
+
+
+def ngettext(singular: str, plural: str, number: int) -> str:
+    if settings.configured:
+        return translation.ngettext(singular, plural, number)
+    return singular if number == 1 else plural
 
 
 class Schedule:
@@ -130,23 +156,31 @@ class Schedule:
             at = f"{self.hours[0]:02d}:{self.minutes[0]:02d}"
         days = dom == "*" and month == "*" and dow == "*"
         if all(p == "*" for p in self.texts):
-            return "every minute"
+            return gettext("every minute")
         if minute.startswith("*/") and hour == "*" and days:
-            return f"every {minute[2:]} minutes"
+            step = int(minute[2:])
+            return ngettext("every %(n)d minute", "every %(n)d minutes", step) % {"n": step}
         if len(self.minutes) == 1 and hour == "*" and days:
-            return f"every hour at minute {self.minutes[0]}"
+            return gettext("every hour at minute %(minute)d") % {"minute": self.minutes[0]}
         if len(self.minutes) == 1 and hour.startswith("*/") and days:
-            return f"every {hour[2:]} hours at minute {self.minutes[0]}"
+            step = int(hour[2:])
+            return ngettext("every %(n)d hour at minute %(minute)d", "every %(n)d hours at minute %(minute)d",
+                            step) % {"n": step, "minute": self.minutes[0]}
         if at and days:
-            return f"every day at {at}"
+            return gettext("every day at %(time)s") % {"time": at}
         if at and dom == "*" and month == "*":
-            return f"every {_join([_DAYS[d] for d in self.weekdays])} at {at}"
+            return gettext("every %(days)s at %(time)s") % {
+                "days": _join([gettext(_DAYS[d]) for d in self.weekdays]), "time": at}
         if at and dow == "*" and month == "*":
-            return f"on day {_join([str(d) for d in self.days])} of every month at {at}"
+            return gettext("on day %(days)s of every month at %(time)s") % {
+                "days": _join([str(d) for d in self.days]), "time": at}
         if at and dow == "*":
-            return f"every year on {_join([_MONTHS[m - 1] for m in self.months])} {_join([str(d) for d in self.days])} at {at}"
-        pieces = [f"{name} {text}" for text, (name, _lo, _hi) in zip(self.texts, FIELDS, strict=True) if text != "*"]
-        return "at " + ", ".join(pieces)
+            return gettext("every year on %(months)s %(days)s at %(time)s") % {
+                "months": _join([gettext(_MONTHS[m - 1]) for m in self.months]),
+                "days": _join([str(d) for d in self.days]), "time": at}
+        pieces = [f"{gettext(_FIELD_WORDS[name])} {text}"
+                  for text, (name, _lo, _hi) in zip(self.texts, FIELDS, strict=True) if text != "*"]
+        return gettext("at %(fields)s") % {"fields": ", ".join(pieces)}
 
 
 @functools.lru_cache(maxsize=512)
@@ -201,4 +235,4 @@ def _offset(epoch: int, zone: tzinfo) -> int:
 def _join(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
+    return gettext("%(items)s and %(last)s") % {"items": ", ".join(items[:-1]), "last": items[-1]}

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path
+from django.utils.translation import gettext as _
 
 from ..api import ProfileSet
 from .gecko import load, top_functions
@@ -23,13 +24,13 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     from ..admin.common import render
 
     return render(request, model_admin, "profiles.html", {"profiles": list(ProfileSet())},
-                  section="profiles", title="Profiles")
+                  section="profiles", title=_("Profiles"))
 
 
 def _record(key: str):
     record = ProfileSet().find(key)
     if record is None:
-        raise Http404("no such profile (it may have expired)")
+        raise Http404(_("no such profile (it may have expired)"))
     return record
 
 
@@ -44,7 +45,7 @@ def detail(request: HttpRequest, model_admin: Any, key: str) -> HttpResponse:
     except ValueError as exc:
         problem = str(exc)
     return render(request, model_admin, "profile.html", {"profile": record, "summary": summary, "problem": problem},
-                  section="profiles", title=f"Profile {key}")
+                  section="profiles", title=_("Profile %(key)s") % {"key": key})
 
 
 def download(request: HttpRequest, model_admin: Any, key: str) -> HttpResponse:

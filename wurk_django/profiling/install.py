@@ -14,9 +14,11 @@ def install_server() -> None:
 
 
 def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
     from ..admin_pages import Page, register
 
-    register(Page("profiles", "Profiles", "wurk_profiles", _urls, 140))
+    register(Page("profiles", gettext_lazy("Profiles"), "wurk_profiles", _urls, 140))
 
 
 def _urls(model_admin):

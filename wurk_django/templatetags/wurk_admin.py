@@ -1,10 +1,17 @@
-"""Small display filters for the Wurk admin pages."""
+"""Small display filters for the Wurk admin pages. Numbers come out in the reader's
+format (``1,5 GB`` in French), as Django's own filters write them."""
 
 from __future__ import annotations
 
 from django import template
+from django.utils.formats import number_format
+from django.utils.translation import pgettext
 
 register = template.Library()
+
+
+def _number(value: float, decimals: int) -> str:
+    return number_format(round(value, decimals), decimals)
 
 
 @register.filter
@@ -16,7 +23,7 @@ def wurk_kb(value: object) -> str:
         return ""
     for unit in ("KB", "MB", "GB"):
         if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "KB" else f"{size:.1f} {unit}"
+            return f"{_number(size, 0)} {unit}" if unit == "KB" else f"{_number(size, 1)} {unit}"
         size /= 1024
     return ""
 
@@ -29,11 +36,12 @@ def wurk_seconds(value: object) -> str:
     except (TypeError, ValueError):
         return ""
     if seconds < 10:
-        return f"{seconds:.1f} s"
+        return f"{_number(seconds, 1)} s"
     if seconds < 60:
-        return f"{seconds:.0f} s"
+        return f"{_number(seconds, 0)} s"
     if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
+        return f"{_number(seconds / 60, 0)} min"
     if seconds < 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} d"
+        return f"{_number(seconds / 3600, 1)} h"
+    days = pgettext("abbreviation of days", "d")
+    return f"{_number(seconds / 86400, 0)} {days}"

@@ -28,7 +28,13 @@
           set("success_at", stamp(data.success_at));
           var bar = document.querySelector('[data-batch="progress"]');
           if (bar) { bar.value = percent; }
-          if (data.success_at) { set("state", "success"); } else if (data.complete_at) { set("state", "complete"); }
+          var badge = document.querySelector('[data-batch="state"]');
+          /* The words come from the page, in the reader's language. */
+          if (data.success_at) {
+            set("state", badge.getAttribute("data-text-success") || "success");
+          } else if (data.complete_at) {
+            set("state", badge.getAttribute("data-text-complete") || "complete");
+          }
           var finished = data.success_at || (data.complete_at && data.dead_jids.length);
           if (!finished) { window.setTimeout(poll, 2000); }
         })

@@ -168,8 +168,8 @@
 
     function render() {
       lineChart(chart, {labels: samples.labels, series: [
-        {name: "Processed", cls: "ok", values: samples.processed},
-        {name: "Failed", cls: "bad", values: samples.failed}
+        {name: chart.getAttribute("data-name-processed") || "Processed", cls: "ok", values: samples.processed},
+        {name: chart.getAttribute("data-name-failed") || "Failed", cls: "bad", values: samples.failed}
       ]});
     }
 
@@ -179,7 +179,9 @@
         .then(function (data) {
           var s = data.sidekiq;
           ["processed", "failed", "busy", "enqueued", "retries", "scheduled", "dead", "processes"].forEach(function (k) { set(k, s[k]); });
-          set("default_latency", (Math.round(s.default_latency * 10) / 10).toFixed(1));
+          /* In the page's language, as the server wrote it (0,2 in French). */
+          set("default_latency", (Math.round(s.default_latency * 10) / 10).toLocaleString(
+            document.documentElement.lang || undefined, {minimumFractionDigits: 1, maximumFractionDigits: 1}));
           set("today_processed", data.today.processed);
           set("today_failed", data.today.failed);
           set("connected_clients", data.redis.connected_clients);
@@ -200,10 +202,10 @@
             }
             render();
           }
-          status.textContent = "updated " + data.server_utc_time;
+          status.textContent = (status.getAttribute("data-text-updated") || "updated") + " " + data.server_utc_time;
           root.setAttribute("data-polls", String(Number(root.getAttribute("data-polls") || 0) + 1));
         })
-        .catch(function (err) { status.textContent = "stats unavailable (" + err.message + ")"; });
+        .catch(function (err) { status.textContent = (status.getAttribute("data-text-unavailable") || "stats unavailable") + " (" + err.message + ")"; });
     }
 
     function schedule() {
