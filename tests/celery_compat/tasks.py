@@ -52,3 +52,45 @@ def auto(key, times):
 @shared_task(ignore_result=True)
 def quiet(key):
     redis_client().rpush(key, "ran")
+
+
+@shared_task(bind=True, max_retries=1)
+def more_retries(self, key):
+    """Asks for more retries than its max_retries, per call."""
+    redis_client().rpush(key, str(self.request.retries))
+    if self.request.retries < 2:
+        raise self.retry(countdown=5, max_retries=3)
+    return "done"
+
+
+@shared_task(bind=True, max_retries=1)
+def gives_up(self):
+    raise self.retry(exc=Flaky("still down"), countdown=0)
+
+
+@shared_task(bind=True)
+def introspect(self, a, *, b=None):
+    r = self.request
+    return {"id": r.id, "task": r.task, "args": r.args, "kwargs": r.kwargs, "retries": r.retries,
+            "queue": r.queue, "eager": r.is_eager, "name": self.name}
+
+
+@shared_task(bind=True)
+def progress(self, key):
+    import time
+
+    self.update_state(state="PROGRESS", meta={"done": 1})
+    redis_client().rpush(key, "reported")
+    while not self.request.is_eager and not redis_client().exists(key + ":go"):
+        time.sleep(0.02)
+    return "ok"
+
+
+@shared_task(bind=True)
+def slow(self, key):
+    import time
+
+    redis_client().rpush(key, "started")
+    while not redis_client().exists(key + ":go"):
+        time.sleep(0.02)
+    return "slow done"
