@@ -124,3 +124,17 @@ def test_fake_mode_records_then_drains(redis_db):
 def test_update_state_runs_here_too(redis_db):
     assert progress.apply(("test:progress",)).get() == "ok"
     assert redis_db.lrange("test:progress", 0, -1) == [b"reported"]
+
+
+def test_a_task_past_its_expires_is_skipped_and_reads_revoked(redis_db, drain):
+    import datetime as dt
+
+    from wurk_django.celery import TaskRevokedError
+
+    result = add.apply_async((1, 2), expires=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1))
+    kept = add.apply_async((1, 2), expires=3600)
+    drain()
+    assert result.state == states.REVOKED and result.ready() and not result.successful()
+    with pytest.raises(TaskRevokedError):
+        result.get(timeout=5)
+    assert kept.get(timeout=5) == 3

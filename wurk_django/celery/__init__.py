@@ -13,11 +13,11 @@ Sidekiq-format jobs (keyword arguments in the payload's ``kwargs``), run by
 """
 
 from . import states
-from .exceptions import MaxRetriesExceededError, Retry, TaskError, TimeoutError
+from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
 from .request import Request
 from .result import AsyncResult
 from .task import Task, shared_task, task
 
 __all__ = ["AsyncResult", "CeleryJob", "MaxRetriesExceededError", "Request", "Retry", "Task", "TaskError",
-           "TimeoutError", "shared_task", "states", "task"]
+           "TaskRevokedError", "TimeoutError", "shared_task", "states", "task"]

@@ -31,6 +31,10 @@ class MaxRetriesExceededError(Exception):
     """``self.retry()`` was called with the retries used up and no ``exc`` to re-raise."""
 
 
+class TaskRevokedError(Exception):
+    """The task will never run: its ``expires`` passed before a worker took it (or it was revoked)."""
+
+
 class TimeoutError(builtins.TimeoutError):  # noqa: A001 - Celery's name for a result wait that ran out
     """``AsyncResult.get(timeout=...)`` waited that long and the task had not finished."""
 

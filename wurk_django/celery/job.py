@@ -215,3 +215,8 @@ def _allow_retries(ctx: Any, limit: int | None) -> None:
 def _died(sender: Any, job: dict, **kwargs: Any) -> None:
     """The retry layer ended the job (dead set or discarded): the record says ``failed``."""
     records.settled(context.current().redis, job, "failed")
+
+
+def _expired(sender: Any, job: dict, **kwargs: Any) -> None:
+    """The worker skipped the job past its ``expires``: the record says ``REVOKED``, as Celery's does."""
+    records.settled(context.current().redis, job, "revoked")

@@ -109,12 +109,13 @@ def failed(redis: Any, jid: str, exc: BaseException, ttl: int) -> None:
 
 
 def settled(redis: Any, job: dict, state: str) -> None:
-    """The retry layer decided: ``retrying`` (booked for later) or ``failed`` (dead or discarded)."""
+    """The retry layer decided: ``retrying`` (booked for later) or ``failed`` (dead or
+    discarded); or the worker skipped the job past its ``expires``: ``revoked``."""
     ttl, jid = ttl_of(job), job.get("jid")
     if ttl is None or not result_store.valid_id(jid):
         return
     fields: dict[str, Any] = {"state": state}
-    if state == "failed":
+    if state in ("failed", "revoked"):
         fields["finished_at"] = payload.now_ms()
     result_store.write(redis, jid, fields, ttl)
 

@@ -15,7 +15,7 @@ from .. import context, registry, result_store
 from ..conf import Config, get_config
 from ..connection import get_redis
 from . import records, states
-from .exceptions import TaskError, TimeoutError
+from .exceptions import TaskError, TaskRevokedError, TimeoutError
 
 
 class AsyncResult:
@@ -127,7 +127,7 @@ class AsyncResult:
             time.sleep(wait)
             pause = min(pause * 2, interval)
         value = _value(fields)
-        if _state(fields) == states.FAILURE and propagate:
+        if _state(fields) in (states.FAILURE, states.REVOKED) and propagate:
             raise value
         return value
 
@@ -161,6 +161,8 @@ def _value(fields: dict[str, Any] | None) -> Any:
             return fields["exception"]
         errors = fields.get("errors") or []
         return rebuild(errors[-1]) if errors else TaskError("unknown", "the task failed without a stored error")
+    if state == states.REVOKED:
+        return TaskRevokedError(f"task {fields.get('class')} will not run: it was revoked or expired")
     if state not in states.ALL_STATES and fields.get("meta"):
         return json.loads(fields["meta"])
     return None

@@ -23,7 +23,7 @@ from typing import Any
 from .. import signals
 from ..job import OPTION_NAMES, JobFunction
 from . import calling
-from .job import CeleryJob, _died, running
+from .job import CeleryJob, _died, _expired, running
 from .request import Request
 from .result import AsyncResult
 
@@ -189,6 +189,10 @@ def shared_task(*args: Any, **options: Any) -> Any:
         raise TypeError("use @shared_task or @shared_task(option=...), with keyword options")
     return wrap
 
+
+# Only a job pushed with a result record (``result_ttl``) is touched; the signal is sent
+# only for jobs skipped as expired, so ordinary jobs pay nothing for it.
+signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_django.celery.expired")
 
 #: ``@app.task`` becomes ``@task``: the same decorator (there is no app object).
 task = shared_task
