@@ -115,10 +115,28 @@ def test_inline_mode_is_always_eager(redis_db):
 def test_fake_mode_records_then_drains(redis_db):
     with testing.fake():
         result = add.delay(5, 6)
+        greeting = greet.delay("ann", greeting="hey")
         assert result.state == states.PENDING
+        assert testing.jobs(greet)[0]["kwargs"] == {"greeting": "hey"}
         testing.drain(add)
-        assert result.get(timeout=1) == 11
+        testing.drain(greet)
+        assert result.get(timeout=1) == 11 and greeting.get(timeout=1) == "hey ann!"
     testing.clear_all()
+
+
+@pytest.mark.slow
+def test_a_worker_process_runs_tasks_by_name(redis_db, worker_factory):
+    """A fresh ``manage.py wurk`` process finds the task by its name and calls it with its kwargs.
+    (tests.celery_compat is no installed app: the worker may import it only when told to.)"""
+    import json
+
+    result = greet.delay("zoe", greeting="hi")
+    failed = add.delay(1, "x")  # a TypeError inside the task: no retry option covers it
+    worker_factory("-c", "2", "-q", "default", "-q", "celery_kw",
+                   env={"WURK_TEST_EXTRA": json.dumps({"IMPORT_ON_MISS": ["tests.celery_compat"]})})
+    assert result.get(timeout=60) == "hi zoe!"
+    with pytest.raises(TypeError, match="unsupported operand"):
+        failed.get(timeout=60)
 
 
 def test_update_state_runs_here_too(redis_db):
