@@ -87,3 +87,23 @@ def test_a_fetched_job_with_malformed_kwargs_goes_to_the_dead_set(redis_db, drai
     dead = json.loads(dead)
     assert dead["jid"] == "b" * 24 and "'kwargs' must be an object" in dead["error_message"]
     assert redis_db.zcard("retry") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_commit_pushes_check_kwargs_at_the_call_and_keep_them(redis_db):
+    from django.db import transaction
+
+    with transaction.atomic():
+        with pytest.raises(ValueError, match=r"kwargs\['when'\]"):
+            KeywordJob.perform_async_on_commit("k", when=dt.date(2024, 1, 1))
+        KeywordJob.perform_async_on_commit("k", label="committed")
+        assert redis_db.llen("queue:default") == 0
+    assert _queued(redis_db)["kwargs"] == {"label": "committed"}
+
+
+def test_unique_digest_tells_jobs_apart_by_kwargs_only_when_they_have_them():
+    from wurk_django.unique.lock import context_of
+
+    plain = {"class": "C", "queue": "q", "args": [1]}
+    assert context_of(plain) == ["C", "q", [1]]  # Sidekiq's digest input, unchanged
+    assert context_of({**plain, "kwargs": {"a": 1}}) != context_of({**plain, "kwargs": {"a": 2}})
