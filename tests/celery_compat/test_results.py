@@ -156,3 +156,18 @@ def test_a_task_past_its_expires_is_skipped_and_reads_revoked(redis_db, drain):
     with pytest.raises(TaskRevokedError):
         result.get(timeout=5)
     assert kept.get(timeout=5) == 3
+
+
+def test_a_record_write_redis_refuses_never_fails_the_task(redis_db, drain, monkeypatch):
+    import redis as redis_lib
+
+    from wurk_django.celery import records
+
+    def down(*args):
+        raise redis_lib.ConnectionError("blip")
+
+    monkeypatch.setattr(records, "started", down)
+    result = add.delay(20, 22)
+    drain()
+    assert result.get(timeout=5) == 42
+    assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0

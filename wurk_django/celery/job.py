@@ -11,9 +11,12 @@ retry runs again at once, as a Celery eager task does.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, ClassVar
+
+import redis as redis_lib
 
 from .. import context, payload, result_store
 from ..errors import JobInterrupted, Shutdown
@@ -26,8 +29,20 @@ from .request import Request, retries_of
 #: and ``mytask.request`` called on the module-level task object.
 running: ContextVar[CeleryJob | None] = ContextVar("wurk_celery_running", default=None)
 
+logger = logging.getLogger("wurk_django.worker")
+
 # A worker stopping, or a job asking to resume later: the attempt did not fail.
 _NOT_A_FAILURE = (Shutdown, JobInterrupted, KeyboardInterrupt)
+_UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
+
+
+def _record(write: Callable[..., None], *args: Any) -> None:
+    """Write to the result record; Redis unreachable for it loses the record's update (logged),
+    never the job: the task's own outcome is still booked by the worker as usual."""
+    try:
+        write(*args)
+    except _UNREACHABLE as exc:
+        logger.warning("the result record of job %s was not updated (%s: %s)", args[1], type(exc).__name__, exc)
 
 
 class CeleryJob(Job):
@@ -137,20 +152,20 @@ class CeleryJob(Job):
         ttl, jid = records.ttl_of(job), self.jid
         keep = ttl is not None and result_store.valid_id(jid)
         if keep:
-            records.started(ctx.redis, jid, type(self).job_name, ttl)
+            _record(records.started, ctx.redis, jid, type(self).job_name, ttl)
         try:
             value = super().run(args, kwargs)
             if keep:
-                records.succeeded(ctx.redis, jid, value, ttl)  # a value JSON cannot carry fails the run
+                _record(records.succeeded, ctx.redis, jid, value, ttl)  # a value JSON cannot carry fails the run
         except _NOT_A_FAILURE:
             if keep:
-                result_store.write(ctx.redis, jid, {"state": "interrupted"}, ttl)
+                _record(result_store.write, ctx.redis, jid, {"state": "interrupted"}, ttl)
             raise
         except BaseException as exc:
             if isinstance(exc, Retry):
                 _allow_retries(ctx, exc.max_retries)
             if keep:
-                records.failed(ctx.redis, jid, _cause(exc), ttl)
+                _record(records.failed, ctx.redis, jid, _cause(exc), ttl)
             raise
         return value
 
