@@ -83,7 +83,16 @@ def check_arguments(job_class: str, args: list, mode: Any = "raise") -> list:
     ``"raise"`` (default) raises :class:`ValueError` naming the value, its type
     and its position; ``"warn"`` logs and coerces; ``False`` coerces silently.
     """
-    found = find_complex(args)
+    return _check(job_class, args, mode, "args")
+
+
+def check_keyword_arguments(job_class: str, kwargs: dict, mode: Any = "raise") -> dict:
+    """:func:`check_arguments` for the payload's ``kwargs`` object (positions read ``kwargs['name']``)."""
+    return _check(job_class, kwargs, mode, "kwargs")
+
+
+def _check(job_class: str, args: Any, mode: Any, where: str) -> Any:
+    found = find_complex(args, where)
     if found is None:
         return args
     path, value = found

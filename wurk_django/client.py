@@ -17,7 +17,7 @@ from typing import Any
 import redis as redis_lib
 
 from . import payload, signals, testing
-from .arguments import check_arguments
+from .arguments import check_arguments, check_keyword_arguments
 from .conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
 from .connection import get_redis
 from .job import Job
@@ -51,6 +51,8 @@ def validate(item: Any) -> None:
         raise ValueError(f"a job needs 'class' and 'args': {item!r}")
     if not isinstance(item["args"], list):
         raise ValueError(f"job args must be a list, not {type(item['args']).__name__}: {item['args']!r}")
+    if "kwargs" in item:
+        _validate_kwargs(item["kwargs"])
     klass = item["class"]
     if not isinstance(klass, str) and _job_class_of(klass) is None:
         raise ValueError(f"job 'class' must be a Job subclass or a string, not {klass!r}")
@@ -65,6 +67,28 @@ def validate(item: Any) -> None:
         isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or retry_for > RETRY_FOR_MAX
     ):
         raise ValueError(f"job 'retry_for' must be seconds <= {RETRY_FOR_MAX}, not {retry_for!r}")
+
+
+def _validate_kwargs(kwargs: Any) -> None:
+    # The wire contract: keyword arguments are one JSON object beside ``args``, its keys
+    # the parameter names ``perform`` is called with.
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"job kwargs must be a dict of keyword arguments, not {type(kwargs).__name__}: {kwargs!r:.200}")
+    for name in kwargs:
+        if type(name) is not str:
+            raise ValueError(f"job kwargs keys must be strings (parameter names); {name!r} is a {type(name).__name__}")
+
+
+def check_kwargs(job: dict, config: Config, name: str | None = None) -> None:
+    """Apply ``ON_COMPLEX_ARGUMENTS`` to the job's ``kwargs`` in place; an empty ``kwargs``
+    is left out, so a job without keyword arguments is the plain Sidekiq payload."""
+    if "kwargs" not in job:
+        return
+    if not job["kwargs"]:
+        del job["kwargs"]
+        return
+    _validate_kwargs(job["kwargs"])
+    job["kwargs"] = check_keyword_arguments(name or job["class"], job["kwargs"], config.on_complex_arguments)
 
 
 def _finite(value: Any) -> bool:
@@ -162,6 +186,7 @@ class Client:
         if not job:
             return None
         job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
+        check_kwargs(job, self.config)
         self.raw_push([job], config=target)
         _enqueued([job])
         return job["jid"]
@@ -222,6 +247,7 @@ class Client:
                     jids.append(None)
                     continue
                 job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
+                check_kwargs(job, self.config)
                 batch.append(job)
                 jids.append(job["jid"])
             if batch:
@@ -235,9 +261,11 @@ class Client:
         item, args_list, at, spread, _, _ = _bulk_parts(item)
         shared = {**item, "args": []}
         validate(shared)
-        name = _template(shared, self.config)["class"]
+        template = _template(shared, self.config)
+        name = template["class"]
         for args in args_list:
             check_arguments(name, args, self.config.on_complex_arguments)
+        check_kwargs(dict(template), self.config)
         for when in (at if isinstance(at, list) else [at]):
             if when is not None and not _finite(when):
                 raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {when!r}")

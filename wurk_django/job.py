@@ -84,24 +84,31 @@ class Setter:
 
         return Client(config=config)
 
-    def _item(self, args: tuple) -> dict:
-        return {**self.options, "class": self.job_class, "args": list(args)}
+    def _item(self, args: tuple, kwargs: dict[str, Any] | None = None) -> dict:
+        item = {**self.options, "class": self.job_class, "args": list(args)}
+        if kwargs:
+            # Keyword arguments travel beside ``args`` (the project's wire contract), so a
+            # Ruby reader still sees the positional ones where it expects them.
+            item["kwargs"] = {**item.get("kwargs", {}), **kwargs}
+        return item
 
-    def perform_async(self, *args: Any) -> str | None:
-        """Push the job to run as soon as a worker is free; returns its jid."""
+    def perform_async(self, *args: Any, **kwargs: Any) -> str | None:
+        """Push the job to run as soon as a worker is free; returns its jid.
+
+        Keyword arguments reach ``perform`` as keyword arguments (the payload's ``kwargs``)."""
         if self.options.get("sync") is True:
-            self.perform_inline(*args)
+            self.perform_inline(*args, **kwargs)
             return self.options.get("jid")
-        item = self._item(args)
+        item = self._item(args, kwargs)
         at = item.get("at")
         if at is not None and float(at) <= time.time():
             item.pop("at")
         return self._push(item)
 
-    def perform_async_on_commit(self, *args: Any) -> str | None:
+    def perform_async_on_commit(self, *args: Any, **kwargs: Any) -> str | None:
         """``perform_async`` once the current database transaction commits (nothing on
         rollback; at once outside a transaction): ``set(on_commit=True).perform_async``."""
-        return self.set(on_commit=True).perform_async(*args)
+        return self.set(on_commit=True).perform_async(*args, **kwargs)
 
     def _push(self, item: dict) -> str | None:
         config = get_config()  # once per push: the client and its pool reuse it
@@ -120,10 +127,10 @@ class Setter:
             return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push(item)
 
-    def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:
+    def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any, **kwargs: Any) -> str | None:
         """Run after ``interval`` seconds (or a timedelta); a past time runs now."""
         at = _run_at(interval)
-        item = self._item(args)
+        item = self._item(args, kwargs)
         if at > time.time():
             item["at"] = at
         else:
@@ -164,12 +171,12 @@ class Setter:
                                        using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push_bulk(item)
 
-    def perform_inline(self, *args: Any) -> bool | None:
+    def perform_inline(self, *args: Any, **kwargs: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
-        from .client import normalize, validate  # lazy: see _client
+        from .client import check_kwargs, normalize, validate  # lazy: see _client
 
         config = get_config()
-        item = self._item(args)
+        item = self._item(args, kwargs)
         item.pop("at", None)
         validate(item)
         job = normalize(item, config)
@@ -179,6 +186,7 @@ class Setter:
             if not job:
                 return None
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
+        check_kwargs(job, config)
         job = payload.loads(payload.dumps(job))
         instance = self.job_class()
         instance.jid = job["jid"]
@@ -186,7 +194,7 @@ class Setter:
         instance.payload = job
         server_chain = build_server_chain(config)
         def perform() -> bool:
-            instance.run(job["args"])
+            instance.run(job["args"], job.get("kwargs"))
             return True
 
         # The job's context, as a worker makes it: the features in the chain read it.
@@ -271,9 +279,10 @@ class Job:
     def perform(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define perform(self, *args)")
 
-    def run(self, args: list) -> Any:
-        """Call ``perform``; coroutine results run on this thread's event loop."""
-        result = self.perform(*args)
+    def run(self, args: list, kwargs: dict[str, Any] | None = None) -> Any:
+        """Call ``perform`` with the payload's ``args`` (and ``kwargs``, when it has them);
+        coroutine results run on this thread's event loop."""
+        result = self.perform(*args, **kwargs) if kwargs else self.perform(*args)
         if hasattr(result, "__await__"):
             result = run_coroutine(result)
         return result
@@ -307,28 +316,28 @@ class Job:
         return Setter(cls, options)
 
     @classmethod
-    def perform_async(cls, *args: Any) -> str | None:
-        return Setter(cls, {}).perform_async(*args)
+    def perform_async(cls, *args: Any, **kwargs: Any) -> str | None:
+        return Setter(cls, {}).perform_async(*args, **kwargs)
 
     @classmethod
-    def perform_async_on_commit(cls, *args: Any) -> str | None:
-        return Setter(cls, {}).perform_async_on_commit(*args)
+    def perform_async_on_commit(cls, *args: Any, **kwargs: Any) -> str | None:
+        return Setter(cls, {}).perform_async_on_commit(*args, **kwargs)
 
     @classmethod
-    def perform_in(cls, interval: float | dt.timedelta | dt.datetime, *args: Any) -> str | None:
-        return Setter(cls, {}).perform_in(interval, *args)
+    def perform_in(cls, interval: float | dt.timedelta | dt.datetime, *args: Any, **kwargs: Any) -> str | None:
+        return Setter(cls, {}).perform_in(interval, *args, **kwargs)
 
     @classmethod
-    def perform_at(cls, when: float | dt.datetime, *args: Any) -> str | None:
-        return Setter(cls, {}).perform_at(when, *args)
+    def perform_at(cls, when: float | dt.datetime, *args: Any, **kwargs: Any) -> str | None:
+        return Setter(cls, {}).perform_at(when, *args, **kwargs)
 
     @classmethod
     def perform_bulk(cls, args_list: list[list[Any]], **kwargs: Any) -> list[str | None]:
         return Setter(cls, {}).perform_bulk(args_list, **kwargs)
 
     @classmethod
-    def perform_inline(cls, *args: Any) -> bool | None:
-        return Setter(cls, {}).perform_inline(*args)
+    def perform_inline(cls, *args: Any, **kwargs: Any) -> bool | None:
+        return Setter(cls, {}).perform_inline(*args, **kwargs)
 
     # Signatures: a call written down for a workflow (wurk_django.workflow), not pushed.
     @classmethod
@@ -375,7 +384,7 @@ def job(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
             "__module__": fn.__module__,
             "__qualname__": fn.__qualname__,
             "__doc__": fn.__doc__,
-            "perform": lambda self, *args: fn(*args),
+            "perform": lambda self, *args, **kwargs: fn(*args, **kwargs),
         }
         for hook in ("retry_in", "retries_exhausted"):
             if hook in options:

@@ -114,6 +114,9 @@ def field_problem(job: dict) -> str | None:
     for key in ("queue", "wrapped", "bid", "retry_queue"):
         if job.get(key) is not None and not isinstance(job[key], str):
             return f"payload {key!r} must be a string, not {job[key]!r:.100}"
+    if "kwargs" in job and not isinstance(job["kwargs"], dict):
+        # Keyword arguments are one JSON object of parameter names (the project's wire contract).
+        return f"payload 'kwargs' must be an object of keyword arguments, not {job['kwargs']!r:.100}"
     retry = job.get("retry")
     if retry is not None and not isinstance(retry, bool) and not (_is_int(retry) and retry >= 0):
         return f"payload 'retry' must be true, false or an integer >= 0, not {retry!r:.100}"

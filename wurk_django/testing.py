@@ -205,7 +205,7 @@ def execute(job: dict) -> Any:
     instance.bid = job.get("bid")
     instance.payload = job
     chain = server_chain(get_config())
-    return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"]))
+    return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"], job.get("kwargs")))
 
 
 class FakeJobsMixin:

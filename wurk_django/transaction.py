@@ -16,7 +16,7 @@ from django.db import transaction
 
 from . import payload
 from .arguments import check_arguments
-from .client import _job_class_of, validate
+from .client import _job_class_of, check_kwargs, validate
 
 if TYPE_CHECKING:
     from .client import Client
@@ -47,6 +47,7 @@ def push_on_commit(client: Client, item: dict, using: str | None = None) -> str 
     job_class = _job_class_of(item["class"])
     name = job_class.job_name if job_class is not None else str(item["class"])
     item["args"] = check_arguments(name, item["args"], client.config.on_complex_arguments)
+    check_kwargs(item, client.config, name)
     transaction.on_commit(lambda: client.push(item), using=using)
     return item["jid"]
 

@@ -1,6 +1,8 @@
 """Task results in Redis: one hash per task at ``status:<jid>`` (DJ-018, DJ-019).
 
-The producer writes it in the same pipeline as the push; the worker updates
+The storage itself is :mod:`wurk_django.result_store` (shared with the Celery-style
+tasks, and free of ``django.tasks``); this module adds what Django's ``TaskResult``
+needs. The producer writes it in the same pipeline as the push; the worker updates
 it around every attempt; every write renews its expiry (``RESULT_TTL``).
 Fields (strings; timestamps are epoch milliseconds, structures are JSON):
 
@@ -18,14 +20,14 @@ Fields (strings; timestamps are epoch milliseconds, structures are JSON):
 from __future__ import annotations
 
 import datetime as dt
-import re
 import traceback as tb
 from typing import Any
 
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .. import keys, payload
+# Re-exported: the backend and TaskJob use them as results.<name>.
+from ..result_store import DEFAULT_TTL, JID, decode, encode, key, read, valid_id, write  # noqa: F401
 from .compat import (
     InvalidTask,
     InvalidTaskBackend,
@@ -35,9 +37,6 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
-
-DEFAULT_TTL = 86_400
-JID = re.compile(r"^[0-9a-f]{24}$")
 
 #: wurk job states as Django sees them.
 STATUS_OF = {
@@ -50,56 +49,6 @@ STATUS_OF = {
     "failed": TaskResultStatus.FAILED,
     "dead": TaskResultStatus.FAILED,
 }
-_JSON_FIELDS = ("task", "args", "kwargs", "errors", "worker_ids", "return_value")
-
-
-def key(jid: str) -> str:
-    return keys.task_status(jid)
-
-
-def valid_id(result_id: Any) -> bool:
-    return isinstance(result_id, str) and bool(JID.match(result_id))
-
-
-def encode(fields: dict[str, Any]) -> dict[str, bytes | str | int]:
-    """Fields as written to the hash: JSON for structures, ints for timestamps."""
-    out: dict[str, bytes | str | int] = {}
-    for name, value in fields.items():
-        if name in _JSON_FIELDS:
-            out[name] = payload.dumps(value)
-        elif value is None:
-            continue
-        else:
-            out[name] = value
-    return out
-
-
-def decode(raw: dict[bytes | str, bytes | str]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for name, value in raw.items():
-        name = name.decode() if isinstance(name, bytes) else name
-        if name in _JSON_FIELDS:
-            fields[name] = payload.loads(value)
-        elif name in ("enqueued_at", "started_at", "last_attempted_at", "finished_at", "ttl"):
-            fields[name] = int(value)
-        else:
-            fields[name] = value.decode() if isinstance(value, bytes) else value
-    return fields
-
-
-def write(redis: Any, jid: str, fields: dict[str, Any], ttl: int, *, drop: tuple[str, ...] = ()) -> None:
-    """HSET the fields (and HDEL ``drop``), renewing the expiry, in one round trip."""
-    pipe = redis.pipeline(transaction=True)
-    if drop:
-        pipe.hdel(key(jid), *drop)
-    pipe.hset(key(jid), mapping=encode(fields))
-    pipe.expire(key(jid), ttl)
-    pipe.execute()
-
-
-def read(redis: Any, jid: str) -> dict[str, Any] | None:
-    raw = redis.hgetall(key(jid))
-    return decode(raw) if raw else None
 
 
 def task_meta(task: Task) -> dict[str, Any]:

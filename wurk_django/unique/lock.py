@@ -84,11 +84,14 @@ def check_until(value: Any) -> None:
 
 def context_of(job: dict) -> Any:
     """What identifies the job: the class's ``unique_context(job)`` if it has one,
-    else ``[class, queue, args]`` as stored."""
+    else ``[class, queue, args]`` as stored (plus ``kwargs`` when the job has keyword arguments,
+    so jobs that differ only there are not duplicates; without them the digest is Sidekiq's)."""
     job_class = registry.registered().get(job.get("class"))
     hook = getattr(job_class, "unique_context", None)
     if callable(hook):
         return hook(job)
+    if job.get("kwargs"):
+        return [job.get("class"), job.get("queue"), job.get("args"), job["kwargs"]]
     return [job.get("class"), job.get("queue"), job.get("args")]
 
 

@@ -1,0 +1,122 @@
+"""``delay``/``apply_async``: Celery's call options as one wurk push (issue 27 item 2)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import pytest
+
+from tests.celery_compat.tasks import add, greet, quiet
+from wurk_django.celery import AsyncResult, shared_task, states
+
+
+def _one(redis_db, queue="default") -> dict:
+    [raw] = redis_db.lrange(f"queue:{queue}", 0, -1)
+    return json.loads(raw)
+
+
+def test_delay_pushes_args_kwargs_and_writes_the_record_in_the_same_push(redis_db):
+    result = greet.delay("bob", greeting="hi")
+    assert isinstance(result, AsyncResult) and result.id
+    item = _one(redis_db, "celery_kw")
+    assert item["class"] == "tests.celery_compat.tasks.greet" and item["jid"] == result.id
+    assert item["args"] == ["bob"] and item["kwargs"] == {"greeting": "hi"}
+    assert item["retry"] == 3 and item["result_ttl"] == 86400
+    assert redis_db.hget(f"status:{result.id}", "state") == b"enqueued"
+    assert 0 < redis_db.ttl(f"status:{result.id}") <= 86400
+    assert result.state == states.PENDING and not result.ready()
+
+
+def test_countdown_schedules_and_queue_task_id_shadow_time_limits_apply(redis_db):
+    before = time.time()
+    result = add.apply_async((1, 2), countdown=120, queue="celery_kw", task_id="c" * 24, shadow="Adder",
+                             soft_time_limit=5, time_limit=10, priority=3, routing_key="ignored")
+    [(raw, score)] = redis_db.zrange("schedule", 0, -1, withscores=True)
+    item = json.loads(raw)
+    assert result.id == item["jid"] == "c" * 24
+    assert before + 119 <= score <= time.time() + 121
+    assert item["queue"] == "celery_kw" and item["display_class"] == "Adder"
+    assert (item["soft_time_limit"], item["time_limit"]) == (5, 10)
+    assert "priority" not in item and "routing_key" not in item
+    assert redis_db.hget(f"status:{result.id}", "state") == b"scheduled"
+
+
+def test_eta_datetime_and_expires(redis_db):
+    eta = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    add.apply_async((1, 2), eta=eta, expires=eta + dt.timedelta(minutes=30))
+    [(raw, score)] = redis_db.zrange("schedule", 0, -1, withscores=True)
+    item = json.loads(raw)
+    assert abs(score - eta.timestamp()) < 1
+    assert 5390 < item["expires_in"] <= 5400  # counted from the push, as Celery's is
+    assert abs(item["expiry"] - (eta.timestamp() + 1800)) < 2
+
+
+def test_expires_in_seconds_and_a_past_eta_pushes_now(redis_db):
+    add.apply_async((1, 2), expires=30, eta=dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5))
+    item = _one(redis_db)
+    assert item["expires_in"] == 30 and redis_db.zcard("schedule") == 0
+
+
+def test_ignore_result_pushes_no_record(redis_db, drain):
+    result = quiet.delay("test:quiet")
+    assert "result_ttl" not in _one(redis_db)
+    drain()
+    assert redis_db.lrange("test:quiet", 0, -1) == [b"ran"]
+    assert not redis_db.exists(f"status:{result.id}") and result.state == states.PENDING
+    per_call = add.apply_async((1, 1), ignore_result=True)
+    assert not redis_db.exists(f"status:{per_call.id}")
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda: add.delay(1), TypeError, r"add\(x, y\): missing a required argument: 'y'"),
+    (lambda: greet.delay("x", colour="red"), TypeError, "unexpected keyword argument 'colour'"),
+    (lambda: add.apply_async((1, 2), bogus=1), TypeError, r"unknown options \['bogus'\]"),
+    (lambda: add.apply_async((1, 2), link="x"), TypeError, "wurk_django.workflow"),
+    (lambda: add.apply_async((1, 2), countdown=1, eta=dt.datetime.now(dt.UTC)), ValueError, "not both"),
+    (lambda: add.apply_async((1, 2), eta=5), ValueError, "eta must be a datetime"),
+    (lambda: add.apply_async("12"), TypeError, "args must be a list or tuple"),
+    (lambda: greet.delay("x", greeting=dt.date(2024, 1, 1)), ValueError, r"kwargs\['greeting'\]"),
+])
+def test_bad_calls_fail_at_the_call_site(redis_db, call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+    assert redis_db.dbsize() == 0
+
+
+def test_publish_retry_policy_retries_the_push_while_redis_is_unreachable(redis_db, monkeypatch):
+    import redis as redis_lib
+
+    from wurk_django.celery import calling
+
+    failures = [redis_lib.ConnectionError("down"), redis_lib.ConnectionError("down")]
+    real = calling.Setter.perform_async
+
+    def flaky(self, *args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(calling.Setter, "perform_async", flaky)
+    result = add.apply_async((1, 2), retry=True, retry_policy={"interval_step": 0, "interval_max": 0})
+    assert _one(redis_db)["jid"] == result.id and not failures
+    failures[:] = [redis_lib.ConnectionError("down")]
+    with pytest.raises(redis_lib.ConnectionError):
+        add.apply_async((1, 2))  # no policy: the push fails at once, as wurk's do
+
+
+def test_decorator_refuses_what_it_cannot_honour():
+    with pytest.raises(TypeError, match="limiter"):
+        shared_task(rate_limit="10/m")(lambda: None)
+    with pytest.raises(TypeError, match="max_retries"):
+        shared_task(retry=3)(lambda: None)
+    with pytest.raises(TypeError, match="exception classes"):
+        shared_task(autoretry_for=("ValueError",))(lambda: None)
+    with pytest.raises(TypeError, match="unknown options"):
+        shared_task(colour="red")(lambda: None)
+
+
+def test_calling_the_task_runs_the_function_here(redis_db):
+    assert add(2, 3) == 5 and redis_db.dbsize() == 0
+    assert add.name == "tests.celery_compat.tasks.add" and add.max_retries == 3

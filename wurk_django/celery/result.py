@@ -1,0 +1,197 @@
+"""``AsyncResult``: the handle ``delay()``/``apply_async()`` return, read from the task's
+result record (``status:<jid>``, see :mod:`.records`)."""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import importlib
+import json
+import sys
+import time
+from typing import Any
+
+from .. import context, registry, result_store
+from ..conf import Config, get_config
+from ..connection import get_redis
+from . import records, states
+from .exceptions import TaskError, TaskRevokedError, TimeoutError
+
+
+class AsyncResult:
+    """The result of one task call, by its id (the job's jid).
+
+    Any process can build one from an id: ``AsyncResult(jid)``. A task that was pushed
+    with ``ignore_result=True``, or whose record expired, reads ``PENDING`` for ever,
+    as in Celery; :meth:`get` then waits until its ``timeout``.
+    """
+
+    def __init__(self, id: str, task_name: str | None = None, *, config: Config | None = None) -> None:  # noqa: A002
+        self.id = id
+        self.task_name = task_name
+        self._config = config  # the Redis (shard) the job was pushed to; the settings' when None
+
+    @property
+    def task_id(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"<AsyncResult: {self.id}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AsyncResult) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    # -- reading -----------------------------------------------------------------
+
+    def _redis(self) -> Any:
+        return get_redis(config=self._config or get_config())
+
+    def _fields(self) -> dict[str, Any] | None:
+        here = records.local(self.id)
+        if here is not None:
+            return here
+        if not result_store.valid_id(self.id):
+            return None
+        return result_store.read(self._redis(), self.id)
+
+    @property
+    def state(self) -> str:
+        """``PENDING``, ``STARTED``, ``RETRY``, ``SUCCESS``, ``FAILURE`` (or a custom state
+        the task set with ``update_state`` while it runs)."""
+        return _state(self._fields())
+
+    status = state
+
+    def ready(self) -> bool:
+        """True once the task succeeded or failed for good."""
+        return self.state in states.READY_STATES
+
+    def successful(self) -> bool:
+        return self.state == states.SUCCESS
+
+    def failed(self) -> bool:
+        return self.state == states.FAILURE
+
+    @property
+    def result(self) -> Any:
+        """The return value once ``SUCCESS``, the exception once ``FAILURE``, the ``meta`` of
+        a custom state, else ``None``."""
+        return _value(self._fields())
+
+    info = result
+
+    @property
+    def traceback(self) -> str | None:
+        """The traceback of the last failed attempt (text), if any."""
+        fields = self._fields() or {}
+        errors = fields.get("errors") or []
+        return errors[-1].get("traceback") if errors else None
+
+    @property
+    def date_done(self) -> dt.datetime | None:
+        fields = self._fields() or {}
+        finished = fields.get("finished_at")
+        return dt.datetime.fromtimestamp(finished / 1000, tz=dt.UTC) if finished else None
+
+    @property
+    def retries(self) -> int:
+        """Failed attempts so far."""
+        return len((self._fields() or {}).get("errors") or [])
+
+    def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5,
+            disable_sync_subtasks: bool = True) -> Any:
+        """Wait until the task is ready and return its value.
+
+        A failed task raises its exception here (``propagate=False`` returns it); past
+        ``timeout`` seconds, :class:`~wurk_django.celery.TimeoutError`. ``interval`` is
+        the longest pause between two reads of the record (reads start faster). Inside
+        a running job this refuses (``RuntimeError``), as Celery does: a worker thread
+        waiting for another job can wait for ever; pass ``disable_sync_subtasks=False``
+        to wait anyway.
+        """
+        if disable_sync_subtasks and context.running() is not None and context.running().unit is not None:
+            raise RuntimeError("never wait for a task's result inside a job: the job waiting holds a worker "
+                               "thread the awaited one may need (use a workflow chain instead)")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = min(0.02, interval)
+        while True:
+            fields = self._fields()
+            if _state(fields) in states.READY_STATES:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"task {self.id} was not ready after {timeout} s (state {_state(fields)})")
+            wait = pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic()))
+            time.sleep(wait)
+            pause = min(pause * 2, interval)
+        value = _value(fields)
+        if _state(fields) in (states.FAILURE, states.REVOKED) and propagate:
+            raise value
+        return value
+
+    wait = get
+
+    def forget(self) -> None:
+        """Delete the record now (it would expire after the task's ``result_expires``)."""
+        records.forget_local(self.id)
+        if result_store.valid_id(self.id):
+            self._redis().delete(result_store.key(self.id))
+
+
+def _state(fields: dict[str, Any] | None) -> str:
+    if not fields:
+        return states.PENDING
+    state = states.OF_RECORD.get(fields.get("state", ""), states.PENDING)
+    custom = fields.get("custom_state")
+    if custom and state not in states.READY_STATES:
+        return custom
+    return state
+
+
+def _value(fields: dict[str, Any] | None) -> Any:
+    state = _state(fields)
+    if fields is None:
+        return None
+    if state == states.SUCCESS:
+        return fields.get("return_value")
+    if state == states.FAILURE:
+        if "exception" in fields:  # run in this process: the very exception
+            return fields["exception"]
+        errors = fields.get("errors") or []
+        return rebuild(errors[-1]) if errors else TaskError("unknown", "the task failed without a stored error")
+    if state == states.REVOKED:
+        return TaskRevokedError(f"task {fields.get('class')} will not run: it was revoked or expired")
+    if state not in states.ALL_STATES and fields.get("meta"):
+        return json.loads(fields["meta"])
+    return None
+
+
+def rebuild(error: dict[str, Any]) -> BaseException:
+    """The stored error as an exception of its own class when this process can build
+    one without importing a module a payload may not import; else a :class:`TaskError`."""
+    path = str(error.get("exception_class_path") or "")
+    message = str(error.get("message") or "")
+    trace = str(error.get("traceback") or "")
+    module_name, _, qualname = path.rpartition(".")
+    kind: Any = None
+    if module_name == "builtins":
+        kind = getattr(builtins, qualname, None)
+    elif module_name:
+        module = sys.modules.get(module_name)
+        if module is None and registry.may_import(module_name):
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:  # noqa: BLE001 - a module that fails to import: report the failure as TaskError
+                module = None
+        kind = module
+        for part in qualname.split(".") if module is not None else ():
+            kind = getattr(kind, part, None)
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        args = error.get("args")
+        try:
+            return kind(*args) if isinstance(args, list) else kind(message)
+        except Exception:  # noqa: BLE001 - a constructor that wants other arguments
+            pass
+    return TaskError(path or "unknown", message, trace)
