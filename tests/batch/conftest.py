@@ -35,7 +35,7 @@ def run_jobs(redis_db, queues=("default",), limit: int = 10_000) -> int:
                 job_class = where.job_class = registry.resolve(job["class"])
                 instance = job_class()
                 instance.jid, instance.bid, instance.payload = job.get("jid"), job.get("bid"), job
-                chain.invoke((instance, job, queue), lambda: instance.run(job["args"]))  # noqa: B023
+                chain.invoke((instance, job, queue), lambda: instance.run(job["args"], job.get("kwargs")))  # noqa: B023
             except BaseException as exc:
                 retrier.book(where.job_class, raw, queue, exc)
     return ran

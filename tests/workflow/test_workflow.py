@@ -207,7 +207,6 @@ def test_a_replayed_batch_callback_starts_nothing_twice(redis_db, work):
     assert wf.state == "succeeded"
 
 
-@pytest.mark.xfail(strict=False, reason="job kwargs reach perform once the celery branch's processor change is merged")
 def test_keyword_arguments_travel_in_the_payload(redis_db, work):
     wf = chain(greet.s("ann", greeting="hi")).run()
     raw = redis_db.lindex("queue:default", 0)
