@@ -15,9 +15,11 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.translation import gettext as _
 
 from .. import payload
 from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, bulk
+from ..api.revoke import MARKED, revoke
 from ..client import Client
 from ..unique.unlock import digest_of, holder, release_digest
 from . import bulk as bulk_views
@@ -53,6 +55,8 @@ KINDS: dict[str, Kind] = {
                     ("retry", "delete", "kill")),
     "dead": Kind("Dead", DeadSet, True, "Died at", ("retry", "add_to_queue", "delete"), ("retry", "delete")),
 }
+#: Kinds whose job page has Cancel (a revoke: the dead set, naming who).
+CANCELLABLE = ("scheduled", "retries")
 LABELS = {"retry": "Retry now", "add_to_queue": "Add to queue", "delete": "Delete", "kill": "Kill"}
 ALL_LABELS = {"retry": "Retry all", "add_to_queue": "Enqueue all", "delete": "Delete all", "kill": "Kill all"}
 
@@ -300,6 +304,12 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
             released = release_digest(redis(), digest)
             messages.success(request, "Unique lock released." if released else "The unique lock was already free.")
             return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
+        if action == "cancel" and kind in CANCELLABLE:
+            if entry is not None and revoke(entry.jid or "", by=request.user.get_username() or None) != MARKED:
+                messages.success(request, _("Job cancelled: it is in the dead set."))
+            else:
+                messages.warning(request, "That job is no longer there (or could not be moved).")
+            return redirect_back(request, back)
         if action not in spec.actions:
             messages.error(request, "Unknown action.")
         elif entry is not None and apply(entry, action, refused):
@@ -337,7 +347,8 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "fields": fields,
         "raw": entry.value.decode("utf-8", "replace") if entry.parse_error else None,
         "backtrace": entry.error_backtrace,
-        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
+        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions
+                   + ([("cancel", _("Cancel"))] if kind in CANCELLABLE and entry.jid else []),
         "back": back,
     }
     return render(request, model_admin, "job.html", context, section=kind, title=f"{spec.title}: {entry.display_class}")
