@@ -97,3 +97,35 @@ class Pair(Job):
         while redis.llen(key) < size and time.monotonic() < deadline:
             time.sleep(0.05)
         record(f"{group}:{'together' if redis.llen(key) >= size else 'alone'}")
+
+
+class AsyncSoft(Job):
+    """``async def``: the soft limit cancels its task; uncaught, a failure that retries."""
+
+    soft_time_limit = 0.5
+    retry = 3
+
+    async def perform(self, tag):
+        import asyncio
+
+        record(f"{tag}:start")
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            record(f"{tag}:cancelled")
+            raise
+        record(f"{tag}:not-interrupted")
+
+
+class AsyncHard(Job):
+    """``async def`` with a hard limit only: its task is cancelled and its thread replaced."""
+
+    time_limit = 1
+    retry = 3
+
+    async def perform(self, tag):
+        import asyncio
+
+        record(f"{tag}:start")
+        await asyncio.sleep(60)
+        record(f"{tag}:not-interrupted")

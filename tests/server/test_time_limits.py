@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.jobsapp.limit_jobs import Pair, Sleeper, SoftCaught, SoftUncaught, Spin
+from tests.jobsapp.limit_jobs import AsyncHard, AsyncSoft, Pair, Sleeper, SoftCaught, SoftUncaught, Spin
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
@@ -29,9 +29,11 @@ def test_soft_and_hard_limits_in_a_worker(redis_db, worker_factory):
     spin = Spin.perform_async("spin")
     sleeper = Sleeper.perform_async("sleep30")
     short = Sleeper.set(time_limit=0.5).perform_async("sleep3", 3)
+    async_soft = AsyncSoft.perform_async("asoft")
+    async_hard = AsyncHard.perform_async("ahard")
     worker = worker_factory("-c", "2")
 
-    wait_for(lambda: spin in _set(redis_db, "retry") and uncaught in _set(redis_db, "retry")
+    wait_for(lambda: {spin, uncaught, async_soft, async_hard} <= set(_set(redis_db, "retry"))
              and {sleeper, short} <= set(_set(redis_db, "dead")),
              timeout=90, message="every limited job booked")
     recorded = _recorded(redis_db)
@@ -42,6 +44,10 @@ def test_soft_and_hard_limits_in_a_worker(redis_db, worker_factory):
     assert retry[uncaught]["error_class"] == "wurk_django.errors.SoftTimeLimitExceeded"
     assert retry[spin]["error_class"] == "wurk_django.errors.HardTimeLimitExceeded"
     assert "time_limit=1s" in retry[spin]["error_message"]
+    # An async job's task is cancelled (its thread sleeps in the event loop, where no bytecode runs).
+    assert "asoft:cancelled" in recorded
+    assert retry[async_soft]["error_class"] == "wurk_django.errors.SoftTimeLimitExceeded"
+    assert retry[async_hard]["error_class"] == "wurk_django.errors.HardTimeLimitExceeded"
     dead = _set(redis_db, "dead")
     assert dead[sleeper]["error_class"] == "wurk_django.errors.HardTimeLimitExceeded"
     assert "time_limit=0.5s" in dead[short]["error_message"]  # the push's own limit won
@@ -58,7 +64,7 @@ def test_soft_and_hard_limits_in_a_worker(redis_db, worker_factory):
     assert redis_db.llen("queue:default") == 0
     assert all(redis_db.llen(key) == 0 for key in redis_db.scan_iter("queue:default|*"))
     everywhere = [jid for name in ("retry", "dead") for jid in _set(redis_db, name)]
-    assert sorted(everywhere) == sorted({uncaught, spin, sleeper, short})
+    assert sorted(everywhere) == sorted({uncaught, spin, sleeper, short, async_soft, async_hard})
     assert worker.alive()
 
 

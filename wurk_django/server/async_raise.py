@@ -21,9 +21,10 @@ from typing import Any
 SUPPORTED = platform.python_implementation() == "CPython" and hasattr(ctypes, "pythonapi")
 
 if SUPPORTED:
-    _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
-    _set_async_exc.restype = ctypes.c_int
+    # A prototype of our own: setting argtypes on ctypes.pythonapi's shared function object
+    # would change it for every other library in the process that calls it.
+    _set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
+        ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
 
 
 def raise_in(ident: int | None, exc_type: type[BaseException]) -> bool:
