@@ -52,3 +52,11 @@ def test_cancel_a_scheduled_job_from_its_page(admin_client, redis_db):
     admin_client.post(BASE + f"scheduled/job/{key}/", {"action": "cancel"})
     assert redis_db.zcard("schedule") == 0
     assert _dead(redis_db)["s" * 24]["revoked_by"] == "admin"
+
+
+def test_a_viewer_sees_no_stop_button_and_cannot_stop(client, viewer, redis_db):
+    identity = heartbeat(redis_db, busy=1, work={"t1x": job("ReportJob", jid="v" * 24)})
+    client.force_login(viewer)
+    assert 'value="stop_job"' not in client.get(BASE + "busy/").content.decode()
+    assert client.post(BASE + "busy/", {"action": "stop_job", "jid": "v" * 24}).status_code == 403
+    assert redis_db.llen(f"{identity}-signals") == 0 and redis_db.zcard("revoked") == 0
