@@ -57,12 +57,17 @@ def test_soft_and_hard_limits_in_a_worker(redis_db, worker_factory):
     Pair.perform_async("after", 2)
     wait_for(lambda: _recorded(redis_db).count("after:together") == 2, timeout=90,
              message="two jobs running at once after the abandonments")
-    # The 3 s sleeper's abandoned thread woke meanwhile: it wrote nothing (HardStop unwound it).
-    wait_for(lambda: "abandoned" in worker.output(), timeout=30, message="the abandonment logged")
+    # The abandoned threads of the spin, the async job and the 3 s sleeper (once its sleep
+    # returned) ended; the sleeper wrote nothing after its sleep (HardStop unwound it).
+    wait_for(lambda: worker.output().count("abandoned job thread") >= 3, timeout=60,
+             message="three abandoned threads ended")
+    assert worker.output().count("its thread is abandoned and replaced") == 4  # spin, both sleepers, async
     assert "sleep3:woke" not in _recorded(redis_db)
     # Nothing lost, nothing twice: no queue, no private list holds any job.
     assert redis_db.llen("queue:default") == 0
-    assert all(redis_db.llen(key) == 0 for key in redis_db.scan_iter("queue:default|*"))
+    # The last jobs' ACKs leave with their threads' next fetch: wait for them.
+    wait_for(lambda: all(redis_db.llen(key) == 0 for key in redis_db.scan_iter("queue:default|*")), timeout=30,
+             message="every private list empty (each job acknowledged once)")
     everywhere = [jid for name in ("retry", "dead") for jid in _set(redis_db, name)]
     assert sorted(everywhere) == sorted({uncaught, spin, sleeper, short, async_soft, async_hard})
     assert worker.alive()

@@ -89,8 +89,10 @@ class Processor:
                 database.close_thread_connections()
                 asyncrun.close()
             finally:
-                if not self.abandoned:  # an abandoned thread was replaced already
+                if not self.abandoned:
                     self.manager.processor_exited(self)
+                else:  # replaced already; whatever its job did after the hard stop was ignored
+                    logger.info("an abandoned job thread (%s) ended; its job's result was ignored", self.tid)
 
     def process_one(self) -> None:
         try:
