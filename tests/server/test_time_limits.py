@@ -5,12 +5,14 @@ and the worker goes on at full concurrency with nothing lost."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 
 from tests.jobsapp.limit_jobs import AsyncHard, AsyncSoft, Pair, Sleeper, SoftCaught, SoftUncaught, Spin
 from tests.support import wait_for
+from wurk_django import job
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +81,11 @@ def test_bad_limits_are_refused_at_the_push_and_ignored_in_a_fetched_job(redis_d
             SoftCaught.set(time_limit=bad).perform_async("x")
         with pytest.raises(ValueError, match="soft_time_limit"):
             SoftCaught.set(soft_time_limit=bad).perform_async("x")
+    def quick():
+        pass
+
+    decorated = job(soft_time_limit=dt.timedelta(seconds=2), time_limit=5)(quick)
+    assert decorated.get_options()["time_limit"] == 5
     with pytest.raises(TypeError, match="soft_time_limit"):
         type("BadLimits", (SoftCaught,), {"__module__": __name__, "soft_time_limit": "soon"})
     # A payload written by hand with a bad limit: the worker runs it without that limit.
