@@ -19,7 +19,8 @@ from typing import Any
 from .errors import Shutdown
 
 _local = threading.local()
-# thread ident -> [loop, task, cancelled by the shutdown]: the coroutine each thread runs now
+# thread ident -> [loop, task, the exception to raise when cancelled from outside (None: not
+# cancelled from outside)]: the coroutine each thread runs now
 _running: dict[int, list[Any]] = {}
 
 
@@ -28,7 +29,7 @@ def run_coroutine(coro: Awaitable[Any]) -> Any:
     if runner is None:
         runner = _local.runner = asyncio.Runner()
     ident = threading.get_ident()
-    entry: list[Any] = [None, None, False]
+    entry: list[Any] = [None, None, None]
 
     async def tracked() -> Any:
         entry[0], entry[1] = asyncio.get_running_loop(), asyncio.current_task()
@@ -38,19 +39,21 @@ def run_coroutine(coro: Awaitable[Any]) -> Any:
     try:
         return runner.run(tracked())
     except asyncio.CancelledError:
-        if entry[2]:
-            raise Shutdown() from None
+        if entry[2] is not None:
+            raise entry[2]() from None
         raise
     finally:
         _running.pop(ident, None)
 
 
-def cancel(thread: threading.Thread) -> bool:
-    """Cancel the coroutine ``thread`` is running, if it runs one; True if asked."""
+def cancel(thread: threading.Thread, exc_type: type[BaseException] = Shutdown) -> bool:
+    """Cancel the coroutine ``thread`` is running, if it runs one; True if asked. The job
+    sees ``CancelledError`` at its ``await``; its runner then raises ``exc_type``
+    (the shutdown's, or a time limit's / a revoke's soft stop)."""
     entry = _running.get(thread.ident or 0)
     if entry is None or entry[0] is None:
         return False
-    entry[2] = True
+    entry[2] = exc_type
     try:
         entry[0].call_soon_threadsafe(entry[1].cancel)
     except RuntimeError:  # the loop closed meanwhile: the coroutine has ended

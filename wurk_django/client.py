@@ -16,7 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload, signals, testing
+from . import payload, signals, testing, time_limits
 from .arguments import check_arguments, check_keyword_arguments
 from .conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
 from .connection import get_redis
@@ -153,6 +153,7 @@ def _template(item: dict, config: Config) -> dict:
             raise ValueError(f"'expires_in' must be seconds > 0 or a timedelta, not {expires_in!r}")
         job["expires_in"] = seconds
         job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
+    time_limits.normalize(job)
     check_options(job)
     return job
 

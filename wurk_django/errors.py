@@ -71,3 +71,20 @@ class Shutdown(BaseException):  # noqa: N818 - Sidekiq's name
 
 class JobInterrupted(Exception):  # noqa: N818
     """Raised by a job that wants to be re-pushed and resume later (CORE-117)."""
+
+
+class SoftTimeLimitExceeded(Exception):  # noqa: N818 - the name Celery code already catches
+    """Raised inside a running job when its ``soft_time_limit`` passes, or when it is
+    revoked while running (the soft stop). The job may catch it to clean up; if it
+    escapes, the run is a failure like any other (retried per the job's policy).
+    See docs/time-limits.md for where Python can and cannot deliver it."""
+
+
+class HardTimeLimitExceeded(WurkError):
+    """The error a job is booked with when its ``time_limit`` passed: its thread was
+    abandoned and replaced, and the job retried or moved to the dead set. Never raised
+    inside the job itself."""
+
+
+class JobRevoked(WurkError):
+    """The error a revoked job is recorded with in the dead set (who stopped it, and when)."""

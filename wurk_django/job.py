@@ -14,7 +14,7 @@
 
 Options are class attributes (``queue``, ``retry``, ``retry_for``,
 ``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``name``, ``unique_for``,
-``unique_until``, ``encrypt``), plus any extra
+``unique_until``, ``encrypt``, ``soft_time_limit``, ``time_limit``), plus any extra
 payload keys in ``job_options``. Unset options fall back to
 ``WURK["DEFAULT_JOB_OPTIONS"]``.
 """
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import context, payload, registry
+from . import context, payload, registry, time_limits
 from .arguments import check_arguments
 from .asyncrun import run_coroutine
 from .conf import get_config
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
-                "display_class", "expires_in", "unique_for", "unique_until", "encrypt")
+                "display_class", "expires_in", "unique_for", "unique_until", "encrypt", "soft_time_limit",
+                "time_limit")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
 
 
@@ -230,6 +231,10 @@ class Job:
     unique_until: ClassVar[str | None] = None
     #: Encrypt the last positional argument (AES-256-GCM); needs ``WURK["ENCRYPTION"]`` (ENT-603).
     encrypt: ClassVar[bool | None] = None
+    #: Seconds after which SoftTimeLimitExceeded is raised inside the running job (docs/time-limits.md).
+    soft_time_limit: ClassVar[float | dt.timedelta | None] = None
+    #: Seconds after which the job's thread is abandoned and the job booked as failed (docs/time-limits.md).
+    time_limit: ClassVar[float | dt.timedelta | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
     #: The Redis shard (a name in ``WURK["SHARDS"]``) this class's jobs are pushed to;
@@ -260,6 +265,12 @@ class Job:
         extra = cls.__dict__.get("job_options")
         if extra is not None and not isinstance(extra, dict):
             raise TypeError(f"{dotted}.job_options must be a dict, not {extra!r}")
+        for limit in time_limits.NAMES:
+            value = cls.__dict__.get(limit)
+            value = value.total_seconds() if hasattr(value, "total_seconds") else value
+            reason = time_limits.problem(limit, value)
+            if reason:
+                raise TypeError(f"{dotted}: {reason}")
         registry.register(cls, dotted, own_name or "")
 
     @classmethod

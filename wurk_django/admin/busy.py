@@ -10,13 +10,29 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
+from ..api.revoke import revoke
 from .common import args_text, redirect_back, render, url, when
 
 ACTIONS = ("quiet", "stop")
 
 
+def stop_job(request: HttpRequest) -> None:
+    """The Stop button of a running job: revoke it with terminate (soft stop, then hard),
+    recorded in the dead set under the signed-in user's name."""
+    jid = request.POST.get("jid", "")
+    if not jid.strip():
+        messages.error(request, _("No job named."))
+        return
+    revoke(jid, by=request.user.get_username() or None, terminate=True)
+    messages.success(request, _("Stop sent for job %(jid)s: its process raises the soft stop at its next beat, "
+                                "then stops it for good after the grace period.") % {"jid": jid})
+
+
 def _signal(request: HttpRequest) -> None:
     action = request.POST.get("action")
+    if action == "stop_job":
+        stop_job(request)
+        return
     if action not in ACTIONS:
         messages.error(request, _("Unknown action."))
         return

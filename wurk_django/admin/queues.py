@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from .. import pause
 from ..api import JobRecord, Queue, Stats
+from ..api.revoke import QUEUED, revoke
 from ..conf import is_queue_name
 from .common import Page, args_text, is_task, keep_query, page_params, redirect_back, redis, render, url
 
@@ -99,6 +100,13 @@ def action(request: HttpRequest, model_admin: Any, name: str) -> HttpResponse:
         queue.clear()
         messages.success(request, _("Queue %(name)s cleared.") % {"name": queue.name})
         return redirect_back(request, url(request, "wurk_queues"))
+    if what == "cancel":
+        jid = request.POST.get("jid", "")
+        if jid.strip() and revoke(jid, by=request.user.get_username() or None) == QUEUED:
+            messages.success(request, _("Job %(jid)s cancelled: it is in the dead set.") % {"jid": jid})
+        else:
+            messages.warning(request, _("That job is no longer in a queue."))
+        return redirect_back(request, url(request, "wurk_queue", name=queue.name))
     if what in ("pause", "unpause"):
         set_paused(queue.name, what == "pause")
         text = (_("Queue %(name)s paused: workers stop fetching within a few seconds.") if what == "pause"

@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from .. import payload
 from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, bulk
+from ..api.revoke import MARKED, revoke
 from ..client import Client
 from ..unique.unlock import digest_of, holder, release_digest
 from . import bulk as bulk_views
@@ -56,6 +57,8 @@ KINDS: dict[str, Kind] = {
     "dead": Kind(gettext_lazy("Dead"), DeadSet, True, gettext_lazy("Died at"), ("retry", "add_to_queue", "delete"),
                  ("retry", "delete")),
 }
+#: Kinds whose job page has Cancel (a revoke: the dead set, naming who).
+CANCELLABLE = ("scheduled", "retries")
 LABELS = {"retry": gettext_lazy("Retry now"), "add_to_queue": gettext_lazy("Add to queue"),
           "delete": gettext_lazy("Delete"), "kill": gettext_lazy("Kill")}
 ALL_LABELS = {"retry": gettext_lazy("Retry all"), "add_to_queue": gettext_lazy("Enqueue all"),
@@ -310,6 +313,12 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
             text = _("Unique lock released.") if released else _("The unique lock was already free.")
             messages.success(request, text)
             return redirect_back(request, url(request, "wurk_set_job", kind=kind, key=key))
+        if action == "cancel" and kind in CANCELLABLE:
+            if entry is not None and revoke(entry.jid or "", by=request.user.get_username() or None) != MARKED:
+                messages.success(request, _("Job cancelled: it is in the dead set."))
+            else:
+                messages.warning(request, _("That job is no longer there (or could not be moved)."))
+            return redirect_back(request, back)
         if action not in spec.actions:
             messages.error(request, _("Unknown action."))
         elif entry is not None and apply(entry, action, refused):
@@ -348,7 +357,8 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "fields": fields,
         "raw": entry.value.decode("utf-8", "replace") if entry.parse_error else None,
         "backtrace": entry.error_backtrace,
-        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions,
+        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions
+                   + ([("cancel", _("Cancel"))] if kind in CANCELLABLE and entry.jid else []),
         "back": back,
     }
     title = _("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class}

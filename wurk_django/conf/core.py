@@ -193,6 +193,12 @@ ROWS: tuple[Setting, ...] = (
             "Seconds a dead-looking process's private list must stay untouched before the reaper takes its jobs "
             "back, so a worker that is still booting is left alone. `0` disables the grace.", WORKER,
             type=NUMBER),
+    Setting("REVOKE_GRACE", 10,
+            lambda v: is_number(v) and v >= 0, "seconds >= 0",
+            "Seconds a running job stopped by `revoke(..., terminate=True)` (or the Busy page's Stop) has, after "
+            "the soft stop is raised in its thread, before its thread is abandoned and replaced (the hard stop). "
+            "See docs/time-limits.md.", WORKER,
+            type=NUMBER),
     Setting("MODE", "off",
             lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES),
             'Where a worker runs besides `manage.py wurk`: `"off"` (only the command), `"standalone"`, '

@@ -21,7 +21,7 @@ import redis as redis_lib
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis
-from . import events
+from . import events, revocations
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
 from .state import EXPIRED, WorkerState, hostname
@@ -132,6 +132,8 @@ class Heartbeat:
             for name in names:
                 pipe.hset(name, mapping=work)
                 pipe.expire(name, TTL)
+        # The live revoke markers (revocations.py): a processor checks jobs against them.
+        pipe.zrangebyscore(revocations.KEY, time.time(), "+inf")
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
@@ -157,6 +159,7 @@ class Heartbeat:
             keep.execute()
             raise
         existed = replies[-4]
+        revocations.load(replies[-6])
         if self._announce and not existed:
             self._announce = False
             events.fire("heartbeat", self.launcher)
@@ -168,6 +171,8 @@ class Heartbeat:
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             if name in SIGNALS:
                 self.on_signal(name)
+            elif name.startswith(revocations.COMMAND):
+                revocations.command(name, config)
             else:
                 logger.warning("ignoring unknown signal %r from the dashboard", name)
 

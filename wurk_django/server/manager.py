@@ -81,6 +81,11 @@ class Manager:
         else:
             replacement.start()
 
+    def replace(self, processor: Processor) -> None:
+        """``processor``'s thread was abandoned (a hard time limit, a revoke): a fresh
+        processor takes its place now; the abandoned one never calls back (watchdog.py)."""
+        self.processor_exited(processor)
+
     def quiet(self) -> None:
         if self._stopping:
             return

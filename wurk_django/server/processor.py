@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import asyncrun, context, payload, registry, signals
+from .. import asyncrun, context, payload, registry, signals, time_limits
 from ..client import Client
 from ..context import JobContext
 from ..errors import BookingFailed, InvalidJob, JobInterrupted, Shutdown
 from ..outcome import ACKNOWLEDGED, Outcome
 from ..reporting import report
-from . import database, invalid, joblevel, observers
+from . import async_raise, database, death, invalid, joblevel, observers, revocations, watchdog
 from .retry import error_class_name, error_message
 from .state import thread_id
 from .threads import spawn
@@ -57,6 +57,14 @@ class Processor:
         self.tid = ""
         self._give_backs = 0  # give-backs since this thread last acknowledged a job
         self._full = False  # the last burial failed because Redis is at its memory limit
+        # Time limits and revoke (watchdog.py): the run in progress, guarded by phase_lock
+        # against the watchdog, which raises into it or abandons it only while it runs.
+        self.phase_lock = threading.Lock()
+        self.running: JobContext | None = None
+        self.raised = False  # the watchdog asked for an exception in this thread
+        self.abandoned = False  # the watchdog gave this thread up: never book, ACK or replace
+        self.revoked: tuple[str, float] | None = None  # (by, at) once the running job was revoked
+        watchdog.PROCESSORS.add(self)
 
     def start(self) -> None:
         self.thread = spawn(f"{self.manager.name}/processor", self.run, self.config)
@@ -69,7 +77,7 @@ class Processor:
         try:
             while not self.done:
                 self.process_one()
-        except Shutdown:
+        except (Shutdown, watchdog.HardStop):
             pass
         finally:
             try:
@@ -81,7 +89,10 @@ class Processor:
                 database.close_thread_connections()
                 asyncrun.close()
             finally:
-                self.manager.processor_exited(self)
+                if not self.abandoned:
+                    self.manager.processor_exited(self)
+                else:  # replaced already; whatever its job did after the hard stop was ignored
+                    logger.info("an abandoned job thread (%s) ended; its job's result was ignored", self.tid)
 
     def process_one(self) -> None:
         try:
@@ -104,7 +115,7 @@ class Processor:
             # A fault of the runtime itself while handling this job: this thread must live on,
             # and the job must neither be lost nor run again at once.
             report(exc, {"context": "processing a job", "jid": unit.jid}, self.config)
-            if self.killed:
+            if self.killed or self.abandoned:
                 pass  # hard shutdown requeued it already
             elif isinstance(exc, TRANSIENT):
                 self._give_back(unit)
@@ -124,6 +135,10 @@ class Processor:
         unit.jid = job.get("jid")
         # The one object of this job: every feature reads the worker's config and Redis from it.
         ctx = JobContext(self.config, self.redis, raw, unit, unit.queue, job)
+        if revocations.jids and unit.jid in revocations.jids:
+            # Revoked before it started (it was in flight when the revoke looked): never run.
+            self._skip_revoked(ctx, *revocations.jids[unit.jid])
+            return
         token = context.enter(ctx)
         level = job.get("log_level")
         previous_level = joblevel.enter(level) if level is not None else None
@@ -136,9 +151,10 @@ class Processor:
                 ends = self._observe_start(watching, job, ctx.queue) if watching else None
                 self.joblog.start(log)
                 self._run(ctx)
-                if ends:
+                if ends:  # an abandoned run too, when its thread comes back: it failed
                     self._observe_end(ends, ctx, started)
-                self._settle(ctx, log, started)
+                if not self.abandoned:  # else the watchdog books and acknowledges it
+                    self._settle(ctx, log, started)
             finally:
                 self._finish(ctx, log, started)
         finally:
@@ -169,9 +185,15 @@ class Processor:
     def _run(self, ctx: JobContext) -> None:
         """Run the job through the server middleware; the run ends in ``ctx.outcome``."""
         job = ctx.job
+        self.revoked = None
+        self.running = ctx  # from here the watchdog may raise into this thread: inside the try below
         try:
-            database.before_job()
             try:
+                if job.get("soft_time_limit") is not None or job.get("time_limit") is not None:
+                    soft, hard = time_limits.read(job)
+                    if soft is not None or hard is not None:
+                        watchdog.WATCHDOG.watch(self, ctx, soft, hard)
+                database.before_job()
                 job_class = ctx.job_class = registry.resolve(job["class"], self.config)
                 instance = ctx.instance = job_class()
                 instance.jid = job.get("jid")
@@ -185,7 +207,17 @@ class Processor:
                 else:
                     _perform(ctx)
             finally:
-                database.after_job()
+                try:
+                    database.after_job()
+                finally:
+                    # Out of the running phase: no stop can be asked for from now on, and one
+                    # asked for and not yet raised is withdrawn. One raised before this lands
+                    # in the handlers below, like the job's own failure.
+                    with self.phase_lock:
+                        self.running = None
+                        if self.raised:
+                            self.raised = False
+                            async_raise.clear(threading.get_ident())
         except Shutdown:
             ctx.outcome = Outcome.INTERRUPTED
         except JobInterrupted:  # raised by a middleware rather than perform: the same request
@@ -200,6 +232,9 @@ class Processor:
     def _settle(self, ctx: JobContext, log: dict, started: int) -> None:
         """Act on how the run ended: re-push, book the failure, the job log line and signals.
         The acknowledgement and the counters follow in :meth:`_finish`, whatever happens here."""
+        if self.revoked is not None and ctx.outcome is not Outcome.INTERRUPTED:
+            # Stopped by a revoke, however the run ended after the soft stop: the dead set, naming who.
+            ctx.outcome = self._revoked_outcome(ctx, *self.revoked)
         outcome = ctx.outcome
         if outcome is Outcome.PAUSED:
             outcome = ctx.outcome = self._repush(ctx)
@@ -220,6 +255,8 @@ class Processor:
             self.joblog.fail(log, started)
 
     def _finish(self, ctx: JobContext, log: dict, started: int) -> None:
+        if self.abandoned:
+            return  # the watchdog books it, counts it and acknowledges it
         outcome = ctx.outcome
         self.state.end(self.tid, outcome is not Outcome.SUCCEEDED)
         # A job that paused did nothing wrong: its time counts like a success (CORE-210); a
@@ -316,6 +353,30 @@ class Processor:
                     return
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    def bury_revoked(self, ctx: JobContext, by: str, at: float) -> None:
+        """The dead set for a revoked job, its error naming who stopped it and when."""
+        exc = watchdog.revoked_error(by, at)
+        logger.warning("job %s (%s): %s; moved to the dead set", ctx.job.get("jid"), ctx.job.get("class"), exc)
+        death.die_as_fetched(ctx, exc, reason=death.MANUAL, error_class=error_class_name(exc),
+                             error_message=error_message(exc), failed_at=self.config.wire_format.now(),
+                             revoked_by=by)
+
+    def _revoked_outcome(self, ctx: JobContext, by: str, at: float) -> Outcome:
+        try:
+            self.bury_revoked(ctx, by, at)
+        except Shutdown:
+            return Outcome.INTERRUPTED
+        except Exception as exc:  # not recorded: back to its queue; the revoked marker stops it there
+            report(exc, {"context": "recording a revoked job", "jid": ctx.job.get("jid")}, self.config)
+            return Outcome.GIVEN_BACK
+        return Outcome.DEAD
+
+    def _skip_revoked(self, ctx: JobContext, by: str, at: float) -> None:
+        if self._revoked_outcome(ctx, by, at) is Outcome.DEAD:
+            ctx.unit.acknowledge()
+        else:
+            self._give_back(ctx.unit)
 
     def _failed(self, job: dict, exc: BaseException) -> None:
         report(exc, {"context": "Job raised exception", "job": job, "jid": job.get("jid")}, self.config)

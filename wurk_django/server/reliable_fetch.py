@@ -500,6 +500,21 @@ class ReliableFetch:
             self._stale()
             return 0
 
+    def settle_abandoned(self, unit: ReliableUnit) -> None:
+        """The thread that ran ``unit`` was abandoned (watchdog.py) after its job was booked:
+        acknowledge the job for it, with the ACKs parked in its slot, and hand back the
+        jobs that slot fetched ahead. Its slot stays with the abandoned thread, empty,
+        until that thread ends. Raises RedisError (the caller tries again; nothing is sent twice:
+        the parked ACKs are put back)."""
+        slot = unit.slot
+        self._give_back_ahead([slot])
+        parked = slot.take_parked()
+        try:
+            send_commands(get_redis(config=self.config), ack_commands([*parked, unit]))
+        except Exception:
+            slot.put_back(parked)
+            raise
+
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
         self._done.set()

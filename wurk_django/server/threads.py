@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from . import async_raise
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -35,15 +36,9 @@ def spawn(name: str, target: Callable[[], Any], config: Any = None) -> threading
 
 
 def raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) -> bool:
-    """Ask ``thread`` to raise ``exc_type`` at its next bytecode (best effort).
-
-    It cannot interrupt a blocking C call; the caller bounds its wait afterwards.
-    """
-    ident = thread.ident
-    if ident is None or not thread.is_alive():
+    """Ask ``thread`` to raise ``exc_type`` at its next bytecode (best effort, see
+    :mod:`.async_raise`). It cannot interrupt a blocking C call; the caller bounds its
+    wait afterwards."""
+    if not thread.is_alive():
         return False
-    changed = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
-    if changed > 1:  # more than one thread state touched: undo, never hit the wrong thread
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
-        return False
-    return changed == 1
+    return async_raise.raise_in(thread.ident, exc_type)

@@ -1,0 +1,79 @@
+"""The watchdog's pieces in one process (issue 27 item 3): the async-exception adapter, and
+the phase lock that keeps a stop from landing in a run that already ended."""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+
+from wurk_django.errors import SoftTimeLimitExceeded
+from wurk_django.server import async_raise
+from wurk_django.server.watchdog import Watch, Watchdog
+
+
+def _thread(body) -> tuple[threading.Thread, list]:
+    seen: list = []
+    ready = threading.Event()
+
+    def run() -> None:
+        ready.set()
+        try:
+            body()
+            seen.append("returned")
+        except SoftTimeLimitExceeded:
+            seen.append("raised")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    return thread, seen
+
+
+def _busy(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+
+
+def test_an_exception_raised_into_python_code_lands_and_a_withdrawn_one_never_does():
+    assert async_raise.SUPPORTED
+    thread, seen = _thread(lambda: _busy(30))
+    assert async_raise.raise_in(thread.ident, SoftTimeLimitExceeded)
+    thread.join(30)
+    assert seen == ["raised"]
+
+    thread, seen = _thread(lambda: (time.sleep(0.3), _busy(0.2)))
+    assert async_raise.raise_in(thread.ident, SoftTimeLimitExceeded)
+    async_raise.clear(thread.ident)  # withdrawn while the thread sleeps in C
+    thread.join(30)
+    assert seen == ["returned"]
+    assert not async_raise.raise_in(None, SoftTimeLimitExceeded)
+
+
+def _processor(thread: threading.Thread, running) -> types.SimpleNamespace:
+    return types.SimpleNamespace(phase_lock=threading.Lock(), running=running, raised=False, thread=thread,
+                                 abandoned=False, done=False)
+
+
+def test_no_stop_lands_in_a_run_that_ended():
+    thread, seen = _thread(lambda: _busy(1.0))
+    ctx = types.SimpleNamespace(job={"jid": "j1", "class": "X"})
+    processor = _processor(thread, running=None)  # the run left its running phase already
+    watchdog = Watchdog()
+    watchdog._soft(Watch(processor, ctx, 0.0, None))
+    watchdog._abandon(Watch(processor, ctx, None, 0.0))
+    thread.join(30)
+    assert seen == ["returned"]
+    assert not processor.raised and not processor.abandoned and not watchdog._pending
+    assert watchdog._thread is None  # no watch was ever added: no thread
+
+
+def test_a_soft_stop_lands_in_the_run_it_was_meant_for():
+    thread, seen = _thread(lambda: _busy(30))
+    ctx = types.SimpleNamespace(job={"jid": "j2", "class": "X"})
+    processor = _processor(thread, running=ctx)
+    Watchdog()._soft(Watch(processor, ctx, 0.0, None))
+    thread.join(30)
+    assert seen == ["raised"] and processor.raised

@@ -1,0 +1,101 @@
+"""Revoking a job by jid: cancel it where it waits, or stop it where it runs (issue 27 item 4).
+
+::
+
+    from wurk_django.api.revoke import revoke
+
+    revoke(jid, by="alice")                  # queued, scheduled or waiting to retry: cancelled
+    revoke(jid, by="alice", terminate=True)  # running too: soft stop, then hard stop
+
+A revoked job is recorded in the dead set, its error (``wurk_django.errors.JobRevoked``)
+naming who revoked it (``by``) and when; the entry also carries ``revoked_by``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from .. import keys, payload
+from ..conf import get_config
+from ..server import revocations
+from ..server.watchdog import revoked_error
+from ..text import to_text
+from ._base import RedisClient, conn
+from .process import SIGNAL_TTL, ProcessSet, WorkSet
+from .queue import Queue
+from .sorted import DeadSet, RetrySet, ScheduledSet
+
+__all__ = ["revoke", "QUEUED", "SCHEDULED", "RETRY", "RUNNING", "MARKED"]
+
+QUEUED = "queued"  # removed from its queue
+SCHEDULED = "scheduled"  # removed from the schedule
+RETRY = "retry"  # removed from the retry set
+RUNNING = "running"  # a stop request went to the process running it
+MARKED = "marked"  # found nowhere: only the marker, so it never starts if it turns up
+
+
+def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: RedisClient | None = None) -> str:
+    """Revoke job ``jid``; returns where it was found (one of the constants above).
+
+    First a short-lived marker (``revocations.MARKER_TTL``) that every worker process
+    reads at its heartbeat and checks before running a job: a job in flight between
+    lists while this looks (the scheduler moving it, a worker's fetch) never runs.
+    Then the schedule and the retry set (``ZSCAN``), then every queue (one atomic
+    server-side delete per queue), in the direction jobs flow: a job moving on
+    meanwhile is found at a later step. Found there, it goes to the dead set now.
+
+    Otherwise, if it is running and ``terminate`` is true, the process running it is
+    asked (through its signal list, read at its next beat, within 10 s) to raise
+    ``SoftTimeLimitExceeded`` in the job's thread, then, ``WURK["REVOKE_GRACE"]``
+    seconds later, to abandon the thread and replace it; the process records the dead
+    entry. Without ``terminate`` a running job runs on (the marker stays).
+    """
+    if not isinstance(jid, str) or not jid.strip():
+        raise ValueError(f"revoke needs a non-empty jid, not {jid!r}")
+    if by is not None and not isinstance(by, str):
+        raise ValueError(f"revoke's 'by' must be a string naming who revokes, not {by!r}")
+    client = conn(redis)
+    at = time.time()
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd(revocations.KEY, {revocations.marker(jid, by, at): at + revocations.MARKER_TTL})
+    pipe.zremrangebyscore(revocations.KEY, "-inf", at)
+    pipe.execute()
+    exc = revoked_error(by, at)
+    for where, jobs in ((SCHEDULED, ScheduledSet(redis=redis)), (RETRY, RetrySet(redis=redis))):
+        entry = jobs.find_job(jid)
+        if entry is not None:
+            raw = entry._take()
+            if raw is not None:
+                _bury(raw, exc, by, redis)
+                return where
+    for name in sorted(to_text(q) for q in client.smembers(keys.QUEUES)):
+        record = Queue(name, redis=redis).delete_job(jid)
+        if record is not None:
+            _bury(record.value, exc, by, redis)
+            return QUEUED
+    if not terminate:
+        return MARKED
+    command = revocations.COMMAND + orjson.dumps({"jid": jid, "by": by or "", "at": at, "terminate": True}).decode()
+    work = WorkSet(redis=redis).find_work(jid)
+    # Not listed as running yet (the busy lists are a beat behind): every live process is told.
+    targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=redis)]
+    pipe = client.pipeline(transaction=True)
+    for identity in targets:
+        key = keys.signals_list(identity)
+        pipe.lpush(key, command)
+        pipe.expire(key, SIGNAL_TTL)
+    pipe.execute()
+    return RUNNING if work is not None else MARKED
+
+
+def _bury(raw: bytes | str, exc: BaseException, by: str | None, redis: RedisClient | None) -> None:
+    job = payload.loads(raw)
+    if not isinstance(job, dict):
+        DeadSet(redis=redis).kill(raw, ex=exc)
+        return
+    job.update({"error_class": f"{type(exc).__module__}.{type(exc).__qualname__}", "error_message": str(exc),
+                "failed_at": get_config().wire_format.now(),
+                "revoked_by": by or ""})
+    DeadSet(redis=redis).kill(job, ex=exc)
