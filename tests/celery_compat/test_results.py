@@ -171,3 +171,19 @@ def test_a_record_write_redis_refuses_never_fails_the_task(redis_db, drain, monk
     drain()
     assert result.get(timeout=5) == 42
     assert redis_db.zcard("retry") == 0 and redis_db.zcard("dead") == 0
+
+
+def test_revoke_cancels_a_waiting_task_and_its_result_reads_revoked(redis_db):
+    """Issue 27 items 2 and 4: ``AsyncResult.revoke()`` as in Celery: the queued task goes to
+    the dead set naming who revoked it, and ``get`` raises ``TaskRevokedError``."""
+    from wurk_django.api import DeadSet
+    from wurk_django.celery import TaskRevokedError
+
+    result = add.delay(1, 2)
+    assert result.revoke(by="ops") == "queued"
+    assert redis_db.llen("queue:default") == 0
+    assert result.state == states.REVOKED and result.ready()
+    with pytest.raises(TaskRevokedError):
+        result.get(timeout=1)
+    [entry] = list(DeadSet())
+    assert entry.jid == result.id and "ops" in entry.item["error_message"]

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from .. import context, registry, result_store
+from .. import context, payload, registry, result_store
 from ..conf import Config, get_config
 from ..connection import get_redis
 from . import records, states
@@ -132,6 +132,21 @@ class AsyncResult:
         return value
 
     wait = get
+
+    def revoke(self, terminate: bool = False, *, by: str | None = None) -> str:
+        """Celery's ``revoke``: the task never runs if it still waits (queue, schedule, retry
+        set); with ``terminate=True`` a running one is stopped too (soft, then hard). It
+        goes to the dead set naming ``by``, and its result then reads ``REVOKED``. Returns
+        where it was found (:func:`wurk_django.api.revoke.revoke`)."""
+        from ..api.revoke import MARKED, RUNNING, revoke  # the data API: only when asked
+
+        redis = self._redis()
+        where = revoke(self.id, by=by, terminate=terminate, redis=redis)
+        if where not in (RUNNING, MARKED) and result_store.valid_id(self.id):
+            ttl = redis.ttl(result_store.key(self.id))
+            if ttl and ttl > 0:  # the task keeps a result: say why it will never have one
+                result_store.write(redis, self.id, {"state": "revoked", "finished_at": payload.now_ms()}, ttl)
+        return where
 
     def forget(self) -> None:
         """Delete the record now (it would expire after the task's ``result_expires``)."""
