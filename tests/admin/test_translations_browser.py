@@ -120,7 +120,7 @@ def _walk(tab, retry: dict, at: float) -> None:
     assert "Prochain essai" in header and "Retour à Réessais" in header
     assert "RuntimeError: connection refused" in tab.locator("#wurk-error").inner_text()
     buttons = tab.locator(".wurk-actions button").all_inner_texts()
-    assert buttons == ["Réessayer maintenant", "Mettre en file", "Supprimer", "Tuer"]
+    assert buttons == ["Réessayer maintenant", "Mettre en file", "Supprimer", "Tuer", "Annuler"]
     assert_no_english(tab)
     shot(tab, "fr-job")
 
