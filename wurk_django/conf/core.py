@@ -193,6 +193,14 @@ ROWS: tuple[Setting, ...] = (
             "Seconds a dead-looking process's private list must stay untouched before the reaper takes its jobs "
             "back, so a worker that is still booting is left alone. `0` disables the grace.", WORKER,
             type=NUMBER),
+    Setting("RECOVERY_CALLBACK", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) called as `callback(job_string, pill)` in the process that reaps: for "
+            "every job given back from a dead process's private list (`pill` is `None`), and for every poison "
+            "pill once buried (`pill` a `wurk_django.server.poison.Pill`, with `dead_score`). Sidekiq Pro's "
+            "`super_fetch!` block; `wurk_django.server.poison.super_fetch(callback)` sets one in code. A failing "
+            "callback is logged and the recovery goes on. See docs/reliability.md.", WORKER,
+            parse=load, type=HOOK),
     Setting("MODE", "off",
             lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES),
             'Where a worker runs besides `manage.py wurk`: `"off"` (only the command), `"standalone"`, '
