@@ -331,9 +331,16 @@ ROWS: tuple[Setting, ...] = (
             type=NUMBER),
     Setting("RELIABLE_PUSH_BUFFER", 1000,
             lambda v: is_int(v, 1), "an integer >= 1",
-            "How many jobs that buffer holds; a push that does not fit raises "
-            "`wurk_django.reliable_push.PushBufferFull` at the call site (nothing is dropped silently).", CLIENT,
+            "How many jobs that buffer holds; what a push that does not fit does is `RELIABLE_PUSH_OVERFLOW`'s "
+            "choice.", CLIENT,
             type=int),
+    Setting("RELIABLE_PUSH_OVERFLOW", "raise",
+            lambda v: v in ("raise", "drop_oldest"), '"raise" or "drop_oldest"',
+            "What a push does when the buffer is full: `\"raise\"` refuses it with "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site (its jobs are not buffered); "
+            "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
+            "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,
+            type=str),
     Setting("TESTING", None,
             lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"',
             'For test suites: `"fake"` records pushes in memory instead of Redis, `"inline"` runs them at once, '
