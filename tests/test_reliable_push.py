@@ -27,6 +27,12 @@ def fresh_buffers(monkeypatch):
     reliable_push._uninstall()
     yield
     reliable_push._uninstall()
+    # What a test left buffered must not reach a later test's Redis on a reused port:
+    # an empty buffer's delivery thread ends.
+    for buffer in reliable_push._buffers.values():
+        with buffer._lock:
+            buffer._groups.clear()
+            buffer._count = 0
 
 
 @pytest.fixture
