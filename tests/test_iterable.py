@@ -84,3 +84,36 @@ def test_term_interrupts_and_a_new_worker_resumes(redis_db, worker_factory):
     assert sorted(set(items)) == list(range(40))
     assert len(items) - 40 <= 1  # at most the item in progress at the stop ran twice
     wait_for(lambda: not redis_db.exists(f"it-{jid}"), message="state cleanup")
+
+
+# -- issue 31 item 6: the CSV batches helper (CORE-220) and the long-iteration warning (CORE-222) --
+
+
+def test_csv_batches_resume_at_the_batch_not_done_CORE_220():
+    import csv
+    import io
+
+    text = "".join(f"r{n},{n}\n" for n in range(7))
+    batches = list(IterableJob.iterate_csv_batches(csv.reader(io.StringIO(text)), None, batch_size=3))
+    assert [cursor for _, cursor in batches] == [0, 1, 2]
+    assert [len(rows) for rows, _ in batches] == [3, 3, 1]
+    assert batches[1][0][0] == ["r3", "3"]
+    resumed = list(IterableJob.iterate_csv_batches(csv.reader(io.StringIO(text)), 2, batch_size=3))
+    assert resumed == [([["r6", "6"]], 2)]
+    assert json.loads(json.dumps(resumed[0][1])) == 2  # the cursor survives JSON
+    with pytest.raises(ValueError, match="batch_size"):
+        list(IterableJob.iterate_csv_batches([], None, batch_size=0))
+
+
+def test_an_iteration_longer_than_the_shutdown_timeout_is_warned_once_CORE_222(redis_db, caplog):
+    from tests.support import wurk_settings
+
+    with wurk_settings(TIMEOUT=0.01):
+        _run([3, 0.05])
+    warnings = [r for r in caplog.records if "longer than the shutdown TIMEOUT" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+    assert "CountJob" in warnings[0].getMessage() and "d" * 24 in warnings[0].getMessage()
+    caplog.clear()
+    redis_db.delete("test:items")
+    _run([3], jid="e" * 24)  # quick iterations under the default 8 s: no word
+    assert not [r for r in caplog.records if "TIMEOUT" in r.getMessage()]

@@ -177,6 +177,29 @@ class Client:
     def redis(self) -> redis_lib.Redis:
         return self._redis or get_redis(config=self.config)
 
+    @staticmethod
+    def reliable_push(*, buffer: int | None = None, overflow: str | None = None) -> None:
+        """Keep pushes through Redis outages, in this whole process (Sidekiq Pro's
+        ``Client.reliable_push!``). Every ``push``/``push_bulk`` (``perform_async`` and
+        friends included) that meets a connection error or timeout leaves its jobs in
+        an in-memory buffer that a background thread delivers, oldest first, once Redis
+        answers; later pushes deliver the backlog first. Jobs of a batch are never
+        buffered (their push raises).
+
+        Buffering is already on unless ``WURK["RELIABLE_PUSH"]`` is ``False``; this call
+        turns it on whatever the setting says. ``buffer`` caps the jobs held (default
+        ``RELIABLE_PUSH_BUFFER``, 1000); ``overflow`` says what a full buffer does:
+        ``"raise"`` (:class:`~wurk_django.reliable_push.PushBufferFull` at the call
+        site) or ``"drop_oldest"`` (a ring: the oldest buffered jobs go, each logged by
+        jid at ERROR); default ``RELIABLE_PUSH_OVERFLOW``. Call it once where the
+        process starts (an ``AppConfig.ready()``, a script's top); calling it again with
+        the same values changes nothing. Bad values raise ``ValueError``. Tests need
+        not call it: ``TESTING = "fake"`` or ``"inline"`` never reaches Redis.
+        """
+        from . import reliable_push
+
+        reliable_push.install(buffer=buffer, overflow=overflow)
+
     def push(self, item: dict) -> str | None:
         """Push one job; returns its jid, or ``None`` if a middleware stopped it."""
         validate(item)

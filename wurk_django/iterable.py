@@ -20,6 +20,7 @@ therefore run more than once — keep ``each_iteration`` idempotent.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -128,6 +129,27 @@ class IterableJob(Job):
             if index >= start:
                 yield row, index
 
+    @staticmethod
+    def iterate_csv_batches(reader: Iterable[Any], cursor: int | None,
+                            batch_size: int = 100) -> Iterator[tuple[list, int]]:
+        """Lists of up to ``batch_size`` rows of a csv reader (or any iterable); the
+        cursor is the batch's index (batch ``n`` starts at row ``n * batch_size``), so
+        a resumed job starts again at the batch it had not finished. Build the
+        reader afresh in ``build_enumerator``: a resume reads the file from the top
+        and skips the batches already done."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, not {batch_size!r}")
+        start = cursor or 0
+        rows = iter(reader)
+        index = 0
+        while True:
+            batch = list(itertools.islice(rows, batch_size))
+            if not batch:
+                return
+            if index >= start:
+                yield batch, index
+            index += 1
+
     # -- the loop -----------------------------------------------------------
 
     def perform(self, *args: Any) -> None:
@@ -166,8 +188,10 @@ class IterableJob(Job):
         self._finish(key)
 
     def _loop(self, key: str, enumerator: Iterable[tuple[Any, Any]], args: tuple) -> str:
-        limit = context.current().config.max_iteration_runtime
+        config = context.current().config
+        limit = config.max_iteration_runtime
         flushed_at = time.monotonic()
+        warned = False
         for item, cursor in enumerator:
             self.current_object, self.cursor = item, cursor
             stopping = self.interrupted() or (limit is not None and time.monotonic() - self._started > limit)
@@ -177,8 +201,17 @@ class IterableJob(Job):
                 flushed_at = time.monotonic()
             if stopping:
                 return "interrupted"
+            began = time.monotonic()
             with self.around_iteration():
                 self.each_iteration(item, *args)
+            took = time.monotonic() - began
+            if not warned and took > config.timeout:
+                # A stop waits TIMEOUT seconds for the running iteration, then pushes the
+                # job back: an iteration longer than that is cut off and runs again.
+                warned = True
+                logger.warning("%s jid=%s: one iteration took %.1fs, longer than the shutdown TIMEOUT (%ss); a "
+                               "stop cannot wait for it, so it would be cut off and run again. Make each "
+                               "iteration shorter (smaller batches).", self.job_name, self.jid, took, config.timeout)
         return "complete"
 
     def _flush(self, key: str) -> bool:

@@ -6,13 +6,22 @@ in a failover, ``READONLY`` or ``NOREPLICAS``, is raised as one:
 bounded, process-local buffer and a background thread delivers them, oldest
 first, as soon as Redis answers again. Every later push also tries to empty
 the buffer first, keeping the order. A full buffer raises
-:class:`PushBufferFull` at the call site: jobs are refused loudly, never
-dropped silently.
+:class:`PushBufferFull` at the call site (``RELIABLE_PUSH_OVERFLOW = "raise"``,
+the default): jobs are refused loudly. With ``"drop_oldest"`` the buffer is a
+ring instead: the oldest buffered jobs make room for the new ones, and every
+job dropped that way is logged by jid at ERROR and sent with the
+``pushes_dropped`` signal, never dropped without a word.
+
+Buffering is on by default (``RELIABLE_PUSH``); :meth:`Client.reliable_push
+<wurk_django.client.Client.reliable_push>` (Sidekiq Pro's name) turns it on in
+code for the whole process, whatever the setting says, and may set the cap and
+the overflow mode.
 
 Limits, on purpose: the buffer lives in this process's memory (a crash loses
 it), and a push whose reply was lost may have been applied, so a job can be
 delivered twice (at-least-once). Jobs belonging to a batch (``bid``) are never
-buffered.
+buffered: a push of them raises; in a push that mixes them with jobs of no
+batch, those others are buffered and the push still raises.
 
 A short-lived process (a management command, a cron script) may end while
 jobs still wait. At interpreter exit the buffer is retried for up to
@@ -49,6 +58,48 @@ logger = logging.getLogger("wurk_django.client")
 FLUSH_INTERVAL = 2.0
 EXIT_PUSHES_LOST = 75  # the exit status of a process that ends with pushes undelivered
 TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
+RAISE, DROP_OLDEST = "raise", "drop_oldest"
+OVERFLOW_MODES = (RAISE, DROP_OLDEST)
+
+# Set by Client.reliable_push(): buffering on for this process, and its cap and mode when given.
+_installed: dict[str, object] | None = None
+
+
+def install(*, buffer: int | None = None, overflow: str | None = None) -> None:
+    """Buffer pushes through Redis outages in this process, whatever ``RELIABLE_PUSH``
+    says (see :meth:`wurk_django.client.Client.reliable_push`). ``buffer`` and
+    ``overflow``, when given, win over ``RELIABLE_PUSH_BUFFER`` and
+    ``RELIABLE_PUSH_OVERFLOW``. Calling it again with the same values changes nothing."""
+    global _installed
+    if buffer is not None and (isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1):
+        raise ValueError(f"reliable_push(buffer=...) must be an integer >= 1, not {buffer!r}")
+    if overflow is not None and overflow not in OVERFLOW_MODES:
+        raise ValueError(f"reliable_push(overflow=...) must be one of {OVERFLOW_MODES}, not {overflow!r}")
+    settings = dict(_installed or {})
+    if buffer is not None:
+        settings["buffer"] = buffer
+    if overflow is not None:
+        settings["overflow"] = overflow
+    _installed = settings
+
+
+def installed() -> bool:
+    """Whether :func:`install` turned buffering on for this process."""
+    return _installed is not None
+
+
+def _uninstall() -> None:
+    """Forget :func:`install` (for tests)."""
+    global _installed
+    _installed = None
+
+
+def _capacity(config) -> int:
+    return int((_installed or {}).get("buffer") or config.reliable_push_buffer)
+
+
+def _overflow(config) -> str:
+    return str((_installed or {}).get("overflow") or getattr(config, "reliable_push_overflow", RAISE))
 
 
 class PushBufferFull(WurkError):
@@ -73,6 +124,7 @@ class PushBuffer:
         self._flusher: threading.Thread | None = None
         self._wake = threading.Event()
         self._writer: Writer | None = None  # the last writer, for the delivery at exit
+        self._sending: tuple | None = None  # the group a drain is writing now
 
     def __len__(self) -> int:
         return self._count
@@ -80,12 +132,26 @@ class PushBuffer:
     def add(self, writer: Writer, group: tuple[list[dict], list[Command], bool], cause: BaseException,
             *, wake: bool = False) -> None:
         """Queue ``group`` behind the buffered ones; ``wake`` asks the delivery thread to
-        try at once instead of at its next interval."""
+        try at once instead of at its next interval. A group that does not fit raises
+        :class:`PushBufferFull`, or, in the ``drop_oldest`` mode, pushes the oldest
+        buffered jobs out (logged by jid)."""
         jobs = group[0]
-        capacity = writer.config.reliable_push_buffer
+        capacity = _capacity(writer.config)
+        dropped: list[dict] = []
         with self._lock:
             if self._count + len(jobs) > capacity:
-                raise PushBufferFull(capacity, jobs, cause) from cause
+                if _overflow(writer.config) != DROP_OLDEST:
+                    raise PushBufferFull(capacity, jobs, cause) from cause
+                dropped = self._make_room(len(jobs), capacity)
+                if self._count + len(jobs) > capacity:
+                    # Alone bigger than the ring: its newest jobs are kept, unless it carries
+                    # commands of its own (they belong with every one of its jobs).
+                    room = capacity - self._count
+                    if group[1] or room <= 0:
+                        raise PushBufferFull(capacity, jobs, cause) from cause
+                    dropped += jobs[:len(jobs) - room]
+                    group = (jobs[len(jobs) - room:], group[1], group[2])
+                    jobs = group[0]
             first = self._count == 0
             self._writer = writer
             self._groups.append(group)
@@ -94,11 +160,32 @@ class PushBuffer:
                 self._flusher = threading.Thread(target=self._run, args=(writer,), name="wurk-push-buffer",
                                                  daemon=True)
                 self._flusher.start()
+        if dropped:
+            _report_dropped(dropped, capacity)
         if wake:
             self._wake.set()
         if first:
             logger.warning("Redis unreachable or not a writable primary (%s): buffering pushes locally (up to %d jobs)",
                            cause, capacity)
+
+    def _make_room(self, need: int, capacity: int) -> list[dict]:
+        """Drop the oldest buffered jobs until ``need`` more fit (the lock held); returns
+        them. The group a delivery is sending right now is left alone: it may be
+        arriving in Redis at this moment."""
+        dropped: list[dict] = []
+        index = 1 if self._groups and self._groups[0] is self._sending else 0
+        while self._count + need > capacity and len(self._groups) > index:
+            jobs, extra, front = self._groups[index]
+            excess = self._count + need - capacity
+            if not extra and len(jobs) > excess:
+                self._groups[index] = (jobs[excess:], extra, front)
+                dropped += jobs[:excess]
+                self._count -= excess
+            else:
+                del self._groups[index]
+                dropped += jobs
+                self._count -= len(jobs)
+        return dropped
 
     def drain(self, writer: Writer) -> bool:
         """Deliver buffered jobs oldest first; False if Redis is still unreachable."""
@@ -106,7 +193,7 @@ class PushBuffer:
             with self._lock:
                 if not self._groups:
                     return True
-                group = self._groups[0]
+                group = self._sending = self._groups[0]
             jobs, extra, front = group
             try:
                 # One connect attempt: the buffer is tried again soon anyway, and a push
@@ -114,6 +201,8 @@ class PushBuffer:
                 writer.write(jobs, extra=extra, front=front, connect_attempts=1)
             except TRANSIENT:
                 return False
+            finally:
+                self._sending = None
             with self._lock:
                 if self._groups and self._groups[0] is group:
                     self._groups.popleft()
@@ -149,6 +238,13 @@ class PushBuffer:
             time.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
         with self._lock:
             return [job for jobs, _extra, _front in self._groups for job in jobs]
+
+
+def _report_dropped(jobs: list[dict], capacity: int) -> None:
+    for job in jobs:
+        logger.error("job %s (%s, queue %s) DROPPED from the full push buffer (%d jobs, drop_oldest) while Redis "
+                     "is unreachable", job.get("jid"), job.get("class"), job.get("queue"), capacity)
+    signals.send(signals.pushes_dropped, "reliable_push", jobs=jobs)
 
 
 def _announce(jobs: list[dict]) -> None:
@@ -251,14 +347,15 @@ def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = N
     group = (jobs, list(extra or ()), front)
     buffer = _buffer_for(writer)
     if len(buffer) and not buffer.drain(writer):
-        buffer.add(writer, group, redis_lib.ConnectionError("still unreachable"))
+        # Still unreachable: behind the older ones, to keep the order.
+        _buffer_or_raise(buffer, writer, group, redis_lib.ConnectionError("Redis is still unreachable"))
         return
     try:
         writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs) or _refused(exc):
+        if _refused(exc):
             raise
-        buffer.add(writer, group, exc)
+        _buffer_or_raise(buffer, writer, group, exc)
 
 
 async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command] | None = None,
@@ -269,11 +366,26 @@ async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command
     group = (jobs, list(extra or ()), front)
     buffer = _buffer_for(writer)
     if len(buffer):
-        buffer.add(writer.sync(), group, redis_lib.ConnectionError("still unreachable"), wake=True)
+        _buffer_or_raise(buffer, writer.sync(), group, redis_lib.ConnectionError("Redis is still unreachable"),
+                         wake=True)
         return
     try:
         await writer.write(jobs, extra=group[1], front=front)
     except TRANSIENT as exc:
-        if any("bid" in job for job in jobs) or _refused(exc):
+        if _refused(exc):
             raise
-        buffer.add(writer.sync(), group, exc)
+        _buffer_or_raise(buffer, writer.sync(), group, exc)
+
+
+def _buffer_or_raise(buffer: PushBuffer, writer: Writer, group: tuple[list[dict], list[Command], bool],
+                     cause: BaseException, *, wake: bool = False) -> None:
+    """Buffer ``group``; a job of a batch (``bid``) is never buffered: its push raises
+    ``cause``, after buffering the jobs of the same push that belong to no batch."""
+    jobs, extra, front = group
+    unbatched = [job for job in jobs if "bid" not in job]
+    if len(unbatched) == len(jobs):
+        buffer.add(writer, group, cause, wake=wake)
+        return
+    if unbatched and not extra:  # commands sent with a push belong to all of its jobs
+        buffer.add(writer, (unbatched, [], front), cause, wake=wake)
+    raise cause

@@ -19,18 +19,29 @@ when the script is read, by the text of that snippet (named like a script, e.g.
 ``EVAL`` fallback and the load-once cache are about the script as sent. Every
 script that pushes a job includes ``lua/snippets/push_job``, so "push a job onto a
 queue" (and the wake-up tokens that go with it) is written once.
+
+A worker loads every script at boot (:func:`preload`: ``SCRIPT EXISTS`` for all of
+them in the round trip that checks Redis answers, ``SCRIPT LOAD`` only for those
+missing), and a swarm child checks them again before it starts: its first
+``EVALSHA`` then finds its script, and a Redis that cannot take a script (a
+syntax it refuses, a disabled ``SCRIPT`` command) stops the boot with that error
+instead of failing the first job that needs it. ``NOSCRIPT`` later on (a Redis
+restarted or flushed with ``SCRIPT FLUSH``) is still handled where scripts run.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import redis
+
+logger = logging.getLogger("wurk_django")
 
 LUA_DIR = Path(__file__).parent / "lua"
 PACKAGE_DIR = Path(__file__).parent
@@ -81,6 +92,52 @@ class Lua:
 def lua(name: str) -> Lua:
     """The :class:`Lua` for ``name`` (read and hashed once per process)."""
     return Lua(name)
+
+
+def all_names() -> list[str]:
+    """Every script of the package, by the name :func:`lua` takes (snippets excluded:
+    they are only ever sent inside the scripts that include them)."""
+    names = []
+    for path in sorted(PACKAGE_DIR.rglob("*.lua")):
+        relative = path.relative_to(PACKAGE_DIR).with_suffix("")
+        if "snippets" in relative.parts:
+            continue
+        names.append(relative.name if relative.parent == Path("lua") else relative.as_posix())
+    return names
+
+
+def preload(client: redis.Redis) -> int:
+    """Check Redis answers and that it holds every script, in one round trip (``PING``
+    and ``SCRIPT EXISTS``); ``SCRIPT LOAD`` the missing ones in a second. Returns how
+    many were loaded. Raises the Redis error when Redis does not answer or refuses a
+    script (naming the script). Safe to repeat: both commands change nothing a
+    second time."""
+    scripts = [lua(name) for name in all_names()]
+    pipe = client.pipeline(transaction=False)
+    pipe.ping()
+    pipe.execute_command("SCRIPT", "EXISTS", *(script.sha for script in scripts))
+    pong, present = pipe.execute(raise_on_error=False)
+    if isinstance(pong, Exception):
+        raise pong
+    if isinstance(present, Exception):
+        # A server that renamed SCRIPT away still runs EVAL: each script then goes with
+        # its text the first time (the NOSCRIPT fallback), so this is no reason to stop.
+        logger.warning("Redis refuses SCRIPT EXISTS (%s); Lua scripts are sent with their text on first use",
+                       present)
+        return 0
+    missing = [script for script, there in zip(scripts, present, strict=True) if not int(there)]
+    if not missing:
+        return 0
+    pipe = client.pipeline(transaction=False)
+    for script in missing:
+        pipe.execute_command("SCRIPT", "LOAD", script.source)
+    replies = pipe.execute(raise_on_error=False)
+    for script, reply in zip(missing, replies, strict=True):
+        if isinstance(reply, Exception):
+            raise type(reply)(f"Redis refused the Lua script {script.name}: {reply}") from reply
+        if (reply.decode() if isinstance(reply, bytes) else str(reply)) != script.sha:
+            raise redis.ResponseError(f"Redis loaded the Lua script {script.name} as {reply!r}, not {script.sha}")
+    return len(missing)
 
 
 def _remember(sha: str, text: str) -> None:

@@ -32,6 +32,8 @@ job_expired = Signal()  # sender, job, queue: skipped unrun because its ``expire
 # sender="reaper", queue, count, classes ({class: count}): jobs given back from a dead process's private list
 jobs_recovered = Signal()
 pushes_recovered = Signal()  # sender="reliable_push", queue, count: buffered pushes delivered after an outage
+# sender="reliable_push", jobs: buffered pushes dropped from a full buffer in the drop_oldest mode
+pushes_dropped = Signal()
 batch_created = Signal()  # sender="batch", bid: a batch's first flush (sent by the batch feature)
 batch_succeeded = Signal()  # sender="batch", bid, duration (seconds from creation to :success)
 leader_elected = Signal()  # sender=Leader, identity, token (the term's fencing token), leader

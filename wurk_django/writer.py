@@ -99,9 +99,9 @@ class Writer:
         them through a Redis outage when ``RELIABLE_PUSH`` is on (PRO-320)."""
         if not jobs and not extra:
             return
-        if self.config.reliable_push:
-            from . import reliable_push
+        from . import reliable_push
 
+        if self.config.reliable_push or reliable_push.installed():
             reliable_push.deliver(self, jobs, extra=list(extra), front=front)
         else:
             self.write(jobs, extra=list(extra), front=front)
@@ -188,9 +188,9 @@ class AsyncWriter:
         """:meth:`Writer.push`, awaited."""
         if not jobs and not extra:
             return
-        if self.config.reliable_push:
-            from . import reliable_push
+        from . import reliable_push
 
+        if self.config.reliable_push or reliable_push.installed():
             await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
         else:
             await self.write(jobs, extra=list(extra), front=front)

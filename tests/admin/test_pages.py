@@ -280,3 +280,27 @@ def test_metrics_pages_read_sidekiq_keys(admin_client, redis_db):
     detail = admin_client.get(BASE + "metrics/HardJob/")
     assert sum(detail.context["histogram"]["values"]) == 3
     assert detail.context["job"].total_ms == 900
+
+
+def test_busy_pages_its_tables_and_shows_one_on_request_CORE_192(admin_client, redis_db):
+    """``count`` (100 by default) and ``page`` window both tables; ``only=processes`` or
+    ``only=jobs`` shows one; the cards still count every process."""
+    for n in range(103):
+        heartbeat(redis_db, f"host{n:03d}:{1000 + n}:abc", busy=1,
+                  work={f"tid{n:03d}": job("PagedJob", args=[n], queue="mail")})
+    body = admin_client.get(BASE + "busy/").content.decode()
+    assert body.count("<tr data-identity=") == 100
+    assert "103 in all" in body and "?page=2&amp;count=100" in body
+    assert "<h3>Processes</h3><p>103</p>" in body
+    second = admin_client.get(BASE + "busy/?page=2&count=100").content.decode()
+    assert second.count("<tr data-identity=") == 3
+    assert second.count("<code class=\"wurk-args\">") == 3
+    small = admin_client.get(BASE + "busy/?count=10&page=3").content.decode()
+    assert small.count("<tr data-identity=") == 10 and "<span class=\"current\" aria-current=\"page\">3</span>" in small
+    jobs_only = admin_client.get(BASE + "busy/?only=jobs&count=5").content.decode()
+    assert 'id="wurk-processes"' not in jobs_only and 'id="wurk-jobs"' in jobs_only
+    assert "?only=jobs&amp;page=2&amp;count=5" in jobs_only  # paging keeps the choice
+    processes_only = admin_client.get(BASE + "busy/?only=processes").content.decode()
+    assert 'id="wurk-jobs"' not in processes_only and 'id="wurk-processes"' in processes_only
+    junk = admin_client.get(BASE + "busy/?only=everything&page=x&count=-4").content.decode()
+    assert 'id="wurk-jobs"' in junk and 'id="wurk-processes"' in junk  # bad values: the defaults

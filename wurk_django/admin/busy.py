@@ -11,9 +11,11 @@ from django.utils.translation import ngettext
 
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
 from ..api.revoke import revoke
-from .common import args_text, redirect_back, render, url, when
+from .common import Page, args_text, keep_query, page_params, redirect_back, render, url, when
 
 ACTIONS = ("quiet", "stop")
+BUSY_COUNT = 100  # rows per page of each table, as Sidekiq's Busy page
+ONLY = ("processes", "jobs")
 
 
 def stop_job(request: HttpRequest) -> None:
@@ -112,9 +114,19 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "args": args_text(record),
             "run_at": work.run_at,
         })
+    # Both tables page by the same ``page``/``count``; ``only`` shows one of them. The
+    # cards above count every process, whatever page is shown.
+    number, count = page_params(request, BUSY_COUNT)
+    only = request.GET.get("only") if request.GET.get("only") in ONLY else None
+    query = keep_query(request, "only")
+    process_page = Page(number, count, len(processes), processes[(number - 1) * count:number * count], query)
+    job_page = Page(number, count, len(jobs), jobs[(number - 1) * count:number * count], query)
     context = {
-        "processes": processes,
-        "jobs": jobs,
+        "processes": process_page.items,
+        "jobs": job_page.items,
+        "process_page": process_page,
+        "job_page": job_page,
+        "only": only,
         "totals": {
             "processes": len(processes),
             "threads": threads,

@@ -166,9 +166,10 @@ class Page:
         return out
 
 
-def page_params(request: HttpRequest) -> tuple[int, int]:
-    """``(page, count)`` from the query string: count 25 by default, at most 200 (DJ-055)."""
-    return _int_param(request, "page", 1, 1), _int_param(request, "count", DEFAULT_COUNT, 1, MAX_COUNT)
+def page_params(request: HttpRequest, default: int = DEFAULT_COUNT) -> tuple[int, int]:
+    """``(page, count)`` from the query string: count ``default`` (25) when not given,
+    at most 200 (DJ-055)."""
+    return _int_param(request, "page", 1, 1), _int_param(request, "count", default, 1, MAX_COUNT)
 
 
 def keep_query(request: HttpRequest, *names: str) -> dict[str, str]:

@@ -193,6 +193,14 @@ ROWS: tuple[Setting, ...] = (
             "Seconds a dead-looking process's private list must stay untouched before the reaper takes its jobs "
             "back, so a worker that is still booting is left alone. `0` disables the grace.", WORKER,
             type=NUMBER),
+    Setting("RECOVERY_CALLBACK", None,
+            lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
+            "Callable (or dotted path) called as `callback(job_string, pill)` in the process that reaps: for "
+            "every job given back from a dead process's private list (`pill` is `None`), and for every poison "
+            "pill once buried (`pill` a `wurk_django.server.poison.Pill`, with `dead_score`). Sidekiq Pro's "
+            "`super_fetch!` block; `wurk_django.server.poison.super_fetch(callback)` sets one in code. A failing "
+            "callback is logged and the recovery goes on. See docs/reliability.md.", WORKER,
+            parse=load, type=HOOK),
     Setting("REVOKE_GRACE", 10,
             lambda v: is_number(v) and v >= 0, "seconds >= 0",
             "Seconds a running job stopped by `revoke(..., terminate=True)` (or the Busy page's Stop) has, after "
@@ -329,9 +337,16 @@ ROWS: tuple[Setting, ...] = (
             type=NUMBER),
     Setting("RELIABLE_PUSH_BUFFER", 1000,
             lambda v: is_int(v, 1), "an integer >= 1",
-            "How many jobs that buffer holds; a push that does not fit raises "
-            "`wurk_django.reliable_push.PushBufferFull` at the call site (nothing is dropped silently).", CLIENT,
+            "How many jobs that buffer holds; what a push that does not fit does is `RELIABLE_PUSH_OVERFLOW`'s "
+            "choice.", CLIENT,
             type=int),
+    Setting("RELIABLE_PUSH_OVERFLOW", "raise",
+            lambda v: v in ("raise", "drop_oldest"), '"raise" or "drop_oldest"',
+            "What a push does when the buffer is full: `\"raise\"` refuses it with "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site (its jobs are not buffered); "
+            "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
+            "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,
+            type=str),
     Setting("TESTING", None,
             lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"',
             'For test suites: `"fake"` records pushes in memory instead of Redis, `"inline"` runs them at once, '

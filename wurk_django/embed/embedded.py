@@ -22,7 +22,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import connection
+from .. import connection, scripts
 from ..conf import Config, get_config
 from ..errors import ConfigurationError, RedisVersionError
 from ..server.threads import spawn
@@ -103,6 +103,7 @@ class _Embedded:
                         autodiscover_modules(module)
                     self.discovered = True
                 version = connection.check_server(connection.get_redis(config=config), config)
+                scripts.preload(connection.get_redis(config=config))  # every Lua script, at boot (PRO-004)
                 ensure_log_output(config)
                 launcher = Launcher(config, embedded=True, request_shutdown=self.stop_in_background,
                                     on_signal=self._dashboard_signal)

@@ -14,11 +14,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, NoReturn
 
+import redis as redis_lib
 from django.dispatch import Signal
 
-from .. import connection
+from .. import connection, scripts
 from ..conf import Config
 from .launcher import Launcher, dump_threads
 from .logfiles import reopen as reopen_logs
@@ -34,6 +36,7 @@ logger = logging.getLogger("wurk_django.worker")
 child_forked = Signal()
 
 ORPHAN_CHECK_INTERVAL = 5.0
+BOOT_CHECK_ATTEMPTS = 3
 PR_SET_PDEATHSIG = 1
 
 
@@ -182,9 +185,30 @@ def run_child(config: Config, *, index: int, parent_pid: int, quiet: bool,
         os._exit(code)
 
 
+def check_redis(config: Config, attempts: int = BOOT_CHECK_ATTEMPTS, delay: float = 1.0) -> None:
+    """Redis answers and holds every Lua script, in one round trip (RUN-403, PRO-004):
+    a child whose Redis is unreachable, or that cannot load a script, fails here (exit
+    1, respawned by the supervisor with its back-off) instead of on its first job.
+    Tried ``attempts`` times, ``delay`` doubling between them; a refused script is not
+    tried again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            scripts.preload(connection.get_redis(config=config))
+            return
+        except redis_lib.ResponseError:
+            raise
+        except redis_lib.RedisError as exc:
+            if attempt == attempts:
+                raise
+            logger.warning("swarm child %d: Redis check failed (%s); trying again in %.0fs", os.getpid(), exc, delay)
+            time.sleep(delay)
+            delay *= 2
+
+
 def _serve(config: Config, *, index: int, parent_pid: int, quiet: bool, boot: _BootSignals) -> int:
     _reinit_global_locks()
     connection.reset()  # pools are per pid already; this drops any the fork hook missed
+    check_redis(config)
     child_forked.send(sender=config, index=index)
 
     pipe = SignalPipe()

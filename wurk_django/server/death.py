@@ -104,12 +104,13 @@ def parse_or_raw(raw: bytes | str) -> dict:
 
 def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis: Any = None,
         raw: bytes | str | None = None, job_class: Any = None, trim: bool = True, notify: bool = True,
-        stored: bool = False) -> None:
+        stored: bool = False, now: float | None = None) -> None:
     """End ``job`` for good: store it (with ``raw`` as the stored bytes when given),
     then handlers, then ``job_died``. ``job`` may be ``None`` when only ``raw`` exists
     (an unparseable payload): handlers then get :func:`parse_or_raw`'s dict.
     ``stored=True``: a script already put it in the dead set atomically with taking it
-    from where it was; only the handlers and the signal remain."""
+    from where it was; only the handlers and the signal remain. ``now``: the dead-set
+    score (default: the time of the call)."""
     if reason not in REASONS:
         raise ValueError(f"unknown death reason {reason!r}; one of {REASONS}")
     if job is None:
@@ -122,7 +123,7 @@ def die(job: dict | None, exc: BaseException, *, reason: str, config: Any, redis
         pass
     elif reason in _ALWAYS_STORED or (reason not in _NOT_STORED and job.get("dead") is not False):
         store(redis, raw if raw is not None else payload.dumps(job), max_jobs=config.dead_max_jobs,
-              timeout=config.dead_timeout, trim=trim)
+              timeout=config.dead_timeout, trim=trim, now=now)
     elif reason not in _NOT_STORED:
         job["discarded_at"] = config.wire_format.now()
     if not notify:

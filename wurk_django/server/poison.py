@@ -5,12 +5,18 @@ job's counter ``super_fetch:recovered:<jid>`` goes up (72 h TTL). On its third
 recovery the job goes to the dead set with a :class:`Poisoned` error instead
 of back to its queue. Any ACK deletes the counter: a run that reached its ACK
 proves the job did not crash its worker.
+
+The recovery callback (``RECOVERY_CALLBACK``, or :func:`super_fetch`) hears of
+every job the reaper gives back, as ``callback(job_string, None)``, and of every
+poison pill, as ``callback(job_string, pill)`` once the pill is buried.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,11 +40,52 @@ class Poisoned(WurkError):
 
 @dataclass(frozen=True)
 class Pill:
+    """A job recovered too often: what ``on_poison`` callbacks and the recovery callback learn."""
+
     jid: str
     klass: str | None
     count: int
     queue: str
     job_string: str
+    #: The job's score in the dead set (epoch seconds), once buried there; ``None``
+    #: before, and when the job said ``"dead": false`` and was discarded instead.
+    dead_score: float | None = None
+
+
+RecoveryCallback = Callable[[str, "Pill | None"], object]
+_recovery_callback: RecoveryCallback | None = None
+
+
+def super_fetch(callback: RecoveryCallback | None = None) -> None:
+    """Sidekiq Pro's ``super_fetch!`` for this process. Reliable fetch is always on, so
+    this only stores ``callback(job_string, pill)``, the recovery callback: the reaper
+    calls it for every job it gives back (``pill`` is ``None``) and for every poison
+    pill it buries (with the :class:`Pill`). ``None`` removes it. The
+    ``RECOVERY_CALLBACK`` setting names one too; both are called."""
+    global _recovery_callback
+    if callback is not None and not callable(callback):
+        raise ValueError(f"super_fetch() takes a callable (job_string, pill) or None, not {callback!r}")
+    _recovery_callback = callback
+
+
+def recovered(raw: bytes | str, pill: Pill | None = None, config: Config | None = None) -> None:
+    """Tell the recovery callbacks that ``raw`` came back (``pill`` None) or was buried
+    as a poison pill. A callback that raises is logged: recovery goes on regardless."""
+    try:
+        configured = (config or get_config()).recovery_callback
+    except Exception:  # a setting that cannot be read must not stop the reaper either
+        logger.exception("RECOVERY_CALLBACK could not be read")
+        configured = None
+    callbacks = [cb for cb in (configured, _recovery_callback) if cb is not None]
+    if not callbacks:
+        return
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    for callback in callbacks:
+        try:
+            callback(text, pill)
+        except Exception:
+            logger.exception("recovery callback %r failed (job %s); recovery goes on", callback,
+                             pill.jid if pill is not None else jid_of(raw if isinstance(raw, bytes) else raw.encode()))
 
 
 _callbacks: list[Callable[[dict], None]] = []
@@ -113,21 +160,26 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
     return Pill(jid, job.get("class"), count, queue, raw.decode("utf-8", "replace"))
 
 
-def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
+def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> Pill:
     """Move a poisoned job to the dead set (or discard it if ``dead: false``), notifying
-    the death handlers and ``on_poison`` callbacks (PRO-153)."""
+    the death handlers, ``on_poison`` callbacks and the recovery callback (PRO-153).
+    Returns the pill with its ``job_string`` and ``dead_score`` filled in."""
     error = Poisoned(f"{pill.klass or 'job'} was recovered {pill.count} times without completing")
     job = payload.loads(raw)
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)
+    score = None
     if job.get("dead") is not False:
         job.setdefault("failed_at", (config or get_config()).wire_format.now())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
+        score = time.time()
     try:
         stored = payload.dumps(job)
     except Exception:  # cannot be written back (parse_job refused it first in practice): keep the bytes
         stored = raw
-    death.die(job, error, reason=death.POISON, config=config or get_config(), raw=stored)
+    pill = dataclasses.replace(pill, job_string=pill.job_string or raw.decode("utf-8", "replace"),
+                               dead_score=score)
+    death.die(job, error, reason=death.POISON, config=config or get_config(), raw=stored, now=score)
     info = {"jid": pill.jid, "klass": pill.klass, "count": pill.count, "queue": pill.queue}
     with _callbacks_lock:
         callbacks = list(_callbacks)
@@ -136,3 +188,5 @@ def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> None:
             callback(info)
         except Exception:
             logger.exception("on_poison callback %r failed", callback)
+    recovered(raw, pill, config)
+    return pill

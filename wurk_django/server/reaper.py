@@ -49,6 +49,7 @@ usually disable.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
@@ -194,57 +195,67 @@ class Reaper:
 
     def _recover(self, redis: redis_lib.Redis, owner: tuple[str, str, int, str | None], lists: set[str]) -> int:
         """Give back the jobs of one dead process's lists for one queue, judged by what its
-        slots said they were running; returns how many went back to the queue."""
+        slots said they were running; returns how many went back to the queue.
+
+        The jobs no crash is blamed on go back to the fetch end in the order they were
+        queued: each slot's list keeps its own jobs in fetch order, and the lists of
+        different slots are merged by the jobs' ``enqueued_at`` (threads fetched from one
+        queue turn by turn), so the job the dead process fetched first is fetched first
+        again, whichever thread held it."""
         public, host, pid, nonce = owner
         queue = public[len(keys.QUEUE_PREFIX):]
         held = keys.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
         slots = {name: int(name.rsplit("|", 1)[1]) for name in lists}
         fetched = sorted((name for name in lists if slots[name] != keys.HELD_SLOT), key=slots.__getitem__)
         markers = redis.mget([keys.started(host, pid, str(nonce), slots[name]) for name in fetched]) if fetched else []
-        writer = Writer(self.config, redis)
-        uncounted = 0
+        suspects: list[tuple[str, bytes, bool]] = []  # (list, job, named by its slot's marker)
+        innocent: list[list[tuple[str, bytes]]] = []  # per slot, the oldest first
         for name, marker in zip(fetched, markers, strict=True):
             entries = redis.lrange(name, 0, -1)  # the newest first
             running = _running(marker, queue, len(entries))
-            commands, named = [], []
-            # Newest first, each onto the fetch end: the oldest is fetched first again.
-            for index, raw in enumerate(entries):
-                if running is None or index == running:
-                    commands.append(requeue_command(name, held, raw))
-                    named.append((raw, running is not None))
-                else:
-                    commands.append(requeue_command(name, public, raw))
-            results = writer.send(commands) if commands else []
-            suspects = iter(named)
-            for index, result in enumerate(results):
-                if running is None or index == running:
-                    raw, known = next(suspects)
-                    if int(result or 0) and known:
-                        logger.warning("%s (jid %s) was running when process %s died", _class_of(raw),
-                                       poison.jid_of(raw), pid)
-                else:
-                    uncounted += int(result or 0)
+            # Suspects the newest first into the held list, as the slot held them.
+            suspects += [(name, raw, running is not None) for index, raw in enumerate(entries)
+                         if running is None or index == running]
+            mine = [(name, raw) for index, raw in enumerate(entries) if running is not None and index != running]
+            if mine:
+                innocent.append(mine[::-1])
+        in_order = list(heapq.merge(*innocent, key=lambda entry: _enqueued_at(entry[1])))
+        # Suspects first to the held list; then the others, the newest first, each onto the
+        # fetch end: the oldest ends nearest it.
+        commands = [requeue_command(name, held, raw) for name, raw, _ in suspects]
+        commands += [requeue_command(name, public, raw) for name, raw in reversed(in_order)]
+        results = Writer(self.config, redis).send(commands) if commands else []
+        for (_name, raw, known), result in zip(suspects, results, strict=False):
+            if int(result or 0) and known:
+                logger.warning("%s (jid %s) was running when process %s died", _class_of(raw), poison.jid_of(raw),
+                               pid)
+        given = [raw for (_name, raw), result in zip(reversed(in_order), results[len(suspects):], strict=True)
+                 if int(result or 0)]
+        given.reverse()  # the oldest first, as they now sit from the fetch end
+        for raw in given:
+            poison.recovered(raw, None, self.config)
         released = self._release_new_suspects(redis, held, public)
-        moved = uncounted + released
+        moved = len(given) + len(released)
         if moved:
             logger.warning("recovered %d job(s) of queue %s from process %s:%s, which is gone: %d fetched "
                            "ahead or finished (not counted), %d running when it died", moved, queue, host, pid,
-                           uncounted, released)
-            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved)
+                           len(given), len(released))
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved,
+                         classes=_classes(given + released), jobs=given + released, process=_identity(owner))
         return moved
 
-    def _release_new_suspects(self, redis: redis_lib.Redis, held: str, public: str) -> int:
-        """Give back, counted, the held jobs no earlier crash suspected; the others stay
-        for :meth:`_release_suspect`."""
+    def _release_new_suspects(self, redis: redis_lib.Redis, held: str, public: str) -> list[bytes]:
+        """Give back, counted, the held jobs no earlier crash suspected (the others stay
+        for :meth:`_release_suspect`); returns the jobs this call took from ``held``."""
         entries = redis.lrange(held, 0, -1)
         if not entries:
-            return 0
+            return []
         jids = [poison.jid_of(raw) for raw in entries]
         counters = redis.mget([keys.recovered(jid) for jid in jids if jid])
         counts = iter(counters)
         fresh = [raw for raw, jid in zip(entries, jids, strict=True) if jid is None or not int(next(counts) or 0)]
         spacing = len(fresh) + 1
-        return sum(self._reclaim(redis, held, public, raw, spacing) for raw in reversed(fresh))
+        return [raw for raw in reversed(fresh) if self._reclaim(redis, held, public, raw, spacing)]
 
     def _release_suspect(self, redis: redis_lib.Redis, public: str, lists: list[str]) -> int:
         """Give back one job of ``public`` suspected in more than one crash, the one with
@@ -277,6 +288,8 @@ class Reaper:
             return 0  # another reclaimer moved it first
         if result >= poison.RECOVERY_THRESHOLD:
             self._bury(poison.Pill(poison.jid_of(raw), _class_of(raw), int(result), queue, ""), raw, holding)
+        else:
+            poison.recovered(raw, None, self.config)
         return 1
 
     @staticmethod
@@ -384,7 +397,7 @@ class Reaper:
         holding = private_list(queue, slot=keys.HELD_SLOT)
         spacing = int(redis.llen(private) or 0) + 1
         moved = 0
-        classes: dict[str, int] = {}  # recovered jobs per class, for the metrics
+        taken: list[bytes] = []
         while True:
             try:
                 raw = redis.lindex(private, -1)
@@ -394,21 +407,24 @@ class Reaper:
                 if result == -1:
                     continue  # another reclaimer moved it first
                 moved += 1
-                klass = _class_of(raw) or "unknown"
-                classes[klass] = classes.get(klass, 0) + 1
+                taken.append(raw)
                 if result >= poison.RECOVERY_THRESHOLD:
                     self._bury(poison.Pill(poison.jid_of(raw), _class_of(raw), int(result), queue, ""), raw, holding)
+                else:
+                    poison.recovered(raw, None, self.config)
             except Exception:
                 logger.exception("reclaim of %s stopped after %d job(s); the next sweep resumes", private, moved)
-                return moved
+                break
         if moved:
             logger.warning("recovered %d job(s) from %s, whose process is gone", moved, private)
-            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved, classes=classes)
+            parsed = parse_private(private)
+            signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved, classes=_classes(taken),
+                         jobs=taken, process=_identity(parsed) if parsed else None)
         return moved
 
     def _bury(self, pill: poison.Pill, raw: bytes, holding: str) -> None:
         try:
-            poison.bury_pill(pill, raw, config=self.config)
+            poison.bury_pill(pill, raw, config=self.config)  # the recovery callback hears of it there
         except Exception:
             # Still in our own private list: recovered (and judged again) after this process ends.
             logger.exception("could not bury poison pill %s; it waits in %s", pill.jid, holding)
@@ -443,6 +459,30 @@ def _running(marker: bytes | None, queue: str, length: int) -> int | None:
     if name != queue or not index.isdigit():
         return -1
     return int(index) if int(index) < length else -1
+
+
+def _enqueued_at(raw: bytes) -> float:
+    """When ``raw`` was last queued, in epoch seconds (either wire format); 0 when it does
+    not say, which keeps such a job where its own list put it."""
+    try:
+        return payload.epoch_seconds(payload.loads(raw)["enqueued_at"]) or 0.0
+    except Exception:
+        return 0.0
+
+
+def _classes(jobs: list[bytes]) -> dict[str, int]:
+    """Jobs per class, for the metrics."""
+    counts: dict[str, int] = {}
+    for raw in jobs:
+        klass = _class_of(raw) or "unknown"
+        counts[klass] = counts.get(klass, 0) + 1
+    return counts
+
+
+def _identity(owner: tuple[str, str, int, str | None]) -> str:
+    """The dead process as its heartbeat named it: ``host:pid:nonce`` (``host:pid`` for a legacy list)."""
+    _public, host, pid, nonce = owner
+    return f"{host}:{pid}:{nonce}" if nonce else f"{host}:{pid}"
 
 
 def _class_of(raw: bytes) -> str | None:

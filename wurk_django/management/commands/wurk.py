@@ -11,7 +11,7 @@ import redis as redis_lib
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
-from ... import __version__
+from ... import __version__, scripts
 from ...conf import Config, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
@@ -178,12 +178,24 @@ class Command(BaseCommand):
         delay = 1.0
         while True:
             try:
-                return check_server(get_redis(config=config), config)
+                client = get_redis(config=config)
+                version = check_server(client, config)
             except RedisVersionError as exc:
                 self.stderr.write(f"wurk: {exc}")
                 sys.exit(1)
             except redis_lib.RedisError as exc:
                 logger.warning("Redis at %s is unreachable (%s); retrying in %.0fs", config.redis_url, exc, delay)
+            else:
+                try:
+                    # Every Lua script, loaded once here (PRO-004): a swarm's children then find them too.
+                    scripts.preload(client)
+                    return version
+                except redis_lib.ResponseError as exc:  # a script Redis refuses: no retry cures that
+                    self.stderr.write(f"wurk: {exc}")
+                    sys.exit(1)
+                except redis_lib.RedisError as exc:
+                    logger.warning("Redis at %s is unreachable (%s); retrying in %.0fs", config.redis_url, exc,
+                                   delay)
             if any(name in ("TERM", "INT") for name in pipe.wait(delay)):
                 logger.info("stopped while waiting for Redis")
                 return None
