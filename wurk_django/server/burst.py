@@ -15,9 +15,9 @@ def _holding(launcher: Launcher) -> bool:
     begun it yet, or fetched ahead (a fetcher of the user's own may not count those)."""
     if launcher.state.busy_count():
         return True
-    if launcher.busy_processors():
-        return True
-    for manager in launcher.managers:
+    for manager in launcher.managers:  # every capsule's
+        if any(p.unit is not None for p in manager.alive_processors()):
+            return True
         in_hand = getattr(manager.fetcher, "in_hand", None)
         if in_hand and in_hand():
             return True

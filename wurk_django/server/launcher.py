@@ -231,10 +231,6 @@ class Launcher:
         for manager in self.managers:
             manager.hard_shutdown([p for p in manager.alive_processors() if p.unit is not None])
 
-    def busy_processors(self) -> list:
-        """The processor threads running a job now, in every capsule."""
-        return [p for manager in self.managers for p in manager.alive_processors() if p.unit is not None]
-
     def _teardown(self) -> None:
         # The metrics flusher first (its last flush may feed a rollup component), then the
         # components in reverse start order (periodic loops before the leader lock goes).
