@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import threading
 
@@ -158,9 +159,11 @@ def test_pro_110_capsules_never_share_a_private_list_or_running_marker():
         thread.join()
     assert sorted(numbers["default"][3:]) == [0, 2, 4] and sorted(numbers["single"][3:]) == [1, 3, 5]
     assert len(markers) == 6 and len(lists) == 6
+    from wurk_django.keys import private_queue
+    from wurk_django.server.state import NONCE, hostname
+
     single_lists = {private for _, private in launcher.managers[1].fetcher.all_keys()}
-    assert single_lists == {f"queue:single|{'|'.join(m.split(':')[-1].split('|')[:3])}|{n}"
-                            for m in markers for n in (1, 3, 5)}
+    assert single_lists == {private_queue("single", hostname(), os.getpid(), NONCE, n) for n in (1, 3, 5)}
 
 
 def test_pool_sizes_count_every_capsule_thread():
@@ -206,6 +209,34 @@ def test_describe_for_log_lines():
 # -- real worker processes ----------------------------------------------------------------
 
 
+def test_core_192_busy_page_names_the_capsule_of_each_running_job(redis_db, admin_client):
+    from tests.admin.conftest import heartbeat, job
+
+    identity = heartbeat(redis_db, "worker.1:77:abc", busy=2, work={
+        "t1": job("Exporter", queue="single"), "t2": job("Mailer", queue="mail")})
+    info = json.loads(redis_db.hget(identity, "info"))
+    info["capsules"] = {"default": {"concurrency": 5, "mode": "strict", "weights": {"default": 0, "mail": 0}},
+                        "single": {"concurrency": 1, "mode": "strict", "weights": {"single": 0}}}
+    redis_db.hset(identity, "info", json.dumps(info))
+    body = admin_client.get("/admin/wurk_django/dashboard/busy/").content.decode()
+    assert '<strong>single</strong> <span class="wurk-quiet">(1 thread)</span>: single' in body
+    assert '<strong>default</strong> <span class="wurk-quiet">(5 threads)</span>: default, mail' in body
+    rows = body.split('<table class="wurk-table" id="wurk-jobs">')[1].split("<tr>")
+    assert any('<td class="wurk-job-capsule">single</td>' in row and "Exporter" in row for row in rows)
+    assert any('<td class="wurk-job-capsule">default</td>' in row and "Mailer" in row for row in rows)
+
+
+def test_embedded_workers_run_the_capsules_too():
+    from tests.support import wurk_settings
+    from wurk_django.embed.embedded import _Embedded
+    from wurk_django.server.launcher import Launcher
+
+    with wurk_settings(CAPSULES=SINGLE, EMBEDDED_CONCURRENCY=2):
+        config = _Embedded(None, None)._config()
+        launcher = Launcher(config, embedded=True)
+    assert [(m.name, m.config.concurrency) for m in launcher.managers] == [("default", 2), ("single", 1)]
+
+
 def _spans(redis_db) -> dict[str, tuple[float, float]]:
     out = {}
     for raw in redis_db.lrange("test:spans", 0, -1):
@@ -230,21 +261,18 @@ def test_core_100_one_thread_capsule_never_overlaps_while_default_threads_run_in
     for i in range(4):
         _push("SpanJob", "single", f"s{i}", 0.4)
     for i in range(5):
-        _push("SpanJob", "default", f"d{i}", 1.5)
+        _push("SpanJob", "default", f"d{i}", 2.5)
     worker = worker_factory("-c", "5", "--capsule", "single:1", "single", "-q", "default")
-    # While the jobs run: the heartbeat and the Busy page name both capsules.
+    # The heartbeat and the Busy page name both capsules.
     wait_for(lambda: redis_db.scard("processes"), timeout=60, message="the worker's first beat")
     identity = redis_db.smembers("processes").pop().decode()
     info = json.loads(redis_db.hget(identity, "info"))
     assert info["capsules"] == {"default": {"concurrency": 5, "mode": "strict", "weights": {"default": 0}},
                                 "single": {"concurrency": 1, "mode": "strict", "weights": {"single": 0}}}
     assert redis_db.hget(identity, "concurrency") == b"6"
-    wait_for(lambda: any(b'"single"' in raw for raw in redis_db.hvals(f"{identity}:work")), timeout=30,
-             message="a beat showing a single job running")
     body = admin_client.get("/admin/wurk_django/dashboard/busy/").content.decode()
     assert 'data-capsule="single"' in body and 'data-capsule="default"' in body
     assert "(1 thread)" in body and "(5 threads)" in body
-    assert '<td class="wurk-job-capsule">single</td>' in body
 
     wait_for(lambda: len(_spans(redis_db)) == 9, timeout=60, message="all nine jobs")
     spans = _spans(redis_db)
