@@ -341,3 +341,11 @@ def test_core_157_term_drains_every_capsule_in_parallel_and_requeues_from_all(re
     assert [json.loads(raw)["args"][0] for raw in redis_db.lrange("queue:single", 0, -1)] == ["s"]
     assert [json.loads(raw)["args"][0] for raw in redis_db.lrange("queue:default", 0, -1)] == ["d"]
     assert not redis_db.keys("queue:*|*")
+
+
+def test_a_capsule_config_keeps_its_capsule_on_a_shard_and_leaves_the_settings_config_alone():
+    config = Config(SHARDS={"b": "redis://127.0.0.1:6379/6"}, CAPSULES=SINGLE)
+    single = capsules.capsule_config(config, plan(config), 1)
+    assert (single.concurrency, single.queues, single.capsule.index, single.capsule.count) == (1, [("single", 0)], 1, 2)
+    assert single.for_shard("b").capsule is single.capsule and single.for_shard(None) is single
+    assert config.for_shard("b").capsule is None and config.concurrency == 5 and config.capsule is None

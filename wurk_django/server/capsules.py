@@ -157,6 +157,10 @@ def capsule_config(config: Any, capsules: list[Capsule], index: int) -> Any:
     capsule's threads and queues, and its :class:`Place` in ``config.capsule``."""
     capsule = capsules[index]
     derived = copy.copy(config)
+    if getattr(config, "_root", None) is None:
+        # A cache of its own: a shard config derived from this copy keeps its capsule,
+        # and the settings' config never hands out a capsule's copy.
+        derived._shards = {}
     derived.concurrency = capsule.concurrency
     derived.queues = list(capsule.queues)
     derived.capsule = Place(capsule, index, len(capsules), sum(c.concurrency for c in capsules))
