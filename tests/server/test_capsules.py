@@ -14,9 +14,9 @@ from django.core.management import call_command
 
 from tests.support import wait_for
 from wurk_django.conf import Config, problems
+from wurk_django.conf.capsules import Capsule, describe, parse_cli
 from wurk_django.errors import ConfigurationError
-from wurk_django.server import capsules
-from wurk_django.server.capsules import Capsule, parse_cli, plan
+from wurk_django.server.capsules import capsule_config, plan
 
 SINGLE = {"single": {"concurrency": 1, "queues": ["single"]}}
 
@@ -202,7 +202,7 @@ def test_swarm_refuses_a_slot_queue_a_capsule_serves_before_forking():
 
 
 def test_describe_for_log_lines():
-    assert capsules.describe([Capsule("default", 5, (("a", 0), ("b", 0))), Capsule("single", 1, (("s", 0),))]) == (
+    assert describe([Capsule("default", 5, (("a", 0), ("b", 0))), Capsule("single", 1, (("s", 0),))]) == (
         "default (5 threads): a, b; single (1 thread): s")
 
 
@@ -307,6 +307,7 @@ def test_pro_110_kill_9_then_restart_recovers_the_jobs_of_both_capsules(redis_db
     private = {key.decode().split("|")[0]: key.decode() for key in redis_db.keys("queue:*|*")}
     assert int(private["queue:default"].rsplit("|", 1)[1]) % 2 == 0
     assert int(private["queue:single"].rsplit("|", 1)[1]) % 2 == 1
+    wait_for(lambda: redis_db.scard("processes"), timeout=60, message="the worker's first beat")
     identity = redis_db.smembers("processes").pop().decode()
     worker.kill()
     assert redis_db.llen(private["queue:single"]) == 1 and redis_db.llen(private["queue:default"]) == 1
@@ -345,7 +346,7 @@ def test_core_157_term_drains_every_capsule_in_parallel_and_requeues_from_all(re
 
 def test_a_capsule_config_keeps_its_capsule_on_a_shard_and_leaves_the_settings_config_alone():
     config = Config(SHARDS={"b": "redis://127.0.0.1:6379/6"}, CAPSULES=SINGLE)
-    single = capsules.capsule_config(config, plan(config), 1)
+    single = capsule_config(config, plan(config), 1)
     assert (single.concurrency, single.queues, single.capsule.index, single.capsule.count) == (1, [("single", 0)], 1, 2)
     assert single.for_shard("b").capsule is single.capsule and single.for_shard(None) is single
     assert config.for_shard("b").capsule is None and config.concurrency == 5 and config.capsule is None

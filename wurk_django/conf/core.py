@@ -67,8 +67,8 @@ def _queues(value: Any) -> list[tuple[str, int]]:
 
 
 def _capsules(value: Any) -> tuple:
-    # Lazy: the capsule model lives with the worker; the settings table imports nothing of it.
-    from ..server.capsules import parse_setting
+    # Lazy: read only when the table is built, after the package is.
+    from .capsules import parse_setting
 
     return parse_setting(value)
 
@@ -166,7 +166,7 @@ ROWS: tuple[Setting, ...] = (
             "`single` one at a time while the default threads run the rest. Each capsule takes `concurrency` "
             "(integer >= 1) and `queues` (specs as in `QUEUES`, weights included); a queue belongs to one capsule. "
             "Same as `manage.py wurk --capsule single:1 single`; see docs/worker.md.", WORKER,
-            detail="wurk_django.server.capsules.problems", parse=_capsules, type=tuple),
+            detail="wurk_django.conf.capsules.problems", parse=_capsules, type=tuple),
     Setting("TIMEOUT", 25,
             lambda v: is_number(v) and v > 0, "a number of seconds > 0",
             "Shutdown grace: seconds running jobs get to finish after a stop request before they are pushed back "

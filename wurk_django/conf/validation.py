@@ -63,7 +63,7 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
                 found.append(Problem("QUEUES", str(exc), kind="queue"))
     if raw.get("CAPSULES") and not any(p.key in ("CAPSULES", "QUEUES", "CONCURRENCY") for p in found):
         # Across two keys: a queue of QUEUES (the default capsule) in a capsule too.
-        from ..server.capsules import settings_overlap
+        from .capsules import settings_overlap
 
         clash = settings_overlap(raw)
         if clash:

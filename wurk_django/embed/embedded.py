@@ -124,7 +124,7 @@ class _Embedded:
                 else:
                     logger.exception("wurk: embedded boot failed; the site keeps serving, retrying")
                 return False
-            from ..server.capsules import describe
+            from ..conf.capsules import describe
 
             logger.info("wurk: running embedded in the web process (pid %s): %d job threads on %s, Redis %s",
                         self.pid, launcher.concurrency,

@@ -20,9 +20,10 @@ from typing import Protocol
 
 from .. import signals
 from ..conf import Config
+from ..conf.capsules import describe
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
 from . import events
-from .capsules import capsule_config, describe, plan
+from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import HARD_SHUTDOWN_WAIT, Manager
 from .reaper import Reaper

@@ -12,11 +12,12 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
 from ... import __version__
-from ...conf import Config, problems
+from ...conf import Config, capsules, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
-from ...server import boot_warnings, capsules
+from ...server import boot_warnings
 from ...server.burst import drained
+from ...server.capsules import plan
 from ...server.events import StartupError
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
@@ -109,7 +110,7 @@ class Command(BaseCommand):
             if options.get("redis_url") and options.get("shard"):
                 raise ConfigurationError("give --redis-url or --shard, not both")
             config = config.for_shard(options.get("redis_url") or options.get("shard"))
-            running = capsules.plan(config)  # a queue in two capsules (one may be -q's) stops here
+            running = plan(config)  # a queue in two capsules (one may be -q's) stops here
         except (ConfigurationError, ValueError) as exc:
             self.stderr.write(f"wurk: {exc}")
             sys.exit(1)
