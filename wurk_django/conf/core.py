@@ -357,8 +357,9 @@ ROWS: tuple[Setting, ...] = (
             type=int),
     Setting("RELIABLE_PUSH_OVERFLOW", "raise",
             lambda v: v in ("raise", "drop_oldest"), '"raise" or "drop_oldest"',
-            "What a push does when the buffer is full: `\"raise\"` refuses it with "
-            "`wurk_django.reliable_push.PushBufferFull` at the call site (its jobs are not buffered); "
+            "What a push does when the buffer is full: `\"raise\"` fills the room left and raises "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site naming the jobs it did not take "
+            "(`.jobs`); "
             "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
             "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,
             type=str),
