@@ -155,3 +155,13 @@ def test_a_full_ring_leaves_the_group_being_delivered_alone():
     dropped = buffer._make_room(3, 4)
     assert [job["args"][0] for job in dropped] == ["w0", "w1"]
     assert list(buffer._groups) == [sending] and buffer._count == 2
+
+
+def test_raise_fills_the_room_left_then_names_the_jobs_it_refused_PRO_320(port):
+    writer = Writer(_config(port, RELIABLE_PUSH_BUFFER=3))
+    writer.push([_job("a")])
+    with pytest.raises(reliable_push.PushBufferFull) as raised:
+        writer.push([_job("b"), _job("c"), _job("d"), _job("e")])  # one bulk push, room for two
+    assert [job["args"] for job in raised.value.jobs] == [["d"], ["e"]]
+    assert reliable_push.buffered() == 3
+    assert _arrived(port) == ["a", "b", "c"]

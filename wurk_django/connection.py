@@ -154,13 +154,15 @@ def pool_size_for(config: Config, purpose: str = "main") -> int:
     ``MAIN_POOL_EXTRAS``, at least ``MIN_MAIN_POOL``), or the ``POOL_SIZE`` of the
     ``REDIS`` dict (or of the shard's dict in ``SHARDS``)
     when that is more: a smaller pool would leave processor threads waiting."""
+    # The pools are the process's: a capsule's config counts the threads of every capsule.
+    threads = config.concurrency if config.capsule is None else config.capsule.process_concurrency
     if purpose == "main":
-        size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
+        size = max(threads + MAIN_POOL_EXTRAS, MIN_MAIN_POOL)
     elif purpose == "app":
         # Job code and web requests share it: a web server's threads count too.
-        size = max(config.concurrency + MAIN_POOL_EXTRAS, MIN_APP_POOL)
+        size = max(threads + MAIN_POOL_EXTRAS, MIN_APP_POOL)
     else:
-        size = config.concurrency + 2
+        size = threads + 2
     # The POOL_SIZE of this config's own REDIS-style dict: a shard's, for a shard.
     return max(size, config.redis_target.pool_size or 0)
 

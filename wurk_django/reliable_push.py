@@ -103,12 +103,14 @@ def _overflow(config) -> str:
 
 
 class PushBufferFull(WurkError):
-    """Redis is unreachable and the local push buffer is full; the jobs were not accepted."""
+    """Redis is unreachable and the local push buffer is full. ``jobs`` are the jobs not
+    accepted; a bulk push may have been accepted in part (the jobs before them fill the
+    buffer's last room and are delivered once Redis answers)."""
 
     def __init__(self, capacity: int, jobs: list[dict], cause: BaseException) -> None:
         jids = ", ".join(str(j.get("jid")) for j in jobs[:5])
         super().__init__(
-            f"Redis is unreachable ({cause}) and the push buffer already holds its limit of "
+            f"Redis is unreachable ({cause}) and the push buffer is at its limit of "
             f"{capacity} job(s) (WURK['RELIABLE_PUSH_BUFFER']); refused job(s) {jids}"
         )
         self.jobs = jobs
@@ -132,26 +134,36 @@ class PushBuffer:
     def add(self, writer: Writer, group: tuple[list[dict], list[Command], bool], cause: BaseException,
             *, wake: bool = False) -> None:
         """Queue ``group`` behind the buffered ones; ``wake`` asks the delivery thread to
-        try at once instead of at its next interval. A group that does not fit raises
-        :class:`PushBufferFull`, or, in the ``drop_oldest`` mode, pushes the oldest
-        buffered jobs out (logged by jid)."""
+        try at once instead of at its next interval. A group that does not fit fills the
+        room left and raises :class:`PushBufferFull` naming the jobs it refused (a group
+        with commands of its own goes whole or not at all), or, in the ``drop_oldest``
+        mode, pushes the oldest buffered jobs out (logged by jid)."""
         jobs = group[0]
         capacity = _capacity(writer.config)
         dropped: list[dict] = []
+        refused: list[dict] = []
         with self._lock:
             if self._count + len(jobs) > capacity:
                 if _overflow(writer.config) != DROP_OLDEST:
-                    raise PushBufferFull(capacity, jobs, cause) from cause
-                dropped = self._make_room(len(jobs), capacity)
-                if self._count + len(jobs) > capacity:
-                    # Alone bigger than the ring: its newest jobs are kept, unless it carries
-                    # commands of its own (they belong with every one of its jobs).
+                    # Fill the room left, then refuse the rest (one exception naming them).
+                    # A group with commands of its own goes whole or not at all.
                     room = capacity - self._count
                     if group[1] or room <= 0:
                         raise PushBufferFull(capacity, jobs, cause) from cause
-                    dropped += jobs[:len(jobs) - room]
-                    group = (jobs[len(jobs) - room:], group[1], group[2])
+                    refused = jobs[room:]
+                    group = (jobs[:room], group[1], group[2])
                     jobs = group[0]
+                else:
+                    dropped = self._make_room(len(jobs), capacity)
+                    if self._count + len(jobs) > capacity:
+                        # Alone bigger than the ring: its newest jobs are kept, unless it carries
+                        # commands of its own (they belong with every one of its jobs).
+                        room = capacity - self._count
+                        if group[1] or room <= 0:
+                            raise PushBufferFull(capacity, jobs, cause) from cause
+                        dropped += jobs[:len(jobs) - room]
+                        group = (jobs[len(jobs) - room:], group[1], group[2])
+                        jobs = group[0]
             first = self._count == 0
             self._writer = writer
             self._groups.append(group)
@@ -167,6 +179,8 @@ class PushBuffer:
         if first:
             logger.warning("Redis unreachable or not a writable primary (%s): buffering pushes locally (up to %d jobs)",
                            cause, capacity)
+        if refused:
+            raise PushBufferFull(capacity, refused, cause) from cause
 
     def _make_room(self, need: int, capacity: int) -> list[dict]:
         """Drop the oldest buffered jobs until ``need`` more fit (the lock held); returns

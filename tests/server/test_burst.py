@@ -35,7 +35,8 @@ def test_jobs_fetched_ahead_or_in_a_threads_hands_are_not_drained(redis_db):
     fetcher = SimpleNamespace(order=SimpleNamespace(names=["default"]), in_hand=lambda: 1)
     processor = SimpleNamespace(unit=None)
     launcher = SimpleNamespace(config=Config(), state=SimpleNamespace(busy_count=lambda: 0),
-                               manager=SimpleNamespace(fetcher=fetcher, alive_processors=lambda: [processor]))
+                               managers=[SimpleNamespace(fetcher=fetcher, alive_processors=lambda: [processor])],
+                               queue_names=["default"])
     assert drained(launcher) is False  # one fetched ahead
     fetcher.in_hand = lambda: 0
     processor.unit = object()

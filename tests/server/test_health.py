@@ -23,7 +23,8 @@ from wurk_django.server.health import HealthListener
 
 def _launcher(config: Config) -> SimpleNamespace:
     state = SimpleNamespace(last_fetch=time.monotonic(), identity="test:1:abc", busy_count=lambda: 0)
-    return SimpleNamespace(config=config, state=state, quieting=False, stopping=False, stopped=threading.Event())
+    return SimpleNamespace(config=config, state=state, quieting=False, stopping=False, stopped=threading.Event(),
+                           concurrency=config.concurrency)
 
 
 @pytest.fixture

@@ -73,17 +73,34 @@ def _signal(request: HttpRequest) -> None:
                                         skipped) % {"count": skipped})
 
 
+def _capsules(process: Any) -> list[dict[str, Any]]:
+    """The process's capsules (CORE-100) as the page lists them: name, threads, queues."""
+    rows = []
+    for name, capsule in process.capsules.items():
+        capsule = capsule if isinstance(capsule, dict) else {}
+        try:
+            concurrency = int(capsule.get("concurrency") or 0)
+        except (TypeError, ValueError):
+            concurrency = 0
+        rows.append({"name": str(name), "concurrency": concurrency, "queues": list(capsule.get("weights") or {})})
+    return rows
+
+
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     if request.method == "POST":
         _signal(request)
         return redirect_back(request, url(request, "wurk_busy"))
     processes = []
     threads = busy = rss = 0
+    capsule_of: dict[tuple[str, str], str] = {}  # (identity, queue) -> the capsule serving it there
     for process in ProcessSet():
         concurrency = int(process.get("concurrency") or 0)
         threads += concurrency
         busy += int(process.get("busy") or 0)
         rss += int(process.get("rss") or 0)
+        for name, capsule in process.capsules.items():
+            for queue in (capsule or {}).get("weights") or {}:
+                capsule_of[(process.identity, queue)] = name
         processes.append({
             "identity": process.identity,
             "hostname": process.get("hostname", ""),
@@ -91,7 +108,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "tag": process.tag,
             "labels": process.labels,
             "queues": process.queues,
-            "capsules": process.capsules,
+            "capsules": _capsules(process),
             "concurrency": concurrency,
             "busy": int(process.get("busy") or 0),
             "rss_kb": int(process.get("rss") or 0),
@@ -109,6 +126,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "identity": identity,
             "tid": tid,
             "queue": work.queue,
+            "capsule": capsule_of.get((identity, work.queue), ""),
             "klass": record.display_class,
             "jid": record.jid,
             "args": args_text(record),

@@ -12,6 +12,7 @@ The package, one concept per module:
 * :mod:`.core`: the engine's rows; a feature's rows are in ``wurk_django/<feature>/settings.py``;
 * :mod:`.table`: collects the rows (``SETTINGS``, ``DEFAULTS``);
 * :mod:`.targets`: which Redis (the fallback URL, bad servers and shards);
+* :mod:`.capsules`: the ``CAPSULES`` setting (thread pools beside the default one);
 * :mod:`.validation`: :func:`problems`;
 * :mod:`.config`: :class:`Config`, built from the rows, and :func:`get_config`;
 * :mod:`.docs`: the tables of docs/configuration.md.

@@ -41,6 +41,11 @@ class Config:
     default_job_options: dict[str, Any]
     error_handlers: list[Callable]
     death_handlers: list[Callable]
+    capsules: tuple
+    #: Set only on the copy of the config one capsule of a worker process runs with
+    #: (:func:`wurk_django.server.capsules.capsule_config`): that capsule's place in
+    #: the process. ``None`` for a config built from settings.
+    capsule: Any = None
 
     def __init__(self, raw: dict[str, Any] | None = None, **overrides: Any) -> None:
         raw = dict(raw_settings() if raw is None else raw)

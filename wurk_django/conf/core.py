@@ -66,6 +66,13 @@ def _queues(value: Any) -> list[tuple[str, int]]:
     return [parse_queue(q) for q in value]
 
 
+def _capsules(value: Any) -> tuple:
+    # Lazy: read only when the table is built, after the package is.
+    from .capsules import parse_setting
+
+    return parse_setting(value)
+
+
 def _job_options(value: dict[str, Any]) -> dict[str, Any]:
     return {"retry": True, "queue": "default", **value}
 
@@ -152,6 +159,14 @@ ROWS: tuple[Setting, ...] = (
             "order, a queue is only read when all before it are empty. All weights 1: random order. Otherwise "
             "weighted random. Names may hold letters, digits, `_ : . -`.", WORKER,
             parse=_queues, type=list),
+    Setting("CAPSULES", {},
+            lambda v: isinstance(v, dict), "a dict of name: {'concurrency': N, 'queues': [...]}",
+            "More thread pools in each worker process, beside the default one that `CONCURRENCY` and `QUEUES` "
+            "shape: `{\"single\": {\"concurrency\": 1, \"queues\": [\"single\"]}}` runs the jobs of queue "
+            "`single` one at a time while the default threads run the rest. Each capsule takes `concurrency` "
+            "(integer >= 1) and `queues` (specs as in `QUEUES`, weights included); a queue belongs to one capsule. "
+            "Same as `manage.py wurk --capsule single:1 single`; see docs/worker.md.", WORKER,
+            detail="wurk_django.conf.capsules.problems", parse=_capsules, type=tuple),
     Setting("TIMEOUT", 25,
             lambda v: is_number(v) and v > 0, "a number of seconds > 0",
             "Shutdown grace: seconds running jobs get to finish after a stop request before they are pushed back "
@@ -342,8 +357,9 @@ ROWS: tuple[Setting, ...] = (
             type=int),
     Setting("RELIABLE_PUSH_OVERFLOW", "raise",
             lambda v: v in ("raise", "drop_oldest"), '"raise" or "drop_oldest"',
-            "What a push does when the buffer is full: `\"raise\"` refuses it with "
-            "`wurk_django.reliable_push.PushBufferFull` at the call site (its jobs are not buffered); "
+            "What a push does when the buffer is full: `\"raise\"` fills the room left and raises "
+            "`wurk_django.reliable_push.PushBufferFull` at the call site naming the jobs it did not take "
+            "(`.jobs`); "
             "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
             "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,
             type=str),

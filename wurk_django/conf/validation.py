@@ -61,5 +61,12 @@ def problems(raw: dict[str, Any] | None = None) -> list[Problem]:
                 parse_queue(spec)
             except ConfigurationError as exc:
                 found.append(Problem("QUEUES", str(exc), kind="queue"))
+    if raw.get("CAPSULES") and not any(p.key in ("CAPSULES", "QUEUES", "CONCURRENCY") for p in found):
+        # Across two keys: a queue of QUEUES (the default capsule) in a capsule too.
+        from .capsules import settings_overlap
+
+        clash = settings_overlap(raw)
+        if clash:
+            found.append(Problem("CAPSULES", clash))
     found.extend(Problem(key, message, kind=kind) for key, message, kind in redis_problems(raw))
     return found

@@ -125,8 +125,12 @@ class _Embedded:
                 else:
                     logger.exception("wurk: embedded boot failed; the site keeps serving, retrying")
                 return False
+            from ..conf.capsules import describe
+
             logger.info("wurk: running embedded in the web process (pid %s): %d job threads on %s, Redis %s",
-                        self.pid, config.concurrency, ", ".join(config.queue_names), version)
+                        self.pid, launcher.concurrency,
+                        ", ".join(config.queue_names) if len(launcher.capsules) == 1 else describe(launcher.capsules),
+                        version)
             return True
 
     def retry_in_background(self) -> None:

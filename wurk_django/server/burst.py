@@ -15,10 +15,13 @@ def _holding(launcher: Launcher) -> bool:
     begun it yet, or fetched ahead (a fetcher of the user's own may not count those)."""
     if launcher.state.busy_count():
         return True
-    if any(p.unit is not None for p in launcher.manager.alive_processors()):
-        return True
-    in_hand = getattr(launcher.manager.fetcher, "in_hand", None)
-    return bool(in_hand and in_hand())
+    for manager in launcher.managers:  # every capsule's
+        if any(p.unit is not None for p in manager.alive_processors()):
+            return True
+        in_hand = getattr(manager.fetcher, "in_hand", None)
+        if in_hand and in_hand():
+            return True
+    return False
 
 
 def drained(launcher: Launcher) -> bool:
@@ -27,7 +30,7 @@ def drained(launcher: Launcher) -> bool:
     if _holding(launcher):
         return False
     pipe = get_redis(config=launcher.config).pipeline(transaction=False)
-    for name in launcher.manager.fetcher.order.names:
+    for name in launcher.queue_names:
         pipe.llen(keys.queue(name))
     return not any(pipe.execute()) and not _holding(launcher)
 

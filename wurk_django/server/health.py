@@ -167,7 +167,7 @@ class HealthListener:
             reasons.append("quiet")
         else:
             idle_for = time.monotonic() - launcher.state.last_fetch
-            all_busy = launcher.state.busy_count() >= launcher.config.concurrency
+            all_busy = launcher.state.busy_count() >= launcher.concurrency
             if idle_for > READY_WINDOW and not all_busy:
                 reasons.append(f"no fetch for {idle_for:.0f}s")
         try:

@@ -81,17 +81,21 @@ class Heartbeat:
     def info(self) -> bytes:
         if self._info is None:
             config = self.launcher.config
-            order = self.launcher.manager.fetcher.order
-            weights = order.weights()
+            # One entry per capsule, as Sidekiq 7 writes them (CORE-076); the flat
+            # ``queues`` and per-capsule ``weights`` list are for older readers.
+            capsules = {manager.name: {"concurrency": manager.config.concurrency,
+                                       "mode": manager.fetcher.order.mode,
+                                       "weights": manager.fetcher.order.weights()}
+                        for manager in self.launcher.managers}
             self._info = orjson.dumps({
                 "hostname": hostname(),
                 "started_at": self.launcher.started_at,
                 "pid": os.getpid(),
                 "tag": config.tag or "",
-                "concurrency": config.concurrency,
-                "capsules": {"default": {"concurrency": config.concurrency, "mode": order.mode, "weights": weights}},
-                "queues": order.names,
-                "weights": [weights],
+                "concurrency": self.launcher.concurrency,
+                "capsules": capsules,
+                "queues": list(dict.fromkeys(self.launcher.queue_names)),
+                "weights": [capsule["weights"] for capsule in capsules.values()],
                 "labels": config.labels,
                 "identity": self.state.identity,
                 "version": __version__,
@@ -138,7 +142,7 @@ class Heartbeat:
         pipe.exists(key)
         pipe.hset(key, mapping={
             "info": self.info(),
-            "concurrency": self.launcher.config.concurrency,
+            "concurrency": self.launcher.concurrency,
             "busy": len(work),
             "beat": repr(time.time()),
             "quiet": "true" if self.launcher.quieting else "false",
@@ -165,7 +169,7 @@ class Heartbeat:
             events.fire("heartbeat", self.launcher)
         events.fire("beat", self.launcher)
         if not self.launcher.embedded:  # a web server's workers keep their own titles
-            set_title(__version__, config.tag, len(work), config.concurrency, self.launcher.quieting)
+            set_title(__version__, config.tag, len(work), self.launcher.concurrency, self.launcher.quieting)
         popped = replies[-1] or []
         for raw in popped:
             name = raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -1,9 +1,9 @@
 """Launcher: starts and stops every component of a worker process (RUN-110, RUN-111).
 
-Start order: managers (the only step on the way to the first job), then the
+Start order: managers, one per capsule (the only step on the way to the first job), then the
 features' components are built, then heartbeat (beats at once), reaper,
 scheduled poller (first tick after a wait) and the components start. Stop: quiet,
-drain every manager against one deadline, then tear down in reverse, each
+drain every manager against one deadline, in parallel, then tear down in reverse, each
 step guarded on its own so one failure cannot strand the rest.
 """
 
@@ -20,10 +20,12 @@ from typing import Protocol
 
 from .. import signals
 from ..conf import Config
+from ..conf.capsules import describe
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
 from . import events
+from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
-from .manager import Manager
+from .manager import HARD_SHUTDOWN_WAIT, Manager
 from .reaper import Reaper
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
@@ -75,15 +77,23 @@ class Launcher:
         self.metrics = MetricsTracker(config)
         self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,
                                       first_wait=FLUSH_INTERVAL)
-        self.manager = Manager(config, self.state, self.metrics, request_shutdown=request_shutdown)
+        # One manager per capsule (CORE-100): the default capsule's first, with the config
+        # itself when it is the only one, so a process without capsules runs as it always did.
+        self.capsules = plan(config)
+        self.concurrency = sum(capsule.concurrency for capsule in self.capsules)
+        self.managers = [
+            Manager(capsule_config(config, self.capsules, index) if len(self.capsules) > 1 else config,
+                    self.state, self.metrics, name=capsule.name, request_shutdown=request_shutdown)
+            for index, capsule in enumerate(self.capsules)]
+        self.manager = self.managers[0]
         self.scheduler = Scheduler(config)
         self._on_signal = on_signal or self._dashboard_signal
         self.heartbeat = Heartbeat(self, self._on_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
         # Only a fetcher with private lists leaves anything to reap.
-        self.reaper = (Reaper(self.manager.fetcher.order.names, config.reaper_interval, config.reaper_orphan_grace,
-                              config=config)
-                       if hasattr(self.manager.fetcher, "private_lists") else None)
+        # It sweeps the queues of every capsule at boot (PRO-138).
+        self.reaper = (Reaper(self.queue_names, config.reaper_interval, config.reaper_orphan_grace, config=config)
+                       if any(hasattr(m.fetcher, "private_lists") for m in self.managers) else None)
         # Built in run(), once the processors are fetching: a feature's component (the
         # leader, the periodic poller, the rollups) and the modules it loads never
         # stand between a booting worker and its first job.
@@ -115,6 +125,11 @@ class Launcher:
         return built
 
     @property
+    def queue_names(self) -> list[str]:
+        """Every queue this process serves, capsule by capsule."""
+        return [name for manager in self.managers for name in manager.fetcher.order.names]
+
+    @property
     def stopping(self) -> bool:
         """True once :meth:`stop` has begun (it may still be draining)."""
         return self._stop_started
@@ -129,7 +144,8 @@ class Launcher:
         what did start, deregisters this process, and re-raises (RUN-110, CORE-154)."""
         events.fire("startup", self)
         try:
-            self.manager.start()
+            for manager in self.managers:
+                manager.start()
             # Built here, once the processors are fetching, so that a feature's modules
             # never stand between a booting worker and its first job.
             self.components = self._build_components()
@@ -151,8 +167,12 @@ class Launcher:
             except Exception:
                 logger.exception("stopping the half-started worker failed")
             raise
-        logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
-                    self.config.concurrency, ", ".join(self.manager.fetcher.order.names))
+        if len(self.managers) == 1:
+            logger.info("wurk_django worker %s started: %d threads on %s", self.state.identity,
+                        self.concurrency, ", ".join(self.queue_names))
+        else:
+            logger.info("wurk_django worker %s started: %d threads in %d capsules: %s", self.state.identity,
+                        self.concurrency, len(self.managers), describe(self.capsules))
 
     def quiet(self) -> None:
         """Stop taking new jobs; running ones finish. There is no way back to fetching: a
@@ -161,7 +181,8 @@ class Launcher:
             return
         self.quieting = True
         logger.info("quieting: no new jobs will be fetched")
-        self.manager.quiet()
+        for manager in self.managers:
+            manager.quiet()
         self.scheduler.terminate()
         for name, component in self.components:
             quiet = getattr(component, "quiet", None)
@@ -188,9 +209,28 @@ class Launcher:
         try:
             self.quiet()
             events.fire("shutdown", self)
-            self.manager.stop(deadline)
+            self._drain(deadline)
         finally:
             self._teardown()
+
+    def _drain(self, deadline: float) -> None:
+        """Every capsule drains at once against the one deadline, each requeueing what it
+        still runs then (CORE-157, RUN-111): a stop takes the longest capsule's time, not
+        the sum of theirs."""
+        if len(self.managers) == 1:
+            self.manager.stop(deadline)
+            return
+        stoppers = [spawn(f"{manager.name}/stopper", lambda manager=manager: manager.stop(deadline), self.config)
+                    for manager in self.managers]
+        for stopper in stoppers:
+            # Bounded (RUN-112): the drain, the hard shutdown's wait, and a little slack.
+            stopper.join(max(deadline - time.monotonic(), 0.0) + HARD_SHUTDOWN_WAIT + 2.0)
+
+    def hard_shutdown(self) -> None:
+        """Requeue every capsule's running jobs now and interrupt their threads (a second
+        TERM while stopping)."""
+        for manager in self.managers:
+            manager.hard_shutdown([p for p in manager.alive_processors() if p.unit is not None])
 
     def _teardown(self) -> None:
         # The metrics flusher first (its last flush may feed a rollup component), then the

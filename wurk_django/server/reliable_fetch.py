@@ -105,6 +105,11 @@ class ReliableFetch:
         self._slots: list[FetchSlot] = []  # every slot handed out in _pid, by number
         self._free: list[int] = []  # numbers of the slots no thread holds (a heap)
         self._pid = os.getpid()
+        # Slot numbers, which name the private lists and "running" markers: 0, 1, 2...
+        # for a process of one capsule; with several, capsule i of n numbers its slots
+        # i, i+n, i+2n..., so no two capsules of a process ever share a list or a marker.
+        place = config.capsule
+        self._first, self._step = (place.index, place.count) if place is not None else (0, 1)
         # Bumped whenever a job may sit in a private list with no slot holding it; each
         # slot checks its lists once when it sees a generation it has not checked.
         self._generation = 0
@@ -125,9 +130,9 @@ class ReliableFetch:
                 # Forked: the parent's threads are not here, and its lists carry its pid.
                 self._slots, self._free, self._pid = [], [], pid
             if self._free:
-                slot = self._slots[heapq.heappop(self._free)]
+                slot = self._slots[self._position(heapq.heappop(self._free))]
             else:
-                slot = FetchSlot(len(self._slots), pid, self.config, self._generation)
+                slot = FetchSlot(self._number(len(self._slots)), pid, self.config, self._generation)
                 self._slots.append(slot)
         # The slot is freed when the thread releases it, or else when the thread ends
         # (its thread-local values go, and with them the holder): a thread that died
@@ -152,7 +157,8 @@ class ReliableFetch:
         time, like a held slot's."""
         pid = os.getpid()
         with self._lock:
-            taken = [self._slots[n] for n in self._free if wanted(self._slots[n])] if self._pid == pid else []
+            taken = ([self._slots[self._position(n)] for n in self._free if wanted(self._slots[self._position(n)])]
+                     if self._pid == pid else [])
             if taken:
                 numbers = {slot.number for slot in taken}
                 self._free = [n for n in self._free if n not in numbers]
@@ -165,6 +171,13 @@ class ReliableFetch:
                     if self._pid == pid:
                         for slot in taken:
                             heapq.heappush(self._free, slot.number)
+
+    def _number(self, position: int) -> int:
+        """The number of the slot at ``position`` in ``_slots``."""
+        return self._first + position * self._step
+
+    def _position(self, number: int) -> int:
+        return (number - self._first) // self._step
 
     def release_thread_connection(self) -> None:
         """The processor is exiting: hand the jobs its slot fetched ahead back to their
@@ -188,8 +201,8 @@ class ReliableFetch:
         """(public, private) of every private list this process may hold jobs in: each
         queue, in each slot handed out so far."""
         made = len(self._slots) if self._pid == os.getpid() else 0
-        return [(keys.queue(name), private_list(name, slot=number))
-                for number in range(max(made, 1)) for name in self.order.names]
+        return [(keys.queue(name), private_list(name, slot=self._number(position)))
+                for position in range(max(made, 1)) for name in self.order.names]
 
     def private_lists(self) -> list[str]:
         return [private for _, private in self.all_keys()]

@@ -35,7 +35,7 @@ class ProcessGauges:
         launcher = self.launcher
         process = f"process:{launcher.state.identity}"
         emit("gauge", "busy", launcher.state.busy_count(), [process])
-        names = list(launcher.manager.fetcher.order.names)
+        names = list(launcher.queue_names)
         if not names:
             return
         pipe = get_redis(config=launcher.config).pipeline(transaction=False)

@@ -12,11 +12,12 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
 from ... import __version__, scripts
-from ...conf import Config, problems
+from ...conf import Config, capsules, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
 from ...server import boot_warnings
 from ...server.burst import drained
+from ...server.capsules import plan
 from ...server.events import StartupError
 from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
@@ -56,6 +57,11 @@ class Command(BaseCommand):
         parser.add_argument("-q", "--queue", action="append", dest="queues", metavar="NAME[,WEIGHT]",
                             help="queue to process, repeatable; weights make the order random; only these "
                             f"queues are served (default: {shown('QUEUES', lambda v: ' '.join(f'-q {q}' for q in v))})")
+        parser.add_argument("--capsule", action="append", dest="capsules", nargs="+",
+                            metavar=("NAME:THREADS", "QUEUE[,WEIGHT]"),
+                            help="another thread pool beside the default one (-c/-q): THREADS threads serving "
+                            "the queues named after it, e.g. --capsule single:1 single; repeatable; replaces "
+                            "WURK['CAPSULES'] (docs/worker.md)")
         parser.add_argument("-t", "--timeout", type=_positive_float,
                             help=f"shutdown grace in seconds (default {shown('TIMEOUT')})")
         parser.add_argument("-g", "--tag", help="tag shown in the dashboard")
@@ -92,6 +98,7 @@ class Command(BaseCommand):
             config = Config(
                 CONCURRENCY=options.get("concurrency"),
                 QUEUES=options.get("queues"),
+                CAPSULES=capsules.parse_cli(options.get("capsules")),
                 TIMEOUT=options.get("timeout"),
                 TAG=options.get("tag"),
                 ENVIRONMENT=options.get("environment"),
@@ -103,6 +110,7 @@ class Command(BaseCommand):
             if options.get("redis_url") and options.get("shard"):
                 raise ConfigurationError("give --redis-url or --shard, not both")
             config = config.for_shard(options.get("redis_url") or options.get("shard"))
+            running = plan(config)  # a queue in two capsules (one may be -q's) stops here
         except (ConfigurationError, ValueError) as exc:
             self.stderr.write(f"wurk: {exc}")
             sys.exit(1)
@@ -147,9 +155,9 @@ class Command(BaseCommand):
         if pidfile:
             _write_pidfile(pidfile)
         launcher = Launcher(config, on_signal=pipe.send_self)
+        queues = ",".join(config.queue_names) if len(running) == 1 else capsules.describe(running)
         logger.info(BANNER.format(version=_version(), identity=launcher.state.identity, pid=os.getpid(),
-                                  concurrency=config.concurrency, queues=",".join(config.queue_names),
-                                  redis=version))
+                                  concurrency=launcher.concurrency, queues=queues, redis=version))
         watcher = None
         if reload:
             from ...server.reload import CodeWatcher
@@ -221,8 +229,7 @@ class Command(BaseCommand):
                         spawn("stopper", launcher.stop)
                     else:
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
-                        busy = [p for p in launcher.manager.alive_processors() if p.unit is not None]
-                        launcher.manager.hard_shutdown(busy)
+                        launcher.hard_shutdown()
                         launcher.deregister_now()
                         flush_all()
                         os._exit(1)

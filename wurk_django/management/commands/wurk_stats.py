@@ -26,7 +26,10 @@ def snapshot() -> dict[str, Any]:
     ]
     data["processes"] = [
         {"identity": p.identity, "tag": p.tag, "busy": p.get("busy", 0), "concurrency": p.get("concurrency", 0),
-         "quiet": p.stopping, "queues": p.queues, "embedded": p.embedded}
+         "quiet": p.stopping, "queues": p.queues, "embedded": p.embedded,
+         "capsules": {str(name): {"concurrency": (c or {}).get("concurrency", 0),
+                                  "queues": list((c or {}).get("weights") or {})}
+                      for name, c in p.capsules.items()}}
         for p in ProcessSet()
     ]
     return data
@@ -59,8 +62,13 @@ def as_text(data: dict[str, Any]) -> str:
         lines.append("")
         for p in data["processes"]:
             state = "quiet" if p["quiet"] else "running"
-            lines.append(f"{p['identity']}  {p['busy']}/{p['concurrency']} busy  {state}  "
-                         f"[{','.join(p['queues'])}]")
+            capsules = p.get("capsules") or {}
+            if len(capsules) > 1:  # each capsule's threads and queues (CORE-100)
+                served = "; ".join(f"{name} ({c['concurrency']}): {','.join(c['queues'])}"
+                                   for name, c in capsules.items())
+            else:
+                served = ",".join(p["queues"])
+            lines.append(f"{p['identity']}  {p['busy']}/{p['concurrency']} busy  {state}  [{served}]")
     return "\n".join(lines)
 
 

@@ -34,6 +34,8 @@ import redis as redis_lib
 
 from ... import connection, keys, sentinel
 from ...conf import Config
+from ...errors import ConfigurationError
+from ..capsules import plan
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
 from ..logfiles import reopen as reopen_logs
@@ -198,8 +200,15 @@ class Swarm(RollingRestarts, Monitors):
 
     def _slot_config(self, a: Assignment) -> Config:
         # Children work on the supervisor's Redis shard (manage.py wurk --shard/--redis-url).
-        return Config(self.config.raw, QUEUES=list(a.queues), CONCURRENCY=a.concurrency).for_shard(
+        config = Config(self.config.raw, QUEUES=list(a.queues), CONCURRENCY=a.concurrency).for_shard(
             self.config.shard_spec)
+        # Each child runs the CAPSULES beside its slot's default capsule: a slot's queue that
+        # a capsule serves too is refused here, before any fork, not in every child.
+        try:
+            plan(config)
+        except ConfigurationError as exc:
+            raise SwarmError(f"swarm slot {a.index}: {exc}") from None
+        return config
 
     def _check_fork_safe(self) -> None:
         alive = threading.active_count()
