@@ -72,6 +72,20 @@ def test_a_resp3_pool_is_served_by_redis_py_unchanged(url):
         pool.disconnect()
 
 
+def test_a_pool_naming_no_protocol_is_served_as_redis_py_defaults(url):
+    # redis-py up to 7 speaks RESP2 by default, 8 RESP3: the fast path only for the former.
+    pool = redis.ConnectionPool.from_url(url)
+    client = FastRedis(connection_pool=pool)
+    try:
+        assert client.incr("n") == 1
+        conn = pool.get_connection()
+        spoken = str(conn.protocol)
+        pool.release(conn)
+        assert client.fast_path is (spoken == "2" and wire.enabled())
+    finally:
+        pool.disconnect()
+
+
 def test_django_redis_hands_out_fast_redis(url, settings, redis_db):
     from django.core.cache import caches
     from django_redis import get_redis_connection

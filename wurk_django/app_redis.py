@@ -1,4 +1,6 @@
-"""``redis_client()``: the Redis client for application code (jobs, views).
+"""``redis_client()``: the Redis client for application code (jobs, views), and
+``FastRedis``, its class, for code that builds its own client (redis-py's
+``from_url``, django-redis's ``REDIS_CLIENT_CLASS`` option).
 
 Sidekiq gives its jobs ``Sidekiq.redis``; this is ours. It is a full redis-py
 ``Redis`` (every command method, pipelines, locks, scripts, pub/sub), on a pool
@@ -57,17 +59,19 @@ _protocols: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def _speaks_resp2(pool: Any) -> bool:
-    """Whether ``pool``'s connections speak RESP2. Asked of a connection object built
-    from the pool's own options (it does not connect), so that redis-py's default for
-    a pool that names no protocol (2 up to redis-py 7, 3 from 8) is what answers."""
+    """Whether ``pool``'s connections speak RESP2: the protocol its options name, else
+    the one a connection object built from them has (it does not connect), so that
+    redis-py's default (2 up to redis-py 7, 3 from 8) is what answers."""
     try:
         return _protocols[pool]
     except (KeyError, TypeError):
         pass
-    try:
-        protocol = getattr(pool.connection_class(**pool.connection_kwargs), "protocol", 2)
-    except Exception:  # a pool whose connections cannot be built idle: leave it to redis-py
-        protocol = None
+    protocol = getattr(pool, "connection_kwargs", {}).get("protocol")
+    if protocol is None:  # redis-py's default decides, whichever release is installed
+        try:
+            protocol = getattr(pool.connection_class(**pool.connection_kwargs), "protocol", 2)
+        except Exception:  # a pool whose connections cannot be built idle: leave it to redis-py
+            protocol = None
     answer = str(protocol) == "2"
     try:
         _protocols[pool] = answer
