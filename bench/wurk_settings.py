@@ -18,6 +18,14 @@ INSTALLED_APPS = ["wurk_django", "wurkbench"]
 # even when its jobs do not touch it; the drains run without one, as before.
 DATABASES = ({"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "/tmp/wurk-bench.sqlite3"}}
              if os.environ.get("BENCH_DATABASE") == "1" else {})
+# The redis-cache shape: django-redis's client, built as docs/jobs.md says (the fast client).
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"),
+        "OPTIONS": {"REDIS_CLIENT_CLASS": "wurk_django.FastRedis", "CONNECTION_POOL_KWARGS": {"protocol": 2}},
+    }
+}
 WURK = {
     "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9"),
     "QUEUES": ["bench"],

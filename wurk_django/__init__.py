@@ -1,10 +1,10 @@
 """wurk_django: Sidekiq-compatible background jobs for Django, on Redis."""
 
-from .app_redis import redis_client
+from .app_redis import FastRedis, redis_client
 from .errors import HardTimeLimitExceeded, JobRevoked, SoftTimeLimitExceeded
 from .job import Job, Setter, job
 from .shards import via
 
 __version__ = "0.1.0"
-__all__ = ["Job", "Setter", "job", "redis_client", "via", "SoftTimeLimitExceeded", "HardTimeLimitExceeded",
+__all__ = ["FastRedis", "Job", "Setter", "job", "redis_client", "via", "SoftTimeLimitExceeded", "HardTimeLimitExceeded",
            "JobRevoked", "__version__"]

@@ -143,7 +143,7 @@ def dict_problems(redis: dict[str, Any]) -> list[str]:
 _CACHE_ONLY_OPTIONS = {
     "CLIENT_CLASS", "SERIALIZER", "COMPRESSOR", "PARSER_CLASS", "CONNECTION_POOL_CLASS", "IGNORE_EXCEPTIONS",
     "LOG_IGNORED_EXCEPTIONS", "CLOSE_CONNECTION", "REPLICA_READ_ONLY", "SENTINELS", "SENTINEL_KWARGS",
-    "CONNECTION_FACTORY", "pool_class", "parser_class", "serializer",
+    "CONNECTION_FACTORY", "REDIS_CLIENT_CLASS", "REDIS_CLIENT_KWARGS", "pool_class", "parser_class", "serializer",
 }
 _DJANGO_REDIS_RENAMES = {"PASSWORD": "password", "SOCKET_TIMEOUT": "socket_timeout",
                          "SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout"}

@@ -81,6 +81,45 @@ class RedisPlainCall(Job):
         done()
 
 
+_fast = None
+
+
+def _fast_client():
+    """The redis-fast shape's client: built once per process, as the job's module would."""
+    global _fast
+    if _fast is None:
+        from peers.recorder import URL
+
+        from wurk_django import FastRedis
+
+        _fast = FastRedis.from_url(URL)
+    return _fast
+
+
+class RedisFastCall(Job):
+    """The redis-plain job with one change: its client is ``wurk_django.FastRedis.from_url``
+    instead of ``redis.Redis.from_url`` (docs/jobs.md, the fast client)."""
+
+    queue = "bench"
+
+    def perform(self):
+        _fast_client().incr("bench:calls")
+        done()
+
+
+class RedisCacheCall(Job):
+    """The same call on django-redis's client, configured with
+    ``REDIS_CLIENT_CLASS = "wurk_django.FastRedis"`` (bench/wurk_settings.py)."""
+
+    queue = "bench"
+
+    def perform(self):
+        from django_redis import get_redis_connection
+
+        get_redis_connection("default").incr("bench:calls")
+        done()
+
+
 class Pickup(Job):
     """bench/latency.py: seconds from the push (``sent``, epoch) to the start of perform."""
 

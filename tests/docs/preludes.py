@@ -226,6 +226,12 @@ def teardown(page: str) -> None:
 
 
 def verify(page: str, namespace: dict[str, Any], redis: Any) -> None:
+    if page == "docs/jobs.md":
+        # The fast client's examples ran: the job through django-redis's FastRedis on the
+        # worker, the counter through FastRedis.from_url.
+        assert redis.get("visits:7") == b"1"
+        assert redis.get("counter:signups") == b"1"
+        assert redis.get(":1:last-visit:7") is not None
     if page == "docs/batches.md":
         # The worked example's success callback ran on the worker.
         assert namespace["Upload"].objects.get(1).finished is True

@@ -153,6 +153,25 @@ def test_page_runs_in_order(page, redis_db, monkeypatch, settings):
         preludes.teardown(page)
 
 
+def _apply_redis_settings(block, settings) -> None:
+    names = _settings_names(block.code) & {"CACHES", "REDIS_URL"}
+    if not names:
+        return
+    namespace = preludes.settings_namespace(block.page)
+    exec(compile(block.code, block.where, "exec"), namespace)
+    test_url = settings.WURK_TEST_REDIS_URL
+    if "REDIS_URL" in names:
+        settings.REDIS_URL = test_url
+    if "CACHES" in names:
+        caches = {}
+        for alias, params in namespace["CACHES"].items():
+            params = dict(params)
+            if "redis" in str(params.get("BACKEND", "")).lower():
+                params["LOCATION"] = test_url
+            caches[alias] = params
+        settings.CACHES = caches
+
+
 def _run_page(page, redis_db, monkeypatch, settings) -> None:
     from wurk_django.api import DeadSet, RetrySet
 
@@ -170,7 +189,10 @@ def _run_page(page, redis_db, monkeypatch, settings) -> None:
     applied = None
     for block in (b for b in BLOCKS if b.page == page and kind_of(b) in ("run", "settings")):
         if kind_of(block) == "settings" and not _settings_names(block.code) & {"WURK", "TASKS"}:
-            continue  # Django's own settings (CACHES, LOGGING): checked alone above
+            # Django's own settings (LOGGING...): checked alone above. A Redis cache and a
+            # REDIS_URL apply to the blocks after it, on the test's own Redis.
+            _apply_redis_settings(block, settings)
+            continue
         if _requirement_missing(block):
             continue  # e.g. django.tasks on Django 5.2: the rest of the page still runs
         if "after the worker" in _flags(block):
