@@ -174,3 +174,20 @@ def processor_manager(chain=None, **patch):
     for name, value in patch.items():
         setattr(manager.retrier, name, value)
     return manager
+
+
+def children_of(ppid: int, *, zombies: bool = False) -> set[int]:
+    """Pids whose parent is ``ppid``, read from /proc; exited children not yet reaped
+    (zombies) only when asked."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The command name may hold spaces; the fields after its closing paren are fixed.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == ppid and (zombies or fields[0] != "Z"):
+            found.add(int(entry.name))
+    return found

@@ -23,7 +23,7 @@ import orjson
 import pytest
 import redis
 
-from tests.support import ROOT, stop_process, wait_for
+from tests.support import ROOT, children_of, stop_process, wait_for
 from wurk_django.embed import embedded
 from wurk_django.gunicorn import drain_budget
 
@@ -39,22 +39,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
-
-def children_of(pid: int) -> set[int]:
-    """Pids whose parent is ``pid``, read from /proc."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces; the fields after its closing paren are fixed.
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid:
-            found.add(int(entry))
-    return found
 
 
 class ServerProcess:
@@ -109,7 +93,7 @@ class Gunicorn(ServerProcess):
             return exc.code, exc.read()
 
     def workers(self) -> set[int]:
-        return children_of(self.pid)
+        return children_of(self.pid, zombies=True)
 
 
 class PrivateRedis:
@@ -315,7 +299,8 @@ def test_runserver_starts_in_the_reloader_child_on_its_first_request(redis_db, s
     servers.append(server)
     child: list[int] = []
     try:
-        wait_for(lambda: child.extend(children_of(server.pid)) or child, timeout=30, message="the reloader child")
+        wait_for(lambda: child.extend(children_of(server.pid, zombies=True)) or child, timeout=30,
+                 message="the reloader child")
 
         def answered() -> bool:
             try:

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from tests.jobsapp.jobs import RecordJob, SlowJob, TraceJob
-from tests.support import ROOT, wait_for
+from tests.support import ROOT, children_of, wait_for
 from wurk_django.conf import Config
 from wurk_django.server import swarm as swarm_mod
 from wurk_django.server.state import NONCE, hostname
@@ -58,20 +58,6 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
-def _children_of(ppid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == ppid and fields[0] != "Z":
-            found.add(int(entry.name))
-    return found
-
-
 def _identities(redis_db) -> dict[int, str]:
     """pid -> identity for every member of ``processes``."""
     out = {}
@@ -102,7 +88,7 @@ class SwarmRun:
         return self.proc.pid
 
     def children(self) -> set[int]:
-        pids = _children_of(self.proc.pid)
+        pids = children_of(self.proc.pid)
         self.seen |= pids
         return pids
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.jobsapp.workflow_jobs import FinalStep, GraphStep
-from tests.support import wait_for
+from tests.support import children_of, wait_for
 from wurk_django.workflow import Flow
 
 pytestmark = pytest.mark.slow
@@ -28,19 +28,6 @@ CONCURRENCY = 5
 FAST = {"POLL_INTERVAL_AVERAGE": 1, "SUPER_FETCH_REAPER_INTERVAL": 1, "LOG_FLUSH_INTERVAL": 0,
         "CONCURRENCY": CONCURRENCY}
 
-
-def _children_of(ppid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == ppid and fields[0] != "Z":
-            found.add(int(entry.name))
-    return found
 
 
 def _gone(pid: int) -> bool:
@@ -85,8 +72,8 @@ def test_a_1000_step_dag_survives_three_kill_9(redis_db, worker_factory, capsys)
                            env={"WURK_TEST_EXTRA": json.dumps(FAST), "WURK_TEST_STEP_SLEEP": "0.005"})
     seen: set[int] = set()
     try:
-        wait_for(lambda: len(_children_of(swarm.pid)) == 3, timeout=60, message="3 worker processes")
-        seen |= _children_of(swarm.pid)
+        wait_for(lambda: len(children_of(swarm.pid)) == 3, timeout=60, message="3 worker processes")
+        seen |= children_of(swarm.pid)
         started = time.monotonic()
         workflow = flow.run()
         kills = []
@@ -94,7 +81,7 @@ def test_a_1000_step_dag_survives_three_kill_9(redis_db, worker_factory, capsys)
         for threshold in (150, 400, 650):
             wait_for(lambda t=threshold: redis_db.llen("test:wf:events") >= 2 * t, timeout=120, interval=0.02,
                      message=f"{threshold} steps")
-            children = _children_of(swarm.pid)
+            children = children_of(swarm.pid)
             seen |= children
             running_at_kill.append(workflow.state)
             victim = random.choice(sorted(children))
@@ -105,7 +92,7 @@ def test_a_1000_step_dag_survives_three_kill_9(redis_db, worker_factory, capsys)
                          timeout=180, interval=0.1, message="the workflow to finish")
         elapsed = time.monotonic() - started
         time.sleep(1.0)  # a duplicate of the final step would show now
-        seen |= _children_of(swarm.pid)
+        seen |= children_of(swarm.pid)
     finally:
         swarm.stop(timeout=25)
         for pid in seen:
