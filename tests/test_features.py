@@ -122,9 +122,17 @@ def _push_in_a_fresh_process(settings_module: str, extra: dict | None = None) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _not_ours(modules: list[str]) -> list[str]:
+    """Modules another package loads, whoever pushes: the django-tasks backport (Django 5.2)
+    brings django-stubs-ext, whose import loads Django's admin."""
+    if "django_stubs_ext" not in modules:
+        return modules
+    return [m for m in modules if not (m == "django.contrib.admin" or m.startswith("django.contrib.admin."))]
+
+
 def test_pushing_with_every_feature_on_loads_no_worker_engine(redis_db):
     seen = _push_in_a_fresh_process("tests.settings_every_feature")
-    assert _engine(seen["setup"] + seen["push"]) == []
+    assert _engine(_not_ours(seen["setup"] + seen["push"])) == []
     # The pushes themselves went through every feature's client part.
     jobs = {job["args"][0]: job for job in map(payload.loads, redis_db.lrange("queue:default", 0, -1))}
     assert set(jobs) == {"plain", "unique", "secret", "in a batch"}
