@@ -132,7 +132,7 @@ def _template(item: dict, config: Config) -> dict:
         job["retry_for"] = int(job["retry_for"])
     if "created_at" in job or job["jid"] is not None:
         plain = False  # given by the options: a template must not hand them to every push
-    else:
+    if "created_at" not in job:
         job["created_at"] = config.wire_format.now()
     expires_in = job.get("expires_in")
     if expires_in is not None and "expiry" not in job:

@@ -208,11 +208,12 @@ def client_for(config: Config) -> redis.Redis:
     a pool replaced by a bigger one, :func:`reset`, a fork (the child's generation moves
     on, so it never writes on its parent's sockets)."""
     remembered = config.__dict__.get("_wurk_main_redis")
-    if remembered is not None and remembered[0] == _generation:
-        return remembered[1]
+    # The target too: a shard's config starts as a copy of its root's, memo included.
+    if remembered is not None and remembered[0] == _generation and remembered[1] is config.redis_target:
+        return remembered[2]
     generation = _generation
     client = get_redis(config=config)
-    config.__dict__["_wurk_main_redis"] = (generation, client)
+    config.__dict__["_wurk_main_redis"] = (generation, config.redis_target, client)
     return client
 
 

@@ -106,6 +106,7 @@ class Advertiser:
         now = time.monotonic()
         if now >= self._next_refresh:
             self._refresh(now)
+            now = time.monotonic()
         if now < self._window_ends:
             return min(poll_interval, WINDOW_POLL)
         return poll_interval
