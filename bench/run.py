@@ -340,33 +340,37 @@ require "sidekiq"; require_relative "%s"
 N = %d
 200.times { NoopJob.perform_async }
 t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+c = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 if ARGV[0] == "bulk"
   N.step(1, -1000) { |left| Sidekiq::Client.push_bulk("class" => NoopJob, "args" => Array.new([left, 1000].min) { [] }) }
 else
   N.times { NoopJob.perform_async }
 end
-puts Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+puts "#{Process.clock_gettime(Process::CLOCK_MONOTONIC) - t} #{Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - c}"
 """
 
 
-def enqueue_rate(r: redis.Redis, url: str, system: str, mode: str, n: int) -> float | None:
+def enqueue_rate(r: redis.Redis, url: str, system: str, mode: str, n: int) -> tuple[float, float] | None:
+    """(jobs per second, CPU microseconds per job of the pushing process), or None."""
     r.flushdb()
     if system == "sidekiq":
         script = RUBY_ENQUEUE % (BENCH / "peers" / "sidekiq_jobs.rb", n)
         out = subprocess.run(["ruby", "-e", script, mode], env=base_env(url, {"REDIS_URL": url}),
                              capture_output=True, text=True, check=True).stdout
-        return n / float(out.strip().splitlines()[-1])
+        wall, cpu = map(float, out.strip().splitlines()[-1].split())
+        return n / wall, cpu / n * 1e6
     setup, one, bulk = ENQUEUE_CODE[system]
     body = one if mode == "single" else bulk
     if body is None:
         return None
     loop = f"for _ in range(N): {body}" if mode == "single" else body
-    code = (f"N={n}\n{setup}import time\nt=time.perf_counter()\n{loop}\n"
-            "print(time.perf_counter()-t)")
+    code = (f"N={n}\n{setup}import time\nt=time.perf_counter()\nc=time.process_time()\n{loop}\n"
+            "print(time.perf_counter()-t, time.process_time()-c)")
     out = subprocess.run([PY, "-c", code], env=base_env(url), cwd=BENCH, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"{system} enqueue failed: {out.stderr[-2000:]}")
-    return n / float(out.stdout.strip().splitlines()[-1])
+    wall, cpu = map(float, out.stdout.strip().splitlines()[-1].split())
+    return n / wall, cpu / n * 1e6
 
 
 # -- reporting ------------------------------------------------------------------
@@ -445,6 +449,20 @@ def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) 
                 cells += [med([e["rate"] for e in mine]) if mine else "n/a",
                           (med(ratios) + "x") if mine and system != "wurk" else ""]
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
+        lines += ["", "CPU microseconds per job of the pushing process (process time: this client's work, not "
+                  "the Redis server's; a steadier figure than the rates on a shared machine), one at a time; "
+                  "the ratio is the system's CPU per job over wurk's in the same run:", "",
+                  "| system | CPU us/job | system / wurk |", "|---|---|---|"]
+        for system in sorted({e["system"] for e in enq}, key=lambda s: (s != "wurk", s)):
+            mine = [e for e in enq if e["system"] == system and e["mode"] == "single" and e.get("cpu_us")]
+            ratios = []
+            for e in mine:
+                ours = [o for o in enq if o["system"] == "wurk" and o["mode"] == "single" and o["run"] == e["run"]]
+                if ours and ours[0].get("cpu_us"):
+                    ratios.append(e["cpu_us"] / ours[0]["cpu_us"])
+            if mine:
+                lines.append(f"| {system} | {med([e['cpu_us'] for e in mine])} | "
+                             + ((med(ratios) + "x") if system != "wurk" else "") + " |")
         lines.append("")
     if cmds:
         lines += ["### Redis commands per noop job (wurk_django)", "", "```", json.dumps(cmds, indent=1), "```", ""]
@@ -597,10 +615,11 @@ def main() -> None:
                 for system in peers[run % len(peers):] + peers[:run % len(peers)]:
                     for mode in ("single", "bulk"):
                         n = args.enqueue_jobs * (10 if mode == "bulk" and system == "wurk" else 1)
-                        rate = enqueue_rate(r, args.redis, system, mode, n)
-                        if rate is not None:
-                            enq.append({"system": system, "mode": mode, "rate": rate, "run": run})
-                            log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s")
+                        got = enqueue_rate(r, args.redis, system, mode, n)
+                        if got is not None:
+                            rate, cpu = got
+                            enq.append({"system": system, "mode": mode, "rate": rate, "cpu_us": cpu, "run": run})
+                            log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s {cpu:6.1f} us CPU/job")
         if "commands" in only and any(s.startswith("wurk") for s in systems):
             cmds = count_commands(r, args.redis, args.count_jobs, has_processes)
             log(f"commands: {cmds}")

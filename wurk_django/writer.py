@@ -35,11 +35,10 @@ means that script did not run, so exactly that command is sent again as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from time import monotonic
 from typing import Any
 
 import redis as redis_lib
-
-from time import monotonic
 
 from . import features, operations, payload, redis_errors, reliable_push, wake_demand
 from .conf import Config, get_config

@@ -456,6 +456,8 @@ class ReliableFetch:
         """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
         cache = self._wake_keys
         wakes = [cache.get(name) or cache.setdefault(name, wake_key(name)) for name in names]
+        if self._done.is_set():
+            return False  # stopping: say nothing more (the marker simply expires)
         # Pushes write tokens only while some fetcher says it waits on them (wake_demand.py):
         # saying so, and, while pushers may not know yet, waiting in short steps.
         timeout = self._wake_demand.wait_for(self.poll_interval)
