@@ -96,6 +96,8 @@ def available(system: str) -> tuple[bool, str]:
         return importable("wurk_django"), "wurk_django"
     if system.startswith("sidekiq"):
         return shutil.which("sidekiq") is not None, "sidekiq (apt-get install ruby-sidekiq)"
+    if system == "lpush":  # a bare redis-py LPUSH (enqueue only)
+        return importable("redis"), "redis"
     module = system.split("-")[0]
     return importable(module), module
 
@@ -333,6 +335,11 @@ ENQUEUE_CODE = {
            "q.enqueue(noop)", "q.enqueue_many([Queue.prepare_data(noop) for _ in range(N)])"),
     "dramatiq": ("from peers.dramatiq_app import noop\nfor _ in range(200): noop.send()\n", "noop.send()", None),
     "huey": ("from peers.huey_app import noop\nfor _ in range(200): noop()\n", "noop()", None),
+    # The floor for a Python client on redis-py: one LPUSH of a job's bytes (enqueue only).
+    "lpush": ("import os, redis\nr = redis.Redis.from_url(os.environ['BENCH_REDIS_URL'])\n"
+              "raw = b'{\"class\":\"wurkbench.jobs.Noop\",\"args\":[],\"jid\":\"0123456789abcdef01234567\",'"
+              " b'\"queue\":\"bench\",\"retry\":true,\"created_at\":1796150408791,\"enqueued_at\":1796150408791}'\n"
+              "for _ in range(200): r.lpush('queue:bench', raw)\n", "r.lpush('queue:bench', raw)", None),
 }
 
 RUBY_ENQUEUE = """
@@ -609,7 +616,7 @@ def main() -> None:
                             f"{res['rate']:8.0f} jobs/s boot {res['boot_s']:.2f}s rss {res['rss_mb']}MB"
                             if "rate" in res else res["error"]))
         if "enqueue" in only:
-            peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey")
+            peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey", "lpush")
                      if any(x.startswith(s) for x in systems)]
             for run in range(args.runs):
                 for system in peers[run % len(peers):] + peers[:run % len(peers)]:

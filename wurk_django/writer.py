@@ -169,11 +169,13 @@ class Writer:
         old primary answers ``READONLY``, so redial and send once more (CORE-085);
         a round trip that broke mid-way is never replayed; a script the server
         forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
-        replay = redis_errors.Replay(self.config, connect_attempts)
+        replay = None  # made at the first failure: most round trips never need it
         while True:
             try:
                 return self._send_once(commands)
             except redis_lib.RedisError as exc:
+                if replay is None:
+                    replay = redis_errors.Replay(self.config, connect_attempts)
                 step = replay.after(exc)
                 if step is None:
                     raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
