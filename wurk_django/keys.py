@@ -186,8 +186,9 @@ WAKE_WANTED = "wake-wanted"
 
 
 def wake(name: str) -> str:
-    """``wake:<queue>``: a LIST of tokens pushed with every push to ``queue:<queue>``;
-    fetchers serving several queues block on these lists when all their queues are empty."""
+    """``wake:<queue>``: a LIST of tokens pushed with the pushes to ``queue:<queue>`` while
+    :data:`WAKE_WANTED` exists; fetchers serving several queues in the polling fallback
+    block on these lists when all their queues are empty."""
     return f"wake:{name}"
 
 

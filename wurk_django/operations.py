@@ -201,7 +201,8 @@ def wake_commands(woken: dict[str, int], earliest: float | None, db: int | str =
     * the ``earliest`` score added to ``schedule``/``retry``, published on
       ``wake-schedule:<db>``, so a sleeping scheduler can wake in time.
 
-    A lost signal only costs time: fetchers and schedulers still poll as before.
+    A lost signal only costs time: fetchers and schedulers still poll as before. The
+    writer asks for the tokens only while a fetcher waits on them (wurk_django.wake_demand).
     """
     out: list[Command] = []
     for queue, count in woken.items():

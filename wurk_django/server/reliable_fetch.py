@@ -391,8 +391,8 @@ class ReliableFetch:
                 return None
             return ReliableUnit(names[0], public, private, job, slot)
         # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
-        # wake-up lists, which every push through the Writer feeds in the same round trip,
-        # and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
+        # wake-up lists, which pushes through the Writer feed in the same round trip while
+        # such a fetcher says it waits (wake_demand.py), and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
         # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
