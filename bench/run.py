@@ -253,6 +253,19 @@ def tree(pids: list[int]) -> list[int]:
     return seen
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by the worker process tree (/proc/<pid>/stat)."""
+    total = 0
+    for pid in tree(pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mb(pids: list[int]) -> float:
     """Sum of VmHWM (peak resident set) over the worker process tree, in MB."""
     total = 0
@@ -298,9 +311,15 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
     try:
         deadline = time.monotonic() + timeout
         count = 0
+        cpu0 = None  # the workers' CPU when the first completions showed (their boot excluded)
+        pids = [p.pid for p in procs]
         while time.monotonic() < deadline:
             count, first, last = completions(r)
+            if cpu0 is None and count:
+                cpu0, count0 = cpu_seconds(pids), count
             if count >= n:
+                if cpu0 is not None and count > count0:
+                    result["cpu_us_per_job"] = (cpu_seconds(pids) - cpu0) / (count - count0) * 1e6
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -614,6 +633,7 @@ def main() -> None:
                         results.append(res)
                         log(f"run {run} {shape:4} {system:15} " + (
                             f"{res['rate']:8.0f} jobs/s boot {res['boot_s']:.2f}s rss {res['rss_mb']}MB"
+                            + (f" cpu {res['cpu_us_per_job']:.1f} us/job" if "cpu_us_per_job" in res else "")
                             if "rate" in res else res["error"]))
         if "enqueue" in only:
             peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey", "lpush")
