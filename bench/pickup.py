@@ -13,7 +13,9 @@ command counts.
 jobs go to the last queue (the lowest priority: every queue is walked before it). The
 pusher is either Ruby Sidekiq 6.4 (``Sidekiq::Client.push`` in one long-lived ``ruby``
 process, the push time taken in Ruby just before the call) or a bare ``LPUSH`` (one
-command, no ``SADD queues``, no wake-up token: what ``redis-cli LPUSH`` sends). One job
+command, no ``SADD queues``, no wake-up token: what ``redis-cli LPUSH`` sends), or
+wurk_django's own client (``--pushers wurk``: ``Client().push`` in one long-lived process,
+writing wake-up tokens only while a fetcher in the polling fallback wants them). One job
 at a time, 20-40 ms apart; each records ``now - sent`` when ``perform`` starts.
 ``--notifications off`` runs the same with ``FETCH_NOTIFICATIONS = False`` (the polling
 fallback).
@@ -203,6 +205,27 @@ class RubyPusher:
         self.proc.wait(10)
 
 
+WURK_PUSHER = """
+import sys, time
+import django
+django.setup()
+from wurk_django.client import Client
+for line in sys.stdin:
+    klass, queue = line.split()
+    Client().push({"class": klass, "queue": queue, "args": [time.time()]})
+    print("ok", flush=True)
+"""
+
+
+class WurkPusher(RubyPusher):
+    """wurk_django's own client in a long-lived process: wake-up tokens as its pushes
+    decide them (written only while a fetcher in the polling fallback wants them)."""
+
+    def __init__(self, url: str) -> None:
+        self.proc = subprocess.Popen([PY, "-c", WURK_PUSHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env_for(url), cwd=BENCH, text=True, stderr=subprocess.DEVNULL)
+
+
 def bare_body(klass: str, queue: str) -> bytes:
     now = time.time()
     return json.dumps({"class": klass, "args": [now], "retry": True, "queue": queue,
@@ -217,7 +240,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     target = queues[-1].split(",")[0]
     klass = "wurkbench.jobs.Pickup" if system == "wurk" else "PickupJob"
     procs = start_workers(system, server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications})
-    ruby = RubyPusher(server.url) if pusher == "ruby" else None
+    ruby = RubyPusher(server.url) if pusher == "ruby" else WurkPusher(server.url) if pusher == "wurk" else None
     try:
         wait_ready(r, 1)
         time.sleep(1.0)

@@ -100,6 +100,8 @@ def available(system: str) -> tuple[bool, str]:
         return importable("wurk_django"), "wurk_django"
     if system.startswith("sidekiq"):
         return shutil.which("sidekiq") is not None, "sidekiq (apt-get install ruby-sidekiq)"
+    if system == "lpush":  # a bare redis-py LPUSH (enqueue only)
+        return importable("redis"), "redis"
     module = system.split("-")[0]
     return importable(module), module
 
@@ -255,6 +257,19 @@ def tree(pids: list[int]) -> list[int]:
     return seen
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by the worker process tree (/proc/<pid>/stat)."""
+    total = 0
+    for pid in tree(pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mb(pids: list[int]) -> float:
     """Sum of VmHWM (peak resident set) over the worker process tree, in MB."""
     total = 0
@@ -300,9 +315,15 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
     try:
         deadline = time.monotonic() + timeout
         count = 0
+        cpu0 = None  # the workers' CPU when the first completions showed (their boot excluded)
+        pids = [p.pid for p in procs]
         while time.monotonic() < deadline:
             count, first, last = completions(r)
+            if cpu0 is None and count:
+                cpu0, count0 = cpu_seconds(pids), count
             if count >= n:
+                if cpu0 is not None and count > count0:
+                    result["cpu_us_per_job"] = (cpu_seconds(pids) - cpu0) / (count - count0) * 1e6
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -337,6 +358,11 @@ ENQUEUE_CODE = {
            "q.enqueue(noop)", "q.enqueue_many([Queue.prepare_data(noop) for _ in range(N)])"),
     "dramatiq": ("from peers.dramatiq_app import noop\nfor _ in range(200): noop.send()\n", "noop.send()", None),
     "huey": ("from peers.huey_app import noop\nfor _ in range(200): noop()\n", "noop()", None),
+    # The floor for a Python client on redis-py: one LPUSH of a job's bytes (enqueue only).
+    "lpush": ("import os, redis\nr = redis.Redis.from_url(os.environ['BENCH_REDIS_URL'])\n"
+              "raw = b'{\"class\":\"wurkbench.jobs.Noop\",\"args\":[],\"jid\":\"0123456789abcdef01234567\",'"
+              " b'\"queue\":\"bench\",\"retry\":true,\"created_at\":1796150408791,\"enqueued_at\":1796150408791}'\n"
+              "for _ in range(200): r.lpush('queue:bench', raw)\n", "r.lpush('queue:bench', raw)", None),
 }
 
 RUBY_ENQUEUE = """
@@ -344,33 +370,37 @@ require "sidekiq"; require_relative "%s"
 N = %d
 200.times { NoopJob.perform_async }
 t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+c = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 if ARGV[0] == "bulk"
   N.step(1, -1000) { |left| Sidekiq::Client.push_bulk("class" => NoopJob, "args" => Array.new([left, 1000].min) { [] }) }
 else
   N.times { NoopJob.perform_async }
 end
-puts Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+puts "#{Process.clock_gettime(Process::CLOCK_MONOTONIC) - t} #{Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - c}"
 """
 
 
-def enqueue_rate(r: redis.Redis, url: str, system: str, mode: str, n: int) -> float | None:
+def enqueue_rate(r: redis.Redis, url: str, system: str, mode: str, n: int) -> tuple[float, float] | None:
+    """(jobs per second, CPU microseconds per job of the pushing process), or None."""
     r.flushdb()
     if system == "sidekiq":
         script = RUBY_ENQUEUE % (BENCH / "peers" / "sidekiq_jobs.rb", n)
         out = subprocess.run(["ruby", "-e", script, mode], env=base_env(url, {"REDIS_URL": url}),
                              capture_output=True, text=True, check=True).stdout
-        return n / float(out.strip().splitlines()[-1])
+        wall, cpu = map(float, out.strip().splitlines()[-1].split())
+        return n / wall, cpu / n * 1e6
     setup, one, bulk = ENQUEUE_CODE[system]
     body = one if mode == "single" else bulk
     if body is None:
         return None
     loop = f"for _ in range(N): {body}" if mode == "single" else body
-    code = (f"N={n}\n{setup}import time\nt=time.perf_counter()\n{loop}\n"
-            "print(time.perf_counter()-t)")
+    code = (f"N={n}\n{setup}import time\nt=time.perf_counter()\nc=time.process_time()\n{loop}\n"
+            "print(time.perf_counter()-t, time.process_time()-c)")
     out = subprocess.run([PY, "-c", code], env=base_env(url), cwd=BENCH, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"{system} enqueue failed: {out.stderr[-2000:]}")
-    return n / float(out.stdout.strip().splitlines()[-1])
+    wall, cpu = map(float, out.stdout.strip().splitlines()[-1].split())
+    return n / wall, cpu / n * 1e6
 
 
 # -- reporting ------------------------------------------------------------------
@@ -449,6 +479,20 @@ def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) 
                 cells += [med([e["rate"] for e in mine]) if mine else "n/a",
                           (med(ratios) + "x") if mine and system != "wurk" else ""]
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
+        lines += ["", "CPU microseconds per job of the pushing process (process time: this client's work, not "
+                  "the Redis server's; a steadier figure than the rates on a shared machine), one at a time; "
+                  "the ratio is the system's CPU per job over wurk's in the same run:", "",
+                  "| system | CPU us/job | system / wurk |", "|---|---|---|"]
+        for system in sorted({e["system"] for e in enq}, key=lambda s: (s != "wurk", s)):
+            mine = [e for e in enq if e["system"] == system and e["mode"] == "single" and e.get("cpu_us")]
+            ratios = []
+            for e in mine:
+                ours = [o for o in enq if o["system"] == "wurk" and o["mode"] == "single" and o["run"] == e["run"]]
+                if ours and ours[0].get("cpu_us"):
+                    ratios.append(e["cpu_us"] / ours[0]["cpu_us"])
+            if mine:
+                lines.append(f"| {system} | {med([e['cpu_us'] for e in mine])} | "
+                             + ((med(ratios) + "x") if system != "wurk" else "") + " |")
         lines.append("")
     if cmds:
         lines += ["### Redis commands per noop job (wurk_django)", "", "```", json.dumps(cmds, indent=1), "```", ""]
@@ -593,18 +637,20 @@ def main() -> None:
                         results.append(res)
                         log(f"run {run} {shape:4} {system:15} " + (
                             f"{res['rate']:8.0f} jobs/s boot {res['boot_s']:.2f}s rss {res['rss_mb']}MB"
+                            + (f" cpu {res['cpu_us_per_job']:.1f} us/job" if "cpu_us_per_job" in res else "")
                             if "rate" in res else res["error"]))
         if "enqueue" in only:
-            peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey")
+            peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey", "lpush")
                      if any(x.startswith(s) for x in systems)]
             for run in range(args.runs):
                 for system in peers[run % len(peers):] + peers[:run % len(peers)]:
                     for mode in ("single", "bulk"):
                         n = args.enqueue_jobs * (10 if mode == "bulk" and system == "wurk" else 1)
-                        rate = enqueue_rate(r, args.redis, system, mode, n)
-                        if rate is not None:
-                            enq.append({"system": system, "mode": mode, "rate": rate, "run": run})
-                            log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s")
+                        got = enqueue_rate(r, args.redis, system, mode, n)
+                        if got is not None:
+                            rate, cpu = got
+                            enq.append({"system": system, "mode": mode, "rate": rate, "cpu_us": cpu, "run": run})
+                            log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s {cpu:6.1f} us CPU/job")
         if "commands" in only and any(s.startswith("wurk") for s in systems):
             cmds = count_commands(r, args.redis, args.count_jobs, has_processes)
             log(f"commands: {cmds}")

@@ -53,6 +53,18 @@ def worker_factory():
 
 
 @pytest.fixture
+def wake_tokens_wanted(monkeypatch):
+    """Pushes write wake-up tokens and ask Redis nothing about them, as while a fetcher in
+    the polling fallback runs and they know it (wurk_django.wake_demand): round trips as
+    before the question existed."""
+    from wurk_django import wake_demand
+
+    state = wake_demand._Known()
+    state.wanted, state.sent = True, float("inf")
+    monkeypatch.setattr(wake_demand, "known", lambda client: state)
+
+
+@pytest.fixture
 def isolated_registry(monkeypatch):
     """Job names registered by a test are forgotten after it."""
     from wurk_django import registry

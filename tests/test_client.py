@@ -242,7 +242,7 @@ def test_push_returns_the_jid_and_timestamps_are_int_ms(redis_db):  # CORE-016/0
     assert before <= job["created_at"] <= job["enqueued_at"] <= int(time.time() * 1000) + 1
 
 
-def test_one_round_trip_per_push(redis_db, pipelines):  # CORE-083
+def test_one_round_trip_per_push(redis_db, pipelines, wake_tokens_wanted):  # CORE-083
     RecordJob.perform_async(1)
     assert pipelines["executes"] == 1
     names = [c[0] for c in pipelines["commands"]]

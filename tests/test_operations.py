@@ -89,7 +89,7 @@ def sent(monkeypatch):
     return trips
 
 
-def test_a_push_through_the_writer_sends_the_commands_of_before_in_one_round_trip(redis_db, sent):
+def test_a_push_through_the_writer_sends_the_commands_of_before_in_one_round_trip(redis_db, sent, wake_tokens_wanted):
     db = redis_db.connection_pool.connection_kwargs["db"]
     Writer().push(_jobs())  # the installed features' hooks run too: none of them changes a plain job
     golden = [*GOLDEN_MIXED[:-1], ("PUBLISH", f"wake-schedule:{db}", "1700000050.5")]
@@ -98,7 +98,7 @@ def test_a_push_through_the_writer_sends_the_commands_of_before_in_one_round_tri
     assert redis_db.lrange("queue:mail", 0, -1) == [C, A]
 
 
-def test_extra_commands_go_first_and_add_to_set_is_unchanged(redis_db, sent):
+def test_extra_commands_go_first_and_add_to_set_is_unchanged(redis_db, sent, wake_tokens_wanted):
     db = redis_db.connection_pool.connection_kwargs["db"]
     Writer().push(_jobs()[1:2], extra=[("SET", "extra", "1")])
     _same(sent[0], [("SET", "extra", "1"), ("SADD", "queues", "default"), ("LPUSH", "queue:default", B), *WAKES[3:]])

@@ -84,7 +84,7 @@ def trips(monkeypatch):
 # --- write hooks ----------------------------------------------------------------------------------
 
 
-def test_a_hook_sees_the_operations_and_adds_commands_to_the_same_round_trip(redis_db, hooks, trips):
+def test_a_hook_sees_the_operations_and_adds_commands_to_the_same_round_trip(redis_db, hooks, trips, wake_tokens_wanted):
     seen: list[list[tuple[str, str]]] = []
 
     def register_jids(ops):
@@ -104,7 +104,7 @@ def test_a_hook_sees_the_operations_and_adds_commands_to_the_same_round_trip(red
     assert redis_db.llen("queue:default") == 2 and redis_db.zcard("schedule") == 1
 
 
-def test_a_hook_transforms_operations_rerouting_and_rewriting_a_job(redis_db, hooks, trips):
+def test_a_hook_transforms_operations_rerouting_and_rewriting_a_job(redis_db, hooks, trips, wake_tokens_wanted):
     """A hook returns other operations than it was given: here the jobs of queue "old" are
     rewritten (a new payload, a new queue) and go where the serializer puts any push, wake-up
     token included; the scheduled one is moved to a later time."""
@@ -132,7 +132,7 @@ def test_a_hook_transforms_operations_rerouting_and_rewriting_a_job(redis_db, ho
                                   "2000000060.0")
 
 
-def test_a_hook_can_push_a_job_via_a_script_in_the_same_round_trip(redis_db, hooks, trips):
+def test_a_hook_can_push_a_job_via_a_script_in_the_same_round_trip(redis_db, hooks, trips, wake_tokens_wanted):
     sha = _known_script(PUSH_AND_MARK)
     redis_db.script_load(PUSH_AND_MARK)
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import payload, signals, testing, time_limits
+from . import connection, payload, registry, shards, signals, testing, time_limits
 from .arguments import check_arguments, check_keyword_arguments
 from .conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
-from .connection import get_redis
 from .job import Job
 from .middleware import Chain, client_chain
 from .writer import Writer
@@ -128,10 +127,22 @@ def _template(item: dict, config: Config) -> dict:
     klass = item["class"]
     job_class = _job_class_of(klass)
     if job_class is None:
-        from . import registry
-
         job_class = registry.registered().get(klass)
     options = job_class.get_options() if job_class is not None else {}
+    plain = len(item) == 2 and job_class is not None and klass is not None and not isinstance(klass, str)
+    if plain:
+        # A push with no options of its own (``perform_async``): the same template as the
+        # last such push of this class and config, unless the class's options changed
+        # (they are read every time: a test may patch them). The checks below ran on it.
+        cache = config.__dict__.get("_wurk_templates")
+        if cache is None:
+            cache = config.__dict__["_wurk_templates"] = {}
+        known = cache.get(job_class)
+        if known is not None and known[0] == options:
+            job = known[1].copy()
+            job["args"] = item["args"]
+            job["created_at"] = config.wire_format.now()
+            return job
     job = {**config.default_job_options, **options, **item}
     job["class"] = job_class.job_name if job_class is not None and not isinstance(klass, str) else str(klass)
     for key in TRANSIENT_KEYS:
@@ -143,6 +154,8 @@ def _template(item: dict, config: Config) -> dict:
         job["jid"] = None  # filled per job by _fill; placed here so the key order is Sidekiq's
     if job.get("retry_for") is not None:
         job["retry_for"] = int(job["retry_for"])
+    if "created_at" in job or job["jid"] is not None:
+        plain = False  # given by the options: a template must not hand them to every push
     if "created_at" not in job:
         job["created_at"] = config.wire_format.now()
     expires_in = job.get("expires_in")
@@ -153,8 +166,11 @@ def _template(item: dict, config: Config) -> dict:
             raise ValueError(f"'expires_in' must be seconds > 0 or a timedelta, not {expires_in!r}")
         job["expires_in"] = seconds
         job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
+        plain = False  # its expiry counts from each job's own creation
     time_limits.normalize(job)
     check_options(job)
+    if plain:
+        cache[job_class] = (options, job.copy())
     return job
 
 
@@ -171,11 +187,25 @@ class Client:
                  middleware: Chain | None = None) -> None:
         self.config = config or get_config()
         self._redis = redis
-        self.middleware = middleware if middleware is not None else client_chain(self.config)
+        # The config's shared chain unless given one; ``middleware`` hands out a copy of
+        # it (a caller may change that one: the shared chain must stay as it is).
+        self._chain = middleware if middleware is not None else client_chain(self.config)
+        self._own_chain = middleware is not None
+
+    @property
+    def middleware(self) -> Chain:
+        """This client's middleware chain (its own: changing it changes no other client)."""
+        if not self._own_chain:
+            self._chain, self._own_chain = self._chain.copy(), True
+        return self._chain
+
+    @middleware.setter
+    def middleware(self, chain: Chain) -> None:
+        self._chain, self._own_chain = chain, True
 
     @property
     def redis(self) -> redis_lib.Redis:
-        return self._redis or get_redis(config=self.config)
+        return self._redis or connection.client_for(self.config)
 
     @staticmethod
     def reliable_push(*, buffer: int | None = None, overflow: str | None = None) -> None:
@@ -220,16 +250,12 @@ class Client:
         when the job's class or queue decides (known after normalizing)."""
         if self._redis is not None:
             return self.config  # an explicit client wins over any shard
-        from . import shards
-
         named = item.get("shard")
         if named is not None or shards.current() is not None:
             return shards.route(self.config, named=named)
         return None
 
     def _route_queue(self, item: dict, queue: str) -> Config:
-        from . import shards
-
         return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue)
 
     def push_bulk(self, item: dict) -> list[str | None]:
@@ -295,10 +321,11 @@ class Client:
                 raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {when!r}")
 
     def _through_middleware(self, job: dict, target: Config | None = None) -> dict | None:
-        if not len(self.middleware):
+        chain = self._chain
+        if not len(chain):
             return job
-        redis = self._redis or get_redis(config=target or self.config)
-        result = self.middleware.invoke((job["class"], job, job["queue"], redis), lambda: job)
+        redis = self._redis or connection.client_for(target or self.config)
+        result = chain.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 
     def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
@@ -313,8 +340,6 @@ def _enqueued(jobs: list[dict]) -> None:
     """Send ``job_enqueued`` for pushed jobs; free when nobody listens (DJ-047)."""
     if not signals.job_enqueued.receivers:
         return
-    from . import registry
-
     known = registry.registered()
     for job in jobs:
         signals.send(signals.job_enqueued, known.get(job["class"], job["class"]), job=job)

@@ -44,6 +44,9 @@ CHECKOUT_TIMEOUT = 1.0
 
 _lock = threading.Lock()
 _clients: dict[tuple[int, str, str], redis.Redis] = {}
+#: Bumped whenever a client in ``_clients`` may have been replaced or forgotten (a bigger
+#: pool, :func:`reset`, a fork): what :func:`client_for` remembered under another is stale.
+_generation = 0
 
 
 #: Connections a ``main`` pool holds beyond one per processor thread: the heartbeat,
@@ -196,7 +199,29 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             # Holders of a replaced (smaller) client keep using it until they ask again.
             client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
+            _forget_remembered()
         return client
+
+
+def client_for(config: Config) -> redis.Redis:
+    """``get_redis(config=config)``, remembered on ``config`` for the push path, which
+    asks once per push: the lookup's key, pool size and lock cost more than the rest of
+    choosing a connection. Forgotten whenever :func:`get_redis` could answer otherwise:
+    a pool replaced by a bigger one, :func:`reset`, a fork (the child's generation moves
+    on, so it never writes on its parent's sockets)."""
+    remembered = config.__dict__.get("_wurk_main_redis")
+    # The target too: a shard's config starts as a copy of its root's, memo included.
+    if remembered is not None and remembered[0] == _generation and remembered[1] is config.redis_target:
+        return remembered[2]
+    generation = _generation
+    client = get_redis(config=config)
+    config.__dict__["_wurk_main_redis"] = (generation, config.redis_target, client)
+    return client
+
+
+def _forget_remembered() -> None:
+    global _generation
+    _generation += 1
 
 
 _async_lock = threading.Lock()
@@ -442,6 +467,7 @@ def reset() -> None:
                 except Exception:  # closing a dead socket may fail; it is gone either way
                     pass
         _clients.clear()
+        _forget_remembered()
     with _async_lock:
         _async_clients.clear()
 
@@ -451,6 +477,7 @@ def _after_fork_in_child() -> None:
     # Another thread of the parent may have held it at the fork: the child's copy would stay held.
     _async_lock = threading.Lock()
     _clients.clear()
+    _forget_remembered()
     _async_clients.clear()
     _forget_idle_stacks()
 

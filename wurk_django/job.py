@@ -43,6 +43,7 @@ OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "ret
                 "display_class", "expires_in", "unique_for", "unique_until", "encrypt", "soft_time_limit",
                 "time_limit")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
+_client_class: Any = None  # wurk_django.client.Client, once imported (see Setter._client)
 
 
 def _run_at(when: Any) -> float:
@@ -80,10 +81,14 @@ class Setter:
 
     def _client(self, config: Config | None = None):
         # Lazy: client.py imports Job (a push accepts Job classes), so the push path is
-        # reached at call time; the circle goes once client.py stops importing job.py.
-        from .client import Client
+        # reached at call time, once (an import statement per push costs a lookup in
+        # the import machinery); the circle goes once client.py stops importing job.py.
+        global _client_class
+        if _client_class is None:
+            from .client import Client
 
-        return Client(config=config)
+            _client_class = Client
+        return _client_class(config=config)
 
     def _item(self, args: tuple, kwargs: dict[str, Any] | None = None) -> dict:
         item = {**self.options, "class": self.job_class, "args": list(args)}

@@ -180,9 +180,15 @@ def schedule_wake_channel(db: int | str) -> str:
     return f"{SCHEDULE_WAKE_CHANNEL}:{db}"
 
 
+#: A STRING with a time to live, set while some fetcher waits on the wake-up lists (the
+#: polling fallback): pushes write wake-up tokens only while it exists (wake_demand.py).
+WAKE_WANTED = "wake-wanted"
+
+
 def wake(name: str) -> str:
-    """``wake:<queue>``: a LIST of tokens pushed with every push to ``queue:<queue>``;
-    fetchers serving several queues block on these lists when all their queues are empty."""
+    """``wake:<queue>``: a LIST of tokens pushed with the pushes to ``queue:<queue>`` while
+    :data:`WAKE_WANTED` exists; fetchers serving several queues in the polling fallback
+    block on these lists when all their queues are empty."""
     return f"wake:{name}"
 
 

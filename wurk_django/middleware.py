@@ -151,6 +151,8 @@ def _step(entries: list[Entry], i: int, args: tuple, job: dict | None, last: Cal
 
 SIDES = ("client", "server")
 _builtin: dict[str, dict[str, tuple[int, Any, tuple, dict]]] = {side: {} for side in SIDES}
+#: Bumped by every change to the built-ins: a chain cached under another version is stale.
+_version = 0
 
 
 def register(side: str, name: str, klass: Any, *args: Any, position: int, **kwargs: Any) -> None:
@@ -162,11 +164,15 @@ def register(side: str, name: str, klass: Any, *args: Any, position: int, **kwar
         raise ValueError(f"middleware side must be one of {SIDES}, not {side!r}")
     if not isinstance(position, int) or isinstance(position, bool) or position == 0:
         raise ValueError(f"a built-in middleware position must be a non-zero int, not {position!r}")
+    global _version
     _builtin[side][name] = (position, klass, args, kwargs)
+    _version += 1
 
 
 def unregister(side: str, name: str) -> None:
+    global _version
     _builtin[side].pop(name, None)
+    _version += 1
 
 
 def registered(side: str) -> list[tuple[int, str]]:
@@ -196,8 +202,23 @@ def build_chain(side: str, user_entries: Iterable[Any]) -> Chain:
 
 
 def client_chain(config: Any) -> Chain:
-    """The client chain for ``config``: built-ins plus ``CLIENT_MIDDLEWARE``."""
-    return build_chain("client", config.client_middleware)
+    """The client chain for ``config``: built-ins plus ``CLIENT_MIDDLEWARE``.
+
+    Built once per config and registry state, then shared: every push reads it, and
+    building it costs more than the rest of a push's Python. A settings change makes
+    a new config (a new chain); a middleware registered later bumps the registry's
+    version (a new chain on the next push). Callers that want to change a chain
+    change a :meth:`Chain.copy` (``Client.middleware`` is one).
+    """
+    cached = config.__dict__.get("_wurk_client_chain")
+    if cached is not None and cached[0] == _version:
+        return cached[1]
+    # The version read before the build: a registration meanwhile (build_chain installs
+    # the features, which register) leaves this entry stale, so the next push builds again.
+    version = _version
+    chain = build_chain("client", config.client_middleware)
+    config.__dict__["_wurk_client_chain"] = (version, chain)
+    return chain
 
 
 def server_chain(config: Any) -> Chain:

@@ -114,7 +114,7 @@ def jobs(ops: list[Operation]) -> list[dict]:
     return [op.job for op in ops if type(op) is not Extra and op.job is not None]
 
 
-def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
+def commands(ops: list[Operation], db: int | str = 0, *, wake_lists: bool = True) -> list[Command]:
     """The commands of one round trip for ``ops``: the only place a push becomes
     ``ZADD``/``SADD queues``/``LPUSH`` and its wake-up signals.
 
@@ -122,8 +122,17 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
     of them stands: one ``ZADD`` per set, the ``via`` commands of scheduled jobs,
     ``SADD queues`` with every queue pushed to, one ``LPUSH`` per queue (then one
     ``RPUSH`` per queue for ``front`` pushes), the ``via`` commands of pushed jobs.
-    The wake-up signals come last (:func:`wake_commands`), so the pushes land first.
+    The wake-up signals come last (:func:`wake_commands`), so the pushes land first;
+    ``wake_lists=False`` leaves out the wake-up lists' tokens (no fetcher waits on them:
+    :mod:`wurk_django.wake_demand`), not the scheduler's signal.
     """
+    if len(ops) == 1:
+        # One job pushed now (``perform_async``): what the loop below makes for it, made directly.
+        op = ops[0]
+        if type(op) is Enqueue and op.via is None:
+            queue = op.queue
+            out = [("SADD", keys.QUEUES, queue), ("RPUSH" if op.front else "LPUSH", keys.queue(queue), op.raw)]
+            return out + wake_commands({queue: 1}, None, db) if wake_lists else out
     out: list[Command] = []
     at = -1  # where the pushes go in ``out``
     sets: dict[str, list[Any]] = {}
@@ -173,6 +182,10 @@ def commands(ops: list[Operation], db: int | str = 0) -> list[Command]:
         block += [("RPUSH", keys.queue(queue), *raws) for queue, raws in fronts.items()]
     block += pushed_via
     out[at:at] = block
+    if not wake_lists:
+        if earliest is None:
+            return out
+        woken = {}
     return out + wake_commands(woken, earliest, db)
 
 
@@ -188,7 +201,8 @@ def wake_commands(woken: dict[str, int], earliest: float | None, db: int | str =
     * the ``earliest`` score added to ``schedule``/``retry``, published on
       ``wake-schedule:<db>``, so a sleeping scheduler can wake in time.
 
-    A lost signal only costs time: fetchers and schedulers still poll as before.
+    A lost signal only costs time: fetchers and schedulers still poll as before. The
+    writer asks for the tokens only while a fetcher waits on them (wurk_django.wake_demand).
     """
     out: list[Command] = []
     for queue, count in woken.items():

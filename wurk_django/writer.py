@@ -35,14 +35,15 @@ means that script did not run, so exactly that command is sent again as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from time import monotonic
 from typing import Any
 
 import redis as redis_lib
 
-from . import operations, payload, redis_errors
+from . import features, operations, payload, redis_errors, reliable_push, wake_demand
 from .conf import Config, get_config
-from .connection import async_redis, get_redis, send_commands
-from .operations import Command, Extra, Operation, Schedule
+from .connection import async_redis, client_for, send_commands
+from .operations import Command, Enqueue, Extra, Operation, Schedule
 from .positioned import Positioned
 from .scripts import source_for_sha
 
@@ -64,8 +65,6 @@ def unregister_hook(name: str) -> None:
 
 def _apply_hooks(ops: list[Operation]) -> list[Operation]:
     if not _hooks.ordered:
-        from . import features
-
         features.install(features.CLIENT)
     for hook in _hooks.ordered:
         ops = hook(ops)
@@ -83,6 +82,35 @@ def _db(client: Any) -> int | str:
     return client.connection_pool.connection_kwargs.get("db", 0)
 
 
+#: A connection of the push path used less than this many seconds ago is not checked for
+#: a server-side close before use (a system call per push); as for application code's
+#: commands (app_redis.IDLE_CHECK).
+IDLE_CHECK = 1.0
+
+
+def _wake_plan(client: Any, ops: list[Operation]) -> tuple[bool, wake_demand._Known | None, float]:
+    """Whether the round trip writes wake-up tokens, and the answer to update when it also
+    asks whether any fetcher wants them (``None``: it does not ask); see wake_demand."""
+    for op in ops:
+        if type(op) is Enqueue and op.via is None:
+            break
+    else:
+        return True, None, 0.0  # no plain push: nothing to decide (scripts write their own)
+    state = wake_demand.known(client)
+    now = monotonic()
+    if now - state.sent < wake_demand.LEARN_EVERY:
+        return state.wanted, None, 0.0
+    return True, state, now  # no answer young enough: write them, and ask again
+
+
+def _commands(ops: list[Operation], client: Any) -> tuple[list[Command], wake_demand._Known | None, float]:
+    wake_lists, ask, sent = _wake_plan(client, ops)
+    commands = operations.commands(ops, _db(client), wake_lists=wake_lists)
+    if ask is not None:
+        commands.append(wake_demand.ask_command())
+    return commands, ask, sent
+
+
 class Writer:
     """Writes jobs for one :class:`Config`; cheap to build."""
 
@@ -92,15 +120,13 @@ class Writer:
 
     @property
     def redis(self) -> redis_lib.Redis:
-        return self._redis or get_redis(config=self.config)
+        return self._redis or client_for(self.config)
 
     def push(self, jobs: list[dict], *, extra: Iterable[Command] = (), front: bool = False) -> None:
         """Write normalized jobs (immediate and scheduled may be mixed), buffering
         them through a Redis outage when ``RELIABLE_PUSH`` is on (PRO-320)."""
         if not jobs and not extra:
             return
-        from . import reliable_push
-
         if self.config.reliable_push or reliable_push.installed():
             reliable_push.deliver(self, jobs, extra=list(extra), front=front)
         else:
@@ -117,7 +143,11 @@ class Writer:
         False: operations the hooks already made, such as a batch's buffered pushes)."""
         if hooks:
             ops = _apply_hooks(ops)
-        return self.send(operations.commands(ops, _db(self.redis)), connect_attempts=connect_attempts)
+        commands, ask, sent = _commands(ops, self.redis)
+        replies = self.send(commands, connect_attempts=connect_attempts)
+        if ask is not None:
+            wake_demand.learn(ask, replies.pop(), sent)
+        return replies
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
@@ -139,11 +169,13 @@ class Writer:
         old primary answers ``READONLY``, so redial and send once more (CORE-085);
         a round trip that broke mid-way is never replayed; a script the server
         forgot (``NOSCRIPT``) is sent again as ``EVAL``."""
-        replay = redis_errors.Replay(self.config, connect_attempts)
+        replay = None  # made at the first failure: most round trips never need it
         while True:
             try:
                 return self._send_once(commands)
             except redis_lib.RedisError as exc:
+                if replay is None:
+                    replay = redis_errors.Replay(self.config, connect_attempts)
                 step = replay.after(exc)
                 if step is None:
                     raise redis_errors.as_raised(exc)  # noqa: B904 (the same error, or it as PrimaryRefused)
@@ -153,15 +185,22 @@ class Writer:
                     redis_errors.sleep(step)
 
     def _send_once(self, commands: list[Command]) -> list[Any]:
-        replies = send_commands(self.redis, commands, raise_errors=False)
+        client = self.redis
+        # hold_gil: the caller waits for the reply at once (see wire.exchange).
+        replies = send_commands(client, commands, raise_errors=False, check_idle_after=IDLE_CHECK, hold_gil=True)
+        for reply in replies:
+            if isinstance(reply, redis_lib.ResponseError):
+                break
+        else:
+            return replies  # the usual case: no error reply, nothing to resend or raise
         retry, again = _noscript_resends(commands, replies)
         if again:
-            for i, reply in zip(retry, send_commands(self.redis, again, raise_errors=False), strict=True):
+            for i, reply in zip(retry, send_commands(client, again, raise_errors=False), strict=True):
                 replies[i] = reply
         try:
             return _checked(replies)
         except redis_lib.OutOfMemoryError as exc:
-            raise redis_errors.full_error(redis_errors.memory_info(self.redis), exc) from exc
+            raise redis_errors.full_error(redis_errors.memory_info(client), exc) from exc
 
 
 class AsyncWriter:
@@ -188,8 +227,6 @@ class AsyncWriter:
         """:meth:`Writer.push`, awaited."""
         if not jobs and not extra:
             return
-        from . import reliable_push
-
         if self.config.reliable_push or reliable_push.installed():
             await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
         else:
@@ -198,7 +235,11 @@ class AsyncWriter:
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
         ops = _apply_hooks(_operations(jobs, extra, front, self.config))
-        return await self.send(operations.commands(ops, _db(self.redis)))
+        commands, ask, sent = _commands(ops, self.redis)
+        replies = await self.send(commands)
+        if ask is not None:
+            wake_demand.learn(ask, replies.pop(), sent)
+        return replies
 
     async def send(self, commands: list[Command], *,
                    connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:

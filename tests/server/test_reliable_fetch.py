@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import redis as redis_lib
 
-from wurk_django import payload
+from wurk_django import payload, wake_demand
 from wurk_django.api import Queue
 from wurk_django.conf import Config
 from wurk_django.connection import get_redis
@@ -287,8 +287,10 @@ def test_how_far_a_thread_fetches_ahead_follows_its_job_times(fetcher, monkeypat
     assert slot.fetch_count() == 1  # not warmed up
 
 
-def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db):
-    # The polling path (no push notifications): the wait is one FETCH_POLL_INTERVAL.
+def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, monkeypatch):
+    # The polling path (no push notifications): the wait is one FETCH_POLL_INTERVAL (without
+    # the short waits of a fallback fetcher's first second: tests/server/test_wake_demand.py).
+    monkeypatch.setattr(wake_demand, "WINDOW", 0.0)
     fetcher = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1, FETCH_NOTIFICATIONS=False))
     redis_db.lpush("queue:default", _job("a" * 24))
     unit = fetcher.retrieve_work()

@@ -21,7 +21,7 @@ import threading
 import pytest
 
 from tests.support import wait_for
-from wurk_django import keys, operations, payload
+from wurk_django import keys, operations, payload, wake_demand
 from wurk_django.client import Client
 from wurk_django.conf import Config
 from wurk_django.server.reaper import Reaper
@@ -60,6 +60,7 @@ def _fetch_in_thread(fetcher: ReliableFetch, attempts: list[int]) -> tuple[threa
 
 
 def test_a_push_leaves_one_token_per_job_on_its_queues_wake_list(redis_db):
+    redis_db.set(keys.WAKE_WANTED, "1", ex=60)  # a fetcher in the polling fallback runs (wake_demand.py)
     client = Client()
     client.push({"class": "X", "args": [], "queue": "c"})
     client.push_bulk({"class": "X", "args": [[i] for i in range(100)], "queue": "b"})
@@ -71,8 +72,11 @@ def test_a_push_leaves_one_token_per_job_on_its_queues_wake_list(redis_db):
     assert not redis_db.exists(keys.wake("later"))  # scheduled jobs wake the scheduler instead
 
 
-def test_an_idle_fetcher_on_several_queues_waits_on_their_wake_lists_and_is_woken(redis_db):
-    # A poll interval no test waits for: only the wake-up can end this wait early.
+def test_an_idle_fetcher_on_several_queues_waits_on_their_wake_lists_and_is_woken(redis_db, monkeypatch):
+    # A poll interval no test waits for: only the wake-up can end this wait early. No
+    # short waits at the start either (tests/server/test_wake_demand.py has those): this
+    # pusher knows nothing yet, so it writes the token.
+    monkeypatch.setattr(wake_demand, "WINDOW", 0.0)
     fetcher = _fetcher(poll=60)
     attempts: list[int] = []
     thread, got = _fetch_in_thread(fetcher, attempts)

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 
 import redis as redis_lib
 
-from .. import keys
+from .. import keys, wake_demand
 from ..conf import Config
 from ..connection import get_redis, send_commands, send_on
 from ..keys import wake as wake_key
@@ -95,6 +95,8 @@ class ReliableFetch:
         self._watch = PushWatch(config, on_paused=self._paused.expire) if config.fetch_notifications else None
         self._one_blocker = OneBlocker(config.concurrency)
         self._wake_keys: dict[str, str] = {}
+        # Keeps the marker that makes pushes write wake-up tokens set while threads wait on them.
+        self._wake_demand = wake_demand.Advertiser(lambda: get_redis(config=self.config))
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s (parked ACKs are kept)")
         self._limit = MemoryLimit()
         # The slots: each fetching thread holds one (in _local), the lowest free first, so a
@@ -402,8 +404,8 @@ class ReliableFetch:
                 return None
             return ReliableUnit(names[0], public, private, job, slot)
         # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
-        # wake-up lists, which every push through the Writer feeds in the same round trip,
-        # and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
+        # wake-up lists, which pushes through the Writer feed in the same round trip while
+        # such a fetcher says it waits (wake_demand.py), and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
         # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
@@ -467,7 +469,12 @@ class ReliableFetch:
         """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
         cache = self._wake_keys
         wakes = [cache.get(name) or cache.setdefault(name, wake_key(name)) for name in names]
-        return blocking.blpop(wakes, timeout=self.poll_interval) is not None
+        if self._done.is_set():
+            return False  # stopping: say nothing more (the marker simply expires)
+        # Pushes write tokens only while some fetcher says it waits on them (wake_demand.py):
+        # saying so, and, while pushers may not know yet, waiting in short steps.
+        timeout = self._wake_demand.wait_for(self.poll_interval)
+        return blocking.blpop(wakes, timeout=timeout) is not None
 
     # -- reconcile ----------------------------------------------------------
 
