@@ -311,6 +311,7 @@ class ReliableFetch:
         names = self._names()
         if not names:
             self._flush([slot])
+            slot.release_connection()
             self._done.wait(self.poll_interval)
             return None
         for i, name in enumerate(names):
@@ -368,6 +369,10 @@ class ReliableFetch:
                 public, private = slot.keys(name)
                 return ReliableUnit(name, public, private, hit[1], slot)
             break
+        # Nothing queued: this thread is about to wait. Its connection goes back to the
+        # pool, so idle threads do not each hold one (the heartbeat closes what the pool
+        # holds unused); its next walk checks one out again.
+        slot.release_connection()
         if self._done.is_set():
             return None
         if len(names) > 1 and self._watch is not None and self._watch.usable():

@@ -1,0 +1,127 @@
+"""An idle worker holds a few Redis connections, not one per thread (issue 30 item 3).
+
+Twenty-five fetching threads all walk their queues at once when they start, so the
+process opens about one connection per thread; once they wait, their connections go
+back to the pools, and the heartbeat's :func:`~wurk_django.connection.trim_idle`
+closes what the pools hold unused beyond one each. Connections are counted with
+``CLIENT LIST`` on a private redis-server that only this process talks to. No
+assertion is about timing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import redis as redis_lib
+
+from tests.redis_servers import TCPRedis
+from tests.support import wait_for
+from wurk_django import connection
+from wurk_django.conf import Config
+from wurk_django.server.reliable_fetch import ReliableFetch
+
+THREADS = 25
+#: One queue: the blocker's connection (and at most one free one beside it), the main
+#: pool's and the slots' pool's one each, and the scheduler has none here. Several queues:
+#: the push watch's two, the main pool's and the slots' pool's.
+MOST_IDLE = 5
+
+
+@pytest.fixture(scope="module")
+def server():
+    started = TCPRedis().start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _theirs(client: redis_lib.Redis) -> int:
+    """Connections to the server other than ``client``'s own."""
+    mine = client.client_id()
+    return len([c for c in client.client_list() if int(c["id"]) != mine])
+
+
+class Fetching:
+    def __init__(self, fetcher: ReliableFetch, threads: int) -> None:
+        self.fetcher = fetcher
+        self.got: list = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            unit = self.fetcher.retrieve_work()
+            if unit is not None:
+                self.got.append(unit)
+                unit.acknowledge()
+        self.fetcher.release_thread_connection()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.fetcher.terminate()
+        for thread in self._threads:
+            thread.join(10)
+
+
+@pytest.mark.parametrize("queues", [["a"], ["a", "b", "c"]], ids=["one-queue", "three-queues"])
+def test_an_idle_fetcher_of_25_threads_holds_a_few_connections_RUN_130(server, queues):
+    config = Config(REDIS_URL=server.url(), QUEUES=queues, CONCURRENCY=THREADS, FETCH_POLL_INTERVAL=60)
+    client = server.client()
+    client.flushall()
+    fetching = Fetching(ReliableFetch(config), THREADS)
+    try:
+        # Every thread has walked once at least: every slot is handed out.
+        wait_for(lambda: len(fetching.fetcher._slots) >= THREADS, timeout=60, message="every thread to fetch")
+        held = []
+
+        def few() -> bool:
+            connection.trim_idle()  # what each heartbeat does
+            held.append(_theirs(client))
+            return held[-1] <= MOST_IDLE
+
+        wait_for(few, timeout=60, message=f"the idle fetcher to hold at most {MOST_IDLE} connections")
+        assert max(held) > MOST_IDLE or len(held) == 1  # they were opened, then closed
+        # The closed connections dial again when needed: a job pushed by any client is fetched.
+        job = {"class": "tests.jobsapp.jobs.RecordJob", "args": ["x"], "queue": queues[-1], "jid": "idle1",
+               "retry": True, "created_at": 1, "enqueued_at": 1}
+        client.lpush(f"queue:{queues[-1]}", json.dumps(job))
+        wait_for(lambda: len(fetching.got) == 1, timeout=60, message="the pushed job to be fetched")
+    finally:
+        fetching.stop()
+        client.close()
+
+
+def test_trim_idle_keeps_the_most_recent_connection_open_and_the_rest_redial(server):
+    config = Config(REDIS_URL=server.url(1), CONCURRENCY=8)
+    client = server.client()
+    pool = connection.get_redis(config=config).connection_pool
+    taken = [pool.get_connection() for _ in range(6)]
+    for conn in taken:
+        conn.send_command("PING")
+        assert conn.read_response() in (b"PONG", "PONG", True)
+        pool.release(conn)
+    db1 = [c for c in client.client_list() if int(c["db"]) == 1]
+    assert len(db1) == 6
+    assert connection.trim_idle() >= 5
+    assert len([c for c in client.client_list() if int(c["db"]) == 1]) == 1
+    # The one left open is the last released, and the pool hands it out first.
+    again = pool.get_connection()
+    try:
+        assert again is taken[-1]
+    finally:
+        pool.release(again)
+    # Two at once: the second dials again, and works.
+    first, second = pool.get_connection(), pool.get_connection()
+    try:
+        for conn in (first, second):
+            conn.send_command("PING")
+            assert conn.read_response() in (b"PONG", "PONG", True)
+    finally:
+        pool.release(first)
+        pool.release(second)
+    client.close()
