@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -40,8 +41,6 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pickup import BENCH, OUT, PY, REPO, Server, env_for, log, stop_workers  # noqa: E402
-
-import subprocess  # noqa: E402
 
 
 def fill(r: redis.Redis, n: int) -> None:
