@@ -21,7 +21,8 @@ fallback).
 **idle**: N idle worker processes (``-c`` each of ``--concurrency``, default 10), wurk_django
 or Ruby Sidekiq 6.4 (the ``sidekiq`` binary with a one-line require file), then ``INFO
 commandstats`` and ``INFO cpu`` read before and after ``--seconds``: commands per second
-and Redis CPU seconds per second, per command, in total and per process. Connections are
+and Redis CPU seconds per second, per command, in total and per process (net of the CPU
+the server spends alone, measured first for up to 20 s). Connections are
 counted from ``CLIENT LIST`` at the end of the window, each one put to the worker process
 that owns its socket (``ss -tnp`` maps the client's port to a pid, the pid's process group
 to the worker started): the most any process holds, the mean, and what the connections of
@@ -370,6 +371,12 @@ def main() -> None:
                               f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} |", flush=True)
         else:
             rate = args.rate if args.what == "trickle" else 0.0
+            # The server's own CPU with no client (its cron): the per-process CPU figures are net of it.
+            _, bare_before = counts(server.client)
+            time.sleep(min(args.seconds, 20))
+            _, bare_after = counts(server.client)
+            bare = (bare_after - bare_before) * 1000 / min(args.seconds, 20)
+            print(f"The server alone: {bare:.2f} ms of CPU a second; per process below is net of it.\n")
             print("| system | processes x threads | queues | notifications | commands/s | per process | "
                   "Redis CPU ms/s | per process | connections per process (mean, most) | per push | "
                   "top commands/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
@@ -390,7 +397,7 @@ def main() -> None:
                         log(f"{system} {count} queues -c {conc}: {res}")
                         print(f"| {system} | {n} x {conc} | {count} | {label} | {res['per_s']:.1f} | "
                               f"{res['per_s'] / n:.2f} | {res['cpu_ms_per_s']:.2f} | "
-                              f"{res['cpu_ms_per_s'] / n:.3f} | {conns['mean']:.1f}, {conns['max']} | "
+                              f"{(res['cpu_ms_per_s'] - bare) / n:.3f} | {conns['mean']:.1f}, {conns['max']} | "
                               f"{per_push} | {top} |", flush=True)
     finally:
         server.stop()
