@@ -125,3 +125,33 @@ def test_trim_idle_keeps_the_most_recent_connection_open_and_the_rest_redial(ser
         pool.release(first)
         pool.release(second)
     client.close()
+
+
+def _calls(client: redis_lib.Redis, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_an_idle_thread_on_one_queue_only_blocks_no_walk_between_RUN_130(server):
+    """Between two blocking moves that found nothing, an idle thread with nothing to
+    acknowledge sends no ``LMOVE``: the blocking move takes a queued job at once anyway."""
+    config = Config(REDIS_URL=server.url(2), QUEUES=["solo"], CONCURRENCY=1, FETCH_POLL_INTERVAL=0.2)
+    client = server.client(2)
+    client.flushdb()
+    client.config_resetstat()  # the counts are the server's: earlier tests' commands out
+    fetching = Fetching(ReliableFetch(config), 1)
+    try:
+        wait_for(lambda: _calls(client, "blmove") >= 2, timeout=60, message="the thread to block")
+        lmoves, blmoves = _calls(client, "lmove"), _calls(client, "blmove")
+        wait_for(lambda: _calls(client, "blmove") >= blmoves + 5, timeout=60, message="five more blocking moves")
+        assert _calls(client, "lmove") == lmoves
+        job = {"class": "tests.jobsapp.jobs.RecordJob", "args": ["y"], "queue": "solo", "jid": "idle2",
+               "retry": True, "created_at": 1, "enqueued_at": 1}
+        client.lpush("queue:solo", json.dumps(job))
+        wait_for(lambda: len(fetching.got) == 1, timeout=60, message="the pushed job to be fetched")
+        unit = fetching.got[0]
+        assert unit.private.startswith("queue:solo|")  # moved into the thread's private list
+        # Its ACK rides the next walk (an LMOVE), then the thread blocks again.
+        wait_for(lambda: client.llen(unit.private) == 0, timeout=60, message="the ACK to be sent")
+    finally:
+        fetching.stop()
+        client.close()

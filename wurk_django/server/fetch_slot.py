@@ -186,6 +186,11 @@ class FetchSlot:
 
     # -- which job is running ----------------------------------------------
 
+    def marks_oldest(self) -> bool:
+        """True when the marker says "the oldest job in my lists is running" and is fresh:
+        a job moved into empty lists needs no other mark."""
+        return self.marked == OLDEST and time.monotonic() - self._marked_at < MARK_TTL / 2
+
     def oldest_mark(self) -> list[tuple[Any, ...]]:
         """The command a fetch carries to say its first job (the oldest in this slot's
         lists once its ACKs ran) is the one running; none when the marker already says

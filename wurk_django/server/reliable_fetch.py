@@ -314,6 +314,12 @@ class ReliableFetch:
             slot.release_connection()
             self._done.wait(self.poll_interval)
             return None
+        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest() \
+                and self._one_blocker.try_block():
+            # One queue and nothing to send with a move (no ACK, no mark): the blocking move
+            # returns at once when the queue holds a job, so the walk's LMOVE would only
+            # repeat it. An idle process then sends one command per poll interval, not two.
+            return self._block_on(slot, names[0])
         for i, name in enumerate(names):
             public, private = slot.keys(name)
             if i == 0:
@@ -377,28 +383,33 @@ class ReliableFetch:
             return None
         if len(names) > 1 and self._watch is not None and self._watch.usable():
             return self._wait_watched(slot)
-        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         if len(names) == 1:
             # One queue: block on the queue itself, so any push (a Ruby client's too) is
             # moved into the private list the moment it lands. One thread at a time.
             if not self._one_blocker.try_block():
                 self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
                 return None
-            public, private = slot.keys(names[0])
-            job = None
-            try:
-                job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
-            finally:
-                self._one_blocker.unblock(job is not None)
-            if job is None:
-                return None
-            return ReliableUnit(names[0], public, private, job, slot)
+            return self._block_on(slot, names[0])
+        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
         # wake-up lists, which every push through the Writer feeds in the same round trip,
         # and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
         # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
+
+    def _block_on(self, slot: FetchSlot, name: str) -> ReliableUnit | None:
+        """Block on queue ``name`` for a poll interval; the caller won ``try_block``."""
+        public, private = slot.keys(name)
+        job = None
+        try:
+            blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
+            job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+        finally:
+            self._one_blocker.unblock(job is not None)
+        if job is None:
+            return None
+        return ReliableUnit(name, public, private, job, slot)
 
     def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
         """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
