@@ -6,20 +6,26 @@ Redis or split over two shards.
 
 Every measurement runs on private ``redis-server``s this script starts (``--port`` and the
 ports after it, one per shard; no persistence) and stops by pid, so nothing else on the
-machine touches their counters. Per measurement: flush, pre-enqueue ``--jobs`` noop jobs
-(hand-built payloads, one ``LPUSH`` per 1,000; with two shards half on each), read
-``INFO cpu`` of every server, start the worker processes (``manage.py wurk -c 10``, per-job
-log off; with two shards half of them on each server, as ``manage.py wurk --shard`` would
-run them), wait until the jobs have all run (bench/peers/recorder.py counts them, one
-``HSET`` per process every 50 ms), read ``INFO cpu`` again, stop the workers.
+machine touches their counters. Per measurement: flush, stage ``--jobs`` noop jobs in a
+side list (hand-built payloads, one ``LPUSH`` per 1,000; with two shards half on each),
+start the worker processes (``manage.py wurk -c 10``, per-job log off; with two shards half
+of them on each server, as ``manage.py wurk --shard`` would run them) and wait until each
+has beaten, read ``INFO cpu`` of every server, ``RENAME`` the side list to the queue (one
+command: the enqueue's cost stays out), wait until the jobs have all run
+(bench/peers/recorder.py counts them, one ``HSET`` per process every 50 ms), read ``INFO
+cpu`` again, stop the workers.
 
 Reported: jobs/s (first to last completion, as the jobs record them); Redis CPU per job
-(the servers' ``used_cpu_sys + used_cpu_user`` of the main thread, from before the workers
-start to the last job, divided by the jobs; it includes the workers' boot and the idle
-beats of the window, a few milliseconds); the busiest server's main thread CPU as a share
+(the servers' ``used_cpu_sys + used_cpu_user`` of the main thread, from the ``RENAME`` to
+the last job, divided by the jobs; the idle beats of the window are in it, well under a
+millisecond); the busiest server's main thread CPU as a share
 of one core over the drain; and the jobs/s one Redis core would carry at that cost
 (1 / CPU per job). Worker throughput on a shared 2-core machine is bounded by the workers'
 own CPU, not by Redis: the cost per job is the figure that carries over.
+
+First, the same cost for the push side: ``Noop.perform_async()`` one at a time, and
+``Noop.perform_bulk`` in batches of 1,000, from one process (its ``django.setup()`` is in the
+window: a few commands). A job costs Redis its push plus its run.
 
 Prints a markdown table; asserts nothing.
 """
@@ -40,10 +46,13 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pickup import BENCH, OUT, PY, REPO, Server, env_for, log, stop_workers  # noqa: E402
+from pickup import BENCH, OUT, PY, REPO, Server, env_for, log, stop_workers, wait_ready  # noqa: E402
+
+STAGE = "bench:stage"
 
 
 def fill(r: redis.Redis, n: int) -> None:
+    """``n`` noop jobs into a staging list; one ``RENAME`` makes them the queue."""
     ms = int(time.time() * 1000)
     base = {"class": "wurkbench.jobs.Noop", "args": [], "retry": True, "queue": "bench",
             "created_at": ms, "enqueued_at": ms}
@@ -51,7 +60,7 @@ def fill(r: redis.Redis, n: int) -> None:
     pipe = r.pipeline(transaction=False)
     pipe.sadd("queues", "bench")
     for i in range(0, n, 1000):
-        pipe.lpush("queue:bench", *bodies[i:i + 1000])
+        pipe.lpush(STAGE, *bodies[i:i + 1000])
     pipe.execute()
 
 
@@ -85,11 +94,17 @@ def measure(servers: list[Server], processes: int, jobs: int, timeout: float = 6
     for s in servers:
         s.client.flushall()
         fill(s.client, share)
-    before = [cpu(s.client) for s in servers]
     procs: list[subprocess.Popen] = []
     try:
-        for i, s in enumerate(servers):
-            procs += start(s.url, processes // shards + (1 if i < processes % shards else 0))
+        counts = [processes // shards + (1 if i < processes % shards else 0) for i in range(shards)]
+        for s, n in zip(servers, counts, strict=True):
+            procs += start(s.url, n)
+        for s, n in zip(servers, counts, strict=True):
+            wait_ready(s.client, n)
+        time.sleep(1.0)  # past the boot's first beats and walks
+        before = [cpu(s.client) for s in servers]
+        for s in servers:
+            s.client.rename(STAGE, "queue:bench")
         deadline = time.monotonic() + timeout
         while True:
             states = [recorded(s.client) for s in servers]
@@ -110,6 +125,21 @@ def measure(servers: list[Server], processes: int, jobs: int, timeout: float = 6
             "per_core": 1 / per_job if per_job else float("inf")}
 
 
+PUSH_CODE = {
+    "one at a time": "for _ in range(N): Noop.perform_async()",
+    "bulk of 1,000": "for _ in range(N // 1000): Noop.perform_bulk([[] for _ in range(1000)])",
+}
+
+
+def push_cost(server: Server, jobs: int, how: str) -> float:
+    """Redis CPU (main thread) per job pushed through wurk_django's client, in microseconds."""
+    server.client.flushall()
+    code = f"import django\ndjango.setup()\nfrom wurkbench.jobs import Noop\nN = {jobs}\n{PUSH_CODE[how]}"
+    before = cpu(server.client)
+    subprocess.run([PY, "-c", code], env=env_for(server.url), cwd=BENCH, check=True, capture_output=True)
+    return (cpu(server.client) - before) / jobs * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=7463, help="the first shard's port; the next on port + 1...")
@@ -128,6 +158,11 @@ def main() -> None:
           "thread, share of a core | jobs/s one Redis core carries at that cost |\n|---|---|---|---|---|---|",
           flush=True)
     try:
+        for how in PUSH_CODE:
+            costs = [push_cost(servers[0], args.jobs, how) for _ in range(args.runs)]
+            log(f"push {how}: {costs}")
+            print(f"| push, {how} | - | - | {statistics.median(costs):.1f} | - | "
+                  f"{1e6 / statistics.median(costs):,.0f} |", flush=True)
         for shards in (int(s) for s in args.shards.split(",")):
             for processes in (int(p) for p in args.processes.split(",")):
                 if processes < shards:
