@@ -14,7 +14,9 @@ jobs go to the last queue (the lowest priority: every queue is walked before it)
 pusher is either Ruby Sidekiq 6.4 (``Sidekiq::Client.push`` in one long-lived ``ruby``
 process, the push time taken in Ruby just before the call) or a bare ``LPUSH`` (one
 command, no ``SADD queues``, no wake-up token: what ``redis-cli LPUSH`` sends). One job
-at a time, 20-40 ms apart; each records ``now - sent`` when ``perform`` starts.
+at a time, 20-40 ms apart; each records ``now - sent`` when ``perform`` starts. The
+last column counts the connections the server accepted meanwhile (the pushers' and the
+worker's redials).
 ``--notifications off`` runs the same with ``FETCH_NOTIFICATIONS = False`` (the polling
 fallback).
 
@@ -227,6 +229,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     try:
         wait_ready(r, 1)
         time.sleep(1.0)
+        dialed = int(r.info("stats")["total_connections_received"])
         for i in range(samples):
             time.sleep(random.uniform(0.02, 0.04))
             if ruby is not None:
@@ -239,11 +242,12 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
                     raise RuntimeError(f"sample {i} was not picked up within 10 s")
                 time.sleep(0.0005)
         lat = [float(x) * 1000 for x in r.lrange("bench:lat", 0, -1)]
+        dialed = int(r.info("stats")["total_connections_received"]) - dialed
     finally:
         if ruby is not None:
             ruby.close()
         stop_workers(procs)
-    return percentiles(lat)
+    return {**percentiles(lat), "dialed": dialed}
 
 
 def counts(r: redis.Redis) -> tuple[dict[str, int], float]:
@@ -355,8 +359,8 @@ def main() -> None:
     try:
         if args.what == "latency":
             on = args.notifications == "on"
-            print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n |\n"
-                  "|---|---|---|---|---|---|---|---|---|")
+            print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n | "
+                  "connections dialed |\n|---|---|---|---|---|---|---|---|---|---|")
             runs = [("wurk", pusher) for pusher in args.pushers.split(",")]
             if args.control and shutil.which("sidekiq"):
                 runs.append(("sidekiq", "ruby"))
@@ -368,7 +372,7 @@ def main() -> None:
                         label = args.notifications if system == "wurk" else "-"
                         log(f"{system} {count} {order} {pusher}: {res}")
                         print(f"| {system} | {count} | {order} | {pusher} | {label} | {res['p50']:.2f} | "
-                              f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} |", flush=True)
+                              f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} | {res['dialed']} |", flush=True)
         else:
             rate = args.rate if args.what == "trickle" else 0.0
             # The server's own CPU with no client (its cron): the per-process CPU figures are net of it.
