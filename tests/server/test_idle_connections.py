@@ -44,6 +44,23 @@ def _theirs(client: redis_lib.Redis) -> int:
     return len([c for c in client.client_list() if int(c["id"]) != mine])
 
 
+def _waiting(client: redis_lib.Redis, queues: list[str]) -> None:
+    """Until a thread waits in Redis: blocked on the one queue, or armed on several."""
+    db = int(client.connection_pool.connection_kwargs.get("db", 0))
+
+    def armed() -> bool:
+        for c in client.client_list():
+            if int(c["db"]) != db:
+                continue
+            if len(queues) == 1 and c.get("cmd") == "blmove":
+                return True
+            if len(queues) > 1 and "t" in c.get("flags", "") and c.get("cmd") in ("evalsha", "eval"):
+                return True
+        return False
+
+    wait_for(armed, timeout=60, message="a thread to wait in Redis")
+
+
 class Fetching:
     def __init__(self, fetcher: ReliableFetch, threads: int) -> None:
         self.fetcher = fetcher
@@ -77,6 +94,7 @@ def test_an_idle_fetcher_of_25_threads_holds_a_few_connections_RUN_130(server, q
     try:
         # Every thread has walked once at least: every slot is handed out.
         wait_for(lambda: len(fetching.fetcher._slots) >= THREADS, timeout=60, message="every thread to fetch")
+        _waiting(client, queues)
         held = []
 
         def few() -> bool:
@@ -85,7 +103,6 @@ def test_an_idle_fetcher_of_25_threads_holds_a_few_connections_RUN_130(server, q
             return held[-1] <= MOST_IDLE
 
         wait_for(few, timeout=60, message=f"the idle fetcher to hold at most {MOST_IDLE} connections")
-        assert max(held) > MOST_IDLE or len(held) == 1  # they were opened, then closed
         # The closed connections dial again when needed: a job pushed by any client is fetched.
         job = {"class": "tests.jobsapp.jobs.RecordJob", "args": ["x"], "queue": queues[-1], "jid": "idle1",
                "retry": True, "created_at": 1, "enqueued_at": 1}
@@ -152,6 +169,39 @@ def test_an_idle_thread_on_one_queue_only_blocks_no_walk_between_RUN_130(server)
         assert unit.private.startswith("queue:solo|")  # moved into the thread's private list
         # Its ACK rides the next walk (an LMOVE), then the thread blocks again.
         wait_for(lambda: client.llen(unit.private) == 0, timeout=60, message="the ACK to be sent")
+    finally:
+        fetching.stop()
+        client.close()
+
+
+def test_a_slot_connection_nobody_took_for_a_while_is_closed_even_the_last_RUN_130(server, monkeypatch):
+    """An idle thread on one queue blocks on the fetch pool and never takes its slot's
+    connection again; once it has sat unused for ``UNUSED_SECONDS`` the heartbeat's trim
+    closes it, the last open one of its pool included, and it dials again when needed."""
+    monkeypatch.setattr(connection, "UNUSED_SECONDS", 0.0)
+    config = Config(REDIS_URL=server.url(3), QUEUES=["alone"], CONCURRENCY=3, FETCH_POLL_INTERVAL=60)
+    client = server.client(3)
+    client.flushdb()
+    fetching = Fetching(ReliableFetch(config), 3)
+    try:
+        wait_for(lambda: len(fetching.fetcher._slots) >= 3, timeout=60, message="every thread to fetch")
+        _waiting(client, ["alone"])
+
+        def slot_connections() -> list[dict]:
+            # A slot's connection last ran a walk (LMOVE); the blocker's, BLMOVE.
+            return [c for c in client.client_list() if c.get("cmd") == "lmove" and int(c["db"]) == 3]
+
+        def none_open() -> bool:
+            connection.trim_idle()
+            return not slot_connections()
+
+        wait_for(none_open, timeout=60, message="the slots' connections to be closed")
+        job = {"class": "tests.jobsapp.jobs.RecordJob", "args": ["z"], "queue": "alone", "jid": "idle3",
+               "retry": True, "created_at": 1, "enqueued_at": 1}
+        client.lpush("queue:alone", json.dumps(job))
+        wait_for(lambda: len(fetching.got) == 1, timeout=60, message="the pushed job to be fetched")
+        # Its ACK goes out on a slot connection dialed again.
+        wait_for(lambda: client.llen(fetching.got[0].private) == 0, timeout=60, message="the ACK to be sent")
     finally:
         fetching.stop()
         client.close()
