@@ -150,16 +150,24 @@ def _calls(client: redis_lib.Redis, command: str) -> int:
 
 def test_an_idle_thread_on_one_queue_only_blocks_no_walk_between_RUN_130(server):
     """Between two blocking moves that found nothing, an idle thread with nothing to
-    acknowledge sends no ``LMOVE``: the blocking move takes a queued job at once anyway."""
-    config = Config(REDIS_URL=server.url(2), QUEUES=["solo"], CONCURRENCY=1, FETCH_POLL_INTERVAL=0.2)
+    acknowledge sends no ``LMOVE``: the blocking move takes a queued job at once anyway.
+    Nor do the threads waiting for their turn when their wait ends (every ``QUIET_POLLS``
+    poll intervals, 1.5 s here): another thread is blocked on the queue."""
+    config = Config(REDIS_URL=server.url(2), QUEUES=["solo"], CONCURRENCY=4, FETCH_POLL_INTERVAL=0.1)
     client = server.client(2)
     client.flushdb()
     client.config_resetstat()  # the counts are the server's: earlier tests' commands out
-    fetching = Fetching(ReliableFetch(config), 1)
+    fetching = Fetching(ReliableFetch(config), 4)
     try:
-        wait_for(lambda: _calls(client, "blmove") >= 2, timeout=60, message="the thread to block")
+        wait_for(lambda: _calls(client, "blmove") >= 2, timeout=60, message="a thread to block")
+        wait_for(lambda: len(fetching.fetcher._slots) >= 4, timeout=60, message="every thread to fetch")
+        # Every thread's first walk (an LMOVE that marks its slot) is done once the waiters
+        # have each timed out once: 15 more poll intervals after the last walk began.
+        blmoves = _calls(client, "blmove")
+        wait_for(lambda: _calls(client, "blmove") >= blmoves + 20, timeout=60, message="20 more blocking moves")
         lmoves, blmoves = _calls(client, "lmove"), _calls(client, "blmove")
-        wait_for(lambda: _calls(client, "blmove") >= blmoves + 5, timeout=60, message="five more blocking moves")
+        # 20 more: the blocker's timeouts, and each waiter's wait ends at least once meanwhile.
+        wait_for(lambda: _calls(client, "blmove") >= blmoves + 20, timeout=60, message="20 more blocking moves")
         assert _calls(client, "lmove") == lmoves
         job = {"class": "tests.jobsapp.jobs.RecordJob", "args": ["y"], "queue": "solo", "jid": "idle2",
                "retry": True, "created_at": 1, "enqueued_at": 1}

@@ -314,12 +314,18 @@ class ReliableFetch:
             slot.release_connection()
             self._done.wait(self.poll_interval)
             return None
-        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest() \
-                and self._one_blocker.try_block():
+        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest():
             # One queue and nothing to send with a move (no ACK, no mark): the blocking move
             # returns at once when the queue holds a job, so the walk's LMOVE would only
             # repeat it. An idle process then sends one command per poll interval, not two.
-            return self._block_on(slot, names[0])
+            if self._one_blocker.try_block():
+                return self._block_on(slot, names[0])
+            # Another thread is blocked on this very queue and takes whatever is pushed
+            # to it, so a look of this thread's own would find nothing: it waits for its
+            # turn, without a command, a connection or a redial (25 idle threads used to
+            # walk all at once every QUIET_POLLS intervals, each on a connection).
+            self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
+            return None
         for i, name in enumerate(names):
             public, private = slot.keys(name)
             if i == 0:
