@@ -16,14 +16,21 @@ process, the push time taken in Ruby just before the call) or a bare ``LPUSH`` (
 command, no ``SADD queues``, no wake-up token: what ``redis-cli LPUSH`` sends), or
 wurk_django's own client (``--pushers wurk``: ``Client().push`` in one long-lived process,
 writing wake-up tokens only while a fetcher in the polling fallback wants them). One job
-at a time, 20-40 ms apart; each records ``now - sent`` when ``perform`` starts.
+at a time, 20-40 ms apart; each records ``now - sent`` when ``perform`` starts. The
+last column counts the connections the server accepted meanwhile (the pushers' and the
+worker's redials).
 ``--notifications off`` runs the same with ``FETCH_NOTIFICATIONS = False`` (the polling
 fallback).
 
-**idle**: N idle worker processes (``-c 10``), wurk_django or Ruby Sidekiq 6.4 (the
-``sidekiq`` binary with a one-line require file), then ``INFO commandstats`` and
-``INFO cpu`` read before and after ``--seconds``: commands per second and Redis CPU
-seconds per second, per command.
+**idle**: N idle worker processes (``-c`` each of ``--concurrency``, default 10), wurk_django
+or Ruby Sidekiq 6.4 (the ``sidekiq`` binary with a one-line require file), then ``INFO
+commandstats`` and ``INFO cpu`` read before and after ``--seconds``: commands per second
+and Redis CPU seconds per second, per command, in total and per process (net of the CPU
+the server spends alone, measured first for up to 20 s). Connections are
+counted from ``CLIENT LIST`` at the end of the window, each one put to the worker process
+that owns its socket (``ss -tnp`` maps the client's port to a pid, the pid's process group
+to the worker started): the most any process holds, the mean, and what the connections of
+the most-connected process last ran (``CLIENT LIST``'s ``cmd``).
 
 **trickle**: the same N idle processes while a bare ``LPUSH`` arrives ``--rate`` times a
 second (noop jobs): what a push costs when every process hears it.
@@ -37,6 +44,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -130,8 +138,8 @@ def env_for(url: str, extra_wurk: dict | None = None) -> dict:
     return env
 
 
-def start_workers(system: str, url: str, queues: list[str], processes: int, extra: dict | None = None
-                  ) -> list[subprocess.Popen]:
+def start_workers(system: str, url: str, queues: list[str], processes: int, extra: dict | None = None,
+                  concurrency: int = 10) -> list[subprocess.Popen]:
     OUT.mkdir(parents=True, exist_ok=True)
     out = open(OUT / f"pickup-{system}.log", "ab")
     qargs = [a for q in queues for a in ("-q", q)]
@@ -142,9 +150,9 @@ def start_workers(system: str, url: str, queues: list[str], processes: int, extr
         tiny.write_text(TINY_SIDEKIQ)
     for _ in range(processes):
         if system == "wurk":
-            cmd = [PY, str(REPO / "manage.py"), "wurk", "-c", "10", *qargs]
+            cmd = [PY, str(REPO / "manage.py"), "wurk", "-c", str(concurrency), *qargs]
         else:
-            cmd = ["sidekiq", "-r", str(tiny), "-c", "10", *qargs]
+            cmd = ["sidekiq", "-r", str(tiny), "-c", str(concurrency), *qargs]
         procs.append(subprocess.Popen(cmd, env=env_for(url, extra), cwd=BENCH, stdout=out,
                                       stderr=subprocess.STDOUT, start_new_session=True))
     out.close()
@@ -244,6 +252,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     try:
         wait_ready(r, 1)
         time.sleep(1.0)
+        dialed = int(r.info("stats")["total_connections_received"])
         for i in range(samples):
             time.sleep(random.uniform(0.02, 0.04))
             if ruby is not None:
@@ -256,11 +265,12 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
                     raise RuntimeError(f"sample {i} was not picked up within 10 s")
                 time.sleep(0.0005)
         lat = [float(x) * 1000 for x in r.lrange("bench:lat", 0, -1)]
+        dialed = int(r.info("stats")["total_connections_received"]) - dialed
     finally:
         if ruby is not None:
             ruby.close()
         stop_workers(procs)
-    return percentiles(lat)
+    return {**percentiles(lat), "dialed": dialed}
 
 
 def counts(r: redis.Redis) -> tuple[dict[str, int], float]:
@@ -270,11 +280,50 @@ def counts(r: redis.Redis) -> tuple[dict[str, int], float]:
     return calls, float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        # Field 5 of /proc/<pid>/stat, after the parenthesised command (which may hold spaces).
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def connections(r: redis.Redis, port: int, procs: list[subprocess.Popen]) -> dict:
+    """Each worker's connections to the server on ``port``: ``CLIENT LIST`` joined with
+    ``ss -tnp`` (client port -> pid -> process group, i.e. the worker started)."""
+    owners: dict[str, int] = {}
+    out = subprocess.run(["ss", "-tnpH", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        local = next((f for f in fields if f.startswith("127.0.0.1:")), None)
+        pid = next((int(m) for m in re.findall(r"pid=(\d+)", line)), None)
+        if local and pid:
+            owners[local] = _pgid(pid) or pid
+    leaders = {p.pid for p in procs}
+    per: dict[int, list[str]] = {pid: [] for pid in leaders}
+    for client in r.client_list():
+        owner = owners.get(client["addr"])
+        if owner in per:
+            per[owner].append(client.get("cmd", "?"))
+    counts_ = sorted(len(v) for v in per.values())
+    busiest = max(per.values(), key=len) if per else []
+    cmds: dict[str, int] = {}
+    for cmd in busiest:
+        cmds[cmd] = cmds.get(cmd, 0) + 1
+    return {"total": sum(counts_), "max": counts_[-1] if counts_ else 0,
+            "mean": statistics.fmean(counts_) if counts_ else 0.0,
+            "min": counts_[0] if counts_ else 0,
+            "busiest": sorted(cmds.items(), key=lambda kv: -kv[1])}
+
+
 def idle_cost(server: Server, system: str, processes: int, queues: list[str], seconds: float, settle: float,
-              rate: float = 0.0, notifications: bool = True) -> dict:
+              rate: float = 0.0, notifications: bool = True, concurrency: int = 10) -> dict:
     r = server.client
     r.flushall()
-    procs = start_workers(system, server.url, queues, processes, {"FETCH_NOTIFICATIONS": notifications})
+    r.config_resetstat()
+    procs = start_workers(system, server.url, queues, processes, {"FETCH_NOTIFICATIONS": notifications},
+                          concurrency)
     try:
         wait_ready(r, processes)
         time.sleep(settle)
@@ -295,6 +344,7 @@ def idle_cost(server: Server, system: str, processes: int, queues: list[str], se
         elapsed = time.monotonic() - started
         after, cpu_after = counts(r)
         pusher.close()
+        conns = connections(r, server.port, procs)
     finally:
         stop_workers(procs)
     delta = {name: after.get(name, 0) - before.get(name, 0) for name in after}
@@ -304,7 +354,7 @@ def idle_cost(server: Server, system: str, processes: int, queues: list[str], se
     total = sum(delta.values())
     return {"per_s": total / elapsed, "cpu_ms_per_s": (cpu_after - cpu_before) * 1000 / elapsed,
             "top": sorted(((n / elapsed, name) for name, n in delta.items()), reverse=True)[:8],
-            "pushed": pushed, "per_push": (total / pushed) if pushed else None}
+            "pushed": pushed, "per_push": (total / pushed) if pushed else None, "connections": conns}
 
 
 def main() -> None:
@@ -323,6 +373,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--systems", default="wurk,sidekiq")
     ap.add_argument("--idle-queues", default="1,3", help="queue counts (idle, trickle)")
+    ap.add_argument("--concurrency", default="10", help="-c of each idle process, a list (idle, trickle)")
     args = ap.parse_args()
     server = Server(args.port)
     load = os.getloadavg()
@@ -331,8 +382,8 @@ def main() -> None:
     try:
         if args.what == "latency":
             on = args.notifications == "on"
-            print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n |\n"
-                  "|---|---|---|---|---|---|---|---|---|")
+            print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n | "
+                  "connections dialed |\n|---|---|---|---|---|---|---|---|---|---|")
             runs = [("wurk", pusher) for pusher in args.pushers.split(",")]
             if args.control and shutil.which("sidekiq"):
                 runs.append(("sidekiq", "ruby"))
@@ -344,24 +395,37 @@ def main() -> None:
                         label = args.notifications if system == "wurk" else "-"
                         log(f"{system} {count} {order} {pusher}: {res}")
                         print(f"| {system} | {count} | {order} | {pusher} | {label} | {res['p50']:.2f} | "
-                              f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} |", flush=True)
+                              f"{res['p99']:.2f} | {res['max']:.2f} | {res['n']} | {res['dialed']} |", flush=True)
         else:
             rate = args.rate if args.what == "trickle" else 0.0
-            print("| system | processes x threads | queues | notifications | commands/s | Redis CPU ms/s | "
-                  "per push | top commands/s |\n|---|---|---|---|---|---|---|---|")
+            # The server's own CPU with no client (its cron): the per-process CPU figures are net of it.
+            _, bare_before = counts(server.client)
+            time.sleep(min(args.seconds, 20))
+            _, bare_after = counts(server.client)
+            bare = (bare_after - bare_before) * 1000 / min(args.seconds, 20)
+            print(f"The server alone: {bare:.2f} ms of CPU a second; per process below is net of it.\n")
+            print("| system | processes x threads | queues | notifications | commands/s | per process | "
+                  "Redis CPU ms/s | per process | connections per process (mean, most) | per push | "
+                  "top commands/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
             for count in (int(c) for c in args.idle_queues.split(",")):
                 queues = queue_args(count, False)
-                for system in args.systems.split(","):
-                    if system == "sidekiq" and not shutil.which("sidekiq"):
-                        continue
-                    on = args.notifications == "on"
-                    res = idle_cost(server, system, args.processes, queues, args.seconds, args.settle, rate, on)
-                    top = ", ".join(f"{name} {n:.1f}" for n, name in res["top"])
-                    per_push = f"{res['per_push']:.1f}" if res["per_push"] is not None else "-"
-                    label = args.notifications if system == "wurk" else "-"
-                    log(f"{system} {count} queues: {res}")
-                    print(f"| {system} | {args.processes} x 10 | {count} | {label} | {res['per_s']:.1f} | "
-                          f"{res['cpu_ms_per_s']:.2f} | {per_push} | {top} |", flush=True)
+                for conc in (int(c) for c in args.concurrency.split(",")):
+                    for system in args.systems.split(","):
+                        if system == "sidekiq" and not shutil.which("sidekiq"):
+                            continue
+                        on = args.notifications == "on"
+                        res = idle_cost(server, system, args.processes, queues, args.seconds, args.settle, rate,
+                                        on, conc)
+                        top = ", ".join(f"{name} {n:.1f}" for n, name in res["top"])
+                        per_push = f"{res['per_push']:.1f}" if res["per_push"] is not None else "-"
+                        label = args.notifications if system == "wurk" else "-"
+                        conns = res["connections"]
+                        n = args.processes
+                        log(f"{system} {count} queues -c {conc}: {res}")
+                        print(f"| {system} | {n} x {conc} | {count} | {label} | {res['per_s']:.1f} | "
+                              f"{res['per_s'] / n:.2f} | {res['cpu_ms_per_s']:.2f} | "
+                              f"{(res['cpu_ms_per_s'] - bare) / n:.3f} | {conns['mean']:.1f}, {conns['max']} | "
+                              f"{per_push} | {top} |", flush=True)
     finally:
         server.stop()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -320,6 +321,88 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             stack.append(conn)
         else:
             pool.release(conn)
+
+
+#: Connections each pool of the worker keeps open while nobody uses them, after a
+#: :func:`trim_idle`: the rest are closed and dial again when next needed.
+KEEP_IDLE = 1
+#: A connection given back with :func:`set_aside` and not taken since for this many
+#: seconds is closed by :func:`trim_idle` even when it is the last open one of its pool.
+UNUSED_SECONDS = 60.0
+
+
+def set_aside(pool: Any, conn: Any) -> None:
+    """Give ``conn`` back to ``pool``, noting when; whoever takes it again calls
+    :func:`taken_back`. Only for pools whose every release goes through here: the
+    note is then true, and :func:`trim_idle` may close a connection nobody wanted
+    for ``UNUSED_SECONDS`` (an idle worker's fetch-slot connection, say)."""
+    conn._wurk_set_aside = monotonic()
+    pool.release(conn)
+
+
+def taken_back(conn: Any) -> Any:
+    conn.__dict__.pop("_wurk_set_aside", None)
+    return conn
+
+
+def _unused_for(conn: Any, now: float, seconds: float) -> bool:
+    """True when ``conn`` was set aside at least ``seconds`` ago; a connection given back
+    any other way has no note, and counts as used."""
+    aside = conn.__dict__.get("_wurk_set_aside")
+    return aside is not None and now - aside >= seconds
+
+
+def trim_idle(keep: int = KEEP_IDLE) -> int:
+    """Close the connections this process's pools hold unused beyond ``keep`` each;
+    returns how many were closed.
+
+    A redis-py pool never closes a connection it made: a process keeps as many as its
+    threads ever used at once (every thread fetching at boot, say), however long it
+    then sits idle, and each is a client Redis carries. The worker calls this once a
+    heartbeat, so an idle process holds a few connections, not one per thread, while
+    a busy one, whose connections are checked out, loses none it is using. The most
+    recently used stay open (a last-in first-out pool hands them out first); closed
+    ones go below them and dial again only when the open ones are all taken. A
+    connection known to have been unused for ``UNUSED_SECONDS`` (see :func:`set_aside`)
+    is closed even when it would be the one kept."""
+    closed = 0
+    pid = os.getpid()
+    for key, client in list(_clients.items()):
+        if key[0] != pid:
+            continue
+        pool = client.connection_pool
+        waiting = getattr(pool, "pool", None)  # a BlockingConnectionPool's queue of free connections
+        if waiting is None:
+            continue
+        stack = _idle_stacks.get(pool)
+        while stack:  # send_commands's own idle connections count too: back to the pool first
+            try:
+                conn = stack.pop()
+            except IndexError:  # a sender took the last one
+                break
+            pool.release(conn)
+        taken: list[Any] = []
+        while True:
+            try:
+                taken.append(waiting.get_nowait())
+            except queue.Empty:
+                break
+        # Taken top first: the most recently released first.
+        open_ = [conn for conn in taken if conn is not None and wire.maybe_connected(conn)]
+        now = monotonic()
+        kept = [conn for conn in open_[:keep] if not _unused_for(conn, now, UNUSED_SECONDS)]
+        kept_ids = {id(conn) for conn in kept}
+        surplus = [conn for conn in open_ if id(conn) not in kept_ids]
+        for conn in surplus:
+            try:
+                conn.disconnect()
+            except Exception:  # closing a broken socket may fail; it is closed either way
+                pass
+        closed += len(surplus)
+        rest = [conn for conn in taken if id(conn) not in kept_ids]
+        for conn in [*reversed(rest), *reversed(kept)]:  # bottom first: the open ones end on top
+            waiting.put_nowait(conn)
+    return closed
 
 
 def _close_idle_stack(pool: Any) -> None:

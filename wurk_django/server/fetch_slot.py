@@ -36,7 +36,7 @@ import redis as redis_lib
 
 from .. import keys
 from ..conf import Config
-from ..connection import get_redis, send_commands, send_on, send_unanswered, settle
+from ..connection import get_redis, send_commands, send_on, send_unanswered, set_aside, settle, taken_back
 from ..scripts import lua
 from ..writer import Writer
 from .state import NONCE, hostname
@@ -175,16 +175,23 @@ class FetchSlot:
         conn = self.conn
         if conn is None:
             self.pool = get_redis("ack", config=self.config).connection_pool
-            conn = self.conn = self.pool.get_connection()
+            conn = self.conn = taken_back(self.pool.get_connection())
         return conn
 
     def release_connection(self) -> None:
         if self.conn is not None:
             settle(self.conn)  # the replies to its markers, read before anyone else uses it
-            self.pool.release(self.conn)
+            # Noted: an idle worker on one queue never takes it again (its thread blocks on
+            # the fetch pool), and the heartbeat closes it after a minute.
+            set_aside(self.pool, self.conn)
             self.conn = None
 
     # -- which job is running ----------------------------------------------
+
+    def marks_oldest(self) -> bool:
+        """True when the marker says "the oldest job in my lists is running" and is fresh:
+        a job moved into empty lists needs no other mark."""
+        return self.marked == OLDEST and time.monotonic() - self._marked_at < MARK_TTL / 2
 
     def oldest_mark(self) -> list[tuple[Any, ...]]:
         """The command a fetch carries to say its first job (the oldest in this slot's

@@ -20,7 +20,7 @@ import redis as redis_lib
 
 from .. import __version__, keys
 from ..conf import Config
-from ..connection import get_redis
+from ..connection import get_redis, trim_idle
 from . import events, revocations
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
@@ -162,6 +162,9 @@ class Heartbeat:
                 keep.expire(name, TTL)
             keep.execute()
             raise
+        # Connections the process's threads opened at once and no longer use (a busy
+        # spell, the boot) are closed: an idle worker holds a few, not one per thread.
+        trim_idle()
         existed = replies[-4]
         revocations.load(replies[-6])
         if self._announce and not existed:

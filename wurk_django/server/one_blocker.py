@@ -5,8 +5,11 @@ from any client, is moved into a private list the moment it lands. Ten idle thre
 blocking at once cost Redis ten ``BLMOVE`` calls per poll interval where one does the
 same job: Redis hands a pushed job to one blocked client anyway. So one thread
 blocks; when it gets a job, it gives a turn to one waiting thread, which walks (the
-push may have been a burst) and, finding nothing, blocks in its place. The waiting
-threads also look on their own, but only every ``QUIET_POLLS`` poll intervals.
+push may have been a burst) and, finding nothing, blocks in its place. A waiting
+thread whose wait ends (every ``QUIET_POLLS`` poll intervals) looks on its own only
+when it has something to send with the look (an ACK, its slot's mark); otherwise it
+tries for the blocker's place, and waits again if another thread holds it, sending
+nothing: that thread takes whatever is pushed to the queue.
 """
 
 from __future__ import annotations

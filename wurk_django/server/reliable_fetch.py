@@ -326,7 +326,20 @@ class ReliableFetch:
         names = self._names()
         if not names:
             self._flush([slot])
+            slot.release_connection()
             self._done.wait(self.poll_interval)
+            return None
+        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest():
+            # One queue and nothing to send with a move (no ACK, no mark): the blocking move
+            # returns at once when the queue holds a job, so the walk's LMOVE would only
+            # repeat it. An idle process then sends one command per poll interval, not two.
+            if self._one_blocker.try_block():
+                return self._block_on(slot, names[0])
+            # Another thread is blocked on this very queue and takes whatever is pushed
+            # to it, so a look of this thread's own would find nothing: it waits for its
+            # turn, without a command, a connection or a redial (25 idle threads used to
+            # walk all at once every QUIET_POLLS intervals, each on a connection).
+            self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
             return None
         for i, name in enumerate(names):
             public, private = slot.keys(name)
@@ -383,32 +396,41 @@ class ReliableFetch:
                 public, private = slot.keys(name)
                 return ReliableUnit(name, public, private, hit[1], slot)
             break
+        # Nothing queued: this thread is about to wait. Its connection goes back to the
+        # pool, so idle threads do not each hold one (the heartbeat closes what the pool
+        # holds unused); its next walk checks one out again.
+        slot.release_connection()
         if self._done.is_set():
             return None
         if len(names) > 1 and self._watch is not None and self._watch.usable():
             return self._wait_watched(slot)
-        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         if len(names) == 1:
             # One queue: block on the queue itself, so any push (a Ruby client's too) is
             # moved into the private list the moment it lands. One thread at a time.
             if not self._one_blocker.try_block():
                 self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
                 return None
-            public, private = slot.keys(names[0])
-            job = None
-            try:
-                job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
-            finally:
-                self._one_blocker.unblock(job is not None)
-            if job is None:
-                return None
-            return ReliableUnit(names[0], public, private, job, slot)
+            return self._block_on(slot, names[0])
+        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
         # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
         # wake-up lists, which pushes through the Writer feed in the same round trip while
         # such a fetcher says it waits (wake_demand.py), and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
         # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
+
+    def _block_on(self, slot: FetchSlot, name: str) -> ReliableUnit | None:
+        """Block on queue ``name`` for a poll interval; the caller won ``try_block``."""
+        public, private = slot.keys(name)
+        job = None
+        try:
+            blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
+            job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+        finally:
+            self._one_blocker.unblock(job is not None)
+        if job is None:
+            return None
+        return ReliableUnit(name, public, private, job, slot)
 
     def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
         """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
