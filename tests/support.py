@@ -191,3 +191,33 @@ def children_of(ppid: int, *, zombies: bool = False) -> set[int]:
         if int(fields[1]) == ppid and (zombies or fields[0] != "Z"):
             found.add(int(entry.name))
     return found
+
+
+class Fetching:
+    """``threads`` threads calling a fetcher's ``retrieve_work`` until told to stop, as
+    processors do: each acknowledges what it got and gives its connection back at the end;
+    ``got`` is what they fetched, in order."""
+
+    def __init__(self, fetcher, threads: int = 1) -> None:
+        import threading
+
+        self.fetcher = fetcher
+        self.got: list = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            unit = self.fetcher.retrieve_work()
+            if unit is not None:
+                self.got.append(unit)
+                unit.acknowledge()
+        self.fetcher.release_thread_connection()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.fetcher.terminate()
+        for thread in self._threads:
+            thread.join(10)

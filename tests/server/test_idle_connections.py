@@ -11,13 +11,12 @@ assertion is about timing.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 import redis as redis_lib
 
 from tests.redis_servers import TCPRedis
-from tests.support import wait_for
+from tests.support import Fetching, wait_for
 from wurk_django import connection
 from wurk_django.conf import Config
 from wurk_django.server.reliable_fetch import ReliableFetch
@@ -60,29 +59,6 @@ def _waiting(client: redis_lib.Redis, queues: list[str]) -> None:
 
     wait_for(armed, timeout=60, message="a thread to wait in Redis")
 
-
-class Fetching:
-    def __init__(self, fetcher: ReliableFetch, threads: int) -> None:
-        self.fetcher = fetcher
-        self.got: list = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            unit = self.fetcher.retrieve_work()
-            if unit is not None:
-                self.got.append(unit)
-                unit.acknowledge()
-        self.fetcher.release_thread_connection()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.fetcher.terminate()
-        for thread in self._threads:
-            thread.join(10)
 
 
 @pytest.mark.parametrize("queues", [["a"], ["a", "b", "c"]], ids=["one-queue", "three-queues"])

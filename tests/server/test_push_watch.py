@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 
 import pytest
 
 from tests.redis_servers import TCPRedis
-from tests.support import wait_for
+from tests.support import Fetching, wait_for
 from wurk_django import payload
 from wurk_django.conf import Config
 from wurk_django.pause import pause, unpause
@@ -36,30 +35,6 @@ def _raw(jid: str, queue: str) -> bytes:
 def _fetcher(queues=("a", "b", "c"), **settings) -> ReliableFetch:
     return ReliableFetch(Config(QUEUES=list(queues), FETCH_POLL_INTERVAL=POLL, **settings))
 
-
-class Fetching:
-    """``threads`` threads calling ``retrieve_work`` until told to stop; what they got, in order."""
-
-    def __init__(self, fetcher: ReliableFetch, threads: int = 1) -> None:
-        self.fetcher = fetcher
-        self.got: list = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            unit = self.fetcher.retrieve_work()
-            if unit is not None:
-                self.got.append(unit)
-                unit.acknowledge()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.fetcher.terminate()
-        for thread in self._threads:
-            thread.join(10)
 
 
 def _tracking(client) -> list[dict]:
