@@ -322,3 +322,76 @@ def test_replies_owed_on_a_closed_socket_are_forgotten(redis_db, make_conn):
     conn.disconnect()
     assert not wire.owes(conn)
     assert send_on(conn, [("GET", "marker")]) == [b"1"]
+
+
+# -- polling for a push's reply (spin) ---------------------------------------------------------
+
+@pytest.fixture
+def spin_allowed(monkeypatch):
+    """Polling allowed in this process for the test (an in-process worker earlier in the
+    session switches it off for good)."""
+    monkeypatch.setattr(wire, "_spin_allowed", True)
+
+
+def _spin_state(conn):
+    return wire._socket_state(conn)[1]
+
+
+def test_a_reply_polled_for_is_the_reply_redis_py_would_read(redis_db, make_conn, spin_allowed):
+    conn = make_conn()
+    big = b"y" * (3 * 65536 + 7)  # more than one read of the buffer, polled for piece by piece
+    replies = wire.exchange(conn, [("SET", "big", big), ("GET", "big"), ("INCR", "n"), ("HGET", "big", "f")],
+                            True, 0.01)
+    assert replies[:3] == [b"OK", big, 1]
+    assert isinstance(replies[3], redis.ResponseError) and "WRONGTYPE" in str(replies[3])
+    state = _spin_state(conn)
+    assert (state.spin_misses, state.spin_skip) == (0, 0)
+
+
+def test_replies_that_come_too_late_make_the_connection_poll_less_often(redis_db, make_conn, spin_allowed):
+    conn = make_conn()
+    late = ("BLPOP", "nothing-here", "0.05")  # the server answers after 50 ms: later than 100 us of polling
+    state = None
+    for misses, skip in [(1, 1), (2, 3), (3, 7)]:
+        assert wire.exchange(conn, [late], True, 0.0001) == [None]
+        state = _spin_state(conn)
+        assert (state.spin_misses, state.spin_skip) == (misses, skip)
+        for left in range(skip - 1, -1, -1):  # the next round trips do not poll at all
+            assert wire.exchange(conn, [late], True, 0.0001) == [None]
+            assert (state.spin_misses, state.spin_skip) == (misses, left)
+    # Prompt replies again (a generous budget, so a busy machine cannot make this one late):
+    # one that comes in time resets the count.
+    assert wire.exchange(conn, [("PING",)], True, 1.0) == [b"PONG"]
+    assert (state.spin_misses, state.spin_skip) == (0, 0)
+
+
+def test_the_skip_is_capped(redis_db, make_conn, spin_allowed):
+    conn = make_conn()
+    wire.exchange(conn, [("PING",)])
+    state = _spin_state(conn)
+    state.spin_misses, state.spin_skip = 10, 0
+    assert wire.exchange(conn, [("BLPOP", "nothing-here", "0.02")], True, 0.0001) == [None]
+    assert (state.spin_misses, state.spin_skip) == (10, wire.SPIN_SKIP_MAX)
+
+
+def test_without_spin_or_where_it_is_off_the_reply_is_slept_for(redis_db, make_conn, monkeypatch):
+    conn = make_conn()
+    late = ("BLPOP", "nothing-here", "0.02")
+    monkeypatch.setattr(wire, "_spin_allowed", True)
+    assert wire.exchange(conn, [late], True) == [None]  # spin not asked for
+    state = _spin_state(conn)
+    assert (state.spin_misses, state.spin_skip) == (0, 0)
+    wire.spin_off()  # monkeypatch puts the switch back afterwards
+    assert not wire.spin_allowed()
+    assert wire.exchange(conn, [late], True, 0.0001) == [None]
+    assert (state.spin_misses, state.spin_skip) == (0, 0)
+
+
+def test_a_connection_killed_while_polled_for_raises_connection_error(redis_db, make_conn, spin_allowed):
+    conn = make_conn()
+    [client_id] = wire.exchange(conn, [("CLIENT", "ID")], True, 0.01)
+    redis_db.execute_command("CLIENT", "KILL", "ID", client_id)
+    with pytest.raises(redis.ConnectionError):
+        wire.exchange(conn, [("INCR", "n")], True, 0.01)
+    assert conn._sock is None
+    assert wire.exchange(conn, [("INCR", "n")], True, 0.01) == [1]

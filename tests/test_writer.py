@@ -412,3 +412,57 @@ def test_every_enqueue_path_reaches_the_write_hooks(redis_db, hooks, settings):
     assert reached(promoted)
     [scheduled] = list(ScheduledSet())
     assert scheduled.add_to_queue() and reached(promoted)
+
+
+# -- a push polls for its reply (PUSH_SPIN_US), a worker process never does -------------------
+
+@pytest.fixture
+def spins(monkeypatch):
+    """The ``spin`` each exchange of the fast path was given."""
+    from wurk_django import wire
+
+    seen: list[float] = []
+    real = wire.exchange
+
+    def recorded(conn, commands, hold_gil=False, spin=0.0):
+        seen.append(spin)
+        return real(conn, commands, hold_gil, spin)
+
+    monkeypatch.setattr(wire, "exchange", recorded)
+    return seen
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, 100e-6), (0, 0.0), (250, 250e-6)])
+def test_a_push_polls_for_its_reply_as_long_as_push_spin_us_says(redis_db, spins, setting, expected):
+    from django.test import override_settings
+
+    from wurk_django import wire
+    from wurk_django.client import Client
+
+    if not wire.enabled():
+        pytest.skip("the fast path is off (WURK_FAST_PATH=0): redis-py's own calls never poll")
+
+    extra = {} if setting is None else {"PUSH_SPIN_US": setting}
+    with override_settings(WURK={**settings.WURK, **extra}):
+        Client().push({"class": "SomeJob", "args": [1], "queue": "spin"})
+    assert spins and spins[-1] == pytest.approx(expected)
+    assert redis_db.llen("queue:spin") == 1
+
+
+def test_push_spin_us_refuses_what_is_not_microseconds():
+    from wurk_django.conf import Config
+    from wurk_django.errors import ConfigurationError
+
+    for bad in (-1, 10_001, 1.5, "100", True):
+        with pytest.raises(ConfigurationError, match="PUSH_SPIN_US"):
+            Config({"PUSH_SPIN_US": bad})
+
+
+def test_a_worker_process_never_polls(redis_db, monkeypatch):
+    from wurk_django import wire
+    from wurk_django.conf import Config
+    from wurk_django.server.burst import run_burst
+
+    monkeypatch.setattr(wire, "_spin_allowed", True)
+    assert run_burst(Config({**settings.WURK, "QUEUES": ["spin-none"], "CONCURRENCY": 1}), timeout=10)
+    assert not wire.spin_allowed()

@@ -280,7 +280,8 @@ _idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDiction
 
 
 def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True,
-                  keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0, hold_gil: bool = False) -> list[Any]:
+                  keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0, hold_gil: bool = False,
+                  spin: float = 0.0) -> list[Any]:
     """Send ``commands`` in one round trip on a pooled connection; see :func:`send_on`.
 
     Up to ``keep`` connections stay checked out between calls, on a
@@ -292,7 +293,8 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
     ``check_idle_after`` skips that check for a connection used less than that
     many seconds ago (the check is a system call that lets go of the GIL).
     ``hold_gil`` is passed on to :func:`wurk_django.wire.exchange`: for callers
-    that wait for the reply at once (job code's commands, ``app_redis``).
+    that wait for the reply at once (job code's commands, ``app_redis``), and
+    ``spin`` (seconds to poll for the reply before sleeping) for pushes.
     """
     pool = client.connection_pool
     stack = _idle_stacks.get(pool)
@@ -311,7 +313,7 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             and wire.stale(conn):
         conn.disconnect()  # the next write reconnects it
     try:
-        return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil)
+        return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil, spin=spin)
     finally:
         if stack is None:
             stack = _idle_stacks.setdefault(pool, [])
@@ -427,7 +429,8 @@ def _forget_idle_stacks() -> None:
         stack.clear()
 
 
-def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = True, hold_gil: bool = False) -> list[Any]:
+def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = True, hold_gil: bool = False,
+            spin: float = 0.0) -> list[Any]:
     """Send ``commands`` in one round trip on ``conn`` and return their raw replies.
 
     The same bytes on the wire as a non-transactional pipeline, without building a
@@ -443,7 +446,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     """
     fast = _connected(conn)
     if fast:
-        replies = wire.exchange(conn, commands, hold_gil)
+        replies = wire.exchange(conn, commands, hold_gil, spin)
         _close_if_demoted(conn, replies)
         if raise_errors:
             for reply in replies:

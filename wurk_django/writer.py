@@ -186,8 +186,10 @@ class Writer:
 
     def _send_once(self, commands: list[Command]) -> list[Any]:
         client = self.redis
-        # hold_gil: the caller waits for the reply at once (see wire.exchange).
-        replies = send_commands(client, commands, raise_errors=False, check_idle_after=IDLE_CHECK, hold_gil=True)
+        # hold_gil: the caller waits for the reply at once; spin: and is latency-bound
+        # (see wire.exchange).
+        replies = send_commands(client, commands, raise_errors=False, check_idle_after=IDLE_CHECK, hold_gil=True,
+                                spin=self.config.push_spin_us * 1e-6)
         for reply in replies:
             if isinstance(reply, redis_lib.ResponseError):
                 break

@@ -363,6 +363,15 @@ ROWS: tuple[Setting, ...] = (
             "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
             "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,
             type=str),
+    Setting("PUSH_SPIN_US", 100,
+            lambda v: is_int(v, 0) and v <= 10_000, "an integer from 0 to 10000",
+            "Microseconds a push polls the socket for Redis's reply before it sleeps in the kernel until the "
+            "reply comes. Waking a sleeping thread costs tens of microseconds on a VM, as much as a round trip to "
+            "a local Redis (docs/benchmarks.md#enqueue-one-job-at-a-time); a connection whose replies come later "
+            "than this (Redis across a network) soon stops polling, and a process that runs a worker (`manage.py "
+            "wurk`, embedded mode) never polls: its threads would hand the GIL to each other at every try. `0` "
+            "turns it off.", CLIENT,
+            type=int),
     Setting("TESTING", None,
             lambda v: v in TESTING_MODES, 'None, "disable", "fake" or "inline"',
             'For test suites: `"fake"` records pushes in memory instead of Redis, `"inline"` runs them at once, '

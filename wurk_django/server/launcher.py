@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import signals
+from .. import signals, wire
 from ..conf import Config
 from ..conf.capsules import describe
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
@@ -142,6 +142,9 @@ class Launcher:
         """Start every component. A ``worker_startup`` receiver that raises stops the boot
         before anything starts (:class:`StartupError`); a failure past that point stops
         what did start, deregisters this process, and re-raises (RUN-110, CORE-154)."""
+        # Processor threads hand the GIL to each other: a push from this process sleeps
+        # for its reply instead of polling for it (wire.spin_off says why).
+        wire.spin_off()
         events.fire("startup", self)
         try:
             for manager in self.managers:
