@@ -11,7 +11,11 @@ socket): ``/none/`` returns an empty response, ``/wurk/`` also runs
 The variants take turns in each round (a busy neighbour slows them alike); each
 figure is the median over rounds of CPU microseconds per request (``process_time``,
 this process only: the Redis server's time is not in it) and requests per second
-(wall). "push cost" is a view's CPU per request minus ``/none/``'s, in the same round.
+(wall). "push cost" is a view's CPU per request minus ``/none/``'s, in the same round;
+"push wall" the same for wall time per request. "in the view" times the push call
+alone, inside the view (``perf_counter`` and ``thread_time`` around it): what the
+push itself takes, without what it does to the rest of the request.
+``/lpush/`` is one redis-py ``LPUSH`` of a job's bytes (``--views none,wurk,huey,lpush``).
 
 ``--loop`` drops the request: the same calls in a bare loop (``lpush``: one redis-py
 ``LPUSH`` of a job's bytes, the floor for a Python client on redis-py).
@@ -47,7 +51,7 @@ def main() -> None:
 
     settings.ROOT_URLCONF = "bench_view_urls"
     settings.ALLOWED_HOSTS = ["testserver"]
-    sys.modules["bench_view_urls"] = _urlconf()
+    sys.modules["bench_view_urls"] = _urlconf(args.redis)
     django.setup()
     import redis
     from django.test import Client
@@ -64,9 +68,11 @@ def main() -> None:
                 assert client.get(f"/{view}/").status_code == 200
     cpu: dict[str, list[float]] = {v: [] for v in views}
     rate: dict[str, list[float]] = {v: [] for v in views}
+    inner: dict[str, list[tuple[float, float]]] = {v: [] for v in views}
     for _ in range(args.rounds):
         for view in views:
             r.flushdb()
+            _INNER[view] = [0.0, 0.0, 0]
             path = f"/{view}/"
             get = (lambda _path, call=calls[view]: call()) if args.loop else client.get
             w0, c0 = time.perf_counter(), time.process_time()
@@ -75,20 +81,40 @@ def main() -> None:
             w1, c1 = time.perf_counter(), time.process_time()
             cpu[view].append((c1 - c0) / args.requests * 1e6)
             rate[view].append(args.requests / (w1 - w0))
+            wall, thread, count = _INNER[view]
+            inner[view].append((wall / count * 1e6, thread / count * 1e6) if count else (0.0, 0.0))
     r.flushdb()
     base = cpu.get("none")
+    base_wall = [1e6 / x for x in rate["none"]] if "none" in rate else None
     print(f"load average {os.getloadavg()[0]:.1f}; {args.rounds} rounds x {args.requests} requests\n")
     unit = "call" if args.loop else "request"
-    print(f"| view | CPU us/{unit} | push cost, CPU us | {unit}s/s |")
-    print("|---|---|---|---|")
+    if args.loop:
+        print(f"| call | CPU us/{unit} | {unit}s/s |")
+        print("|---|---|---|")
+        for view in views:
+            print(f"| {view} | {statistics.median(cpu[view]):.1f} | {statistics.median(rate[view]):,.0f} |")
+        return
+    print("| view | CPU us/request | push cost, CPU us | push wall, us | requests/s | in the view: wall us | CPU us |")
+    print("|---|---|---|---|---|---|---|")
+    med = statistics.median
     for view in views:
-        cost = ("-" if base is None or view == "none" else
-                f"{statistics.median(a - b for a, b in zip(cpu[view], base, strict=True)):.1f}")
-        print(f"| /{view}/ | {statistics.median(cpu[view]):.1f} | {cost} | {statistics.median(rate[view]):,.0f} |")
+        no_base = base is None or view == "none"
+        cost = "-" if no_base else f"{med(a - b for a, b in zip(cpu[view], base, strict=True)):.1f}"
+        wall = "-" if no_base else f"{med(1e6 / a - b for a, b in zip(rate[view], base_wall, strict=True)):.1f}"
+        own = "- | -" if view == "none" else f"{med(w for w, _ in inner[view]):.1f} | {med(c for _, c in inner[view]):.1f}"
+        print(f"| /{view}/ | {med(cpu[view]):.1f} | {cost} | {wall} | {med(rate[view]):,.0f} | {own} |")
     if "wurk" in cpu and "huey" in cpu and base is not None:
-        ratios = [(h - b) / (w - b) for w, h, b in zip(cpu["wurk"], cpu["huey"], base, strict=True)]
-        print(f"\nHuey's push cost / wurk's, paired per round: {statistics.median(ratios):.2f}x "
-              f"({min(ratios):.2f}-{max(ratios):.2f})")
+        def paired(values: list[float]) -> str:
+            return f"{med(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+        print("\nHuey / wurk, paired per round (medians, min-max):\n")
+        print("| push cost, CPU | push wall | in the view, wall | in the view, CPU |")
+        print("|---|---|---|---|")
+        by_cpu = [(h - b) / (w - b) for w, h, b in zip(cpu["wurk"], cpu["huey"], base, strict=True)]
+        by_wall = [(1e6 / h - b) / (1e6 / w - b) for w, h, b in zip(rate["wurk"], rate["huey"], base_wall, strict=True)]
+        in_wall = [h[0] / w[0] for w, h in zip(inner["wurk"], inner["huey"], strict=True)]
+        in_cpu = [h[1] / w[1] for w, h in zip(inner["wurk"], inner["huey"], strict=True)]
+        print(f"| {paired(by_cpu)} | {paired(by_wall)} | {paired(in_wall)} | {paired(in_cpu)} |")
 
 
 def _calls(r):
@@ -101,29 +127,48 @@ def _calls(r):
             "lpush": lambda: r.lpush("queue:bench", raw)}
 
 
-def _urlconf():
+#: Per view: wall seconds, thread CPU seconds and count of the push calls timed inside it.
+_INNER: dict[str, list] = {}
+
+
+def _urlconf(redis_url: str = "redis://127.0.0.1:6379/9"):
     import types
 
+    import redis
     from django.http import HttpResponse
     from django.urls import path
+
+    plain = redis.Redis.from_url(redis_url)
+    raw = b'{"class":"wurkbench.jobs.Noop","args":[],"jid":"0123456789abcdef01234567","queue":"bench"}'
 
     def none(request):
         return HttpResponse(b"")
 
-    def wurk(request):
+    def timed(name, push):
+        def view(request):
+            c0, w0 = time.thread_time(), time.perf_counter()
+            push()
+            w1, c1 = time.perf_counter(), time.thread_time()
+            acc = _INNER.setdefault(name, [0.0, 0.0, 0])
+            acc[0] += w1 - w0
+            acc[1] += c1 - c0
+            acc[2] += 1
+            return HttpResponse(b"")
+        return view
+
+    def wurk():
         from wurkbench.jobs import Noop
 
         Noop.perform_async()
-        return HttpResponse(b"")
 
-    def huey(request):
+    def huey():
         from peers.huey_app import noop
 
         noop()
-        return HttpResponse(b"")
 
     module = types.ModuleType("bench_view_urls")
-    module.urlpatterns = [path("none/", none), path("wurk/", wurk), path("huey/", huey)]
+    module.urlpatterns = [path("none/", none), path("wurk/", timed("wurk", wurk)), path("huey/", timed("huey", huey)),
+                          path("lpush/", timed("lpush", lambda: plain.lpush("queue:bench", raw)))]
     return module
 
 
