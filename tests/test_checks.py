@@ -176,3 +176,21 @@ def test_deploy_check_warns_about_an_evicting_redis(wurk, extra):
     finally:
         client.close()
         server.stop()
+
+
+def test_each_check_id_is_raised_by_one_module_only():
+    """A check id names one problem: two modules raising the same id (the tasks backend's
+    OPTIONS checks once shared ``wurk.E020`` with malformed ``PERIODIC`` entries) would make
+    ``SILENCED_SYSTEM_CHECKS`` silence both."""
+    import re
+    from collections import defaultdict
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "wurk_django"
+    raisers: dict[str, set[str]] = defaultdict(set)
+    for path in package.rglob("*.py"):
+        for found in re.findall(r'"(wurk\.[EW]\d{3})"', path.read_text()):
+            raisers[found].add(str(path.relative_to(package)))
+    assert raisers, "no check ids found: the pattern no longer matches how checks are written"
+    shared = {check_id: sorted(paths) for check_id, paths in raisers.items() if len(paths) > 1}
+    assert shared == {}

@@ -18,7 +18,10 @@ Ids:
   installed (Django < 6.0 without the ``django-tasks`` backport);
   ``wurk.W023`` the backport is in use but ``django_tasks`` is not in
   ``INSTALLED_APPS`` (its app registers the checks that run
-  ``WurkBackend.check()``, so ``wurk.E020``-``E022`` would never be reported);
+  ``WurkBackend.check()``, so ``wurk.E030``-``E032`` would never be reported);
+* from ``WurkBackend.check()`` (wurk_django/tasks/backend.py): ``wurk.E030`` an
+  unknown ``OPTIONS`` key, ``wurk.E031`` a bad ``OPTIONS`` value, ``wurk.E032`` a
+  queue name wurk cannot use;
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
   ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
   unreachable.

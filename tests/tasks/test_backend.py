@@ -294,6 +294,6 @@ def test_backend_check_reports_bad_options(settings):
         "OPTIONS": {"RESULT_TTL": 0, "RETRY": -1, "RESLUT_TTL": 5, "ENQUEUE_ON_COMMIT": "yes"},
     }}
     ids = sorted(m.id for m in task_backends["default"].check())
-    assert ids == ["wurk.E020", "wurk.E021", "wurk.E021", "wurk.E021", "wurk.E022"]
+    assert ids == ["wurk.E030", "wurk.E031", "wurk.E031", "wurk.E031", "wurk.E032"]
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"RESULT_TTL": 60}}}
     assert list(task_backends["default"].check()) == []

@@ -89,7 +89,7 @@ def test_manage_py_check_runs_the_backends_checks(settings):
     # test settings install on Django 5.2 as docs/django.md tells users to.
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"RESLUT_TTL": 5}}}
     found = [m for m in checks.run_checks() if m.id and m.id.startswith("wurk.")]
-    assert [m.id for m in found] == ["wurk.E020"], found
+    assert [m.id for m in found] == ["wurk.E030"], found
     settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
     assert [m for m in checks.run_checks() if m.id and m.id.startswith("wurk.")] == []
 

@@ -273,21 +273,21 @@ class WurkBackend(BaseTaskBackend):
         for name in self.options:
             if name not in OPTION_NAMES:
                 found.append(checks.Error(f"unknown OPTIONS key {name!r}", hint="known: " + ", ".join(OPTION_NAMES),
-                                          obj=obj, id="wurk.E020"))
+                                          obj=obj, id="wurk.E030"))
         ttl = self.options.get("RESULT_TTL", results.DEFAULT_TTL)
         if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
             found.append(checks.Error(f"OPTIONS['RESULT_TTL'] = {ttl!r} is not a whole number of seconds >= 1",
-                                      obj=obj, id="wurk.E021"))
+                                      obj=obj, id="wurk.E031"))
         if "RETRY" in self.options and (self.options["RETRY"] is None or not _valid_retry(self.options["RETRY"])):
             found.append(checks.Error(f"OPTIONS['RETRY'] = {self.options['RETRY']!r} is not True, False or "
-                                      "a number of attempts >= 0", obj=obj, id="wurk.E021"))
+                                      "a number of attempts >= 0", obj=obj, id="wurk.E031"))
         if "ENQUEUE_ON_COMMIT" in self.options and not isinstance(self.options["ENQUEUE_ON_COMMIT"], bool):
-            found.append(checks.Error("OPTIONS['ENQUEUE_ON_COMMIT'] must be True or False", obj=obj, id="wurk.E021"))
+            found.append(checks.Error("OPTIONS['ENQUEUE_ON_COMMIT'] must be True or False", obj=obj, id="wurk.E031"))
         for queue in sorted(self.queues):
             if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
                 found.append(checks.Error(f"queue name {queue!r} is not usable by wurk",
                                           hint=f"a queue name must be {QUEUE_NAME_RULE}", obj=obj,
-                                          id="wurk.E022"))
+                                          id="wurk.E032"))
         return found
 
 
