@@ -149,3 +149,28 @@ def test_send_on_a_connection_of_this_transport(transport, exchanges):
     finally:
         pool.release(conn)
     assert len(exchanges) == len(_via_fast_path([1, 2, 3]))
+
+
+
+def test_pushes_poll_for_their_reply_on_a_unix_socket_and_sleep_on_tls(transport, monkeypatch):
+    """A push polls the socket for its reply on plain sockets only: TLS keeps bytes
+    already decrypted where a non-blocking read of the socket cannot see them. The
+    polling reads the clock to know when to stop, and nothing else in exchange() does."""
+    config, plain = transport
+    if not wire.enabled():
+        pytest.skip("the fast path is off (WURK_FAST_PATH=0): redis-py's own calls never poll")
+    monkeypatch.setattr(wire, "_spin_allowed", True)
+    clock_reads: list[float] = []
+    real_clock = wire.perf_counter
+
+    def counted() -> float:
+        clock_reads.append(1)
+        return real_clock()
+
+    monkeypatch.setattr(wire, "perf_counter", counted)
+    writer = Writer(config)
+    for job in [_job() for _ in range(5)]:
+        writer.push([job])
+    assert plain.llen("queue:default") == 5
+    tls = config.redis_url.startswith("rediss://")
+    assert (len(clock_reads) == 0) if tls else (len(clock_reads) >= 5)
