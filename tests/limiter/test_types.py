@@ -182,6 +182,23 @@ def test_window_slides_from_each_call(redis_db, clock):  # ENT-124
         stripe.within_limit(boom)
 
 
+def test_window_trims_with_the_clocks_full_precision(redis_db, clock):  # ENT-124
+    """The trim bound is written with every digit of the clock: Lua's own number-to-text
+    keeps 14 significant digits (a tenth of a millisecond at today's epoch), and a bound
+    rounded up past a call still inside the window let a sixth call into a window of five
+    (tests/limiter/test_processes.py saw it when a waiting call retried right at the edge)."""
+    one = driven(limiter.window("edge", 1, 1, wait_timeout=0), clock)
+    admitted = float(int(clock.now)) + 0.12347  # 14 digits would round its bound up to .1235
+    clock.at(admitted)
+    one.within_limit(lambda: None)
+    clock.at(admitted + 1 - 0.00001)  # 10 us before that call leaves the window
+    with pytest.raises(limiter.OverLimit):
+        one.within_limit(boom)
+    clock.at(admitted + 1 + 0.00001)
+    one.within_limit(lambda: None)
+    assert redis_db.zcard("lmtr-w:edge") == 1
+
+
 def test_window_status_never_trims(redis_db, clock):  # ENT-125 [SEED-0]
     stripe = driven(limiter.window("stripe", 3, 10, wait_timeout=0), clock)
     stripe.within_limit(lambda: None, used=3)

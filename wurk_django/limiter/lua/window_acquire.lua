@@ -14,7 +14,9 @@ else
 end
 local count = tonumber(ARGV[1])
 local used = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+-- The bound as text with every digit: Lua's `..` would keep 14 significant digits (a
+-- tenth of a millisecond at today's epoch) and could round it past a call still inside.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%.17g', now - tonumber(ARGV[2])))
 local cur = redis.call('ZCARD', KEYS[1])
 if cur + used <= count then
   for i = 1, used do
