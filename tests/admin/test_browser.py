@@ -43,19 +43,28 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser, live_server):
-    make_user("ops", superuser=True, password="ops-password-1")
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def signed_in(browser, live_server, username: str, on_dialog, **context_options):
+    """A new browser context and a tab signed in to the admin as a new superuser
+    ``username`` (password ``<username>-password-1``), on the Wurk dashboard; dialogs go
+    to ``on_dialog``. The caller closes the context."""
+    password = f"{username}-password-1"
+    make_user(username, superuser=True, password=password)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, **context_options)
     context.set_default_timeout(15_000)
     tab = context.new_page()
-    tab.on("dialog", lambda dialog: dialog.accept())
+    tab.on("dialog", on_dialog)
     tab.goto(f"{live_server.url}/admin/login/?next={BASE}")
-    tab.fill("#id_username", "ops")
-    tab.fill("#id_password", "ops-password-1")
+    tab.fill("#id_username", username)
+    tab.fill("#id_password", password)
     tab.click("input[type=submit]")
     tab.wait_for_url(f"**{BASE}")
     tab.base = live_server.url  # type: ignore[attr-defined]
+    return context, tab
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context, tab = signed_in(browser, live_server, "ops", lambda dialog: dialog.accept())
     yield tab
     context.close()
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tests.admin.test_browser import browser, shot  # noqa: F401  (fixtures)
+from tests.admin.test_browser import browser, shot, signed_in  # noqa: F401  (fixtures)
 from wurk_django import payload
 
-from .conftest import BASE, add_to_set, enqueue, failed, heartbeat, job, make_user
+from .conftest import BASE, add_to_set, enqueue, failed, heartbeat, job
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -31,23 +31,14 @@ KEY_LABELS = ".wurk-tabs a, #wurk-summary dt, .wurk-card h3, .wurk-panel h2, the
 
 @pytest.fixture
 def french(browser, live_server):  # noqa: F811
-    make_user("lea", superuser=True, password="lea-password-1")
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="fr-FR")
-    context.set_default_timeout(15_000)
-    tab = context.new_page()
-    tab.confirms = []  # type: ignore[attr-defined]
+    confirms: list[str] = []
 
     def on_dialog(dialog):
-        tab.confirms.append(dialog.message)
+        confirms.append(dialog.message)
         dialog.dismiss()
 
-    tab.on("dialog", on_dialog)
-    tab.goto(f"{live_server.url}/admin/login/?next={BASE}")
-    tab.fill("#id_username", "lea")
-    tab.fill("#id_password", "lea-password-1")
-    tab.click("input[type=submit]")
-    tab.wait_for_url(f"**{BASE}")
-    tab.base = live_server.url  # type: ignore[attr-defined]
+    context, tab = signed_in(browser, live_server, "lea", on_dialog, locale="fr-FR")
+    tab.confirms = confirms  # type: ignore[attr-defined]
     yield tab
     context.close()
 

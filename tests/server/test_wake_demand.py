@@ -10,11 +10,9 @@ No assertion here is about how fast anything is.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from tests.support import wait_for
+from tests.support import Fetching, wait_for
 from wurk_django import keys, wake_demand, writer
 from wurk_django.client import Client
 from wurk_django.conf import Config, get_config
@@ -76,20 +74,6 @@ def _fallback_fetcher(poll: float) -> ReliableFetch:
     return ReliableFetch(Config(QUEUES=["a", "b", "c"], FETCH_POLL_INTERVAL=poll, FETCH_NOTIFICATIONS=False))
 
 
-def _fetch_in_thread(fetcher: ReliableFetch) -> tuple[threading.Thread, list]:
-    got: list = []
-
-    def run() -> None:
-        while not got and not fetcher._done.is_set():
-            unit = fetcher.retrieve_work()
-            if unit is not None:
-                got.append(unit)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, got
-
-
 def _blpops(redis_db) -> int:
     db = redis_db.connection_pool.connection_kwargs.get("db", 0)
     return sum(1 for c in redis_db.client_list() if c.get("cmd") == "blpop" and int(c.get("db", -1)) == int(db))
@@ -98,17 +82,16 @@ def _blpops(redis_db) -> int:
 def test_a_fallback_fetcher_says_it_wants_tokens_and_is_woken_by_the_next_push(redis_db, monkeypatch):
     monkeypatch.setattr(wake_demand, "WINDOW", 0.0)  # no short waits: only a token ends this wait
     fetcher = _fallback_fetcher(poll=60)
-    thread, got = _fetch_in_thread(fetcher)
+    fetching = Fetching(fetcher)
     try:
         wait_for(lambda: _blpops(redis_db) == 1, timeout=30, message="the fetcher to block on the wake lists")
         assert 0 < redis_db.ttl(keys.WAKE_WANTED) <= wake_demand.WANTED_TTL
         Client().push(dict(JOB))  # a pusher that knows nothing yet writes the token, and learns "yes"
-        thread.join(30)
-        assert got and got[0].queue == "c"
+        wait_for(lambda: fetching.got, timeout=30, message="the job to be fetched")
+        assert fetching.got[0].queue == "c"
         assert wake_demand.known(client_for(get_config())).wanted is True
     finally:
-        fetcher.terminate()
-        thread.join(5)
+        fetching.stop()
 
 
 def test_a_push_by_a_pusher_that_learnt_no_before_the_fetcher_started_is_still_fetched(redis_db, monkeypatch,
@@ -120,29 +103,27 @@ def test_a_push_by_a_pusher_that_learnt_no_before_the_fetcher_started_is_still_f
     state.wanted, state.sent = False, float("inf")  # learnt "no" a moment ago, and stays sure
     monkeypatch.setattr(wake_demand, "WINDOW", 120.0)  # however loaded the machine, the push falls inside
     fetcher = _fallback_fetcher(poll=60)
-    thread, got = _fetch_in_thread(fetcher)
+    fetching = Fetching(fetcher)
     try:
         wait_for(lambda: redis_db.exists(keys.WAKE_WANTED), timeout=30, message="the fetcher to set the marker")
         Client().push(dict(JOB))
         assert _names(trips[-1]) == ["SADD queues", "LPUSH queue:c"]  # no token was written
         assert not redis_db.exists(keys.wake("c"))
-        thread.join(30)
-        assert got and got[0].queue == "c"
+        wait_for(lambda: fetching.got, timeout=30, message="the job to be fetched")
+        assert fetching.got[0].queue == "c"
     finally:
-        fetcher.terminate()
-        thread.join(5)
+        fetching.stop()
 
 
 def test_a_fetcher_with_push_notifications_sets_no_marker(redis_db):
     fetcher = ReliableFetch(Config(QUEUES=["a", "b"], FETCH_POLL_INTERVAL=60))
-    thread, got = _fetch_in_thread(fetcher)
+    fetching = Fetching(fetcher)
     try:
         wait_for(lambda: fetcher._watch is not None and fetcher._watch.on(), timeout=30,
                  message="the push watch to be on")
         Client().push({**JOB, "queue": "b"})
-        thread.join(30)
-        assert got and got[0].queue == "b"
+        wait_for(lambda: fetching.got, timeout=30, message="the job to be fetched")
+        assert fetching.got[0].queue == "b"
         assert not redis_db.exists(keys.WAKE_WANTED)
     finally:
-        fetcher.terminate()
-        thread.join(5)
+        fetching.stop()
