@@ -106,6 +106,39 @@ def test_sync_async_and_probe_clients_reach_the_primary_through_the_sentinels(gr
         connection.reset()
 
 
+def _waiting_for_announcements(thread: threading.Thread) -> bool:
+    """``thread`` (a watcher) is blocked in its pub/sub read."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "get_message":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_stopped_watchers_end_without_an_error(group, monkeypatch):
+    """A swarm supervisor stops this process's watchers before each fork, closing the
+    socket under each one's blocked read: each ends quietly (redis-py 8's hiredis
+    parser meets that socket as None, a TypeError, and each thread died of it with a
+    traceback on stderr) and forgets it was stopped."""
+    failures: list = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    config = _sentinel_config(group)
+    try:
+        get_redis(config=config).ping()  # its pool starts one watcher per sentinel
+        key = (os.getpid(), config.redis_target.identity)
+        watchers = sentinel_module._watchers[key]
+        assert len(watchers) == len(group.sentinel_ports)
+        wait_for(lambda: all(_waiting_for_announcements(w) for w in watchers), timeout=15,
+                 message="every watcher to wait for an announcement")
+        sentinel_module.stop_watchers()
+        assert not [w for w in watchers if w.is_alive()]
+        assert [f"{f.thread.name}: {f.exc_type.__name__}: {f.exc_value}" for f in failures] == []
+        assert not set(watchers) & sentinel_module._stopped
+    finally:
+        connection.reset()
+
+
 def _our_clients(server: redis_lib.Redis) -> list[dict]:
     """Connections to ``server`` other than sentinels, replicas and this one."""
     me = server.client_id()
