@@ -207,3 +207,58 @@ def memory_info(client: Any) -> dict | None:
         return client.info("memory")
     except redis.RedisError:
         return None
+
+
+#: How long the writes that record a run that already happened (a batch's acknowledgement
+#: and callbacks, a workflow step's result and the step's advance) wait for Redis: a Sentinel
+#: failover (the old primary fenced for up to 5 s, then ``NOREPLICAS`` until a replica
+#: follows the new one) or a restart, not a long outage. Before this they gave up after
+#: 0.15 s, and a job that finished during a failover was booked as failed: run again, or
+#: dead (``retry: False``), failing its workflow.
+RIDE_OUT_SECONDS = 30.0
+#: Attempts in all for an error that is not an outage (as before: it rarely passes).
+OTHER_ATTEMPTS = 3
+
+# Tests replace this to control the clock.
+ride_out_sleep = time.sleep
+
+
+def transient(exc: BaseException | None) -> bool:
+    """An unreachable Redis or a primary refusing writes in a failover (or an error raised
+    from one, such as a batch's ``CallbackEnqueueError``): it passes."""
+    for _ in range(5):
+        if exc is None:
+            return False
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)) or is_failover(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def ride_out(call: Any, what: str, seconds: float = RIDE_OUT_SECONDS) -> Any:
+    """``call()``; called again while it fails with an outage (:func:`transient`) for up
+    to ``seconds``, and up to :data:`OTHER_ATTEMPTS` times in all for any other error.
+    ``call`` must be safe to repeat: a timeout may come after Redis applied it. Raises
+    the last error when it still fails; one warning line when it had to wait."""
+    deadline = time.monotonic() + seconds
+    delay, attempts, waited = 0.05, 0, False
+    while True:
+        try:
+            result = call()
+        except Exception as exc:
+            attempts += 1
+            if transient(exc):
+                if time.monotonic() + delay > deadline:
+                    raise
+                if not waited:
+                    logger.warning("%s: Redis did not take it (%s); trying again for up to %.0f s", what, exc,
+                                   seconds)
+                    waited = True
+            elif attempts >= OTHER_ATTEMPTS:
+                raise
+            ride_out_sleep(delay)
+            delay = min(delay * 2, 1.0)
+        else:
+            if waited:
+                logger.warning("%s: done after %d attempts", what, attempts + 1)
+            return result

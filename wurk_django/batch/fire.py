@@ -25,6 +25,7 @@ from typing import Any
 from .. import context as job_context
 from .. import keys, payload, signals, testing
 from ..conf import Config
+from ..redis_errors import ride_out
 from ..writer import Writer
 from . import context, scripts
 
@@ -32,7 +33,6 @@ logger = logging.getLogger("wurk_django.batch")
 
 #: The wire name of the job that runs one callback (the Ruby side registers the same).
 CALLBACK_CLASS = "Wurk::Batch::CallbackJob"
-_GATE_ATTEMPTS = 3
 
 
 class CallbackEnqueueError(RuntimeError):
@@ -41,18 +41,13 @@ class CallbackEnqueueError(RuntimeError):
 
 
 def gate_reporting(bid: str, pending: int, live: int, kids: int, config: Config | None = None) -> None:
-    """:func:`maybe_fire`, retried; a failure is logged, never raised (the jobs already ran)."""
+    """:func:`maybe_fire`, riding out a failover or a short outage (firing is claimed in one
+    script, so it is safe to repeat); a failure is logged, never raised (the jobs already ran)."""
     config = config or job_context.config()
-    for attempt in range(1, _GATE_ATTEMPTS + 1):
-        try:
-            maybe_fire(bid, pending, live, kids, config)
-            return
-        except Exception:
-            if attempt == _GATE_ATTEMPTS:
-                logger.exception("batch %s: could not run its callbacks; the next job or retry of it "
-                                 "will try again", bid)
-                return
-            time.sleep(0.05 * attempt)
+    try:
+        ride_out(lambda: maybe_fire(bid, pending, live, kids, config), f"batch {bid}: running its callbacks")
+    except Exception:
+        logger.exception("batch %s: could not run its callbacks; the next job or retry of it will try again", bid)
 
 
 def maybe_fire(bid: str, pending: int, live: int, kids: int, config: Config | None = None) -> None:

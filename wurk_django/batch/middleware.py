@@ -9,9 +9,9 @@ from typing import Any
 
 from .. import context as job_context
 from .. import keys
+from ..redis_errors import ride_out
 from ..server.retry import caused_by_shutdown
 from . import context, fire, scripts
-from .batch import ack_with_retries
 from .client import BatchClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 from .fire import CALLBACK_CLASS
 
@@ -67,8 +67,11 @@ class BatchServerMiddleware:
                 raise
             if where.outcome is not None:
                 return result  # rescheduled or paused: it runs again, and that run counts
-        # Outside the job's error handling: if Redis stays down this raises and the job
-        # is retried (it is still a live member, so the retry counts once).
-        _removed, pending, live, kids = ack_with_retries(bid, jid, redis)
+        # Outside the job's error handling. The job ran: a failover or a short outage is
+        # waited out (the script is safe to repeat) rather than booked as its failure; if
+        # Redis stays down this raises and the job is retried (it is still a live member,
+        # so the retry counts once).
+        _removed, pending, live, kids = ride_out(lambda: scripts.ack_success(redis, bid, jid),
+                                                 f"batch {bid}: acknowledging jid={jid}")
         fire.gate_reporting(bid, pending, live, kids, config)
         return result

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import context as job_context
 from .. import payload
+from ..redis_errors import ride_out
 from ..text import to_text
 from . import keys, scripts
 
@@ -78,4 +79,7 @@ class StepDone:
     """The ``success`` callback of every step's batch (``options``: ``workflow``, ``step``)."""
 
     def on_success(self, status: Any, options: dict) -> None:
-        advance(str(options["workflow"]), str(options["step"]))
+        wid, step = str(options["workflow"]), str(options["step"])
+        # Safe to repeat (a replay changes nothing): a failover delays the workflow by
+        # seconds, not by the callback job's retry backoff.
+        ride_out(lambda: advance(wid, step), f"workflow {wid}: moving on after step {step}")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import context as job_context
+from ..redis_errors import ride_out
 from ..server.retry import caused_by_shutdown, error_class_name, error_message
 from . import keys, results, scripts
 
@@ -65,7 +66,10 @@ class WorkflowServerMiddleware:
             if where.outcome is not None:
                 return outcome  # rescheduled or paused: the run that finishes stores the result
             encoded = results.encode(kept[-1] if kept else None, step, where.config.workflow_result_max_bytes)
-            scripts.store_result(redis, wid, step, encoded)
+            # The step ran: a failover now must not book it as failed (run again, or dead with
+            # retry: False). Storing is safe to repeat; the batch's acknowledgement waits as long.
+            ride_out(lambda: scripts.store_result(redis, wid, step, encoded),
+                     f"workflow {wid}: storing the result of step {step}")
             return outcome
         except BaseException as exc:
             if not caused_by_shutdown(exc):
