@@ -157,6 +157,35 @@ def test_a_full_ring_leaves_the_group_being_delivered_alone():
     assert list(buffer._groups) == [sending] and buffer._count == 2
 
 
+def test_two_drains_at_once_write_each_buffered_push_once_PRO_320():
+    """The pushing thread drains the buffer before its own push while the delivery thread
+    may be draining too: each buffered push must reach Redis once, oldest first (found
+    by tests/topologies/test_push_polling.py: two drains wrote [a], [a], [b], [b])."""
+    import threading
+    import time
+
+    written: list[list[str]] = []
+    writing = threading.Event()
+
+    class SlowWriter:
+        def write(self, jobs, extra=None, front=False, connect_attempts=None):
+            writing.set()
+            time.sleep(0.05)  # a round trip long enough for the other drain to arrive
+            written.append([job["args"][0] for job in jobs])
+
+    buffer = reliable_push.PushBuffer()
+    buffer._groups.extend([([_job("a")], [], False), ([_job("b")], [], False)])
+    buffer._count = 2
+    writer = SlowWriter()
+    first = threading.Thread(target=buffer.drain, args=(writer,))
+    first.start()
+    writing.wait(10)
+    assert buffer.drain(writer) is True  # the pushing thread's drain, while the first writes
+    first.join(10)
+    assert written == [["a"], ["b"]]
+    assert len(buffer) == 0
+
+
 def test_raise_fills_the_room_left_then_names_the_jobs_it_refused_PRO_320(port):
     writer = Writer(_config(port, RELIABLE_PUSH_BUFFER=3))
     writer.push([_job("a")])

@@ -127,6 +127,9 @@ class PushBuffer:
         self._wake = threading.Event()
         self._writer: Writer | None = None  # the last writer, for the delivery at exit
         self._sending: tuple | None = None  # the group a drain is writing now
+        # One drain at a time: the pushing thread drains before its own push (order), and
+        # the delivery thread every interval; two at once would both write the oldest group.
+        self._draining = threading.Lock()
 
     def __len__(self) -> int:
         return self._count
@@ -202,7 +205,12 @@ class PushBuffer:
         return dropped
 
     def drain(self, writer: Writer) -> bool:
-        """Deliver buffered jobs oldest first; False if Redis is still unreachable."""
+        """Deliver buffered jobs oldest first; False if Redis is still unreachable. A
+        second caller waits for the drain under way, then delivers what it left."""
+        with self._draining:
+            return self._drain(writer)
+
+    def _drain(self, writer: Writer) -> bool:
         while True:
             with self._lock:
                 if not self._groups:
