@@ -98,3 +98,36 @@ class FinalStep(Job):
         redis.set("test:wf:final_count", len(results))
         redis.rpush("test:wf:events", "finish:final")
         return len(results)
+
+
+class TopologyStep(Job):
+    """A step of the topology tests (tests/topologies/test_workflows.py): adds ``add`` to
+    what it was given (a number, a list of numbers or nothing) and returns the sum.
+
+    Each run appends a JSON line (``start`` and ``done``, with what it was given and its
+    payload's ``jid`` and ``enqueued_at``) to the file named by ``WURK_TEST_RECORD_FILE``:
+    outside Redis, so a failover cannot lose the record of a run, and a step pushed twice
+    (a second ``enqueued_at``) tells itself from a job delivered twice (the same one).
+    With a ``gate`` path, the run waits (up to 60 s) for that file before it finishes."""
+
+    retry = 3
+
+    def perform(self, *args):
+        import json
+
+        *given, label, add, seconds, gate = args
+        previous = given[0] if given else None
+        base = sum(previous) if isinstance(previous, list) else (previous or 0)
+        line = {"label": label, "given": previous, "jid": self.jid, "pid": os.getpid(),
+                "enqueued_at": self.payload.get("enqueued_at")}
+        with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
+            out.write(json.dumps({"event": "start", **line}) + "\n")
+        time.sleep(seconds)
+        deadline = time.monotonic() + 60
+        while gate and not os.path.exists(gate):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{label}: {gate} never appeared")
+            time.sleep(0.05)
+        with open(os.environ["WURK_TEST_RECORD_FILE"], "a") as out:
+            out.write(json.dumps({"event": "done", **line}) + "\n")
+        return base + add
