@@ -296,6 +296,17 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
     that wait for the reply at once (job code's commands, ``app_redis``), and
     ``spin`` (seconds to poll for the reply before sleeping) for pushes.
     """
+    conn = borrow(client, check_idle_after)
+    try:
+        return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil, spin=spin)
+    finally:
+        give_back(client, conn, keep, check_idle_after)
+
+
+def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
+    """A connection of ``client``'s pool for a few commands, the one :func:`send_commands`
+    would use (its idle stack first); hand it back with :func:`give_back`. Raises
+    :class:`NotSent` when no connection can be made."""
     pool = client.connection_pool
     stack = _idle_stacks.get(pool)
     conn = None
@@ -306,23 +317,27 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
             pass
     if conn is None:
         try:
-            conn = pool.get_connection()  # connects (or fails to) before anything is sent
+            return pool.get_connection()  # connects (or fails to) before anything is sent
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise NotSent(f"could not connect to Redis: {exc}") from exc
-    elif (not check_idle_after or monotonic() - conn.__dict__.get("_wurk_used", 0.0) >= check_idle_after) \
+    if (not check_idle_after or monotonic() - conn.__dict__.get("_wurk_used", 0.0) >= check_idle_after) \
             and wire.stale(conn):
         conn.disconnect()  # the next write reconnects it
-    try:
-        return send_on(conn, commands, raise_errors=raise_errors, hold_gil=hold_gil, spin=spin)
-    finally:
-        if stack is None:
-            stack = _idle_stacks.setdefault(pool, [])
-        if len(stack) < keep:
-            if check_idle_after:
-                conn._wurk_used = monotonic()
-            stack.append(conn)
-        else:
-            pool.release(conn)
+    return conn
+
+
+def give_back(client: redis.Redis, conn: Any, keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0) -> None:
+    """Return a connection :func:`borrow` lent: onto the idle stack, or to the pool."""
+    pool = client.connection_pool
+    stack = _idle_stacks.get(pool)
+    if stack is None:
+        stack = _idle_stacks.setdefault(pool, [])
+    if len(stack) < keep:
+        if check_idle_after:
+            conn._wurk_used = monotonic()
+        stack.append(conn)
+    else:
+        pool.release(conn)
 
 
 #: Connections each pool of the worker keeps open while nobody uses them, after a
@@ -391,6 +406,9 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
                 break
         # Taken top first: the most recently released first.
         open_ = [conn for conn in taken if conn is not None and wire.maybe_connected(conn)]
+        # A connection the push watch armed is kept before any other: closed, it would
+        # make the waiting thread arm again on another (server/push_watch.py).
+        open_.sort(key=lambda conn: "_wurk_armed" not in conn.__dict__)
         now = monotonic()
         kept = [conn for conn in open_[:keep] if not _unused_for(conn, now, UNUSED_SECONDS)]
         kept_ids = {id(conn) for conn in kept}

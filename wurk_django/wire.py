@@ -320,6 +320,33 @@ def stale(conn: Any) -> bool:
         return True
 
 
+def dropped(conn: Any) -> bool:
+    """True when ``conn`` is known to have lost its session: closed on this side, or
+    closed by the server (end of file waiting on its socket). Safe to call while another
+    thread uses ``conn``: it only peeks, and a reply in flight is not end of file.
+    False when it cannot be told (TLS, whose bytes cannot be peeked at; redis-py's own
+    calls, which expose no socket): the connection's next use finds out then."""
+    if not maybe_connected(conn):
+        return True
+    if not _active:
+        return False
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return True
+    if getattr(sock, "pending", None) is not None:
+        return False  # TLS
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        return sock.recv(1, socket.MSG_PEEK | _SPIN_FLAGS) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except (OSError, ValueError):
+        return True
+
+
 def skips_decoding(options: dict[str, Any]) -> bool:
     """True when a command's options ask redis-py not to decode its reply."""
     return NEVER_DECODE in options

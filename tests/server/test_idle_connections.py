@@ -189,3 +189,67 @@ def test_a_slot_connection_nobody_took_for_a_while_is_closed_even_the_last_RUN_1
     finally:
         fetching.stop()
         client.close()
+
+
+@pytest.mark.parametrize("queues", [["a"], ["a", "b", "c"]], ids=["one-queue", "three-queues"])
+def test_an_idle_worker_of_one_thread_holds_two_connections_like_sidekiq_RUN_130(server, queues, monkeypatch):
+    """Issue 30 item 3: an idle ``-c 1`` Sidekiq holds two connections (its fetch's and its
+    pool's). So does an idle ``-c 1`` worker here, scheduler and heartbeat running: the one
+    subscribed connection (the push watch's notices and the scheduler's wake-ups share
+    it) and its pool's one, which the watch arms with tracking. No blocking fetch of its
+    own, and yet a bare ``LPUSH`` is run (the watch hears it: the poll interval is a
+    minute), and so is a job scheduled after the worker started (the scheduler heard its
+    push: its first sweep is 30 s away)."""
+    from wurk_django.client import Client
+    from wurk_django.server import scheduler as scheduler_module
+    from wurk_django.server.launcher import Launcher
+
+    monkeypatch.setattr(connection, "UNUSED_SECONDS", 0.0)  # the fetch slot's connection goes at once
+    monkeypatch.setattr(scheduler_module, "INITIAL_WAIT", 30)
+    db = 4 if len(queues) == 1 else 5
+    client = server.client(db)
+    client.flushdb()
+    config = Config(REDIS_URL=server.url(db), QUEUES=queues, CONCURRENCY=1, FETCH_POLL_INTERVAL=60,
+                    AVERAGE_SCHEDULED_POLL_INTERVAL=600)
+    launcher = Launcher(config, embedded=True)
+    launcher.run()
+    try:
+        _waiting_on_watch_in(client, db)
+        held: list[list[str]] = []
+
+        def two() -> bool:
+            connection.trim_idle()  # what each heartbeat does
+            # This database's: the module's earlier tests leave pools of their own on the server.
+            held.append(sorted(_kind(c) for c in client.client_list()
+                               if int(c["id"]) != client.client_id() and int(c["db"]) == db))
+            return held[-1] == ["armed", "subscribed"]
+
+        wait_for(two, timeout=60, message="the idle -c 1 worker to hold its two connections")
+        job = {"class": "tests.jobsapp.jobs.ContextRecordJob", "args": ["test:ran"], "queue": queues[-1],
+               "jid": "bare-lpush", "retry": True, "created_at": 1, "enqueued_at": 1}
+        client.lpush(f"queue:{queues[-1]}", json.dumps(job))
+        wait_for(lambda: client.llen("test:ran") == 1, timeout=30, message="the bare LPUSH to run")
+        import time
+
+        Client(config=config).push({"class": "tests.jobsapp.jobs.ContextRecordJob", "args": ["test:ran"],
+                             "queue": queues[0], "at": time.time() + 0.5})
+        wait_for(lambda: client.llen("test:ran") == 2, timeout=20, message="the scheduled job to run")
+    finally:
+        launcher.stop(timeout=5)
+        client.close()
+
+
+def _kind(entry: dict) -> str:
+    flags = entry.get("flags", "")
+    if "P" in flags:
+        return "subscribed"
+    if "t" in flags:
+        return "armed"
+    return f"other ({entry.get('cmd')})"
+
+
+def _waiting_on_watch_in(client: redis_lib.Redis, db: int) -> None:
+    # Tracking on (flag t) says a connection was armed; its last command may be the
+    # heartbeat's by now, which takes the same pooled connection.
+    wait_for(lambda: any("t" in c.get("flags", "") and int(c["db"]) == db for c in client.client_list()),
+             timeout=60, message="the worker to arm its push watch")

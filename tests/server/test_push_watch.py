@@ -17,8 +17,9 @@ import pytest
 
 from tests.redis_servers import TCPRedis
 from tests.support import Fetching, wait_for
-from wurk_django import payload
+from wurk_django import payload, wire
 from wurk_django.conf import Config
+from wurk_django.connection import get_redis, send_commands
 from wurk_django.pause import pause, unpause
 from wurk_django.server.reliable_fetch import ReliableFetch
 
@@ -38,13 +39,13 @@ def _fetcher(queues=("a", "b", "c"), **settings) -> ReliableFetch:
 
 
 def _tracking(client) -> list[dict]:
-    """Clients of ``client``'s database with key tracking on (flag ``t``): the push watches' readers."""
+    """Clients of ``client``'s database with key tracking on (flag ``t``): the connections the push watches armed."""
     db = int(client.connection_pool.connection_kwargs.get("db", 0))
     return [c for c in client.client_list() if "t" in c.get("flags", "") and int(c.get("db", -1)) == db]
 
 
 def _waiting_on_watch(client, count: int = 1) -> None:
-    """Until ``count`` watches have armed (their reader ran the fetch-and-watch script)."""
+    """Until ``count`` watches have armed (a pooled connection of theirs ran the fetch-and-watch script)."""
     wait_for(lambda: len([c for c in _tracking(client) if c.get("cmd") in ("evalsha", "eval")]) >= count,
              timeout=WAIT, message="the fetcher to arm its push watch")
 
@@ -120,31 +121,53 @@ def test_a_paused_queue_is_skipped_and_its_unpause_wakes_the_fetcher(redis_db):
         fetching.stop()
 
 
-def test_the_watch_comes_back_after_its_reader_is_killed(redis_db):
+def test_the_watch_comes_back_after_its_armed_connection_is_killed(redis_db):
+    """The armed connection is a pooled one nobody else uses here: the subscriber's look
+    at its socket each second sees it closed, and the waiting thread arms again."""
+    if not wire.enabled():
+        pytest.skip("the fast path is off (WURK_FAST_PATH=0): no socket to look at; the next test covers that mode")
     fetching = Fetching(_fetcher())
     try:
         _waiting_on_watch(redis_db)
-        (reader,) = _tracking(redis_db)
-        redis_db.client_kill_filter(_id=reader["id"])
-        # Set up anew: a new reader with tracking on, armed again.
-        wait_for(lambda: [c for c in _tracking(redis_db) if c["id"] != reader["id"] and c.get("cmd") == "evalsha"],
-                 timeout=WAIT, message="a new armed reader")
+        (armed,) = _tracking(redis_db)
+        redis_db.client_kill_filter(_id=armed["id"])
+        # Armed anew, on another connection with tracking on.
+        wait_for(lambda: [c for c in _tracking(redis_db) if c["id"] != armed["id"] and c.get("cmd") == "evalsha"],
+                 timeout=WAIT, message="a new armed connection")
         redis_db.lpush("queue:c", _raw("after-kill", "c"))
         wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the kill")
     finally:
         fetching.stop()
 
 
-def test_the_watch_comes_back_after_its_listener_is_killed(redis_db):
+def test_a_killed_armed_connection_is_noticed_when_the_pool_next_uses_it(redis_db):
+    """In every mode (the fast path's socket look or not), the pool's next use of a killed
+    armed connection (a worker's heartbeat, every few seconds) dials it again, and that
+    redial resets the watch: the waiting thread arms again and hears the next push."""
     fetching = Fetching(_fetcher())
     try:
         _waiting_on_watch(redis_db)
-        (reader,) = _tracking(redis_db)
-        listener = int(reader["redir"])
+        (armed,) = _tracking(redis_db)
+        redis_db.client_kill_filter(_id=armed["id"])
+        send_commands(get_redis(config=fetching.fetcher.config), [("PING",)])  # what a heartbeat does
+        wait_for(lambda: [c for c in _tracking(redis_db) if c["id"] != armed["id"] and c.get("cmd") == "evalsha"],
+                 timeout=WAIT, message="a new armed connection")
+        redis_db.lpush("queue:c", _raw("after-kill", "c"))
+        wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the kill")
+    finally:
+        fetching.stop()
+
+
+def test_the_watch_comes_back_after_its_subscriber_is_killed(redis_db):
+    fetching = Fetching(_fetcher())
+    try:
+        _waiting_on_watch(redis_db)
+        (armed,) = _tracking(redis_db)
+        listener = int(armed["redir"])
         redis_db.client_kill_filter(_id=listener)
         wait_for(lambda: [c for c in _tracking(redis_db) if int(c["redir"]) != listener and c.get("cmd") == "evalsha"],
-                 timeout=WAIT, message="tracking redirected to a new listener")
-        redis_db.lpush("queue:a", _raw("after-listener-kill", "a"))
+                 timeout=WAIT, message="tracking redirected to a new subscriber")
+        redis_db.lpush("queue:a", _raw("after-subscriber-kill", "a"))
         wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the kill")
     finally:
         fetching.stop()
@@ -261,9 +284,8 @@ def test_a_notice_about_a_private_list_only_wakes_no_thread():
 
     watch = PushWatch(Config(QUEUES=["a", "c"]))
     watch._watched = watch._watched | {b"queue:c"}  # as fetch_and_arm records it
-    notice = [b"message", b"__redis__:invalidate"]
-    watch._heard([*notice, [b"queue:c|host|1|nonce|0"]])
+    watch._heard([b"queue:c|host|1|nonce|0"])  # a message's data: the keys written
     assert watch._permits == 0
     for written in ([b"queue:c"], [b"paused"], None):
-        watch._heard([*notice, written])
+        watch._heard(written)
     assert watch._permits == 3

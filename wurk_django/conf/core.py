@@ -190,15 +190,15 @@ ROWS: tuple[Setting, ...] = (
     Setting("FETCH_POLL_INTERVAL", 2,
             lambda v: is_number(v) and v > 0, "seconds > 0",
             "Seconds a fetcher blocks waiting on an empty queue before looking again (and noticing paused "
-            "queues). With several queues and `FETCH_NOTIFICATIONS` working, idle threads look again only every "
-            "15 intervals: Redis tells them about pushes.", WORKER,
+            "queues). With several queues (or one, at `-c 1`) and `FETCH_NOTIFICATIONS` working, idle threads "
+            "look again only every 15 intervals: Redis tells them about pushes.", WORKER,
             type=NUMBER),
     Setting("FETCH_NOTIFICATIONS", True,
             lambda v: isinstance(v, bool), "True or False",
-            "Idle threads serving several queues are told by Redis (`CLIENT TRACKING`) when any client writes one "
-            "of their queues, so a job pushed by Ruby Sidekiq or a bare `LPUSH` starts at once. `False`, or a Redis "
-            "that refuses `CLIENT TRACKING` (logged once): such jobs are found by polling, every "
-            "`FETCH_POLL_INTERVAL`.", WORKER),
+            "Idle threads serving several queues (or one, at `-c 1`) are told by Redis (`CLIENT TRACKING`) when any "
+            "client writes one of their queues, so a job pushed by Ruby Sidekiq or a bare `LPUSH` starts at once. "
+            "`False`, or a Redis that refuses `CLIENT TRACKING` (logged once): several queues are polled, every "
+            "`FETCH_POLL_INTERVAL`, and one queue is blocked on.", WORKER),
     Setting("SUPER_FETCH_REAPER_INTERVAL", 60,
             lambda v: is_number(v) and v > 0, "seconds > 0",
             "Seconds between sweeps that bring back jobs left in the private lists of processes that died.", WORKER,

@@ -5,25 +5,28 @@ Why: an idle thread serving several queues cannot block on all of them with a mo
 by wurk_django's own pushes only. A job pushed by Ruby Sidekiq, or by a bare
 ``LPUSH``, waited for the next poll, up to ``FETCH_POLL_INTERVAL`` (issue 25).
 
-How: Redis's client-side caching (``CLIENT TRACKING``, Redis 6 and later), in its
-default mode. Each fetcher keeps two connections of its own: a listener subscribed
-to ``__redis__:invalidate``, and a reader whose tracking messages are redirected to
-it. A thread about to wait runs ``fetch_and_watch`` on the reader: the script
+How: Redis's client-side caching (``CLIENT TRACKING``, Redis 6 and later) in its
+opt-in mode, with its messages redirected to the process's subscribed connection
+(subscriber.py, shared with the scheduler's wake-ups). A thread about to wait takes a
+connection of the ordinary pool and sends, in one round trip, ``CLIENT TRACKING ON
+REDIRECT <subscriber> OPTIN``, ``CLIENT CACHING YES`` and ``fetch_and_watch``: the script
 fetches like any walk and, in the same atomic step, reads each queue, so Redis
-remembers those keys for the reader. The next write to one of them, by any client,
-sends one message to the listener, which gives one permit to a waiting thread; that
-thread runs the script again, fetching and re-arming at once. Redis forgets a key
-once it has sent its message, so a queue costs one message per idle spell of this
-process, however busy it is; exact keys are tracked, so a private list's writes
-never match.
+remembers those keys for that connection (and for no other command of it: opt-in). The
+next write to one of them, by any client, sends one message to the subscriber, which
+gives one permit to a waiting thread; that thread runs the script again, fetching and
+re-arming at once. Redis forgets a key once it has sent its message, so a queue costs
+one message per idle spell of this process, however busy it is; exact keys are
+tracked, so a private list's writes never match. No connection is the watch's own: an
+idle ``-c 1`` worker holds the subscriber and one pooled connection, nothing more.
 
-Nothing is polled while idle: the listener looks at its two sockets locally once a
-second (no command). A dropped connection, a Redis restart or a ``CLIENT KILL`` of
-either connection resets the watch: waiting threads wake and walk (a job pushed
-meanwhile is found), the watch dials again and tracking is set up anew. Until it is
-back, and for good where Redis refuses ``CLIENT TRACKING`` (some managed services,
-Dragonfly), the fetcher waits on the wake-up lists and polls every
-``FETCH_POLL_INTERVAL``, as it did before.
+Nothing is polled while idle. A lost subscription (a dropped connection, a Redis
+restart, a ``CLIENT KILL``, a failover) and an armed connection closed on either side
+(seen by a local look at its socket each second, or when it dials again) reset the
+watch: waiting threads wake and walk (a job pushed meanwhile is found) and arm again,
+on a connection redirected to the subscriber's new id. Until the subscriber is back,
+and for good where Redis refuses ``CLIENT`` (some managed services, Dragonfly), the
+fetcher waits on the wake-up lists and polls every ``FETCH_POLL_INTERVAL``, as it did
+before.
 
 The cost: every idle process hears a push, so with P idle processes a push costs P
 script calls (one per process, not per thread); one of them gets the job.
@@ -35,24 +38,21 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import redis as redis_lib
 
-from .. import keys, sentinel
+from .. import keys, sentinel, wire
 from ..conf import Config
-from ..connection import get_redis
+from ..connection import borrow, get_redis, give_back, send_on
 from ..scripts import lua
-from .threads import spawn
+from . import subscriber
 
 logger = logging.getLogger("wurk_django.worker")
 
 INVALIDATE_CHANNEL = "__redis__:invalidate"
-#: Seconds between the listener's local looks at its sockets (no Redis command).
-LISTEN_TICK = 1.0
-#: Seconds between two attempts to set the watch up again after it was lost.
-RETRY_SECONDS = 1.0
 #: A process whose last walks on a notice found nothing (another process took the job)
 #: waits this much per such walk, up to ``MOST_LOSS_PAUSE``, before its next one: every
 #: idle process hears every push, and without it each would walk once per push.
@@ -66,49 +66,57 @@ FETCH_AND_WATCH = lua("fetch_and_watch")
 ON, OFF, REFUSED = "on", "off", "refused"
 
 
-class _Redialed(redis_lib.ConnectionError):
-    """A watch connection dialed again on its own: its tracking or subscription is gone."""
-
-
 class PushWatch:
     """One fetcher's notifications: tells its waiting threads when a queue was written."""
 
     def __init__(self, config: Config, on_paused: Callable[[], None] | None = None) -> None:
         self.config = config
         self._on_paused = on_paused
-        self._cond = threading.Condition()
-        self._permits = 0
+        self._start()
         self._most_permits = max(int(config.concurrency), 1)
-        # Bumped whenever tracking is set up or lost: a waiter armed under another
-        # generation must walk (and arm) again.
-        self._generation = 0
-        self._state: str | None = None  # None: not tried yet
-        self._reader: Any = None
-        self._listener: Any = None
-        self._reader_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self._stopped = False
-        self._pid = os.getpid()
         self._paused_key = keys.PAUSED.encode()
         self._looked_at = -1e9  # monotonic time of the last safety look (claim_look)
         self._losses = 0  # walks on a notice in a row that found nothing
+        self._refusal_told = False
         # The keys a notice is about that wake a thread: the queues and the paused set.
         # Redis 7.0 tracks every key a script names, the private lists among them, and
         # their acknowledgements would otherwise each wake a thread for nothing.
         self._watched: set[bytes] = {self._paused_key}
 
+    def _start(self) -> None:
+        self._cond = threading.Condition()
+        self._permits = 0
+        # Bumped whenever tracking may have been set up or lost: a waiter armed under
+        # another generation must walk (and arm) again.
+        self._generation = 0
+        self._state = OFF
+        self._redirect: int | None = None  # the subscriber's client id, where tracking goes
+        self._subscriber: subscriber.Subscriber | None = None
+        self._listening: Any = None
+        # The connections armed in this generation (their loss ends it), and those that
+        # carry this watch's redial hook (redis-py keeps it as a weak reference).
+        self._armed: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._hooked: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._pid = os.getpid()
+
     # -- state ---------------------------------------------------------------
 
     def on(self) -> bool:
-        """True while notifications flow; the first call sets the watch up."""
+        """True while notifications flow; the first call subscribes."""
         if self._pid != os.getpid():
-            self._forked()
-        if self._state is None:
+            # Forked: the parent's subscriber thread and armed sockets are not ours.
+            refused = self._state == REFUSED
+            self._start()
+            if refused:
+                self._state = REFUSED
+        if self._subscriber is None and not self._stopped and self._state != REFUSED:
             with self._cond:
-                if self._state is None and not self._stopped:
-                    self._state = OFF
-                    self._set_up()
-                    self._thread = spawn("push-watch", self._listen)
+                if self._subscriber is None and not self._stopped:
+                    self._subscriber = subscriber.for_config(self.config)
+            # Outside the lock: a subscription already up reports at once, from here.
+            self._listening = self._subscriber.listen(INVALIDATE_CHANNEL, self._heard, self._changed,
+                                                      self._check_armed)
         return self._state == ON
 
     def usable(self) -> bool:
@@ -121,103 +129,124 @@ class PushWatch:
     def generation(self) -> int:
         return self._generation
 
-    def _forked(self) -> None:
-        # The parent's sockets and thread are not ours: start afresh, without closing them.
-        self._cond = threading.Condition()
-        self._reader_lock = threading.Lock()
-        self._reader = self._listener = self._thread = None
-        self._state = None if self._state != REFUSED else REFUSED
-        self._permits = 0
-        self._pid = os.getpid()
+    def _changed(self, up: bool, client_id: int | None) -> None:
+        """The subscription was made (``client_id`` its id, None where ``CLIENT`` is refused)
+        or lost: every waiter walks again, and arms on the new redirect."""
+        with self._cond:
+            if up and client_id is None:
+                self._refuse("Redis refused CLIENT ID")
+            elif up:
+                self._state, self._redirect = ON, client_id
+            else:
+                if self._state == ON and not self._stopped:
+                    logger.info("push watch lost (its subscription ended); polling until it is back")
+                if self._state != REFUSED:
+                    self._state = OFF
+                self._redirect = None
+            self._reset()
 
-    def _set_up(self) -> None:
-        """Dial the listener and the reader and switch tracking on; the state says how it went."""
-        pool = get_redis("watch", pool_size=2, config=self.config).connection_pool
-        listener = pool.make_connection()
-        reader = pool.make_connection()
-        try:
-            listener.connect()
-            reader.connect()
-            listener.send_command("CLIENT", "ID")
-            listener_id = listener.read_response()
-            reader.send_command("CLIENT", "TRACKING", "ON", "REDIRECT", listener_id, "NOLOOP")
-            reader.read_response()
-            listener.send_command("SUBSCRIBE", INVALIDATE_CHANNEL)
-            listener.read_response()
-        except redis_lib.ResponseError as exc:
-            _close(listener, reader)
-            self._state = REFUSED
+    def _refuse(self, why: object) -> None:
+        # Called holding self._cond.
+        self._state, self._redirect = REFUSED, None
+        if not self._refusal_told:
+            self._refusal_told = True
             logger.warning("Redis refused CLIENT TRACKING (%s): idle threads serving several queues find "
                            "jobs pushed by other clients (Ruby Sidekiq, a bare LPUSH) by polling, every "
-                           "FETCH_POLL_INTERVAL (%gs)", exc, float(self.config.fetch_poll_interval))
-            return
-        except (redis_lib.RedisError, OSError) as exc:
-            _close(listener, reader)
-            logger.debug("push watch: could not set up (%s); polling until it can", exc)
-            return
-        # From now on a connection that dials again has lost what was set up on it.
-        listener.register_connect_callback(self._redialed)
-        reader.register_connect_callback(self._redialed)
-        with self._reader_lock:
-            self._listener, self._reader = listener, reader
-        with self._cond:
-            self._state = ON
-            self._generation += 1
-            self._cond.notify_all()  # waiters armed on nothing must walk and arm
+                           "FETCH_POLL_INTERVAL (%gs)", why, float(self.config.fetch_poll_interval))
+        if self._subscriber is not None and self._listening is not None:
+            self._subscriber.leave(self._listening)  # the scheduler may still use the subscription
+            self._listening = None
 
-    def _redialed(self, conn: Any) -> None:
-        raise _Redialed("a push watch connection dialed again")
+    def _reset(self) -> None:
+        # Called holding self._cond.
+        self._generation += 1
+        self._armed = weakref.WeakSet()
+        self._cond.notify_all()  # waiters armed on nothing must walk and arm
 
-    def _lose(self, why: object) -> None:
-        """Drop both connections; every waiter walks again, and the listener sets up anew."""
-        with self._reader_lock:
-            listener, reader = self._listener, self._reader
-            self._listener = self._reader = None
-        if listener is None and reader is None:
-            return
-        _close(listener, reader)
+    def _lost_armed(self, why: str) -> None:
         with self._cond:
             if self._state == ON:
-                self._state = OFF
-                if not self._stopped:
-                    logger.info("push watch lost (%s); polling until it is back", why)
-            self._generation += 1
-            self._cond.notify_all()
+                logger.debug("push watch: %s; waiting threads arm again", why)
+            self._reset()
+
+    def _check_armed(self) -> None:
+        """On the subscriber's thread, once a second: an armed connection closed since (by
+        the server: a kill, an idle timeout; or here: a trim) no longer carries the watch."""
+        for conn in list(self._armed):
+            if wire.dropped(conn):
+                self._lost_armed("an armed connection was closed")
+                return
+
+    def _conn_redialed(self, conn: Any) -> None:
+        """redis-py's connect hook on each connection this watch armed: tracking is per session."""
+        if conn in self._armed:
+            self._lost_armed("an armed connection dialed again")
 
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
+            self._state = OFF if self._state != REFUSED else REFUSED
             self._cond.notify_all()
-        self._lose("stopping")
+        listening, self._listening = self._listening, None
+        if self._subscriber is not None and listening is not None:
+            self._subscriber.leave(listening)
 
     # -- the waiting threads ---------------------------------------------------
 
     def fetch_and_arm(self, pairs: list[tuple[str, str]]) -> tuple[int, int, bytes | None]:
-        """Run ``fetch_and_watch`` on the reader: (1-based index of the pair fetched from or
-        0, queues still holding a job, payload). Raises RedisError, the watch then lost."""
+        """Run ``fetch_and_watch`` on a pooled connection, tracking redirected to the
+        subscriber: (1-based index of the pair fetched from or 0, queues still holding a
+        job, payload). Raises RedisError; the watch then walks and arms anew."""
         keys_ = [key for pair in pairs for key in pair]
         keys_.append(keys.PAUSED)  # an unpause must wake the waiters too
         watched = self._watched
         for public, _ in pairs:
             key = public.encode()
-            if key not in watched:  # copied, not changed: the listener reads it meanwhile
+            if key not in watched:  # copied, not changed: the subscriber's thread reads it meanwhile
                 self._watched = watched = watched | {key}
+        redirect, armed = self._redirect, self._armed
+        if redirect is None:
+            raise redis_lib.ConnectionError("the push watch's subscription is not up")
         command = FETCH_AND_WATCH.command(keys=keys_, args=[len(pairs)])
-        failure: BaseException | None = None
-        with self._reader_lock:
-            reader = self._reader
-            if reader is None:
-                raise redis_lib.ConnectionError("push watch is not set up")
-            try:
-                sentinel.follow_primary(reader)  # a moved primary: it raises _Redialed below
-                reply = _run(reader, command)
-            except BaseException as exc:
-                failure = exc
-        if failure is not None:
-            self._lose(failure)
-            raise failure
+        client = get_redis(config=self.config)
+        conn = borrow(client)
+        try:
+            sentinel.follow_primary(conn)  # a moved primary: it dials the new one
+            if conn not in self._hooked:
+                conn.register_connect_callback(self._conn_redialed)
+                self._hooked.add(conn)
+            track = ("CLIENT", "TRACKING", "ON", "REDIRECT", redirect, "OPTIN")
+            caching = ("CLIENT", "CACHING", "YES")
+            replies = send_on(conn, [track, caching, command], raise_errors=False)
+            if isinstance(replies[2], redis_lib.exceptions.NoScriptError):
+                # CACHING YES covers the next command only: say it again before the EVAL.
+                replies[2] = send_on(conn, [caching, ("EVAL", FETCH_AND_WATCH.source, *command[2:])])[1]
+        finally:
+            give_back(client, conn)
+        refused = next((r for r in replies[:2] if isinstance(r, redis_lib.ResponseError)), None)
+        if refused is not None:
+            self._refused_tracking(refused)
+            raise refused
+        if isinstance(replies[2], Exception):
+            raise replies[2]
+        armed.add(conn)
+        conn._wurk_armed = True  # connection.trim_idle keeps it open before the others
+        reply = replies[2]
         index, queued = int(reply[0]), int(reply[1])
         return index, queued, (reply[2] if index else None)
+
+    def _refused_tracking(self, error: redis_lib.ResponseError) -> None:
+        if "redirect" in str(error).lower():
+            # No client with that id here: the subscription is on a server this connection
+            # is not (a failover it has not seen yet) or just ended. It dials again.
+            if self._subscriber is not None:
+                self._subscriber.redial()
+            with self._cond:
+                self._reset()
+            return
+        with self._cond:
+            self._refuse(error)
+            self._reset()
 
     def wait(self, generation: int, timeout: float, done: threading.Event) -> bool:
         """Wait for a permit (a watched key was written): True when one was taken; False
@@ -274,66 +303,14 @@ class PushWatch:
             self._permits = min(self._permits + permits, self._most_permits)
             self._cond.notify(permits)
 
-    # -- the listener thread -------------------------------------------------------
+    # -- on the subscriber's thread ------------------------------------------------
 
-    def _listen(self) -> None:
-        while not self._stopped:
-            if self._state == REFUSED:
-                return
-            if self._state != ON:
-                time.sleep(RETRY_SECONDS)
-                if not self._stopped and self._state == OFF:
-                    self._set_up()
-                continue
-            try:
-                self._hear()
-            except Exception as exc:
-                self._lose(exc)
-
-    def _hear(self) -> None:
-        listener = self._listener
-        if listener is None:
-            return
-        # A subscribed connection sends no command: after a Sentinel failover it would
-        # stay on the demoted primary. Dropped here, it raises _Redialed on the next read.
-        sentinel.follow_primary(listener)
-        if listener.can_read(timeout=LISTEN_TICK):
-            self._heard(listener.read_response())
-        with self._reader_lock:
-            reader = self._reader
-            # Nothing is ever sent to the reader unasked: readable means closed (a CLIENT
-            # KILL, a restart), and with it went its tracking.
-            if reader is not None and reader.can_read(timeout=0):
-                raise redis_lib.ConnectionError("the push watch's reader was closed by the server")
-
-    def _heard(self, message: Any) -> None:
-        if not isinstance(message, list) or len(message) < 3 or message[0] != b"message":
-            return
-        written = message[2]
-        # None: a FLUSHDB/FLUSHALL (of any database) or the tracking table's own eviction.
+    def _heard(self, written: Any) -> None:
+        """A tracking message: the keys written (None: a FLUSHDB/FLUSHALL of any database,
+        or the tracking table's own eviction)."""
         if written is not None and not self._watched.intersection(written):
             return  # only a private list: its own fetches and acknowledgements
         if written is None or self._paused_key in written:
             if self._on_paused is not None:
                 self._on_paused()
         self._give(1)
-
-
-def _run(conn: Any, command: tuple[Any, ...]) -> Any:
-    """Send one EVALSHA on ``conn``; on NOSCRIPT (it did not run) send it again as EVAL."""
-    conn.send_command(*command)
-    try:
-        return conn.read_response()
-    except redis_lib.exceptions.NoScriptError:
-        conn.send_command("EVAL", FETCH_AND_WATCH.source, *command[2:])
-        return conn.read_response()
-
-
-def _close(*conns: Any) -> None:
-    for conn in conns:
-        if conn is None:
-            continue
-        try:
-            conn.disconnect()
-        except Exception:  # a broken socket may fail to close; it is dropped anyway
-            pass

@@ -91,9 +91,15 @@ class ReliableFetch:
         self.poll_interval = float(config.fetch_poll_interval)
         self._paused = PausedCache(config)
         self._done = threading.Event()
-        # Redis's notice of any client's write to a queue, for idle threads serving several.
+        # Redis's notice of any client's write to a queue, for idle threads serving several
+        # (or one, in a fetcher of one thread).
         self._watch = PushWatch(config, on_paused=self._paused.expire) if config.fetch_notifications else None
         self._one_blocker = OneBlocker(config.concurrency)
+        # A fetcher of one thread watches a single queue too rather than block on it: the
+        # blocking move holds a connection of its own, and with the watch an idle -c 1
+        # worker holds two in all (the subscription and its pool's one), as Sidekiq does.
+        # With more threads one blocker serves them all, and a moved job costs no notice.
+        self._watch_single = int(config.concurrency) <= 1
         self._wake_keys: dict[str, str] = {}
         # Keeps the marker that makes pushes write wake-up tokens set while threads wait on them.
         self._wake_demand = wake_demand.Advertiser(lambda: get_redis(config=self.config))
@@ -329,7 +335,8 @@ class ReliableFetch:
             slot.release_connection()
             self._done.wait(self.poll_interval)
             return None
-        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest():
+        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest() \
+                and not self._watches(names):
             # One queue and nothing to send with a move (no ACK, no mark): the blocking move
             # returns at once when the queue holds a job, so the walk's LMOVE would only
             # repeat it. An idle process then sends one command per poll interval, not two.
@@ -402,7 +409,7 @@ class ReliableFetch:
         slot.release_connection()
         if self._done.is_set():
             return None
-        if len(names) > 1 and self._watch is not None and self._watch.usable():
+        if self._watches(names):
             return self._wait_watched(slot)
         if len(names) == 1:
             # One queue: block on the queue itself, so any push (a Ruby client's too) is
@@ -418,6 +425,13 @@ class ReliableFetch:
         # are found by the next walk, one poll interval later at most.
         self._wait_for_wakeup(blocking, names)
         return None
+
+    def _watches(self, names: list[str]) -> bool:
+        """True when an idle thread waits on the push watch for ``names`` (several queues,
+        or one in a fetcher of one thread), rather than blocking or polling."""
+        if self._watch is None or not names or (len(names) == 1 and not self._watch_single):
+            return False
+        return self._watch.usable()
 
     def _block_on(self, slot: FetchSlot, name: str) -> ReliableUnit | None:
         """Block on queue ``name`` for a poll interval; the caller won ``try_block``."""
@@ -444,7 +458,7 @@ class ReliableFetch:
         noticed = False  # this walk follows a notice (not the first one of the wait)
         while True:
             names = self._names()
-            if len(names) < 2 or self._done.is_set():
+            if not names or self._done.is_set() or (len(names) == 1 and not self._watch_single):
                 return None
             generation = watch.generation
             if not watch.on():

@@ -11,31 +11,31 @@ On time without polling more: after each sweep the poller reads the earliest
 score left in ``retry`` and ``schedule`` (same round trip as its process count)
 and sleeps until then when that comes before its usual interval; and every
 push into those sets through the Writer publishes its earliest score on
-``wake-schedule:<db>``, which a listener thread hears and uses to cut the current
-sleep short. A sweep is never sooner than ``MIN_GAP`` after the previous one,
-so a storm of due jobs or retries costs at most ``1 / MIN_GAP`` sweeps a
-second per process; a sleep with nothing due is as long as it always was.
+``wake-schedule:<db>``, which the process's subscribed connection (subscriber.py,
+shared with the push watch) hears and uses to cut the current sleep short. A
+sweep is never sooner than ``MIN_GAP`` after the previous one, so a storm of due
+jobs or retries costs at most ``1 / MIN_GAP`` sweeps a second per process; a
+sleep with nothing due is as long as it always was.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from .. import keys, payload, sentinel
+from .. import keys, payload
 from ..conf import Config
 from ..connection import get_redis, send_commands
 from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
 from ..operations import wake_args
 from ..scripts import script
-from . import death
+from . import death, subscriber
 from .outage import is_outage
 from .processes import prune_processes
-from .threads import spawn
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -48,8 +48,6 @@ MIN_GAP = 0.5
 #: With several processes, a sweep for a due time starts up to this much after it, at random,
 #: so that the first one awake usually moves everything and the others find little.
 DUE_JITTER = 0.2
-#: How often the listener thread checks that it should stop (a local wait: no Redis command).
-LISTEN_TICK = 1.0
 
 
 def plan_wait(now: float, usual: float, next_due: float | None, since_sweep: float, jitter: float = 0.0) -> float:
@@ -113,15 +111,20 @@ class Scheduler:
         self._pruned = False
         self._swept_at = monotonic()
         self._processes = 1
-        self._listener: threading.Thread | None = None
+        self._listening: Any = None  # this scheduler's place on the process's subscription
 
     def start(self) -> None:
         self.loop.start()
-        if self._listener is None or not self._listener.is_alive():
-            self._listener = spawn("scheduler-wake", self._listen)
+        if self._listening is None:
+            db = get_redis(config=self.config).connection_pool.connection_kwargs.get("db", 0)
+            self._listening = subscriber.for_config(self.config).listen(schedule_wake_channel(db),
+                                                                         self._heard_message)
 
     def terminate(self) -> None:
         self.loop.terminate()
+        listening, self._listening = self._listening, None
+        if listening is not None:
+            subscriber.for_config(self.config).leave(listening)
 
     def tick(self) -> None:
         if not self._pruned:
@@ -196,38 +199,12 @@ class Scheduler:
         wait = max(wait, MIN_GAP - (now - self._swept_at))
         return self.loop.wake_by(now + wait)
 
-    def _listen(self) -> None:
-        """Hear the Writer's schedule wake-ups until terminated (no command while idle)."""
-        pubsub = None
-        while not self.loop.done:
-            try:
-                if pubsub is None:
-                    client = get_redis("wake", pool_size=4, config=self.config)
-                    pubsub = client.pubsub(ignore_subscribe_messages=True)
-                    pubsub.subscribe(schedule_wake_channel(client.connection_pool.connection_kwargs.get("db", 0)))
-                if pubsub.connection is not None:
-                    # A subscribed connection sends no command, so a Sentinel failover would
-                    # leave it on the old primary: drop it if the primary moved (it redials).
-                    sentinel.follow_primary(pubsub.connection)
-                message = pubsub.get_message(timeout=LISTEN_TICK)
-                if message and message.get("type") == "message":
-                    self.heard(float(message["data"]))
-            except (ValueError, TypeError):
-                continue  # not a score: somebody else's message
-            except Exception as exc:
-                logger.debug("schedule wake-up listener: %s; polling only until it reconnects", exc)
-                if pubsub is not None:
-                    try:
-                        pubsub.close()
-                    except Exception:  # a broken connection may fail to close; it is dropped anyway
-                        pass
-                    pubsub = None
-                time.sleep(LISTEN_TICK)
-        if pubsub is not None:
-            try:
-                pubsub.close()
-            except Exception:
-                pass
+    def _heard_message(self, data: bytes) -> None:
+        try:
+            score = float(data)
+        except (ValueError, TypeError):
+            return  # not a score: somebody else's message
+        self.heard(score)
 
     def _prune_processes(self) -> None:
         try:

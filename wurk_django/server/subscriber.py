@@ -1,0 +1,244 @@
+"""The process's one subscribed connection: push-watch notices and schedule wake-ups share it.
+
+Why one: a connection that has subscribed can do nothing else (RESP2), and every
+connection is a client Redis carries. A worker listens on two channels:
+``__redis__:invalidate``, where Redis's key tracking says a watched queue was written
+(push_watch.py), and ``wake-schedule:<db>``, where pushes into the retry and schedule
+sets announce their earliest due time (scheduler.py). They used to hold a connection
+each; one per process and Redis serves both, so an idle ``-c 1`` worker holds two
+connections in all, this one and its pool's one, as many as an idle Sidekiq.
+
+Contract: :meth:`Subscriber.listen` adds a channel with three callbacks, all called on
+the subscriber's own thread, which must not wait on Redis: ``on_message(data)`` for each
+message, ``on_change(up, client_id)`` each time the subscription is made or lost (a
+listener added later is told the current state at once, from the calling thread), and
+``on_tick()`` about once a ``TICK`` (the push watch checks its armed connections there).
+``client_id`` is the connection's ``CLIENT ID``, for ``CLIENT TRACKING ... REDIRECT``;
+None where Redis refuses ``CLIENT`` (a listener of the tracking channel then knows
+tracking cannot work here, while the other channels still do).
+
+While idle nothing is sent: the thread looks at its socket locally once a ``TICK``. A
+dropped connection, a Redis restart, a ``CLIENT KILL`` or a Sentinel failover (seen
+locally through :func:`wurk_django.sentinel.follow_primary`) ends the subscription: every
+listener hears ``on_change(False, None)``, and the thread dials again every
+``RETRY_SECONDS`` until it can. The thread ends once the last listener has left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis as redis_lib
+
+from .. import sentinel
+from ..conf import Config
+from ..connection import get_redis
+from .threads import spawn
+
+logger = logging.getLogger("wurk_django.worker")
+
+#: Seconds between the thread's local looks at its socket (no Redis command).
+TICK = 1.0
+#: Seconds between two attempts to dial again after the connection was lost.
+RETRY_SECONDS = 1.0
+
+
+class _Redialed(redis_lib.ConnectionError):
+    """The subscribed connection dialed again on its own: its subscriptions are gone."""
+
+
+@dataclass(eq=False)
+class _Listener:
+    channel: str
+    on_message: Callable[[Any], None]
+    on_change: Callable[[bool, int | None], None] | None
+    on_tick: Callable[[], None] | None
+
+
+class Subscriber:
+    """One subscribed connection for every listener of a process on one Redis."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._listeners: list[_Listener] = []
+        self._conn: Any = None
+        self._subscribed: set[str] = set()
+        self._client_id: int | None = None
+        self._up = False
+        self._thread: threading.Thread | None = None
+        self._redial = False
+        self._ticked = 0.0
+
+    # -- listeners -------------------------------------------------------------
+
+    def listen(self, channel: str, on_message: Callable[[Any], None],
+               on_change: Callable[[bool, int | None], None] | None = None,
+               on_tick: Callable[[], None] | None = None) -> _Listener:
+        """Hear ``channel``; returns the handle :meth:`leave` takes. Starts the thread."""
+        listener = _Listener(channel, on_message, on_change, on_tick)
+        with self._lock:
+            self._listeners.append(listener)
+            up, client_id = self._up, self._client_id
+            if self._thread is None:
+                self._thread = spawn("redis-subscriber", self._run)
+        if up and on_change is not None and channel in self._subscribed:
+            on_change(True, client_id)
+        return listener
+
+    def leave(self, listener: _Listener) -> None:
+        """Stop hearing ``listener``'s channel; the thread ends with the last one (within a ``TICK``)."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def redial(self) -> None:
+        """Drop the connection at the next look and dial again: a listener found it stale
+        (a ``CLIENT TRACKING`` redirect to its id was refused: it is on another server)."""
+        self._redial = True
+
+    @property
+    def client_id(self) -> int | None:
+        return self._client_id if self._up else None
+
+    # -- the thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                listeners = list(self._listeners)
+                if not listeners:
+                    # Cleared under the lock: a listener arriving now starts a new thread,
+                    # which dials its own connection.
+                    conn, self._conn, self._client_id, self._up = self._conn, None, None, False
+                    self._subscribed = set()
+                    self._thread = None
+                    break
+            try:
+                conn = self._conn or self._dial(listeners)
+                self._catch_up(conn, listeners)
+                if self._redial:
+                    self._redial = False
+                    raise redis_lib.ConnectionError("a listener found the subscription stale")
+                # A subscribed connection sends no command: after a Sentinel failover it
+                # would stay on the demoted primary. Dropped here, the next read raises.
+                sentinel.follow_primary(conn)
+                if conn.can_read(timeout=TICK):
+                    self._dispatch(conn.read_response(), listeners)
+            except Exception as exc:
+                self._lose(exc, listeners)
+                time.sleep(RETRY_SECONDS)
+                continue
+            now = time.monotonic()
+            if now - self._ticked >= TICK:
+                self._ticked = now
+                for listener in listeners:
+                    if listener.on_tick is not None:
+                        _call(listener.on_tick)
+        _disconnect(conn)
+
+    def _dial(self, listeners: list[_Listener]) -> Any:
+        pool = get_redis("watch", pool_size=2, config=self.config).connection_pool
+        conn = pool.make_connection()
+        try:
+            conn.connect()
+            conn.send_command("CLIENT", "ID")
+            try:
+                client_id: int | None = int(conn.read_response())
+            except redis_lib.ResponseError:
+                client_id = None  # CLIENT refused (renamed away): no tracking, channels still work
+            channels = sorted({listener.channel for listener in listeners})
+            conn.send_command("SUBSCRIBE", *channels)
+            for _ in channels:
+                conn.read_response()
+        except BaseException:
+            _disconnect(conn)
+            raise
+        # From now on a connection that dials again has lost its subscriptions.
+        conn.register_connect_callback(self._redialed)
+        with self._lock:
+            self._conn, self._client_id, self._up = conn, client_id, True
+            self._subscribed = set(channels)
+        for listener in listeners:
+            if listener.on_change is not None:
+                _call(listener.on_change, True, client_id)
+        return conn
+
+    def _catch_up(self, conn: Any, listeners: list[_Listener]) -> None:
+        """Subscribe the channels listeners added since the connection was made."""
+        missing = sorted({listener.channel for listener in listeners} - self._subscribed)
+        if not missing:
+            return
+        conn.send_command("SUBSCRIBE", *missing)
+        # The confirmations arrive in order with any message: the read loop skips them.
+        with self._lock:
+            self._subscribed.update(missing)
+        for listener in listeners:
+            if listener.channel in missing and listener.on_change is not None:
+                _call(listener.on_change, True, self._client_id)
+
+    def _redialed(self, conn: Any) -> None:
+        raise _Redialed("the subscribed connection dialed again")
+
+    def _dispatch(self, message: Any, listeners: list[_Listener]) -> None:
+        if not isinstance(message, list) or len(message) < 3 or message[0] != b"message":
+            return  # a subscribe confirmation
+        channel = message[1].decode() if isinstance(message[1], bytes) else str(message[1])
+        for listener in listeners:
+            if listener.channel == channel:
+                _call(listener.on_message, message[2])
+
+    def _lose(self, why: object, listeners: list[_Listener]) -> None:
+        with self._lock:
+            conn, was_up = self._conn, self._up
+            self._conn, self._client_id, self._up = None, None, False
+            self._subscribed = set()
+        _disconnect(conn)
+        if was_up:
+            logger.debug("redis subscriber lost (%s); dialing again every %gs", why, RETRY_SECONDS)
+            for listener in listeners:
+                if listener.on_change is not None:
+                    _call(listener.on_change, False, None)
+        else:
+            logger.debug("redis subscriber could not dial (%s); trying again in %gs", why, RETRY_SECONDS)
+
+def _call(callback: Callable[..., None], *args: Any) -> None:
+    try:
+        callback(*args)
+    except Exception:  # a listener's mistake must not end everybody's subscription
+        logger.exception("a redis subscriber callback failed")
+
+
+def _disconnect(conn: Any) -> None:
+    if conn is None:
+        return
+    try:
+        conn.disconnect()
+    except Exception:  # a broken socket may fail to close; it is dropped anyway
+        pass
+
+
+_registry: dict[tuple[int, str], Subscriber] = {}
+_registry_lock = threading.Lock()
+
+
+def for_config(config: Config) -> Subscriber:
+    """This process's subscriber for ``config``'s Redis (a shard's worker gets its shard's)."""
+    key = (os.getpid(), config.redis_target.identity)
+    found = _registry.get(key)
+    if found is None:
+        with _registry_lock:
+            found = _registry.get(key)
+            if found is None:
+                if any(pid != key[0] for pid, _ in _registry):
+                    # Forked: the parent's threads and sockets are not ours.
+                    for stale in [k for k in _registry if k[0] != key[0]]:
+                        del _registry[stale]
+                found = _registry[key] = Subscriber(config)
+    return found
