@@ -83,3 +83,18 @@ def test_a_forked_child_does_not_write_on_its_parents_idle_connection(redis_db):
     os.waitpid(pid, 0)
     assert child_id and child_id != parent_id
     assert _client_id(client) == parent_id  # the parent's connection is untouched and in step
+
+
+def test_redis_py_calls_take_the_kept_connection_before_dialing_RUN_130(redis_db):
+    """A redis-py client method on the same pool (an idle worker's reaper, its paused-queue
+    read) takes the connection send_commands keeps aside instead of opening a second one;
+    send_commands then gets it back through the pool. One connection serves both."""
+    client = get_redis()
+    kept = _client_id(client)
+    assert connection._idle_stacks[client.connection_pool]  # kept aside, counted as checked out
+    assert client.client_id() == kept
+    assert _client_id(client) == kept
+    assert client.execute_command("CLIENT", "ID") == kept
+    with client.pipeline() as pipe:
+        assert pipe.execute_command("CLIENT", "ID").execute() == [kept]
+    assert _client_id(client) == kept

@@ -128,7 +128,41 @@ def _redialing_after_readonly(cls: type) -> type:
 def _build(config: Config, *, pool_size: int, socket_timeout: float, options: dict[str, Any]) -> redis.Redis:
     kwargs = _options(config, socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0), pool_size=pool_size)
     kwargs.update(options)
-    return redis.Redis(connection_pool=_pool(config, kwargs))
+    pool = _pool(config, kwargs)
+    pool.__class__ = _sharing_the_idle_stack(type(pool))
+    return redis.Redis(connection_pool=pool)
+
+
+_sharing: dict[type, type] = {}
+
+
+def _sharing_the_idle_stack(cls: type) -> type:
+    """``cls`` with one change: redis-py's own checkout (a client method, a pipeline)
+    takes a connection :func:`send_commands` keeps aside before it would dial a new
+    one. The kept one counts as checked out to the pool, so without this every
+    redis-py call that meets it there opens a second connection, closed again at the
+    next trim: an idle worker's reaper and paused-queue reads dialed one every few
+    seconds. The kept connection goes back through ``release`` and is checked out
+    again through the pool's own ``get_connection``, its readiness checks and its
+    bookkeeping included; only public methods are called."""
+    found = _sharing.get(cls)
+    if found is None:
+
+        class Sharing(cls):  # type: ignore[misc, valid-type]
+            def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+                stack = _idle_stacks.get(self)
+                if stack:
+                    try:
+                        kept = stack.pop()
+                    except IndexError:  # a sender took the last one
+                        pass
+                    else:
+                        self.release(kept)  # on top of the free ones: the checkout below takes it
+                return super().get_connection(*args, **kwargs)
+
+        Sharing.__name__ = Sharing.__qualname__ = f"Sharing{cls.__name__}"
+        found = _sharing[cls] = Sharing
+    return found
 
 
 def cached_client(purpose: str, config: Config, build: Callable[[], redis.Redis]) -> redis.Redis:
