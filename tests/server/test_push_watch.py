@@ -289,3 +289,40 @@ def test_a_notice_about_a_private_list_only_wakes_no_thread():
     for written in ([b"queue:c"], [b"paused"], None):
         watch._heard(written)
     assert watch._permits == 3
+
+
+def test_the_safety_look_runs_the_script_again_not_a_walk(monkeypatch):
+    """An idle thread's safety look (every 15 poll intervals, 1.5 s here) fetches and arms
+    again with the script on a pooled connection. A walk would take the fetch slot's
+    connection, which would then never sit unused for the minute after which the
+    heartbeat closes it: a third connection on an idle -c 1 worker."""
+    from wurk_django.server.fetch_slot import FetchSlot
+
+    taken: list[int] = []
+    real = FetchSlot.connection
+
+    def counted(self):
+        taken.append(1)
+        return real(self)
+
+    monkeypatch.setattr(FetchSlot, "connection", counted)
+    server = TCPRedis().start()
+    fetching = None
+    try:
+        client = server.client()
+        config = Config(REDIS_URL=server.url(), QUEUES=["a", "b"], CONCURRENCY=1, FETCH_POLL_INTERVAL=0.1)
+        fetching = Fetching(ReliableFetch(config), threads=1)
+        _waiting_on_watch(client)
+
+        def scripts() -> int:
+            return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+        walks, armed = len(taken), scripts()
+        wait_for(lambda: scripts() >= armed + 3, timeout=WAIT, message="three safety looks")
+        assert len(taken) == walks  # no walk took the slot's connection meanwhile
+        client.lpush("queue:b", _raw("after-looks", "b"))
+        wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the looks")
+    finally:
+        if fetching is not None:
+            fetching.stop()
+        server.stop()

@@ -115,8 +115,11 @@ class PushWatch:
                 if self._subscriber is None and not self._stopped:
                     self._subscriber = subscriber.for_config(self.config)
             # Outside the lock: a subscription already up reports at once, from here.
-            self._listening = self._subscriber.listen(INVALIDATE_CHANNEL, self._heard, self._changed,
-                                                      self._check_armed)
+            listening = self._subscriber.listen(INVALIDATE_CHANNEL, self._heard, self._changed, self._check_armed)
+            if self._state == REFUSED or self._stopped:
+                self._subscriber.leave(listening)  # refused in that report (CLIENT ID), or stopped meanwhile
+            else:
+                self._listening = listening
         return self._state == ON
 
     def usable(self) -> bool:

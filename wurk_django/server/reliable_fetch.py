@@ -449,8 +449,7 @@ class ReliableFetch:
     def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
         """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
         written (by any client), and again, until a job is fetched. None when the wait
-        ends otherwise (stop, the watch lost or set up anew, or this thread's turn for the
-        process's safety look): the caller walks as usual."""
+        ends otherwise (stop, the watch lost or set up anew): the caller walks as usual."""
         watch = self._watch
         quiet = self.poll_interval * QUIET_POLLS
         deadline = time.monotonic() + quiet
@@ -496,9 +495,12 @@ class ReliableFetch:
                 return None
             # Timed out. The safety look is one thread's per process and interval, not each
             # idle thread's: ten threads walking ten queues every 30 s cost Redis more than
-            # all of Sidekiq's idle polling. The others wait on, still armed.
+            # all of Sidekiq's idle polling. The others wait on, still armed. The look is
+            # the script again, here (it fetches from every queue and arms anew), not a
+            # walk: a walk takes the fetch slot's connection, which then never sits unused
+            # long enough for the heartbeat to close it, a third connection at -c 1.
             if watch.claim_look(quiet):
-                return None
+                armed = noticed = False
             deadline = time.monotonic() + quiet
 
     def _wait_for_wakeup(self, blocking: redis_lib.Redis, names: list[str]) -> bool:
