@@ -9,7 +9,7 @@ Every measurement runs on a private ``redis-server`` this script starts (``--por
 default 7440; no persistence) and stops, so nothing else on the machine touches its
 command counts.
 
-**latency**: one idle ``manage.py wurk -c 10`` on 1, 3 or 10 queues, strict or weighted;
+**latency**: one idle ``manage.py wurk -c 10`` (``--concurrency``) on 1, 3 or 10 queues, strict or weighted;
 jobs go to the last queue (the lowest priority: every queue is walked before it). The
 pusher is either Ruby Sidekiq 6.4 (``Sidekiq::Client.push`` in one long-lived ``ruby``
 process, the push time taken in Ruby just before the call) or a bare ``LPUSH`` (one
@@ -241,13 +241,13 @@ def bare_body(klass: str, queue: str) -> bytes:
 
 
 def latency(server: Server, count: int, weighted: bool, pusher: str, samples: int, notifications: bool,
-            system: str = "wurk") -> dict:
+            system: str = "wurk", concurrency: int = 10) -> dict:
     r = server.client
     r.flushall()
     queues = queue_args(count, weighted)
     target = queues[-1].split(",")[0]
     klass = "wurkbench.jobs.Pickup" if system == "wurk" else "PickupJob"
-    procs = start_workers(system, server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications})
+    procs = start_workers(system, server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications}, concurrency)
     ruby = RubyPusher(server.url) if pusher == "ruby" else WurkPusher(server.url) if pusher == "wurk" else None
     try:
         wait_ready(r, 1)
@@ -373,7 +373,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--systems", default="wurk,sidekiq")
     ap.add_argument("--idle-queues", default="1,3", help="queue counts (idle, trickle)")
-    ap.add_argument("--concurrency", default="10", help="-c of each idle process, a list (idle, trickle)")
+    ap.add_argument("--concurrency", default="10", help="-c of each idle process, a list (idle, trickle); latency: the worker's -c (the first)")
     args = ap.parse_args()
     server = Server(args.port)
     load = os.getloadavg()
@@ -390,7 +390,8 @@ def main() -> None:
             for count in (int(c) for c in args.queues.split(",")):
                 for weighted in ((False,) if count == 1 else (False, True)):
                     for system, pusher in runs:
-                        res = latency(server, count, weighted, pusher, args.samples, on, system)
+                        res = latency(server, count, weighted, pusher, args.samples, on, system,
+                                      int(args.concurrency.split(",")[0]))
                         order = "weighted" if weighted else "strict"
                         label = args.notifications if system == "wurk" else "-"
                         log(f"{system} {count} {order} {pusher}: {res}")
