@@ -121,17 +121,15 @@ def test_a_paused_queue_is_skipped_and_its_unpause_wakes_the_fetcher(redis_db):
         fetching.stop()
 
 
-def test_the_watch_comes_back_after_its_armed_connection_is_killed(redis_db):
-    """The armed connection is a pooled one nobody else uses here: the subscriber's look
-    at its socket each second sees it closed, and the waiting thread arms again."""
-    if not wire.enabled():
-        pytest.skip("the fast path is off (WURK_FAST_PATH=0): no socket to look at; the next test covers that mode")
+def test_the_watch_comes_back_after_its_own_connection_is_killed(redis_db):
+    """A fetcher of several threads arms on the watch's own connection: the subscriber's
+    look at it each second (no command; any mode) sees it closed, and the waiting
+    thread arms again."""
     fetching = Fetching(_fetcher())
     try:
         _waiting_on_watch(redis_db)
         (armed,) = _tracking(redis_db)
         redis_db.client_kill_filter(_id=armed["id"])
-        # Armed anew, on another connection with tracking on.
         wait_for(lambda: [c for c in _tracking(redis_db) if c["id"] != armed["id"] and c.get("cmd") == "evalsha"],
                  timeout=WAIT, message="a new armed connection")
         redis_db.lpush("queue:c", _raw("after-kill", "c"))
@@ -140,22 +138,52 @@ def test_the_watch_comes_back_after_its_armed_connection_is_killed(redis_db):
         fetching.stop()
 
 
-def test_a_killed_armed_connection_is_noticed_when_the_pool_next_uses_it(redis_db):
-    """In every mode (the fast path's socket look or not), the pool's next use of a killed
-    armed connection (a worker's heartbeat, every few seconds) dials it again, and that
-    redial resets the watch: the waiting thread arms again and hears the next push."""
-    fetching = Fetching(_fetcher())
+@pytest.mark.parametrize("noticed_by", ["look", "next-use"])
+def test_a_killed_pooled_armed_connection_resets_the_watch(redis_db, noticed_by):
+    """A fetcher of one thread arms on a pooled connection. Killed, it is noticed by the
+    subscriber's look at its socket (the fast path's socket), or in every mode when the
+    pool next uses it (a worker's heartbeat, every 10 s): that redial resets the watch,
+    and the waiting thread arms again and hears the next push."""
+    if noticed_by == "look" and not wire.enabled():
+        pytest.skip("the fast path is off (WURK_FAST_PATH=0): no socket to look at; next-use covers that mode")
+    fetching = Fetching(_fetcher(CONCURRENCY=1))
     try:
         _waiting_on_watch(redis_db)
         (armed,) = _tracking(redis_db)
         redis_db.client_kill_filter(_id=armed["id"])
-        send_commands(get_redis(config=fetching.fetcher.config), [("PING",)])  # what a heartbeat does
+        if noticed_by == "next-use":
+            send_commands(get_redis(config=fetching.fetcher.config), [("PING",)])  # what a heartbeat does
         wait_for(lambda: [c for c in _tracking(redis_db) if c["id"] != armed["id"] and c.get("cmd") == "evalsha"],
                  timeout=WAIT, message="a new armed connection")
         redis_db.lpush("queue:c", _raw("after-kill", "c"))
         wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the kill")
     finally:
         fetching.stop()
+
+
+def test_threads_of_one_fetcher_arm_one_connection_so_a_push_sends_one_notice():
+    """Four idle threads each arm the watch, all on the watch's own connection: one push
+    then sends the subscriber one notice, and one thread walks for it. (Armed on a pooled
+    connection each, a push sent four notices and woke all four, and every heartbeat's
+    trim closed three armed connections, which made all four arm again.)"""
+    server = TCPRedis().start()
+    fetching = None
+    try:
+        client = server.client()
+        fetching = Fetching(_fetcher(REDIS_URL=server.url(), CONCURRENCY=4), threads=4)
+
+        def calls(command: str) -> int:
+            return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+        wait_for(lambda: calls("evalsha") >= 4, timeout=WAIT, message="all four threads to arm")
+        assert len(_tracking(client)) == 1
+        client.lpush("queue:b", _raw("one-notice", "b"))
+        wait_for(lambda: fetching.got, timeout=WAIT, message="the job to be fetched")
+        assert len(_tracking(client)) == 1
+    finally:
+        if fetching is not None:
+            fetching.stop()
+        server.stop()
 
 
 def test_the_watch_comes_back_after_its_subscriber_is_killed(redis_db):

@@ -7,17 +7,20 @@ by wurk_django's own pushes only. A job pushed by Ruby Sidekiq, or by a bare
 
 How: Redis's client-side caching (``CLIENT TRACKING``, Redis 6 and later) in its
 opt-in mode, with its messages redirected to the process's subscribed connection
-(subscriber.py, shared with the scheduler's wake-ups). A thread about to wait takes a
-connection of the ordinary pool and sends, in one round trip, ``CLIENT TRACKING ON
-REDIRECT <subscriber> OPTIN``, ``CLIENT CACHING YES`` and ``fetch_and_watch``: the script
+(subscriber.py, shared with the scheduler's wake-ups). A thread about to wait sends, in
+one round trip, ``CLIENT TRACKING ON REDIRECT <subscriber> OPTIN``, ``CLIENT CACHING YES``
+and ``fetch_and_watch``, on a connection of the ordinary pool in a fetcher of one thread
+(so that an idle ``-c 1`` worker holds the subscriber and one pooled connection, nothing
+more), and on the watch's own connection, one thread at a time, in a fetcher of several
+(each thread arming a pooled connection of its own, one push would send a notice per
+connection and wake them all). The script
 fetches like any walk and, in the same atomic step, reads each queue, so Redis
 remembers those keys for that connection (and for no other command of it: opt-in). The
 next write to one of them, by any client, sends one message to the subscriber, which
 gives one permit to a waiting thread; that thread runs the script again, fetching and
 re-arming at once. Redis forgets a key once it has sent its message, so a queue costs
 one message per idle spell of this process, however busy it is; exact keys are
-tracked, so a private list's writes never match. No connection is the watch's own: an
-idle ``-c 1`` worker holds the subscriber and one pooled connection, nothing more.
+tracked, so a private list's writes never match.
 
 Nothing is polled while idle. A lost subscription (a dropped connection, a Redis
 restart, a ``CLIENT KILL``, a failover) and an armed connection closed on either side
@@ -98,6 +101,11 @@ class PushWatch:
         # carry this watch's redial hook (redis-py keeps it as a weak reference).
         self._armed: weakref.WeakSet[Any] = weakref.WeakSet()
         self._hooked: weakref.WeakSet[Any] = weakref.WeakSet()
+        # A fetcher of several threads arms on one connection of its own, one thread at a
+        # time: on pooled connections each thread could arm another, and one push would
+        # then send a notice per connection, waking every thread.
+        self._reader: Any = None
+        self._reader_lock = threading.Lock()
         self._pid = os.getpid()
 
     # -- state ---------------------------------------------------------------
@@ -175,8 +183,21 @@ class PushWatch:
     def _check_armed(self) -> None:
         """On the subscriber's thread, once a second: an armed connection closed since (by
         the server: a kill, an idle timeout; or here: a trim) no longer carries the watch."""
+        reader = self._reader
+        if reader is not None and reader in self._armed and self._reader_lock.acquire(blocking=False):
+            try:
+                # Nothing is ever sent to the reader unasked (its notices go to the
+                # subscriber): readable while no thread uses it means closed.
+                gone = not wire.maybe_connected(reader) or wire.stale(reader)
+                if gone:
+                    _disconnect(reader)  # it dials again at the next arming
+            finally:
+                self._reader_lock.release()
+            if gone:
+                self._lost_armed("the push watch's connection was closed")
+                return
         for conn in list(self._armed):
-            if wire.dropped(conn):
+            if conn is not reader and wire.dropped(conn):
                 self._lost_armed("an armed connection was closed")
                 return
 
@@ -193,13 +214,16 @@ class PushWatch:
         listening, self._listening = self._listening, None
         if self._subscriber is not None and listening is not None:
             self._subscriber.leave(listening)
+        with self._reader_lock:
+            reader, self._reader = self._reader, None
+        _disconnect(reader)
 
     # -- the waiting threads ---------------------------------------------------
 
     def fetch_and_arm(self, pairs: list[tuple[str, str]]) -> tuple[int, int, bytes | None]:
-        """Run ``fetch_and_watch`` on a pooled connection, tracking redirected to the
-        subscriber: (1-based index of the pair fetched from or 0, queues still holding a
-        job, payload). Raises RedisError; the watch then walks and arms anew."""
+        """Run ``fetch_and_watch``, tracking redirected to the subscriber: (1-based index
+        of the pair fetched from or 0, queues still holding a job, payload). Raises
+        RedisError; the watch then walks and arms anew."""
         keys_ = [key for pair in pairs for key in pair]
         keys_.append(keys.PAUSED)  # an unpause must wake the waiters too
         watched = self._watched
@@ -211,8 +235,16 @@ class PushWatch:
         if redirect is None:
             raise redis_lib.ConnectionError("the push watch's subscription is not up")
         command = FETCH_AND_WATCH.command(keys=keys_, args=[len(pairs)])
-        client = get_redis(config=self.config)
-        conn = borrow(client)
+        # One thread: a pooled connection (the heartbeat's too), so that an idle -c 1
+        # worker holds no connection for the watch. Several: the watch's own, in turn.
+        client = get_redis(config=self.config) if self._most_permits <= 1 else None
+        if client is not None:
+            conn = borrow(client)
+        else:
+            self._reader_lock.acquire()
+            if self._reader is None:
+                self._reader = get_redis("watch", pool_size=2, config=self.config).connection_pool.make_connection()
+            conn = self._reader
         try:
             sentinel.follow_primary(conn)  # a moved primary: it dials the new one
             if conn not in self._hooked:
@@ -225,7 +257,10 @@ class PushWatch:
                 # CACHING YES covers the next command only: say it again before the EVAL.
                 replies[2] = send_on(conn, [caching, ("EVAL", FETCH_AND_WATCH.source, *command[2:])])[1]
         finally:
-            give_back(client, conn)
+            if client is not None:
+                give_back(client, conn)
+            else:
+                self._reader_lock.release()
         refused = next((r for r in replies[:2] if isinstance(r, redis_lib.ResponseError)), None)
         if refused is not None:
             self._refused_tracking(refused)
@@ -317,3 +352,12 @@ class PushWatch:
             if self._on_paused is not None:
                 self._on_paused()
         self._give(1)
+
+
+def _disconnect(conn: Any) -> None:
+    if conn is None:
+        return
+    try:
+        conn.disconnect()
+    except Exception:  # a broken socket may fail to close; it is dropped anyway
+        pass
