@@ -354,3 +354,39 @@ def test_the_safety_look_runs_the_script_again_not_a_walk(monkeypatch):
         if fetching is not None:
             fetching.stop()
         server.stop()
+
+
+def test_a_reset_watch_arms_again_in_place_without_a_walk(monkeypatch):
+    """A reset (an armed connection lost, the subscription made anew) has the waiting
+    thread run the script again where it waits: no walk on the fetch slot's connection,
+    which would then stay open a minute (the idle -c 1 bench showed it as a third)."""
+    from wurk_django.server.fetch_slot import FetchSlot
+
+    taken: list[int] = []
+    real = FetchSlot.connection
+
+    def counted(self):
+        taken.append(1)
+        return real(self)
+
+    monkeypatch.setattr(FetchSlot, "connection", counted)
+    server = TCPRedis().start()
+    fetching = None
+    try:
+        client = server.client()
+        fetching = Fetching(_fetcher(REDIS_URL=server.url(), CONCURRENCY=1))
+        _waiting_on_watch(client)
+
+        def scripts() -> int:
+            return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+        walks, armed = len(taken), scripts()
+        fetching.fetcher._watch._lost_armed("a test's reset")
+        wait_for(lambda: scripts() > armed, timeout=WAIT, message="the thread to arm again")
+        assert len(taken) == walks
+        client.lpush("queue:a", _raw("after-reset", "a"))
+        wait_for(lambda: fetching.got, timeout=WAIT, message="the job pushed after the reset")
+    finally:
+        if fetching is not None:
+            fetching.stop()
+        server.stop()

@@ -267,6 +267,13 @@ class PushWatch:
             raise refused
         if isinstance(replies[2], Exception):
             raise replies[2]
+        if client is not None:
+            # The one thread's arming supersedes the last one's, on whichever pooled
+            # connection that was: its loss (a trim may close it now) resets nothing.
+            for old in list(armed):
+                if old is not conn:
+                    armed.discard(old)
+                    old.__dict__.pop("_wurk_armed", None)
         armed.add(conn)
         conn._wurk_armed = True  # connection.trim_idle keeps it open before the others
         reply = replies[2]

@@ -449,7 +449,7 @@ class ReliableFetch:
     def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
         """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
         written (by any client), and again, until a job is fetched. None when the wait
-        ends otherwise (stop, the watch lost or set up anew): the caller walks as usual."""
+        ends otherwise (stop, the subscription lost, an error): the caller walks as usual."""
         watch = self._watch
         quiet = self.poll_interval * QUIET_POLLS
         deadline = time.monotonic() + quiet
@@ -491,8 +491,14 @@ class ReliableFetch:
                 armed = False  # a watched key was written: fetch (and arm) again
                 noticed = True
                 continue
-            if watch.generation != generation or self._done.is_set():
+            if self._done.is_set():
                 return None
+            if watch.generation != generation:
+                # Set up anew, or an armed connection was lost: fetch and arm again here
+                # (the script looks at every queue, so a job pushed meanwhile is found).
+                # A walk would take the fetch slot's connection and keep it open a minute.
+                armed = noticed = False
+                continue
             # Timed out. The safety look is one thread's per process and interval, not each
             # idle thread's: ten threads walking ten queues every 30 s cost Redis more than
             # all of Sidekiq's idle polling. The others wait on, still armed. The look is
