@@ -24,7 +24,7 @@ from wurk_django.server.reliable_fetch import ReliableFetch
 THREADS = 25
 #: One queue: the blocker's connection (and at most one free one beside it), the main
 #: pool's and the slots' pool's one each, and the scheduler has none here. Several queues:
-#: the push watch's two, the main pool's and the slots' pool's.
+#: the subscription, the push watch's own, the main pool's and the slots' pool's.
 MOST_IDLE = 5
 
 
