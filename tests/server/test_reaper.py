@@ -97,7 +97,7 @@ def test_the_first_sweep_is_off_the_heartbeats_beat_RUN_130():
     """The default minute is a multiple of the 10 s beat: started together, every sweep
     would run with a beat, and an idle worker's pool would open a second connection for
     the two, kept until the next beat's trim. The first sweep comes 0.5-5 s late instead
-    (a tenth of that for a 1 s interval), and both keep their period after it."""
+    (a tenth of that for a 1 s interval: timer.off_the_beat), and both keep their period."""
     waits = [Reaper(["default"], interval=60).loop._first_wait for _ in range(50)]
     assert all(60.5 <= w <= 65 for w in waits) and len(set(waits)) > 1
     assert all(1.05 <= Reaper(["default"], interval=1).loop._first_wait <= 1.5 for _ in range(20))

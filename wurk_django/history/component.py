@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import keys
 from ..connection import get_redis
-from ..server.timer import TimerLoop
+from ..server.timer import TimerLoop, off_the_beat
 from . import leader_check
 from .rollup import rollup_queues, rollup_throughput, snapshot
 from .settings import HistorySettings
@@ -24,10 +24,12 @@ class HistoryComponent:
         self.loops: list[TimerLoop] = []
         rollup = options.rollup_interval
         if rollup:
-            self.loops.append(TimerLoop("history-rollup", self.rollup_tick, lambda: rollup, first_wait=rollup))
+            self.loops.append(TimerLoop("history-rollup", self.rollup_tick, lambda: rollup,
+                                        first_wait=off_the_beat(rollup)))
         every = options.snapshot_interval
         if every:
-            self.loops.append(TimerLoop("history-snapshot", self.snapshot_tick, lambda: every, first_wait=every))
+            self.loops.append(TimerLoop("history-snapshot", self.snapshot_tick, lambda: every,
+                                        first_wait=off_the_beat(every)))
 
     def start(self) -> None:
         for loop in self.loops:

@@ -52,7 +52,6 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-import random
 import time
 
 import redis as redis_lib
@@ -68,7 +67,7 @@ from .heartbeat import BEAT_INTERVAL
 from .reliable_fetch import private_list
 from .state import NONCE, hostname
 from .threads import spawn
-from .timer import TimerLoop
+from .timer import TimerLoop, off_the_beat
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -107,11 +106,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-#: The first sweep comes a random 5-50 % of this (or of the interval, if shorter) past the
-#: interval: off the heartbeat's beat for good, as both then keep their period.
-OFFBEAT_SECONDS = 10
-
-
 class Reaper:
     def __init__(self, queue_names: list[str], interval: float = 60, grace: float = 30,
                  config: Config | None = None) -> None:
@@ -119,11 +113,7 @@ class Reaper:
         self.config = config
         self.interval = interval
         self.grace = grace
-        # Off the heartbeat's beat: with the default minute, every sweep would start with a
-        # beat (every 10 s from boot), and the two at once make an idle worker's pool open
-        # a second connection, kept until the next beat's trim.
-        offset = random.uniform(0.05, 0.5) * min(interval, OFFBEAT_SECONDS)
-        self.loop = TimerLoop("wurk-reaper", self.tick, lambda: self.interval, first_wait=interval + offset)
+        self.loop = TimerLoop("wurk-reaper", self.tick, lambda: self.interval, first_wait=off_the_beat(interval))
         self.boot_thread = None
         self._no_idletime = False  # set once the server refused OBJECT IDLETIME: the fallback from then on
 

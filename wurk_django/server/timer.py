@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable
 
@@ -12,6 +13,18 @@ from .threads import spawn
 logger = logging.getLogger("wurk_django.worker")
 
 JOIN_TIMEOUT = 5.0
+
+
+def off_the_beat(interval: float) -> float:
+    """A first wait for periodic work: ``interval`` plus a random 5-50 % of the beat (of
+    ``interval`` itself, if shorter). Work whose period is a multiple of the heartbeat's
+    (the reaper's minute, the history rollup's) would otherwise run with a beat every
+    time; both then keep their period, so they stay apart for good. Two threads using
+    an idle worker's main pool at once make it open a second connection, kept until the
+    next beat's trim."""
+    from .heartbeat import BEAT_INTERVAL  # here: the heartbeat's module imports much more
+
+    return interval + random.uniform(0.05, 0.5) * min(interval, BEAT_INTERVAL)
 
 
 class TimerLoop:
