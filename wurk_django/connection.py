@@ -231,7 +231,10 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             if block_seconds and configured and configured < wanted:
                 # A cache's short socket_timeout would cut every blocking fetch short (DJ-003).
                 options["socket_timeout"] = wanted
-            # Holders of a replaced (smaller) client keep using it until they ask again.
+            # Holders of a replaced (smaller) client keep using it until they ask again;
+            # trim_idle closes what it holds unused from now on.
+            if client is not None:
+                _retired.add(client.connection_pool)
             client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
             _forget_remembered()
@@ -307,6 +310,9 @@ def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT)
     kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
     return redis.Redis(connection_pool=_pool(config, kwargs))
 
+
+# Pools get_redis replaced by bigger ones, for trim_idle.
+_retired: weakref.WeakSet[Any] = weakref.WeakSet()
 
 #: Connections each pool keeps checked out for :func:`send_commands` between calls.
 IDLE_PER_POOL = 2
@@ -418,10 +424,11 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
     is closed even when it would be the one kept."""
     closed = 0
     pid = os.getpid()
-    for key, client in list(_clients.items()):
-        if key[0] != pid:
-            continue
-        pool = client.connection_pool
+    pools = [(client.connection_pool, keep) for key, client in list(_clients.items()) if key[0] == pid]
+    # A pool replaced by a bigger one (get_redis) keeps whatever it had open, and its
+    # holders may still use it now and then: its idle connections are all closed.
+    pools += [(pool, 0) for pool in list(_retired) if getattr(pool, "pid", pid) == pid]
+    for pool, keep in pools:
         waiting = getattr(pool, "pool", None)  # a BlockingConnectionPool's queue of free connections
         if waiting is None:
             continue

@@ -12,8 +12,8 @@ import pytest
 from tests.metrics.test_query import sidekiq_flush
 from tests.statsd.listener import UDPListener
 from tests.support import wait_for
-from wurk_django import history, payload
-from wurk_django.conf import Config, problems
+from wurk_django import history, keys, payload
+from wurk_django.conf import Config, get_config, problems
 from wurk_django.history.component import HistoryComponent
 from wurk_django.history.rollup import rollup_queues, rollup_throughput, snapshot
 from wurk_django.history.settings import HistorySettings
@@ -110,7 +110,7 @@ def test_snapshots_stream_and_statsd_gauges(redis_db):
 def _launcher(identity: str, leader=None):
     return SimpleNamespace(state=SimpleNamespace(identity=identity), embedded=False,
                            component=lambda name: leader if name == "leader" else None,
-                           config=SimpleNamespace(raw={}))
+                           config=get_config())
 
 
 def test_only_one_process_rolls_up_per_interval_without_a_leader(redis_db):
@@ -204,3 +204,23 @@ def test_the_leaders_rollup_and_snapshot_start_off_the_heartbeats_beat_RUN_130()
     component = HistoryComponent(None, HistorySettings(rollup_interval=60, snapshot_interval=30))
     rollup, snapshot = (loop._first_wait for loop in component.loops)
     assert 60.5 <= rollup <= 65 and 30.5 <= snapshot <= 35
+
+
+def test_the_rollup_writes_to_the_workers_own_redis_not_the_settings_default(redis_db):
+    """A --shard worker's (or any worker's) history rollup and its lock go to the Redis the
+    worker runs on: the component used the settings' default client (and, with another
+    CONCURRENCY, a second pool whose connection stayed open)."""
+    from tests.redis_servers import TCPRedis
+    from wurk_django.history.component import HistoryComponent
+    from wurk_django.history.settings import HistorySettings
+
+    server = TCPRedis().start()
+    try:
+        config = Config(REDIS_URL=server.url(2), CONCURRENCY=1)
+        launcher = SimpleNamespace(config=config, state=SimpleNamespace(identity="host:1:abc"),
+                                   component=lambda name: None)
+        HistoryComponent(launcher, HistorySettings(rollup_interval=60)).rollup_tick()
+        assert server.client(2).exists(f"{keys.HISTORY_LOCK}:rollup")  # the lock, taken on the worker's Redis
+        assert redis_db.dbsize() == 0
+    finally:
+        server.stop()

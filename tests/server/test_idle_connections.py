@@ -253,3 +253,22 @@ def _waiting_on_watch_in(client: redis_lib.Redis, db: int) -> None:
     # heartbeat's by now, which takes the same pooled connection.
     wait_for(lambda: any("t" in c.get("flags", "") and int(c["db"]) == db for c in client.client_list()),
              timeout=60, message="the worker to arm its push watch")
+
+
+def test_a_pool_replaced_by_a_bigger_one_has_its_idle_connections_closed_RUN_130(server):
+    """get_redis builds a bigger pool when a config asks for more (a component reading the
+    settings' CONCURRENCY inside a -c 1 worker did, every minute): the smaller one's open
+    connection was never trimmed again, a third connection on an idle worker for good."""
+    client = server.client(7)
+    small = connection.get_redis(config=Config(REDIS_URL=server.url(7), CONCURRENCY=1))
+    connection.send_commands(small, [("PING",)])
+    db7 = lambda: [c for c in client.client_list() if int(c["db"]) == 7 and int(c["id"]) != client.client_id()]  # noqa: E731
+    assert len(db7()) == 1
+    big = connection.get_redis(config=Config(REDIS_URL=server.url(7), CONCURRENCY=40))
+    assert big is not small
+    connection.send_commands(big, [("PING",)])
+    assert len(db7()) == 2
+    connection.trim_idle()
+    assert len(db7()) == 1  # the bigger pool's; the replaced one holds none open
+    assert connection.send_commands(small, [("ECHO", "still works")]) == [b"still works"]  # it dials again
+    client.close()

@@ -52,13 +52,13 @@ class HistoryComponent:
             probe = getattr(leader, "is_leader", None) or getattr(leader, "leader", None)
             return bool(probe() if callable(probe) else probe)
         # No leader election in this deployment: one process per interval takes a lock.
-        return bool(get_redis().set(f"{keys.HISTORY_LOCK}:{task}", self.launcher.state.identity, nx=True,
+        return bool(self._redis().set(f"{keys.HISTORY_LOCK}:{task}", self.launcher.state.identity, nx=True,
                                     ex=max(int(interval) - 1, 1)))
 
     def rollup_tick(self) -> None:
         if not self.leads("rollup", self.options.rollup_interval):
             return
-        redis = get_redis()
+        redis = self._redis()
         rollup_throughput(redis)
         rollup_queues(redis)
 
@@ -67,7 +67,11 @@ class HistoryComponent:
             return
         from .. import statsd
 
-        snapshot(get_redis(), cap=self.options.stream_cap, statsd_client=statsd.client())
+        snapshot(self._redis(), cap=self.options.stream_cap, statsd_client=statsd.client())
+
+    def _redis(self) -> Any:
+        # The worker's own Redis (a --shard worker's shard) and pool, not the settings' default.
+        return get_redis(config=self.launcher.config)
 
 
 def factory(launcher: Any) -> HistoryComponent | None:
