@@ -177,7 +177,9 @@ def test_readonly_after_a_failover_behind_a_dns_name(events):
         unit = fetcher.retrieve_work()
         assert payload.loads(unit.job)["jid"] == first["jid"]
         unit.acknowledge()
-        pool_client = connection.get_redis(config=config)
+        # A pool of its own: a redis-py call on the main pool would take the writer's kept
+        # connection (connection._sharing_the_idle_stack) and redial it before the push below.
+        pool_client = connection.get_redis("readonly-probe", config=config)
         assert pool_client.set("before", "failover")  # a pooled connection to the old primary
         # The failover: the replica becomes the primary, the old one its replica, the name moves.
         new.client().execute_command("REPLICAOF", "NO", "ONE")
