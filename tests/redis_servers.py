@@ -292,6 +292,19 @@ def _start_sentinel(sentinel: LocalRedis, port: int) -> None:
         client.close()
 
 
+def replicating(port: int, primary_port: int) -> bool:
+    """True once the server on ``port`` replicates the primary on ``primary_port``, its link up."""
+    client = redis_lib.Redis(port=port, decode_responses=True)
+    try:
+        info = client.info("replication")
+        return info.get("role") == "slave" and int(info.get("master_port", 0)) == primary_port \
+            and info.get("master_link_status") == "up"
+    except redis_lib.ConnectionError:
+        return False  # a server changing its role may close a new connection: not following yet
+    finally:
+        client.close()
+
+
 def _wait(condition, what: str, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while True:

@@ -455,15 +455,22 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
         kept_ids = {id(conn) for conn in kept}
         surplus = [conn for conn in open_ if id(conn) not in kept_ids]
         for conn in surplus:
-            try:
-                conn.disconnect()
-            except Exception:  # closing a broken socket may fail; it is closed either way
-                pass
+            disconnect_quietly(conn)
         closed += len(surplus)
         rest = [conn for conn in taken if id(conn) not in kept_ids]
         for conn in [*reversed(rest), *reversed(kept)]:  # bottom first: the open ones end on top
             waiting.put_nowait(conn)
     return closed
+
+
+def disconnect_quietly(conn: Any) -> None:
+    """Close ``conn`` (None: nothing); a broken socket may fail to close, and is dropped anyway."""
+    if conn is None:
+        return
+    try:
+        conn.disconnect()
+    except Exception:  # closing a broken socket may fail; it is closed either way
+        pass
 
 
 def _close_idle_stack(pool: Any) -> None:

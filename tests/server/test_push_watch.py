@@ -325,16 +325,7 @@ def test_the_safety_look_runs_the_script_again_not_a_walk(monkeypatch):
     again with the script on a pooled connection. A walk would take the fetch slot's
     connection, which would then never sit unused for the minute after which the
     heartbeat closes it: a third connection on an idle -c 1 worker."""
-    from wurk_django.server.fetch_slot import FetchSlot
-
-    taken: list[int] = []
-    real = FetchSlot.connection
-
-    def counted(self):
-        taken.append(1)
-        return real(self)
-
-    monkeypatch.setattr(FetchSlot, "connection", counted)
+    taken = _slot_connections_taken(monkeypatch)
     server = TCPRedis().start()
     fetching = None
     try:
@@ -361,16 +352,7 @@ def test_a_reset_watch_arms_again_in_place_without_a_walk(monkeypatch):
     """A reset (an armed connection lost, the subscription made anew) has the waiting
     thread run the script again where it waits: no walk on the fetch slot's connection,
     which would then stay open a minute (the idle -c 1 bench showed it as a third)."""
-    from wurk_django.server.fetch_slot import FetchSlot
-
-    taken: list[int] = []
-    real = FetchSlot.connection
-
-    def counted(self):
-        taken.append(1)
-        return real(self)
-
-    monkeypatch.setattr(FetchSlot, "connection", counted)
+    taken = _slot_connections_taken(monkeypatch)
     server = TCPRedis().start()
     fetching = None
     try:
@@ -391,3 +373,18 @@ def test_a_reset_watch_arms_again_in_place_without_a_walk(monkeypatch):
         if fetching is not None:
             fetching.stop()
         server.stop()
+
+
+def _slot_connections_taken(monkeypatch) -> list[int]:
+    """A list that grows by one each time a fetch slot takes its connection (a walk)."""
+    from wurk_django.server.fetch_slot import FetchSlot
+
+    taken: list[int] = []
+    real = FetchSlot.connection
+
+    def counted(self):
+        taken.append(1)
+        return real(self)
+
+    monkeypatch.setattr(FetchSlot, "connection", counted)
+    return taken

@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 import redis as redis_lib
 
-from tests.redis_servers import SentinelGroup, TCPRedis
+from tests.redis_servers import SentinelGroup, TCPRedis, replicating
 from tests.support import wait_for, wurk_settings
 from wurk_django import Job, payload, reliable_push, via, wire
 from wurk_django import sentinel as sentinel_module
@@ -82,18 +82,6 @@ def group():
     started.stop()
 
 
-def _replicating(port: int, primary_port: int) -> bool:
-    client = redis_lib.Redis(port=port, decode_responses=True)
-    try:
-        info = client.info("replication")
-        return info.get("role") == "slave" and int(info.get("master_port", 0)) == primary_port \
-            and info.get("master_link_status") == "up"
-    except redis_lib.ConnectionError:
-        return False  # a server changing its role may close a new connection
-    finally:
-        client.close()
-
-
 def _listening(group: SentinelGroup) -> bool:
     """Every sentinel has this process's watcher subscribed (the last thing it
     subscribes is the abort pattern): a failover's first announcement is heard."""
@@ -124,7 +112,7 @@ def test_pushes_polled_for_follow_a_primary_that_moves_or_dies(group, polls, dra
     exactly once, and pushes polled for their reply on the old primary and on the new."""
     queue = f"polled-{how}"
     old_port = group.master_port()
-    wait_for(lambda: all(_replicating(s.port, old_port) for s in group.servers if s.port != old_port),
+    wait_for(lambda: all(replicating(s.port, old_port) for s in group.servers if s.port != old_port),
              timeout=30, message="every replica to follow the primary")
     old = redis_lib.Redis(port=old_port, db=DB)
     old.delete(f"queue:{queue}")

@@ -21,7 +21,7 @@ import pytest
 import redis as redis_lib
 from redis.sentinel import SentinelManagedConnection
 
-from tests.redis_servers import SentinelGroup
+from tests.redis_servers import SentinelGroup, replicating
 from tests.support import ROOT, WorkerProcess, stop_process, wait_for
 from wurk_django import connection, payload, wire
 from wurk_django import sentinel as sentinel_module
@@ -249,18 +249,6 @@ def _longest_stall(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in zip(seen, seen[1:] + [min(end, times[-1])], strict=True))
 
 
-def _replicating(port: int, primary_port: int) -> bool:
-    client = redis_lib.Redis(port=port, decode_responses=True)
-    try:
-        info = client.info("replication")
-        return info.get("role") == "slave" and int(info.get("master_port", 0)) == primary_port \
-            and info.get("master_link_status") == "up"
-    except redis_lib.ConnectionError:
-        return False  # a server changing its role may close a new connection: not following yet
-    finally:
-        client.close()
-
-
 def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args: tuple[str, ...] = RECOMMENDED,
               strict: bool = True, crash: bool = False) -> dict:
     """Run ``rounds`` failovers mid-drain (see the test below) and return the figures:
@@ -321,7 +309,7 @@ def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args
                 old.execute_command("REPLICAOF", "127.0.0.1", str(new_port))  # what the sentinels do ~10 s later
             finally:
                 old.close()
-            wait_for(lambda: all(_replicating(s.port, new_port) for s in group.servers if s.port != new_port),
+            wait_for(lambda: all(replicating(s.port, new_port) for s in group.servers if s.port != new_port),
                      timeout=30, message="every replica to follow the new primary")
             # Two failovers in a row must not promote a server the sentinels still believe a
             # primary (they read a replica's role every 10 s): a stale copy would win.

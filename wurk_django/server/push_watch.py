@@ -49,7 +49,7 @@ import redis as redis_lib
 
 from .. import keys, sentinel, wire
 from ..conf import Config
-from ..connection import borrow, get_redis, give_back, send_on
+from ..connection import borrow, disconnect_quietly, get_redis, give_back, send_on
 from ..scripts import lua
 from . import subscriber
 
@@ -190,7 +190,7 @@ class PushWatch:
                 # subscriber): readable while no thread uses it means closed.
                 gone = not wire.maybe_connected(reader) or wire.stale(reader)
                 if gone:
-                    _disconnect(reader)  # it dials again at the next arming
+                    disconnect_quietly(reader)  # it dials again at the next arming
             finally:
                 self._reader_lock.release()
             if gone:
@@ -216,7 +216,7 @@ class PushWatch:
             self._subscriber.leave(listening)
         with self._reader_lock:
             reader, self._reader = self._reader, None
-        _disconnect(reader)
+        disconnect_quietly(reader)
 
     # -- the waiting threads ---------------------------------------------------
 
@@ -359,12 +359,3 @@ class PushWatch:
             if self._on_paused is not None:
                 self._on_paused()
         self._give(1)
-
-
-def _disconnect(conn: Any) -> None:
-    if conn is None:
-        return
-    try:
-        conn.disconnect()
-    except Exception:  # a broken socket may fail to close; it is dropped anyway
-        pass

@@ -38,7 +38,7 @@ import redis as redis_lib
 
 from .. import sentinel
 from ..conf import Config
-from ..connection import get_redis
+from ..connection import disconnect_quietly, get_redis
 from .threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")
@@ -141,7 +141,7 @@ class Subscriber:
                 for listener in listeners:
                     if listener.on_tick is not None:
                         _call(listener.on_tick)
-        _disconnect(conn)
+        disconnect_quietly(conn)
 
     def _dial(self, listeners: list[_Listener]) -> Any:
         pool = get_redis("watch", pool_size=2, config=self.config).connection_pool
@@ -158,7 +158,7 @@ class Subscriber:
             for _ in channels:
                 conn.read_response()
         except BaseException:
-            _disconnect(conn)
+            disconnect_quietly(conn)
             raise
         # From now on a connection that dials again has lost its subscriptions.
         conn.register_connect_callback(self._redialed)
@@ -199,7 +199,7 @@ class Subscriber:
             conn, was_up = self._conn, self._up
             self._conn, self._client_id, self._up = None, None, False
             self._subscribed = set()
-        _disconnect(conn)
+        disconnect_quietly(conn)
         if was_up:
             logger.debug("redis subscriber lost (%s); dialing again every %gs", why, RETRY_SECONDS)
             for listener in listeners:
@@ -213,15 +213,6 @@ def _call(callback: Callable[..., None], *args: Any) -> None:
         callback(*args)
     except Exception:  # a listener's mistake must not end everybody's subscription
         logger.exception("a redis subscriber callback failed")
-
-
-def _disconnect(conn: Any) -> None:
-    if conn is None:
-        return
-    try:
-        conn.disconnect()
-    except Exception:  # a broken socket may fail to close; it is dropped anyway
-        pass
 
 
 _registry: dict[tuple[int, str], Subscriber] = {}
