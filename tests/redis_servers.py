@@ -6,10 +6,12 @@ by its pid. Ports come from ``WURK_TEST_PORTS``.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -380,3 +382,21 @@ class SwitchableProxy:
                 sock.close()
             except OSError:
                 pass
+
+
+@contextlib.contextmanager
+def every_topology(**sentinel_options) -> Iterator[dict]:
+    """The servers of the topology tests, each stopped on the way out: ``tcp_a`` and ``tcp_b``
+    (one Redis, or two shards), ``tls``, ``unix`` and ``sentinel`` (a :class:`SentinelGroup`
+    made with ``sentinel_options``)."""
+    started: dict = {}
+    try:
+        started["tcp_a"] = TCPRedis().start()
+        started["tcp_b"] = TCPRedis().start()
+        started["tls"] = TLSRedis().start()
+        started["unix"] = UnixRedis().start()
+        started["sentinel"] = SentinelGroup(**sentinel_options).start()
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 import redis as redis_lib
 
-from tests.redis_servers import SentinelGroup, TCPRedis, TLSRedis, UnixRedis
+from tests.redis_servers import every_topology
 from tests.support import WorkerProcess, wait_for
 from tests.topologies.test_matrix import _topology
 
@@ -28,17 +28,8 @@ WAIT = 60  # generous, and far below the 15-minute safety look
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict]:
-    started: dict = {}
-    try:
-        started["tcp_a"] = TCPRedis().start()
-        started["tcp_b"] = TCPRedis().start()
-        started["tls"] = TLSRedis().start()
-        started["unix"] = UnixRedis().start()
-        started["sentinel"] = SentinelGroup().start()
+    with every_topology() as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 def _armed(client: redis_lib.Redis) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pytest
 import redis as redis_lib
 
-from tests.redis_servers import SentinelGroup, TCPRedis, TLSRedis, UnixRedis
+from tests.redis_servers import every_topology
 from tests.support import WorkerProcess, wait_for, wurk_settings
 from wurk_django import connection, via
 
@@ -58,17 +58,8 @@ class Topology:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict]:
-    started: dict = {}
-    try:
-        started["tcp_a"] = TCPRedis().start()
-        started["tcp_b"] = TCPRedis().start()
-        started["tls"] = TLSRedis().start()
-        started["unix"] = UnixRedis().start()
-        started["sentinel"] = SentinelGroup().start()
+    with every_topology() as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 def _topology(name: str, servers: dict) -> Topology:
