@@ -123,6 +123,77 @@ def test_a_failing_callback_is_logged_and_the_subscription_goes_on(server, caplo
         client.close()
 
 
+def test_a_listener_added_while_the_thread_waits_hears_the_next_message(server, monkeypatch):
+    """A listener on a channel already subscribed is told "up" at once, from ``listen``;
+    a message read by the wait that was under way then reaches it too (the thread's list
+    of listeners is read when the message arrives, not when the wait began). A long
+    ``TICK`` holds the thread in that one wait."""
+    monkeypatch.setattr(subscriber_module, "TICK", 30.0)
+    client = server.client(4)
+    sub = Subscriber(Config(REDIS_URL=server.url(4)))
+    first, second = Heard(), Heard()
+    one = sub.listen("chan:w", first.message, first.change)
+    two = None
+    try:
+        wait_for(lambda: first.changes, message="the subscription to come up")
+        wait_for(lambda: client.pubsub_numsub("chan:w")[0][1] == 1, message="the channel subscribed")
+        two = sub.listen("chan:w", second.message, second.change)
+        assert second.changes == [(True, first.changes[0][1])]
+        client.publish("chan:w", "m")
+        wait_for(lambda: first.messages == [b"m"], message="the first listener's message")
+        wait_for(lambda: second.messages == [b"m"], message="the second listener's message")
+    finally:
+        sub.leave(one)
+        if two is not None:
+            sub.leave(two)
+        client.publish("chan:w", "end")  # wakes the thread, which finds no listener and ends
+    wait_for(lambda: not _subscribed(client), message="the connection to close once the last listener left")
+    client.close()
+
+
+@pytest.mark.parametrize("step", ["_dial", "_catch_up"])
+def test_a_listener_added_while_the_thread_subscribes_is_told_up_exactly_once(server, monkeypatch, step):
+    """The thread copies its list of listeners, then dials (or subscribes a channel it lacks).
+    A listener added in between finds the channel not yet up in ``listen``, so the thread
+    must tell it when it marks the channel subscribed: the push watch learns the client
+    id it redirects tracking to only that way. The step is held until the listener is in."""
+    db = 5 if step == "_dial" else 6
+    client = server.client(db)
+    sub = Subscriber(Config(REDIS_URL=server.url(db)))
+    inside, go = threading.Event(), threading.Event()
+    original = getattr(Subscriber, step)
+
+    def held(self, *args):
+        if any(listener.channel == "chan:v" for listener in args[-1]):  # the copy holds the early one
+            inside.set()
+            assert go.wait(10)
+        return original(self, *args)
+
+    early, late, other = Heard(), Heard(), Heard()
+    handles = []
+    try:
+        if step == "_catch_up":  # the connection is up on another channel first
+            handles.append(sub.listen("chan:other", other.message, other.change))
+            wait_for(lambda: other.changes, message="the subscription to come up")
+        monkeypatch.setattr(Subscriber, step, held)
+        handles.append(sub.listen("chan:v", early.message, early.change))
+        assert inside.wait(10), f"the thread never reached {step}"
+        handles.append(sub.listen("chan:v", late.message, late.change))
+        assert late.changes == []  # the channel is not up yet: listen() told it nothing
+        go.set()
+        wait_for(lambda: late.changes, message="the late listener to be told the channel is up")
+        client.publish("chan:v", "m")
+        wait_for(lambda: late.messages == [b"m"] and early.messages == [b"m"], message="both listeners' message")
+        assert early.changes == late.changes == [(True, early.changes[0][1])]  # once each
+    finally:
+        go.set()
+        for handle in handles:
+            sub.leave(handle)
+        client.publish("chan:v", "end")  # wakes the thread, which finds no listener and ends
+    wait_for(lambda: not _subscribed(client), message="the connection to close once the last listener left")
+    client.close()
+
+
 @pytest.mark.slow
 def test_where_client_is_refused_the_id_is_none_and_channels_still_work():
     """Some managed services rename ``CLIENT`` away: no tracking then (the push watch

@@ -85,10 +85,12 @@ class Subscriber:
         listener = _Listener(channel, on_message, on_change, on_tick)
         with self._lock:
             self._listeners.append(listener)
-            up, client_id = self._up, self._client_id
+            # Read with the append, in one section: the thread tells the listeners it finds in
+            # the list when it marks a channel subscribed, so each is told exactly once.
+            up, client_id = self._up and channel in self._subscribed, self._client_id
             if self._thread is None:
                 self._thread = spawn("redis-subscriber", self._run)
-        if up and on_change is not None and channel in self._subscribed:
+        if up and on_change is not None:
             on_change(True, client_id)
         return listener
 
@@ -130,9 +132,9 @@ class Subscriber:
                 # would stay on the demoted primary. Dropped here, the next read raises.
                 sentinel.follow_primary(conn)
                 if conn.can_read(timeout=TICK):
-                    self._dispatch(conn.read_response(), listeners)
+                    self._dispatch(conn.read_response())
             except Exception as exc:
-                self._lose(exc, listeners)
+                self._lose(exc)
                 time.sleep(RETRY_SECONDS)
                 continue
             now = time.monotonic()
@@ -165,9 +167,9 @@ class Subscriber:
         with self._lock:
             self._conn, self._client_id, self._up = conn, client_id, True
             self._subscribed = set(channels)
-        for listener in listeners:
-            if listener.on_change is not None:
-                _call(listener.on_change, True, client_id)
+            told = self._on_channels(self._subscribed)
+        for listener in told:
+            _call(listener.on_change, True, client_id)
         return conn
 
     def _catch_up(self, conn: Any, listeners: list[_Listener]) -> None:
@@ -179,34 +181,48 @@ class Subscriber:
         # The confirmations arrive in order with any message: the read loop skips them.
         with self._lock:
             self._subscribed.update(missing)
-        for listener in listeners:
-            if listener.channel in missing and listener.on_change is not None:
-                _call(listener.on_change, True, self._client_id)
+            told, client_id = self._on_channels(set(missing)), self._client_id
+        for listener in told:
+            _call(listener.on_change, True, client_id)
+
+    def _on_channels(self, channels: set[str]) -> list[_Listener]:
+        """The listeners to tell the subscription is up on ``channels``; called holding the
+        lock, in the same section that marks them subscribed. Read from the list as it is
+        then, not from the thread's copy: one added since the copy saw the channel down
+        in listen() and was not told, and one added after this section tells itself."""
+        return [listener for listener in self._listeners
+                if listener.channel in channels and listener.on_change is not None]
 
     def _redialed(self, conn: Any) -> None:
         raise _Redialed("the subscribed connection dialed again")
 
-    def _dispatch(self, message: Any, listeners: list[_Listener]) -> None:
+    def _dispatch(self, message: Any) -> None:
         if not isinstance(message, list) or len(message) < 3 or message[0] != b"message":
             return  # a subscribe confirmation
         channel = message[1].decode() if isinstance(message[1], bytes) else str(message[1])
+        # The listeners as they are now, not as they were when the wait began: one added
+        # during the wait was already told the subscription is up, so it hears this too.
+        with self._lock:
+            listeners = list(self._listeners)
         for listener in listeners:
             if listener.channel == channel:
                 _call(listener.on_message, message[2])
 
-    def _lose(self, why: object, listeners: list[_Listener]) -> None:
+    def _lose(self, why: object) -> None:
         with self._lock:
             conn, was_up = self._conn, self._up
             self._conn, self._client_id, self._up = None, None, False
+            # Those on a subscribed channel: each was told it is up, by the thread or by listen().
+            told = self._on_channels(self._subscribed) if was_up else []
             self._subscribed = set()
         disconnect_quietly(conn)
         if was_up:
             logger.debug("redis subscriber lost (%s); dialing again every %gs", why, RETRY_SECONDS)
-            for listener in listeners:
-                if listener.on_change is not None:
-                    _call(listener.on_change, False, None)
+            for listener in told:
+                _call(listener.on_change, False, None)
         else:
             logger.debug("redis subscriber could not dial (%s); trying again in %gs", why, RETRY_SECONDS)
+
 
 def _call(callback: Callable[..., None], *args: Any) -> None:
     try:
