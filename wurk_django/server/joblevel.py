@@ -21,7 +21,14 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
           "error": logging.ERROR, "fatal": logging.CRITICAL, "critical": logging.CRITICAL,
           "unknown": logging.CRITICAL}
 
-_local = threading.local()
+
+class _JobLevel(threading.local):
+    # A class default, as most jobs set no level: reading it costs no AttributeError
+    # (getattr with a default raises and catches one inside, 0.5-1 us a read).
+    level: int | None = None
+
+
+_local = _JobLevel()
 _install_lock = threading.Lock()
 _installed: set[int] = set()  # ids of the handlers that carry the filter
 _warned: set[str] = set()
@@ -45,11 +52,11 @@ def parse(value: Any) -> int | None:
 
 def current() -> int | None:
     """The level of the job this thread runs, if it set one."""
-    return getattr(_local, "level", None)
+    return _local.level
 
 
 def allows(level: int) -> bool:
-    threshold = getattr(_local, "level", None)
+    threshold = _local.level
     return threshold is None or level >= threshold
 
 
@@ -76,7 +83,7 @@ class ThreadLevelFilter(logging.Filter):
     """Drops a record below the level of the job running on the thread that logs it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        threshold = getattr(_local, "level", None)
+        threshold = _local.level
         return threshold is None or record.levelno >= threshold
 
 
