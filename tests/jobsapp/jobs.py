@@ -136,6 +136,17 @@ class DatabaseJob(Job):
         record("test:db", f"{marker}:{pid}")
 
 
+class QueryJob(Job):
+    """Runs ``SELECT 1`` on the default database, whatever its engine, and records ``marker``."""
+
+    def perform(self, marker):
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        record("test:db", marker)
+
+
 class CountedFailJob(Job):
     """Counts its runs in ``test:failruns``, then raises."""
 

@@ -206,3 +206,28 @@ def test_a_rate_limited_run_is_rescheduled_in_the_log_and_not_counted_in_the_met
     counted = {klass for minute in metrics._minutes.values() for klass in minute}
     assert name not in counted
     assert f"{Resumable.__module__}.{Resumable.__qualname__}" in counted and f"{Fine.__module__}.Fine" in counted
+
+
+def test_a_job_that_cannot_be_handed_back_at_quiet_leaves_its_thread_running(redis_db, monkeypatch):
+    """Fetched after quiet began, a job goes back to its queue unrun; if Redis refuses the
+    move, the error is reported and the thread goes on (reliable fetch keeps the job in the
+    private list, for the reaper), where it used to end the thread with the exception."""
+    from types import SimpleNamespace
+
+    from wurk_django.server import processor as processor_module
+
+    class Refused(Unit):
+        def requeue(self) -> None:
+            raise redis_lib.ConnectionError("Redis went away")
+
+    reported = []
+    monkeypatch.setattr(processor_module, "report", lambda exc, ctx, config: reported.append((type(exc), ctx)))
+    unit = Refused(a_job(Fine))
+    manager = processor_manager()
+    manager.fetcher = SimpleNamespace(retrieve_work=lambda: unit)
+    processor = Processor(manager)
+    processor.done = True  # quiet began
+    processor.process_one()
+    assert reported == [(redis_lib.ConnectionError, {"context": "handing back a job it will not run",
+                                                      "jid": None})]
+    assert unit.acked == 0 and processor.unit is None

@@ -27,6 +27,7 @@ from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .manager import HARD_SHUTDOWN_WAIT, Manager
 from .reaper import Reaper
+from .run_gate import RunGate
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
 from .threads import spawn
@@ -81,9 +82,15 @@ class Launcher:
         # itself when it is the only one, so a process without capsules runs as it always did.
         self.capsules = plan(config)
         self.concurrency = sum(capsule.concurrency for capsule in self.capsules)
+        # One run gate for the process: its threads share one interpreter lock, whatever their capsule.
+        # GIL_GATE None: on in a worker process; off embedded, where the web server's threads
+        # would count in the CPU time and sleeps the gate reads for the whole process.
+        gated = (not embedded) if config.gil_gate is None else config.gil_gate
+        self.gate = RunGate(self.concurrency, enabled=gated)
         self.managers = [
             Manager(capsule_config(config, self.capsules, index) if len(self.capsules) > 1 else config,
-                    self.state, self.metrics, name=capsule.name, request_shutdown=request_shutdown)
+                    self.state, self.metrics, name=capsule.name, request_shutdown=request_shutdown,
+                    gate=self.gate)
             for index, capsule in enumerate(self.capsules)]
         self.manager = self.managers[0]
         self.scheduler = Scheduler(config)

@@ -23,6 +23,7 @@ from .joblog import JobLogger
 from .processor import Processor
 from .reliable_fetch import ReliableFetch
 from .retry import Retrier
+from .run_gate import RunGate
 from .state import WorkerState
 from .threads import raise_in_thread
 
@@ -38,8 +39,9 @@ def _default_shutdown_request() -> None:
 
 class Manager:
     def __init__(self, config: Config, state: WorkerState, metrics: MetricsTracker, name: str = "default",
-                 request_shutdown: Callable[[], None] | None = None) -> None:
+                 request_shutdown: Callable[[], None] | None = None, *, gate: RunGate) -> None:
         self.name = name
+        self.gate = gate  # the process's one run gate, shared by every manager (the launcher makes it)
         self.metrics = metrics
         self.config = config
         self.state = state
@@ -92,6 +94,7 @@ class Manager:
         self._stopping = True
         self.stop_flag.set()
         self.fetcher.terminate()
+        self.gate.open()  # threads waiting for their turn hand their jobs back now
         with self._lock:
             processors = list(self._processors)
         for processor in processors:
