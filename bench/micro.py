@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from wurk_django.connection import get_redis, send_commands, send_on  # noqa: E4
 from wurk_django.server import database  # noqa: E402
 from wurk_django.server.joblog import JobLogger, PlainFormatter  # noqa: E402
 from wurk_django.server.logwriter import BatchingStreamHandler  # noqa: E402
+from wurk_django.server.run_gate import RunGate  # noqa: E402
 from wurk_django.server.state import thread_id  # noqa: E402
 
 N = int(os.environ.get("MICRO_N", "20000"))
@@ -127,8 +129,22 @@ def bookkeeping_paths() -> None:
                          "created_at": 1, "enqueued_at": 1, "retry": True})
     timeit("orjson.loads payload", lambda: orjson.loads(raw))
     timeit("close_old_connections() x2 (before)", lambda: (close_old_connections(), close_old_connections()))
-    timeit("database.before_job + after_job, no open connection (now)",
+    unset = threading.local()  # before: the thread's database mark read with getattr and a default
+
+    def marks_by_getattr() -> None:
+        if getattr(unset, "open", False):
+            close_old_connections()
+        if getattr(unset, "open", False):
+            close_old_connections()
+
+    timeit("database.before_job + after_job, mark read by getattr(local, name, default) (before)", marks_by_getattr)
+    timeit("database.before_job + after_job, no open connection (now: the mark a class default)",
            lambda: (database.before_job(), database.after_job()))
+    gate = RunGate(10)
+    # enter() now wraps wide_open(): close to, not exactly, the gate's two calls on the old path.
+    timeit("run gate, full limit: enter() + leave(), the gate's calls on the job's old path (before, about)",
+           lambda: (gate.enter(), gate.leave()))
+    timeit("run gate, full limit: wide_open() (now: the one call)", gate.wide_open)
     timeit("signals.send x2 with no receivers", lambda: (signals.send(signals.job_started, None, job=None),
                                                            signals.send(signals.job_succeeded, None, job=None)))
     timeit("thread_id() (cached per thread)", thread_id)

@@ -38,7 +38,7 @@ import redis
 import run
 from run import BENCH, BIN, OUT, PY, THREADS, base_env, completions, log, med, peak_rss_mb, start, stop
 
-SYSTEMS = ("wurk", "wurk-nolog", "celery", "celery-reuse", "dramatiq", "huey", "rq")
+SYSTEMS = ("wurk", "wurk-nolog", "wurk-nogate", "celery", "celery-reuse", "dramatiq", "huey", "rq")
 PACKAGES = {"wurk": "wurk_django", "celery": "celery", "dramatiq": "django_dramatiq",
             "huey": "huey.contrib.djhuey", "rq": "django_rq"}
 LAT_KEY = "bench:orm:lat"
@@ -58,8 +58,10 @@ ENQUEUE = {
 def env_for(system: str, args: argparse.Namespace) -> dict:
     extra = {"DJANGO_SETTINGS_MODULE": "ormbench.settings", "BENCH_ORM_SYSTEM": system.split("-")[0],
              "BENCH_CONN_MAX_AGE": str(args.conn_max_age), "BENCH_PG_DB": args.pg_db}
-    if system == "wurk-nolog":
+    if system in ("wurk-nolog", "wurk-nogate"):
         extra["BENCH_JOBLOG"] = "0"
+    if system == "wurk-nogate":  # the run gate off (docs/worker.md, How many jobs run at once)
+        extra["BENCH_GIL_GATE"] = "0"
     if system == "celery-reuse":
         # Celery's Django fix-up closes every connection before and after each task whatever
         # CONN_MAX_AGE says, unless CELERY_DB_REUSE_MAX is set: then once per that many tasks.
@@ -240,7 +242,7 @@ def report(results: list[dict], meta: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--systems", default=",".join(s for s in SYSTEMS if s != "wurk-nogate"))
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--rq-jobs", type=int, default=300, help="RQ forks a child per job: fewer jobs")
     ap.add_argument("--runs", type=int, default=3)

@@ -40,8 +40,8 @@ PY = sys.executable
 BIN = Path(PY).parent
 OUT = Path(os.environ.get("BENCH_OUT", "/tmp/wurk-bench"))
 SHAPES = ("noop", "cpu", "io", "redis", "redis-plain", "redis-fast", "redis-cache")
-ALL_SYSTEMS = ("wurk", "wurk-nolog", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork", "rq", "dramatiq",
-               "huey")
+ALL_SYSTEMS = ("wurk", "wurk-nolog", "wurk-nogate", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork",
+               "rq", "dramatiq", "huey")
 THREADS = 10
 WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io",
                 "redis": "wurkbench.jobs.RedisCall", "redis-plain": "wurkbench.jobs.RedisPlainCall",
@@ -53,7 +53,9 @@ RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "Red
 PEER_SHAPES = {"redis-fast": "redis-plain", "redis-cache": "redis-plain"}
 #: Ratios with the same per-job logging policy on both sides: (ours, theirs, label).
 POLICY_PAIRS = (("wurk", "sidekiq", "log on for both"), ("wurk-nolog", "sidekiq-nolog", "log off for both"),
-                ("wurk-nolog", "dramatiq", "no per-job log on either side"))
+                ("wurk-nolog", "dramatiq", "no per-job log on either side"),
+                ("wurk-nogate", "dramatiq", "no per-job log on either side, wurk's run gate off"),
+                ("wurk-nolog", "wurk-nogate", "wurk's run gate on (the default) against off (docs/worker.md)"))
 
 
 def log(msg: str) -> None:
@@ -169,9 +171,11 @@ def fill(r: redis.Redis, system: str, shape: str, n: int, url: str) -> None:
 def worker_commands(system: str, processes: int, url: str, has_processes: bool) -> list[tuple[list[str], dict]] | None:
     """Command lines (with extra env) that make up `processes` x 10 threads, or None if unsupported."""
     env: dict = {}
-    if system in ("wurk", "wurk-nolog"):
-        if system == "wurk-nolog":
+    if system in ("wurk", "wurk-nolog", "wurk-nogate"):
+        if system != "wurk":
             env["BENCH_JOBLOG"] = "0"
+        if system == "wurk-nogate":
+            env["BENCH_GIL_GATE"] = "0"
         cmd = [PY, str(REPO / "manage.py"), "wurk", "-c", str(THREADS), "-q", "bench"]
         if processes > 1:
             if not has_processes:
@@ -270,18 +274,34 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def peak_rss_mb(pids: list[int]) -> float:
-    """Sum of VmHWM (peak resident set) over the worker process tree, in MB."""
+def _status_field(path: str, field: str) -> int:
+    """The number after ``field:`` in a /proc status file; 0 if the task is gone."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def context_switches(pids: list[int]) -> int:
+    """Voluntary context switches so far, over every thread of the worker process tree:
+    each is a thread going to sleep (on a socket, a lock, the GIL)."""
     total = 0
     for pid in tree(pids):
         try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        total += int(line.split()[1])
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            pass
-    return total / 1024
+            continue
+        total += sum(_status_field(f"/proc/{pid}/task/{tid}/status", "voluntary_ctxt_switches") for tid in tids)
+    return total
+
+
+def peak_rss_mb(pids: list[int]) -> float:
+    """Sum of VmHWM (peak resident set) over the worker process tree, in MB."""
+    return sum(_status_field(f"/proc/{pid}/status", "VmHWM") for pid in tree(pids)) / 1024
 
 
 def completions(r: redis.Redis) -> tuple[int, float, float]:
@@ -320,10 +340,11 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
         while time.monotonic() < deadline:
             count, first, last = completions(r)
             if cpu0 is None and count:
-                cpu0, count0 = cpu_seconds(pids), count
+                cpu0, switches0, count0 = cpu_seconds(pids), context_switches(pids), count
             if count >= n:
                 if cpu0 is not None and count > count0:
                     result["cpu_us_per_job"] = (cpu_seconds(pids) - cpu0) / (count - count0) * 1e6
+                    result["switches_per_job"] = (context_switches(pids) - switches0) / (count - count0)
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -576,9 +597,12 @@ def summarize(path: Path, top: int = 25) -> list[str]:
 
 
 def main() -> None:
+    global THREADS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma list of " + ", ".join(ALL_SYSTEMS))
+    ap.add_argument("--systems", default=",".join(s for s in ALL_SYSTEMS if s != "wurk-nogate"),
+                    help="comma list of " + ", ".join(ALL_SYSTEMS) + " (wurk-nogate only when named)")
     ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--threads", type=int, default=THREADS, help="threads per worker process, every system (10)")
     ap.add_argument("--jobs", type=int, default=5000, help="jobs per drain measurement")
     ap.add_argument("--rq-jobs", type=int, default=500, help="jobs per RQ drain (fork per job is slow)")
     ap.add_argument("--runs", type=int, default=3)
@@ -592,6 +616,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny run (< 60 s) to prove the harness works")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
+    THREADS = args.threads
 
     db = args.redis.rstrip("/").rsplit("/", 1)[-1]
     if not db.isdigit() or int(db) == 0:
@@ -638,6 +663,7 @@ def main() -> None:
                         log(f"run {run} {shape:4} {system:15} " + (
                             f"{res['rate']:8.0f} jobs/s boot {res['boot_s']:.2f}s rss {res['rss_mb']}MB"
                             + (f" cpu {res['cpu_us_per_job']:.1f} us/job" if "cpu_us_per_job" in res else "")
+                            + (f" {res['switches_per_job']:.1f} sleeps/job" if "switches_per_job" in res else "")
                             if "rate" in res else res["error"]))
         if "enqueue" in only:
             peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey", "lpush")
