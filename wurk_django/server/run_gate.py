@@ -15,7 +15,7 @@ embedded worker keeps it off, since the CPU time and sleeps it reads are the who
 process's, web threads included). On noop jobs and jobs on ``redis_client()`` it
 never changed the limit, on 2 ms pure-Python jobs it took it from 10 to 8, and it
 leaves ORM jobs alone: all measured 1.00x against no gate. On jobs making one plain
-redis-py call, 1.18-1.30x (docs/benchmarks.md, The run gate).
+redis-py call, 1.10-1.30x (docs/benchmarks.md, The run gate).
 
 So a job thread holds a pass while it runs a job, and the gate gives out at most
 ``limit`` of them. The limit starts at the thread count (what a worker does
