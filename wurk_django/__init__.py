@@ -5,6 +5,6 @@ from .errors import HardTimeLimitExceeded, JobRevoked, SoftTimeLimitExceeded
 from .job import Job, Setter, job
 from .shards import via
 
-__version__ = "0.1.0"
+__version__ = "0.9.0"
 __all__ = ["FastRedis", "Job", "Setter", "job", "redis_client", "via", "SoftTimeLimitExceeded", "HardTimeLimitExceeded",
            "JobRevoked", "__version__"]
