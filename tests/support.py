@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -12,6 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The wurk_django package the tests run against: the checkout's own, or the installed wheel's
+# when .ci/run runs the suite from a copy of the tree without wurk_django/ (found without
+# importing it, so a test module can name it before Django is set up).
+PACKAGE = Path(importlib.util.find_spec("wurk_django").origin).resolve().parent
 
 
 def wurk_settings(**extra):

@@ -184,9 +184,8 @@ def test_each_check_id_is_raised_by_one_module_only():
     ``SILENCED_SYSTEM_CHECKS`` silence both."""
     import re
     from collections import defaultdict
-    from pathlib import Path
 
-    package = Path(__file__).resolve().parent.parent / "wurk_django"
+    from tests.support import PACKAGE as package
     raisers: dict[str, set[str]] = defaultdict(set)
     for path in package.rglob("*.py"):
         for found in re.findall(r'"(wurk\.[EW]\d{3})"', path.read_text()):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
+from tests.support import PACKAGE
 
 REQUIREMENT = re.compile(r"\b(?:CORE|PRO|ENT|RUN|DJ|SEED)-\d+(?:\s*(?:\.\.|–|—)\s*\d+)?")
 FILLER = frozenset("""

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
+from tests.support import PACKAGE
 
 WORKER_SIDE = (
     "server/processor.py", "server/retry.py", "server/death.py", "server/invalid.py",

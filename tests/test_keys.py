@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import ast
 from datetime import UTC, date, datetime
-from pathlib import Path
 
+from tests.support import PACKAGE
 from wurk_django import keys
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_core_keys():
@@ -43,7 +41,7 @@ def test_reliable_fetch_keys():
 
 def test_keys_imports_nothing_from_the_package():
     """Any module may import keys.py without risking an import circle."""
-    tree = ast.parse((ROOT / "wurk_django" / "keys.py").read_text())
+    tree = ast.parse((PACKAGE / "keys.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             assert node.level == 0 and not (node.module or "").startswith("wurk_django"), ast.dump(node)

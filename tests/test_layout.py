@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
+from tests.support import PACKAGE
 
 
 @dataclass(frozen=True)

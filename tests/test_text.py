@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
+from tests.support import PACKAGE
 from wurk_django.text import to_text
-
-PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
 
 
 def test_bytes_str_numbers_and_none():

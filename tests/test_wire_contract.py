@@ -23,9 +23,9 @@ from django.conf import settings
 from django.test import override_settings
 
 from tests import test_wire
+from tests.support import PACKAGE
 from wurk_django import conf, connection, redis_client, wire
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wurk_django"
 DOCS = PACKAGE.parent / "docs" / "redis.md"
 #: The fixture of tests/test_wire.py: connections from a private RESP2 pool, closed afterwards.
 make_conn = test_wire.make_conn

@@ -60,9 +60,17 @@ def test_deploy_mark_floors_to_the_minute_once_per_label(redis_db):
     assert deploy.fetch(date(2025, 2, 15)) == {}
 
 
-def test_deploy_default_label_comes_from_git(redis_db):
+def test_deploy_default_label_comes_from_git(redis_db, tmp_path, monkeypatch):
+    # A repository of the test's own: the suite also runs from trees that are no checkout
+    # (the installed-wheel suite, an unpacked sdist).
+    import subprocess
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "Ship it"], check=True)
+    monkeypatch.chdir(tmp_path)
     label = default_label()
-    assert isinstance(label, str)
+    assert label.endswith(" Ship it") and len(label.split()[0]) >= 7, label
     assert Deploy().mark(at=datetime(2025, 1, 1, 0, 0, tzinfo=UTC)) == "2025-01-01T00:00:00Z"
     assert Deploy().fetch(date(2025, 1, 1)) == {"2025-01-01T00:00:00Z": label}
 
