@@ -30,6 +30,8 @@ _LITERAL_ALONE = re.compile(r"^[ \t]*::$", re.MULTILINE)
 
 def _role(match: re.Match[str]) -> str:
     target = match.group(2).strip()
+    if target.endswith(">") and "<" in target:  # :class:`the title <path.Name>`
+        return f"`{target[:target.index('<')].strip()}`"
     if match.group(1):
         target = target.rsplit(".", 1)[-1]
     return f"`{target}`"
@@ -51,10 +53,9 @@ def _walk(obj: griffe.Object) -> None:
     for name, member in list(obj.members.items()):
         if member.is_alias:
             continue  # documented where it is defined
-        if obj.is_class and name in _HIDDEN:
+        if obj.is_class and name in _HIDDEN and name != "__init__":  # __init__ stays for the merge
             # Dropped rather than marked private: an alias (the name a package re-exports)
-            # does not take the target's ``public``. ``__init__`` stays for the merge.
-            if name != "__init__":
-                del obj.members[name]
+            # does not take the target's ``public``.
+            del obj.members[name]
             continue
         _walk(member)
