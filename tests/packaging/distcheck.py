@@ -25,7 +25,8 @@ PACKAGE = "wurk_django"
 # Files a build or a test run leaves in the tree: never shipped, never required.
 _JUNK_DIRS = {"__pycache__"}
 _JUNK_SUFFIXES = (".pyc", ".pyo")
-SDIST_EXTRAS = ("README.md", "CHANGELOG.md", "LICENSE", "manage.py", "tests/conftest.py", "docs/index.md")
+SDIST_EXTRAS = ("README.md", "CHANGELOG.md", "LICENSE", "manage.py", "tests/conftest.py", "mkdocs.yml",
+                "docsite/hooks.py")
 
 
 def package_files(tree: Path) -> set[str]:
