@@ -22,8 +22,9 @@ from .blocks import ROOT
 pytest.importorskip("mkdocs")
 
 # What the site is built from: mkdocs.yml names docs/ and docsite/ (its hooks and griffe
-# extension) and the home page is README.md; the package is read by mkdocstrings.
-_SOURCES = ("mkdocs.yml", "README.md", "docs", "docsite")
+# extension), the home page is README.md and the changelog CHANGELOG.md; the package is read
+# by mkdocstrings.
+_SOURCES = ("mkdocs.yml", "README.md", "CHANGELOG.md", "docs", "docsite")
 
 
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
@@ -73,7 +74,7 @@ def test_every_page_is_in_the_nav():
     docs = ROOT / "docs"
     on_disk = {str(path.relative_to(docs)) for path in docs.rglob("*.md")}
     assert on_disk - in_nav == set(), "pages missing from the nav of mkdocs.yml"
-    assert in_nav - on_disk == {"index.md"}  # the home page, generated from README.md
+    assert in_nav - on_disk == {"index.md", "changelog.md"}  # generated from README.md and CHANGELOG.md
     assert config["validation"]["nav"]["omitted_files"] == logging.WARNING  # so --strict fails on one
 
 
