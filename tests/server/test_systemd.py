@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.jobsapp.jobs import SlowJob
+from tests.jobsapp.jobs import RecordJob
 from tests.support import NotifySocket, children_of, wait_for
 from wurk_django.server import systemd
 
@@ -92,8 +92,8 @@ def test_worker_says_ready_when_fetching_and_stopping_on_term(redis_db, worker_f
     # Ready means fetching: the process is listed, and a job pushed now runs.
     assert len(redis_db.smembers("processes")) == 1
     assert "STATUS=fetching: 2 threads on default" in notify_socket.lines()
-    SlowJob.perform_async(0.01)
-    wait_for(lambda: redis_db.get("stat:processed") == b"1", message="a job run after READY")
+    RecordJob.perform_async("after READY")
+    wait_for(lambda: redis_db.lrange("test:ran", 0, -1) == [b"after READY"], message="a job run after READY")
     assert "STOPPING=1" not in notify_socket.lines()
 
     worker.signal(signal.SIGTSTP)
