@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.support import WorkerProcess
+from tests.support import NotifySocket, WorkerProcess
 
 
 def _test_client() -> redis.Redis:
@@ -50,6 +50,14 @@ def worker_factory():
         proc.stop(timeout=15)
         if proc.alive():
             proc.kill()
+
+
+@pytest.fixture
+def notify_socket():
+    """A socket standing in for systemd's notify socket (pass ``.address`` as NOTIFY_SOCKET)."""
+    sock = NotifySocket()
+    yield sock
+    sock.close()
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -227,3 +229,51 @@ class Fetching:
         self.fetcher.terminate()
         for thread in self._threads:
             thread.join(10)
+
+
+class NotifySocket:
+    """What systemd listens on: an AF_UNIX datagram socket, by path or abstract name."""
+
+    def __init__(self, abstract: bool = False) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        if abstract:
+            name = f"wurk-notify-test-{os.getpid()}-{time.monotonic_ns()}"
+            self.sock.bind("\0" + name)
+            self.address = "@" + name
+        else:
+            self.dir = tempfile.mkdtemp(prefix="wurk-notify-")
+            self.address = str(Path(self.dir) / "notify")
+            self.sock.bind(self.address)
+        self.received: list[tuple[int, str]] = []  # (sender pid, message)
+
+    def receive(self, timeout: float) -> tuple[int, str] | None:
+        self.sock.settimeout(timeout)
+        try:
+            data, ancillary, _flags, _addr = self.sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        except TimeoutError:
+            return None
+        pid = -1
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                pid = struct.unpack("iII", payload[:12])[0]
+        self.received.append((pid, data.decode()))
+        return self.received[-1]
+
+    def wait_for(self, line: str, timeout: float = 30.0) -> tuple[int, str]:
+        """The first message (from now on, or already received) holding ``line``."""
+        for message in self.received:
+            if line in message[1].splitlines():
+                return message
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = self.receive(max(deadline - time.monotonic(), 0.01))
+            if message is not None and line in message[1].splitlines():
+                return message
+        raise AssertionError(f"no {line!r} within {timeout}s; received {self.received}")
+
+    def lines(self) -> list[str]:
+        return [line for _pid, message in self.received for line in message.splitlines()]
+
+    def close(self) -> None:
+        self.sock.close()

@@ -11,7 +11,11 @@ Kinds:
 * ``settings`` - run alone; every ``WURK`` it defines must pass the settings checks;
 * ``run`` - run in the page's namespace, in page order (the default for ``python``);
 * ``output`` - what a previous block printed or a shell shows; checked for nothing but
-  needs no other mark (a ``>>>`` session is this).
+  needs no other mark (a ``>>>`` session is this);
+* ``file: <path>`` - a copy of a file of the repository (``docs/deploy/wurk.service``),
+  which must equal it character for character; ``file: <path> lines <a>-<b>`` shows
+  lines a to b of it. The file itself is what a test checks (tests/docs/test_deploy.py),
+  so the page cannot drift from what was tested.
 
 ``json`` blocks must parse. Any other language (``sh``, ``yaml``, ``ini``, ``html``)
 needs a directive: a shell line is run by the reader, not by the suite.
@@ -28,7 +32,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"^<!--\s*doc-test:\s*(\w+)\s*(?::\s*(.*?))?\s*-->\s*$")
-KINDS = ("fragment", "settings", "run", "output")
+KINDS = ("fragment", "settings", "run", "output", "file")
+_FILE = re.compile(r"^(?P<path>\S+)(?:\s+lines\s+(?P<first>\d+)-(?P<last>\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,22 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
+
+    def shown_file(self) -> tuple[Path, str]:
+        """A ``file:`` block's file and the text it must show (the whole file, or the lines named)."""
+        match = _FILE.match(self.reason)
+        if not match:
+            raise ValueError(f"{self.where}: write `file: <path>` or `file: <path> lines <a>-<b>`")
+        path = ROOT / match.group("path")
+        text = path.read_text()
+        if match.group("first"):
+            text = "\n".join(text.splitlines()[int(match.group("first")) - 1:int(match.group("last"))])
+        return path, text.rstrip("\n")
+
+    @property
+    def file(self) -> str:
+        """The path a ``file:`` block names, without its line range."""
+        return self.reason.split()[0] if self.reason else ""
 
 
 def blocks(path: Path) -> list[Block]:

@@ -21,7 +21,7 @@ import types
 import pytest
 
 from . import preludes
-from .blocks import KINDS, all_blocks
+from .blocks import KINDS, ROOT, Block, all_blocks
 
 BLOCKS = all_blocks()
 
@@ -61,10 +61,31 @@ def test_every_block_is_run_or_marked_on_purpose(block):
     assert kind in (*KINDS, "json"), f"{block.where}: unknown doc-test kind {kind!r}"
     if kind == "fragment":
         assert block.reason, f"{block.where}: a fragment says why it is not run"
+    if kind == "file":
+        assert block.reason, f"{block.where}: a file block names the file it shows"
     if kind in ("run", "settings"):
         compile(block.code, block.where, "exec")  # at least valid Python, whatever else runs it
     if kind == "json":
         json.loads(block.code)
+
+
+FILES = [b for b in BLOCKS if b.kind == "file"]
+
+
+@pytest.mark.parametrize("block", FILES, ids=[b.where for b in FILES])
+def test_file_blocks_equal_their_file(block):
+    path, text = block.shown_file()
+    assert path.is_file(), f"{block.where}: {block.file} does not exist"
+    assert block.code == text, (f"{block.where} differs from {block.file}: copy the file into the page "
+                                "(the file is what the tests check)")
+
+
+def test_a_file_block_that_drifted_fails():
+    drifted = Block("docs/deployment.md", 1, "ini", "[Unit]\nDescription=an older unit", "file",
+                    "docs/deploy/wurk.service lines 4-5")
+    path, text = drifted.shown_file()
+    assert path == ROOT / "docs" / "deploy" / "wurk.service"
+    assert text.splitlines()[0] == "[Unit]" and text != drifted.code
 
 
 def _check_wurk(where: str, namespace: dict) -> None:

@@ -15,7 +15,7 @@ from ... import __version__, scripts
 from ...conf import Config, capsules, problems
 from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
-from ...server import boot_warnings
+from ...server import boot_warnings, systemd
 from ...server.burst import drained
 from ...server.capsules import plan
 from ...server.events import StartupError
@@ -170,6 +170,8 @@ class Command(BaseCommand):
                 # A hook said no: one line naming it, its traceback, exit 1 (CORE-154).
                 logger.error("wurk: %s; not starting", exc, exc_info=exc.__cause__)
                 sys.exit(1)
+            # Type=notify: systemd counts the unit started only now, with every processor fetching.
+            systemd.notify("READY=1", f"STATUS=fetching: {launcher.concurrency} threads on {queues}")
             if watcher is not None:
                 watcher.start()
             self._supervise(launcher, pipe, burst=options.get("burst", False))
@@ -212,20 +214,24 @@ class Command(BaseCommand):
     def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
         stopping_since: float | None = None
         empty_polls = 0
+        watchdog = systemd.Watchdog()
         while not launcher.stopped.is_set():
             names = pipe.wait(0.5)
+            watchdog.tick()
             # Twice in a row, as run_burst does: a job between its queue and a thread is
             # invisible for an instant, never for a whole poll.
             empty_polls = empty_polls + 1 if burst and stopping_since is None and drained(launcher) else 0
             if empty_polls >= 2:
                 logger.info("queues are empty: stopping (--burst)")
                 stopping_since = time.monotonic()
+                systemd.notify("STOPPING=1", "STATUS=stopping: the queues are empty (--burst)")
                 spawn("stopper", launcher.stop)
             for name in names:
                 if name in ("TERM", "INT"):
                     if stopping_since is None:
                         logger.info("%s received: stopping within %ss", name, launcher.config.timeout)
                         stopping_since = time.monotonic()
+                        systemd.notify("STOPPING=1", f"STATUS=stopping: draining for up to {launcher.config.timeout:g}s")
                         spawn("stopper", launcher.stop)
                     else:
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
@@ -235,6 +241,8 @@ class Command(BaseCommand):
                         os._exit(1)
                 elif name == "TSTP":
                     launcher.quiet()
+                    if stopping_since is None:
+                        systemd.notify("STATUS=quiet: running jobs finish, nothing new is fetched")
                 elif name == "TTIN":
                     dump_threads()
                 elif name == "USR1":

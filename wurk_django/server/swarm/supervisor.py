@@ -35,6 +35,7 @@ import redis as redis_lib
 from ... import connection, keys, sentinel
 from ...conf import Config
 from ...errors import ConfigurationError
+from .. import systemd
 from ..capsules import plan
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
@@ -105,6 +106,10 @@ class Swarm(RollingRestarts, Monitors):
         self._probe: redis_lib.Redis | None = None
         self._configs: dict[int, Config] = {}
         self.booted = False
+        # systemd hears from the supervisor of a standalone swarm only (run()), never from its
+        # children nor from a co-hosted swarm, whose host process speaks for itself.
+        self.watchdog: systemd.Watchdog | None = None
+        self.ready_sent = False
 
     # -- public control ---------------------------------------------------------------
 
@@ -139,6 +144,8 @@ class Swarm(RollingRestarts, Monitors):
         except BaseException:
             self.shutdown()  # drain whatever was forked before the failure
             raise
+        if systemd.enabled():
+            self.watchdog = systemd.Watchdog()
         self.supervise()
         return 0
 
@@ -170,6 +177,10 @@ class Swarm(RollingRestarts, Monitors):
         self._reap(now)
         if self.stopping:
             return
+        if self.watchdog is not None:
+            self.watchdog.tick()
+            if not self.ready_sent:
+                self._notify_ready()
         self._respawn_due(now)
         self._advance_restart(now)
         if now - self._clock.last_memory >= MEMORY_CHECK_INTERVAL:
@@ -188,6 +199,8 @@ class Swarm(RollingRestarts, Monitors):
             logger.info("TSTP received: quieting every child (sticky: new children boot quiet)")
             self.quiet = True
             self._signal_all(signal.SIGTSTP)
+            if self.watchdog is not None:
+                systemd.notify("STATUS=quiet: the children finish their jobs and fetch nothing new")
         elif name == "USR1":
             self.rolling_restart()
         elif name == "USR2":
@@ -195,6 +208,13 @@ class Swarm(RollingRestarts, Monitors):
             self._signal_all(signal.SIGUSR2)
         elif name == "TTIN":
             dump_threads()
+
+    def _notify_ready(self) -> None:
+        """READY=1 once every slot's child is in ``processes``: its heartbeat starts only
+        after its processors are fetching. Until then systemd counts the unit as starting."""
+        if len(self.children) == len(self.slots) and all(self._has_beaten(pid) for pid in self.children):
+            self.ready_sent = True
+            systemd.notify("READY=1", f"STATUS=supervising {len(self.children)} children, all fetching")
 
     # -- forking ----------------------------------------------------------------------
 
@@ -397,6 +417,8 @@ class Swarm(RollingRestarts, Monitors):
         if not self.owner():
             return
         self.stopping = True
+        if self.watchdog is not None:
+            systemd.notify("STOPPING=1", f"STATUS=stopping: draining {len(self.children)} children")
         self.restart = None
         self._clock.pending.clear()
         self._shutdown_requested.set()
