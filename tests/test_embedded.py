@@ -71,8 +71,18 @@ class ServerProcess:
         os.kill(self.pid, sig)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
-        """``sig``, then KILL if it outlives ``timeout``; always reaps the pid."""
-        return stop_process(self.proc, sig, timeout)
+        """``sig``, then KILL if it outlives ``timeout``; always reaps the pid. Its children
+        (gunicorn's workers, runserver's reloader child) are KILLed too if they outlive it:
+        one left behind runs embedded job threads against the test database for the rest of
+        the suite, and every later test that counts a queue fails."""
+        children = children_of(self.pid) if self.alive() else set()
+        code = stop_process(self.proc, sig, timeout)
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return code
 
 
 class Gunicorn(ServerProcess):
