@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from tests.support import PACKAGE
 from wurk_django import conf
 from wurk_django.conf import DEFAULTS, Config, get_config, parse_queue, problems, redis_url, table
 from wurk_django.errors import ConfigurationError
@@ -269,7 +270,7 @@ def test_a_features_settings_module_imports_only_the_row_type_and_validators():
     """So reading settings never loads a feature's engine (Redis, the worker)."""
     allowed = {"wurk_django.conf.setting", "wurk_django.conf.validators"}
     for module in table.feature_modules():
-        path = ROOT / Path(*module.split(".")).with_suffix(".py")
+        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
         imported = set()
         for node in ast.parse(path.read_text()).body:  # module level only: lazy imports run on demand
             if isinstance(node, ast.ImportFrom) and node.level:

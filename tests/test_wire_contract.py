@@ -23,10 +23,10 @@ from django.conf import settings
 from django.test import override_settings
 
 from tests import test_wire
-from tests.support import PACKAGE
+from tests.support import PACKAGE, ROOT
 from wurk_django import conf, connection, redis_client, wire
 
-DOCS = PACKAGE.parent / "docs" / "redis.md"
+DOCS = ROOT / "docs" / "redis.md"
 #: The fixture of tests/test_wire.py: connections from a private RESP2 pool, closed afterwards.
 make_conn = test_wire.make_conn
 
