@@ -25,12 +25,16 @@ batch, those others are buffered and the push still raises.
 
 A short-lived process (a management command, a cron script) may end while
 jobs still wait. At interpreter exit the buffer is retried for up to
-``RELIABLE_PUSH_EXIT_WAIT`` seconds; every job still undelivered then is
+``RELIABLE_PUSH_EXIT_WAIT`` seconds; what is still undelivered then is saved
+to the push spool (:mod:`wurk_django.push_spool`, ``RELIABLE_PUSH_SPOOL``),
+one ERROR line naming the file, for the next process that pushes to the same
+Redis or the next worker to push. When it cannot be saved, every job is
 reported by jid at ERROR (on stderr when logging is not configured), and the
 process exits with status ``EXIT_PUSHES_LOST`` (75, sysexits' "temporary
 failure") whatever status it was leaving with, so a cron job or a CI step
 sees the loss: never lost without a word. ``RELIABLE_PUSH = False`` makes
-pushes raise instead.
+pushes raise instead. A process that runs no code at its end (``SIGKILL``)
+loses what its buffer held.
 """
 
 from __future__ import annotations

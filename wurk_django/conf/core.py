@@ -359,8 +359,9 @@ ROWS: tuple[Setting, ...] = (
     Setting("RELIABLE_PUSH_EXIT_WAIT", 5,
             lambda v: is_number(v) and 0 <= v <= 300, "seconds from 0 to 300",
             "Seconds a process that exits with jobs still buffered keeps retrying Redis; every job still "
-            "undelivered then is logged by jid at ERROR (on stderr when logging is not configured), never lost "
-            "without a word.", CLIENT,
+            "undelivered then is saved to `RELIABLE_PUSH_SPOOL` (one ERROR line says how many and where), or, "
+            "without a spool, logged by jid at ERROR (on stderr when logging is not configured) with exit status "
+            "75: never lost without a word.", CLIENT,
             type=NUMBER),
     Setting("RELIABLE_PUSH_SPOOL", True,
             lambda v: isinstance(v, bool) or (isinstance(v, (str, os.PathLike)) and bool(os.fspath(v))),
