@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 import redis
 
 from tests.support import NotifySocket, WorkerProcess
+from wurk_django import push_spool
+
+# Configs the tests build themselves (Config(raw=...)) keep RELIABLE_PUSH_SPOOL's default,
+# True: their undelivered pushes at the end of the run go to a folder of this run, never to
+# the user's real spool folder, where a later process pushing to the same port would find
+# them. Never restored: the exit handler that saves them runs after the session ends.
+SYSTEM_DEFAULT_SPOOL = push_spool.default_dir
+_RUN_SPOOL = Path(tempfile.gettempdir()) / f"wurk-test-spool-{os.getpid()}"
+push_spool.default_dir = lambda: _RUN_SPOOL
 
 
 def _test_client() -> redis.Redis:

@@ -73,6 +73,10 @@ WURK = {
     "CONCURRENCY": 5,
     "TIMEOUT": 8,
 }
+# No push spool unless a test asks for one (tests/hostile/test_push_spool.py): the suite pushes to
+# dead ports on purpose, and a file saved by one test would be pushed by a later test's process
+# that reuses the port.
+WURK["RELIABLE_PUSH_SPOOL"] = False
 # Tests that start real workers pass extra WURK keys as JSON (e.g. a short poll interval).
 WURK.update(json.loads(os.environ.get("WURK_TEST_EXTRA", "{}")))
 

@@ -25,16 +25,21 @@ batch, those others are buffered and the push still raises.
 
 A short-lived process (a management command, a cron script) may end while
 jobs still wait. At interpreter exit the buffer is retried for up to
-``RELIABLE_PUSH_EXIT_WAIT`` seconds; every job still undelivered then is
+``RELIABLE_PUSH_EXIT_WAIT`` seconds; what is still undelivered then is saved
+to the push spool (:mod:`wurk_django.push_spool`, ``RELIABLE_PUSH_SPOOL``),
+one ERROR line naming the file, for the next process that pushes to the same
+Redis or the next worker to push. When it cannot be saved, every job is
 reported by jid at ERROR (on stderr when logging is not configured), and the
 process exits with status ``EXIT_PUSHES_LOST`` (75, sysexits' "temporary
 failure") whatever status it was leaving with, so a cron job or a CI step
 sees the loss: never lost without a word. ``RELIABLE_PUSH = False`` makes
-pushes raise instead.
+pushes raise instead. A process that runs no code at its end (``SIGKILL``)
+loses what its buffer held.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -47,7 +52,7 @@ from typing import TYPE_CHECKING
 
 import redis as redis_lib
 
-from . import signals
+from . import push_spool, signals
 from .errors import WurkError
 
 if TYPE_CHECKING:
@@ -243,8 +248,10 @@ class PushBuffer:
                 logger.exception("delivering buffered pushes failed; will try again")
 
 
-    def deliver_at_exit(self, wait: float) -> list[dict]:
-        """Try for ``wait`` seconds to deliver what is left; return the jobs that were not."""
+    def deliver_at_exit(self, wait: float) -> list[tuple[list[dict], list[Command], bool]]:
+        """Try for ``wait`` seconds to deliver what is left; return the pushes that were
+        not, and deliver nothing more: the caller saves them, and a delivery thread
+        still running must not send one of them as well."""
         writer = self._writer
         if writer is None or not self._count:
             return []
@@ -258,8 +265,12 @@ class PushBuffer:
             if time.monotonic() >= deadline:
                 break
             time.sleep(min(0.5, max(deadline - time.monotonic(), 0)))
+        self._draining.acquire()  # never released: this buffer delivers nothing more
         with self._lock:
-            return [job for jobs, _extra, _front in self._groups for job in jobs]
+            left = list(self._groups)
+            self._groups.clear()
+            self._count = 0
+            return left
 
 
 def _report_dropped(jobs: list[dict], capacity: int) -> None:
@@ -321,9 +332,21 @@ def _exit_handler() -> None:
 def _deliver_at_exit(buffer: PushBuffer) -> int:
     if not len(buffer) or buffer._writer is None:
         return 0
-    wait = float(getattr(buffer._writer.config, "reliable_push_exit_wait", 5))
+    config = buffer._writer.config
+    wait = float(getattr(config, "reliable_push_exit_wait", 5))
     logger.warning("process exiting with %d job(s) waiting for Redis; retrying for up to %gs", len(buffer), wait)
-    lost = buffer.deliver_at_exit(wait)
+    left = buffer.deliver_at_exit(wait)
+    if not left:
+        return 0
+    if push_spool.directory(config) is not None:
+        try:
+            path = push_spool.save(config, left)
+        except Exception as exc:  # a full disk, a folder it may not use: reported as lost below
+            logger.error("could not save the undelivered jobs to the push spool (%s)", exc)
+        else:
+            _report_spooled(config, left, path)
+            return 0
+    lost = [job for jobs, _extra, _front in left for job in jobs]
     for job in lost:
         logger.error("job %s (%s, queue %s) was NOT delivered: Redis stayed unreachable until this process exited",
                      job.get("jid"), job.get("class"), job.get("queue"))
@@ -331,6 +354,15 @@ def _deliver_at_exit(buffer: PushBuffer) -> int:
         logger.error("%d pushed job(s) lost at exit (exit status %d); set WURK['RELIABLE_PUSH'] = False to make "
                      "pushes raise instead", len(lost), EXIT_PUSHES_LOST)
     return len(lost)
+
+
+def _report_spooled(config, groups: list[tuple[list[dict], list[Command], bool]], path) -> None:
+    jobs = [job for group in groups for job in group[0]]
+    for job in jobs:
+        logger.warning("job %s (%s, queue %s) saved to %s", job.get("jid"), job.get("class"), job.get("queue"), path)
+    logger.error("%d job(s) not delivered before exit were saved to %s: Redis %s stayed unreachable. The next "
+                 "process that pushes to it, or the next worker booting, with the same WURK['RELIABLE_PUSH_SPOOL'], "
+                 "pushes them", len(jobs), path, push_spool.target_key(config))
 
 
 atexit.register(_exit_handler)
@@ -368,6 +400,8 @@ def deliver(writer: Writer, jobs: list[dict], *, extra: list[Command] | None = N
     """Write ``jobs`` through ``writer``, buffering them if Redis is unreachable."""
     group = (jobs, list(extra or ()), front)
     buffer = _buffer_for(writer)
+    if push_spool.due(writer.config):  # the first push, then once a minute: pushes saved by exited processes
+        push_spool.resume(writer.config)
     if len(buffer) and not buffer.drain(writer):
         # Still unreachable: behind the older ones, to keep the order.
         _buffer_or_raise(buffer, writer, group, redis_lib.ConnectionError("Redis is still unreachable"))
@@ -387,6 +421,9 @@ async def adeliver(writer: AsyncWriter, jobs: list[dict], *, extra: list[Command
     block the event loop on synchronous I/O."""
     group = (jobs, list(extra or ()), front)
     buffer = _buffer_for(writer)
+    if push_spool.due(writer.config) and push_spool.waiting(writer.config):
+        # Its pushes are synchronous: off the event loop.
+        await asyncio.to_thread(push_spool.resume, writer.config)
     if len(buffer):
         _buffer_or_raise(buffer, writer.sync(), group, redis_lib.ConnectionError("Redis is still unreachable"),
                          wake=True)

@@ -54,7 +54,7 @@ def test_the_report_is_at_error_level(caplog, monkeypatch):
     from wurk_django.conf import Config
 
     class DownWriter:
-        config = Config({"RELIABLE_PUSH_EXIT_WAIT": 0})
+        config = Config({"RELIABLE_PUSH_EXIT_WAIT": 0, "RELIABLE_PUSH_SPOOL": False})
 
         def write(self, *args, **kwargs):
             raise redis.ConnectionError("down")
@@ -66,6 +66,34 @@ def test_the_report_is_at_error_level(caplog, monkeypatch):
     assert reliable_push._at_exit() == 1
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("job j1 (C, queue q) was NOT delivered" in m for m in errors)
+
+
+def test_with_a_spool_the_jobs_are_saved_and_the_report_names_the_file(caplog, monkeypatch, tmp_path):
+    """Issue 43 item 2: what the exit could not deliver goes to the spool folder; one
+    ERROR says how many and where, and nothing counts as lost."""
+    from wurk_django import push_spool
+    from wurk_django.conf import Config
+
+    class DownWriter:
+        config = Config({"REDIS_URL": "redis://127.0.0.1:1/0", "RELIABLE_PUSH_EXIT_WAIT": 0,
+                         "RELIABLE_PUSH_SPOOL": str(tmp_path)})
+
+        def write(self, *args, **kwargs):
+            raise redis.ConnectionError("down")
+
+    buffer = reliable_push.PushBuffer()
+    monkeypatch.setattr(reliable_push, "_buffers", {"test": buffer})
+    monkeypatch.setattr(reliable_push.PushBuffer, "_run", lambda self, writer: None)
+    group = ([{"jid": "j1", "class": "C", "queue": "q"}, {"jid": "j2", "class": "C", "queue": "q"}], [], False)
+    buffer.add(DownWriter(), group, redis.ConnectionError("down"))
+    assert reliable_push._at_exit() == 0
+    [saved] = tmp_path.glob("push-*.spool")
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [f"2 job(s) not delivered before exit were saved to {saved}: Redis redis://127.0.0.1:1/0 stayed "
+                      "unreachable. The next process that pushes to it, or the next worker booting, with the same "
+                      "WURK['RELIABLE_PUSH_SPOOL'], pushes them"]
+    _header, groups, done = push_spool.parse(saved.read_bytes())
+    assert [[job["jid"] for job in jobs] for jobs, _extra, _front in groups] == [["j1", "j2"]] and not done
 
 
 def test_buffered_jobs_are_delivered_if_redis_returns_before_the_wait_ends():

@@ -359,9 +359,21 @@ ROWS: tuple[Setting, ...] = (
     Setting("RELIABLE_PUSH_EXIT_WAIT", 5,
             lambda v: is_number(v) and 0 <= v <= 300, "seconds from 0 to 300",
             "Seconds a process that exits with jobs still buffered keeps retrying Redis; every job still "
-            "undelivered then is logged by jid at ERROR (on stderr when logging is not configured), never lost "
-            "without a word.", CLIENT,
+            "undelivered then is saved to `RELIABLE_PUSH_SPOOL` (one ERROR line says how many and where), or, "
+            "without a spool, logged by jid at ERROR (on stderr when logging is not configured) with exit status "
+            "75: never lost without a word.", CLIENT,
             type=NUMBER),
+    Setting("RELIABLE_PUSH_SPOOL", True,
+            lambda v: isinstance(v, bool) or (isinstance(v, (str, os.PathLike)) and bool(os.fspath(v))),
+            "True, False or a folder path",
+            "Where a process that exits with buffered jobs still undelivered after `RELIABLE_PUSH_EXIT_WAIT` "
+            "saves them, one file per process, for the next process that pushes to the same Redis (at its first "
+            "push, then at most once a minute) or the next worker (at boot, then once a minute) to push, each "
+            "file once. `True`: `wurk_django-push-spool-<uid>` in the system's temporary directory; a path: that "
+            "folder (created `0700`; refused if every user may write to it), ideally one that outlives a reboot "
+            "and that the web processes and the workers of a host share. `False`: no spool; undelivered jobs are "
+            "logged by jid and the process exits with status 75 (docs/reliability.md).", CLIENT,
+            type=bool | str | os.PathLike),
     Setting("RELIABLE_PUSH_BUFFER", 1000,
             lambda v: is_int(v, 1), "an integer >= 1",
             "How many jobs that buffer holds; what a push that does not fit does is `RELIABLE_PUSH_OVERFLOW`'s "

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import signals, wire
+from .. import push_spool, signals, wire
 from ..conf import Config
 from ..conf.capsules import describe
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
@@ -78,6 +78,9 @@ class Launcher:
         self.metrics = MetricsTracker(config)
         self.metrics_loop = TimerLoop("metrics-flush", self.metrics.flush, lambda: FLUSH_INTERVAL,
                                       first_wait=FLUSH_INTERVAL)
+        # Pushes that exited processes saved to the push spool: at boot, then once a minute.
+        self.spool_loop = TimerLoop("push-spool", lambda: push_spool.resume_all(config),
+                                    lambda: push_spool.SCAN_INTERVAL)
         # One manager per capsule (CORE-100): the default capsule's first, with the config
         # itself when it is the only one, so a process without capsules runs as it always did.
         self.capsules = plan(config)
@@ -166,6 +169,8 @@ class Launcher:
             for _name, component in self.components:
                 component.start()
             self.metrics_loop.start()
+            if push_spool.directory(self.config) is not None:
+                self.spool_loop.start()
             if self.health is not None:
                 self.health.start()  # last: ready only once everything above runs (RUN-110)
         except BaseException:
@@ -245,7 +250,7 @@ class Launcher:
     def _teardown(self) -> None:
         # The metrics flusher first (its last flush may feed a rollup component), then the
         # components in reverse start order (periodic loops before the leader lock goes).
-        steps = [self.scheduler.loop.join, self.metrics_loop.stop, self.metrics.flush,
+        steps = [self.scheduler.loop.join, self.spool_loop.stop, self.metrics_loop.stop, self.metrics.flush,
                  *[component.stop for _name, component in reversed(self.components)],
                  self._stop_reaper, self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
         for step in steps:
