@@ -16,8 +16,11 @@ A feature adds its pages from its ``install()``::
 
 ``urls(model_admin)`` is called from :meth:`WurkAdmin.get_urls`; wrap every view
 with ``model_admin.wrap`` (staff login, view permission, CSRF, manage
-permission and read-only mode for POST) or ``model_admin.api`` (JSON with the
-bearer token), so a feature's page has exactly the rules of the others.
+permission and read-only mode for POST) or ``model_admin.api`` (JSON for a
+staff session with the view permission; ``token=True`` opens it to
+``WURK["API_TOKEN"]`` too, which only the documented read-outs do: job data stays
+behind a login), so a feature's page has exactly the rules of the others. Each
+URL needs a row in docs/admin.md's access table (tests/admin/test_access_table.py).
 A view renders with :func:`wurk_django.admin.common.render` and ``section=key``
 so its tab shows as the current one.
 

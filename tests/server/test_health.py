@@ -67,8 +67,9 @@ def test_the_port_binds_loopback_unless_told_otherwise(start_listener):
     assert start_listener().server.server_address[0] == "127.0.0.1"
 
 
-def test_two_hundred_half_sent_requests_cost_a_bounded_number_of_threads(start_listener, monkeypatch, redis_db):
-    monkeypatch.setattr(health, "READ_TIMEOUT", 3.0)
+def test_two_hundred_half_sent_requests_cost_no_thread_and_leave_room_for_probes(start_listener, redis_db):
+    # Issue 43 item 5: held connections never take the probe's place; past the cap the oldest
+    # one that has not sent a whole request is closed for the newcomer.
     listener = start_listener()
     assert _get(listener, "/live")[0] == 200
     before = threading.active_count()
@@ -79,13 +80,48 @@ def test_two_hundred_half_sent_requests_cost_a_bounded_number_of_threads(start_l
             sock.sendall(b"GET /live HTTP/1.1\r\nHost: x\r\n")  # the request never ends
             sockets.append(sock)
         cap = health.MAX_CONNECTIONS
-        wait_for(lambda: listener.server.refused >= 200 - cap, message="every connection taken or refused")
-        assert threading.active_count() <= before + cap
+        wait_for(lambda: listener.server.evicted >= 200 - cap, message="the oldest connections closed")
+        assert listener.server.open_connections() <= cap
+        assert threading.active_count() <= before + 1  # at most the PING's thread
+        # While every other connection is held, the probes answer at once.
+        assert _get(listener, "/live")[0] == 200
+        assert _get(listener, "/ready")[0] == 200
     finally:
         for sock in sockets:
             sock.close()
-    # The held slots come free after READ_TIMEOUT: the port answers again.
-    wait_for(lambda: _get(listener, "/ready")[0] == 200, message="the port answering again")
+
+
+def test_concurrent_ready_requests_share_one_ping(start_listener, monkeypatch):
+    calls = []
+
+    def slow_ping():
+        calls.append(time.monotonic())
+        time.sleep(0.5)
+        return None
+
+    listener = start_listener()
+    monkeypatch.setattr(listener.server, "_ping", slow_ping)
+    statuses = []
+    threads = [threading.Thread(target=lambda: statuses.append(_get(listener, "/ready")[0])) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert statuses == [200] * 40
+    assert 1 <= len(calls) <= 3, calls  # 40 requests within ~0.5 s: a PING or two, never 40
+
+
+def test_a_request_that_is_not_http_or_not_get_is_answered_and_closed(start_listener):
+    listener = start_listener()
+    for raw, status in ((b"hello\r\n\r\n", b" 400 "), (b"POST /live HTTP/1.1\r\nHost: x\r\n\r\n", b" 405 "),
+                        (b"GET /nope HTTP/1.0\r\n\r\n", b" 404 "), (b"HEAD /live HTTP/1.1\r\n\r\n", b" 200 ")):
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
+            sock.sendall(raw)
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert status in answer.split(b"\r\n", 1)[0], (raw, answer)
+    assert answer.endswith(b"\r\n\r\n")  # HEAD: no body
 
 
 def test_a_request_trickled_a_byte_at_a_time_is_cut_off(start_listener, monkeypatch):

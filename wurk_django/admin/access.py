@@ -29,14 +29,27 @@ def can_manage(request: HttpRequest) -> bool:
     return bool(can_view(request) and user.has_perm(MANAGE_PERMISSION) and not read_only())
 
 
+#: Set on a request let in by ``WURK["API_TOKEN"]`` (True) or by a staff session (False),
+#: so ``ADMIN_AUTHORIZE`` can tell the two apart: a token request has an anonymous ``user``.
+TOKEN_ATTRIBUTE = "wurk_api_token"
+
+
 def authorize_hook(request: HttpRequest) -> bool:
-    """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051)."""
+    """``WURK["ADMIN_AUTHORIZE"](request, method, path)``; no hook means allowed (DJ-051).
+
+    Asked for every Wurk view once the other checks passed, the token's JSON
+    included; ``request.wurk_api_token`` says which way a JSON request came in."""
     hook = get_config().admin_authorize
     if not hook:
         return True
     if isinstance(hook, str):
         hook = import_string(hook)
     return bool(hook(request, request.method, request.path))
+
+
+def via_token(request: HttpRequest) -> bool:
+    """Whether this request was let in by the API token rather than a staff session."""
+    return bool(getattr(request, TOKEN_ATTRIBUTE, False))
 
 
 def bearer_ok(request: HttpRequest) -> bool:

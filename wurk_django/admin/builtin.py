@@ -19,9 +19,9 @@ def _dashboard_urls(admin):
     info = admin.opts.app_label, admin.opts.model_name
     return [
         path("", admin.wrap(dashboard.index), name=f"{info[0]}_{info[1]}_changelist"),
-        path("stats.json", admin.api(dashboard.stats_json), name="wurk_stats"),
-        path("stats/queues.json", admin.api(dashboard.stats_queues), name="wurk_stats_queues"),
-        path("prometheus", admin.api(dashboard.prometheus), name="wurk_prometheus"),
+        path("stats.json", admin.api(dashboard.stats_json, token=True), name="wurk_stats"),
+        path("stats/queues.json", admin.api(dashboard.stats_queues, token=True), name="wurk_stats_queues"),
+        path("prometheus", admin.api(dashboard.prometheus, token=True), name="wurk_prometheus"),
     ]
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 
 from ..admin_pages import pages
 from ..models import PAGE_LINKS
-from .access import can_view
+from .access import TOKEN_ATTRIBUTE, authorize_hook, can_view
 from .options import ViewOnlyAdmin
 
 
@@ -25,11 +25,18 @@ class PageLinkAdmin(ViewOnlyAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
-        return [path("", self.admin_site.admin_view(self.go), name=name)]
+        view = self.admin_site.admin_view(self.go)
+        view.wurk_methods, view.wurk_token = ("GET", "HEAD"), False  # type: ignore[attr-defined]
+        return [path("", view, name=name)]
 
-    def go(self, request: HttpRequest) -> HttpResponseRedirect:
+    def go(self, request: HttpRequest) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(("GET", "HEAD"))
         if not can_view(request):
             raise PermissionDenied("wurk_django.view_dashboard is needed to see the Wurk pages")
+        setattr(request, TOKEN_ATTRIBUTE, False)
+        if not authorize_hook(request):  # asked for every Wurk view, this redirect too
+            raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
         page = next(p for p in pages() if p.key == self.model.page_key)
         return HttpResponseRedirect(reverse(f"{self.admin_site.name}:{page.url_name}", kwargs=page.url_kwargs))
 

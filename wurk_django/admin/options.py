@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -17,6 +18,7 @@ from ..shards import via
 from . import builtin  # noqa: F401  (registers the core pages)
 from .access import (  # noqa: F401  (kept importable from here)
     MANAGE_PERMISSION,
+    TOKEN_ATTRIBUTE,
     VIEW_PERMISSION,
     authorize_hook,
     bearer_ok,
@@ -48,6 +50,10 @@ def _on_shard(request: HttpRequest, view: View, *args: Any, **kwargs: Any) -> Ht
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()  # a TemplateResponse renders lazily, after this block otherwise
         return response
+
+
+def _json_error(status: int, error: str) -> HttpResponse:
+    return HttpResponse(json.dumps({"error": error}), status=status, content_type="application/json")
 
 
 class ViewOnlyAdmin(admin.ModelAdmin):
@@ -94,6 +100,7 @@ class WurkAdmin(ViewOnlyAdmin):
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             request.current_app = site.name
+            setattr(request, TOKEN_ATTRIBUTE, False)  # a page never takes the API token
             if request.method not in methods:
                 return HttpResponseNotAllowed(methods)
             if not can_view(request):
@@ -107,11 +114,21 @@ class WurkAdmin(ViewOnlyAdmin):
                 raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
             return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
+        # What the view takes, for tests/admin/test_access_table.py's walk of every URL.
+        checked.wurk_methods = methods  # type: ignore[attr-defined]
+        checked.wurk_token = False  # type: ignore[attr-defined]
+        checked.wurk_changes_jobs = changes_jobs  # type: ignore[attr-defined]
         return site.admin_view(checked)
 
-    def api(self, view: View) -> View:
-        """JSON/Prometheus endpoints: a staff session with the view permission or
-        ``Authorization: Bearer <WURK["API_TOKEN"]>``; anything else gets 401 (DJ-056)."""
+    def api(self, view: View, *, token: bool = False) -> View:
+        """A JSON/Prometheus endpoint (GET and HEAD): a staff session with the view
+        permission, or with ``token=True`` also ``Authorization: Bearer
+        <WURK["API_TOKEN"]>`` (DJ-056). Only the documented read-outs (stats,
+        queue sizes, Prometheus) pass ``token=True``: the token is handed to
+        scrapers, and job data (arguments, results, errors) must stay behind a
+        login. ``ADMIN_AUTHORIZE`` is asked last, token requests included.
+        No credential: 401; a staff user without the permission, or refused by
+        the hook: 403."""
         site = self.admin_site
 
         @wraps(view)
@@ -119,12 +136,21 @@ class WurkAdmin(ViewOnlyAdmin):
             request.current_app = site.name
             if request.method not in ("GET", "HEAD"):
                 return HttpResponseNotAllowed(("GET", "HEAD"))
-            if not (bearer_ok(request) or (can_view(request) and authorize_hook(request))):
-                response = HttpResponse('{"error":"unauthorized"}', status=401, content_type="application/json")
-                response["WWW-Authenticate"] = 'Bearer realm="wurk"'
-                return secure_headers(response)
+            by_token = token and bearer_ok(request)
+            setattr(request, TOKEN_ATTRIBUTE, by_token)
+            if not by_token:
+                if not site.has_permission(request):  # no active staff session
+                    response = _json_error(401, "unauthorized")
+                    response["WWW-Authenticate"] = 'Bearer realm="wurk"'
+                    return secure_headers(response)
+                if not can_view(request):
+                    return secure_headers(_json_error(403, "wurk_django.view_dashboard is needed"))
+            if not authorize_hook(request):
+                return secure_headers(_json_error(403, "refused by WURK['ADMIN_AUTHORIZE']"))
             return secure_headers(_on_shard(request, view, self, *args, **kwargs))
 
+        checked.wurk_methods = ("GET", "HEAD")  # type: ignore[attr-defined]
+        checked.wurk_token = token  # type: ignore[attr-defined]
         return never_cache(checked)
 
     #: ``methods`` for a page that also takes POST forms.

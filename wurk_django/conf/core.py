@@ -436,12 +436,14 @@ ROWS: tuple[Setting, ...] = (
     Setting("ADMIN_AUTHORIZE", None,
             lambda v: v is None or callable(v) or isinstance(v, str), "None, a callable or a dotted path",
             "Callable (or dotted path) `(request, method, path) -> bool` asked last for every dashboard request, "
-            "on top of the admin permissions; `False` refuses.", ADMIN,
+            "the `API_TOKEN` ones included (`request.wurk_api_token` is `True` for those), on top of the admin"
+            " permissions; `False` refuses (403).", ADMIN,
             type=HOOK | str),
     Setting("API_TOKEN", None,
             lambda v: v is None or (isinstance(v, str) and len(v) >= 16), "None or a string of 16+ characters",
-            "Bearer token (16 characters or more) for the stats JSON and Prometheus endpoints; `None` leaves them"
-            " to logged-in staff only.", ADMIN,
+            "Bearer token (16 characters or more) for the stats JSON, queue sizes JSON and Prometheus endpoints,"
+            " and nothing else (never a page, a workflow's or a batch's JSON); `None` leaves them to logged-in"
+            " staff only.", ADMIN,
             type=str | None),
     # -- Swarm --
     Setting("SWARM", None,
