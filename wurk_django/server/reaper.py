@@ -72,7 +72,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..scripts import lua
 from ..writer import Writer
-from . import pidspace, poison
+from . import buried, pidspace, poison
 from .fetch_slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL
 from .reliable_fetch import private_list
@@ -176,6 +176,12 @@ class Reaper:
         # Taken even after a sweep of everything, so a Ruby process skips its hourly scan too.
         if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL) and not swept:
             self.sweep(full=True)
+        if swept:
+            # The process sweeping for the cluster also marks the records of jobs a Ruby process buried.
+            try:
+                buried.sweep(redis)
+            except redis_lib.RedisError as exc:
+                logger.warning("could not read the dead set for buried jobs' result records: %s", exc)
 
     @staticmethod
     def _held_elsewhere(redis: redis_lib.Redis) -> bool:
