@@ -118,6 +118,9 @@ REAPER_OTHERS_LOCK = "super_fetch:reaper:wurk_django"
 # Private lists found ownerless, with when and at what length, where OBJECT IDLETIME is refused.
 REAPER_QUIET = "super_fetch:reaper:quiet"
 RECOVERED_PREFIX = "super_fetch:recovered:"
+# STRING: the dead-set score up to which the result records of buried jobs were checked
+# (server/buried.py); wurk_django only.
+BURIED_SWEPT = "wurk_django:buried:swept"
 PRIVATE_ALL = f"{QUEUE_PREFIX}*|*"  # SCAN pattern: every process's private lists
 
 

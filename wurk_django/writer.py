@@ -40,7 +40,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from . import features, operations, payload, redis_errors, reliable_push, wake_demand
+from . import features, fleet, operations, payload, redis_errors, reliable_push, wake_demand
 from .conf import Config, get_config
 from .connection import async_redis, client_for, send_commands
 from .operations import Command, Enqueue, Extra, Operation, Schedule
@@ -131,6 +131,9 @@ class Writer:
             reliable_push.deliver(self, jobs, extra=list(extra), front=front)
         else:
             self.write(jobs, extra=list(extra), front=front)
+        if jobs:
+            # After the write: a job Ruby would run lossily is warned about (once per queue).
+            fleet.check(jobs, self.config, self.redis)
 
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
               connect_attempts: int = redis_errors.CONNECT_ATTEMPTS) -> list[Any]:
@@ -233,6 +236,8 @@ class AsyncWriter:
             await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
         else:
             await self.write(jobs, extra=list(extra), front=front)
+        if jobs:
+            await fleet.acheck(jobs, self.config, self.redis)
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""

@@ -21,7 +21,7 @@ import redis as redis_lib
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis, trim_idle
-from . import events, revocations
+from . import events, pidspace, revocations
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
 from .state import EXPIRED, WorkerState, hostname
@@ -33,6 +33,7 @@ TTL = 60
 DAY_STATS_TTL = 5 * 365 * 24 * 3600
 RTT_WARNING_US = 50_000
 SIGNALS = ("TSTP", "TERM", "TTIN")
+RUNTIME = "wurk_django"  # the ``runtime`` of our processes' ``info``; Sidekiq and Ruby wurk write none
 
 
 def rss_kb() -> int:
@@ -100,6 +101,11 @@ class Heartbeat:
                 "identity": self.state.identity,
                 "version": __version__,
                 "embedded": self.launcher.embedded,
+                # Not Sidekiq's: tells a mixed fleet's processes which entries are ours (fleet.py).
+                "runtime": RUNTIME,
+                # pid_scope and pid_started: a restarted process on this host judges by them
+                # that this one is gone, without waiting for its beats to lapse (reaper.py).
+                **pidspace.record(),
             })
         return self._info
 

@@ -21,9 +21,20 @@ An owner is dead when:
    a list judged dead this way must also have been idle for
    ``REAPER_ORPHAN_GRACE`` seconds, so a booting owner that fetched before its
    first heartbeat is left alone;
-3. on this host with another nonce (a restarted worker): its pid no longer
-   exists and its last beat is older than two beat intervals — a shortcut
+3. on this host with another nonce (a restarted worker) whose heartbeat names the
+   same pid scope as ours (boot id and pid namespace, :mod:`.pidspace`): its pid
+   no longer exists, or now belongs to a process that started at another time.
+   Judged at once, with no wait for its beats to lapse (issue 43 item 7);
+4. on this host with another nonce and no scope recorded (an older version, no
+   /proc) or another scope (another container under our host name): its pid does
+   not exist here and its last beat is older than two beat intervals — a shortcut
    over the 60 s TTL, safe because a live process beats every 10 s.
+
+Rule 3 is also applied apart from the sweeps: at boot and at every reaper
+interval each process looks, without a lock, for heartbeats of this host and
+scope whose process is gone (:meth:`Reaper.sweep_here`, one ``SMEMBERS`` and one
+pipelined ``HGET`` of this host's entries when nothing is), and takes back the
+lists of each, of every queue, at once.
 
 Which jobs were running: each fetch slot names its running job in Redis
 (:func:`wurk_django.keys.started`), so of a dead process's jobs only those count
@@ -61,7 +72,7 @@ from ..conf import Config
 from ..connection import get_redis
 from ..scripts import lua
 from ..writer import Writer
-from . import poison
+from . import buried, pidspace, poison
 from .fetch_slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL
 from .reliable_fetch import private_list
@@ -96,6 +107,23 @@ def parse_private(key: str) -> tuple[str, str, int, str | None] | None:
     return None
 
 
+_Owner = tuple[float, "str | None", "int | None"]  # last beat, pid scope, start time
+
+
+def _pid_record(info: bytes | str | None) -> tuple[str | None, int | None]:
+    """The pid scope and start time a heartbeat's ``info`` records (None, None: none, or unreadable)."""
+    if not info:
+        return None, None
+    try:
+        fields = payload.loads(info)
+        scope, start = fields.get("pid_scope"), fields.get("pid_started")
+    except Exception:
+        return None, None
+    if not isinstance(scope, str):
+        return None, None
+    return scope, start if isinstance(start, int) and not isinstance(start, bool) else None
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -128,13 +156,15 @@ class Reaper:
 
     def boot_sweep(self) -> int:
         try:
-            return self.sweep(full=False)
+            return self.sweep_here() + self.sweep(full=False)
         except redis_lib.RedisError as exc:
             logger.warning("boot reclaim skipped, Redis unavailable: %s", exc)
             return 0
 
     def tick(self) -> None:
         redis = get_redis(config=self.config)
+        # Every process, lock or not: a process of this host that is gone is told by its pid.
+        self.sweep_here()
         ttl = max(int(self.interval), 1)
         swept = False
         if redis.set(keys.REAPER_LOCK, LOCK_MARK, nx=True, ex=ttl):
@@ -146,6 +176,12 @@ class Reaper:
         # Taken even after a sweep of everything, so a Ruby process skips its hourly scan too.
         if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL) and not swept:
             self.sweep(full=True)
+        if swept:
+            # The process sweeping for the cluster also marks the records of jobs a Ruby process buried.
+            try:
+                buried.sweep(redis)
+            except redis_lib.RedisError as exc:
+                logger.warning("could not read the dead set for buried jobs' result records: %s", exc)
 
     @staticmethod
     def _held_elsewhere(redis: redis_lib.Redis) -> bool:
@@ -157,14 +193,58 @@ class Reaper:
         """Reclaim orphaned private lists, of every queue (``full``) or of this process's
         queues; returns how many jobs moved."""
         redis = get_redis(config=self.config)
-        live = self._live_owners(redis)
         patterns = [keys.PRIVATE_ALL] if full else [keys.private_pattern(name) for name in self.queue_names]
+        return self._sweep(redis, patterns, 1000 if full else 100)
+
+    def sweep_here(self) -> int:
+        """Take back the private lists, of every queue, of the processes that ran on this
+        host under this process's pid scope and are gone (rule 3 above); returns how many
+        jobs moved. Costs one ``SMEMBERS`` and one pipelined ``HGET`` of this host's
+        entries when no such process is found; a ``SCAN`` per process found."""
+        if pidspace.scope() is None:
+            return 0
+        redis = get_redis(config=self.config)
+        gone = self._gone_here(redis)
+        if not gone:
+            return 0
+        host = keys.glob_escape(hostname())
+        patterns = [f"{keys.QUEUE_PREFIX}*|{host}|{pid}|{keys.glob_escape(nonce)}|*" for pid, nonce in gone]
+        moved = self._sweep(redis, patterns, 1000)
+        if moved:
+            logger.info("took back %d job(s) of %d process(es) of this host that are gone (pids %s)", moved,
+                        len(gone), ", ".join(str(pid) for pid, _ in gone))
+        return moved
+
+    @staticmethod
+    def _gone_here(redis: redis_lib.Redis) -> list[tuple[int, str]]:
+        """(pid, nonce) of the identities in ``processes`` of this host and pid scope whose
+        process is gone."""
+        here = f"{hostname()}:"
+        members = [m.decode() if isinstance(m, bytes) else m for m in redis.smembers(keys.PROCESSES)]
+        mine = [m for m in members if m.startswith(here) and m.count(":") == here.count(":") + 1]
+        if not mine:
+            return []
+        pipe = redis.pipeline(transaction=False)
+        for identity in mine:
+            pipe.hget(identity, "info")
+        gone = []
+        for identity, info in zip(mine, pipe.execute(), strict=True):
+            scope, start = _pid_record(info)
+            if scope is None or scope != pidspace.scope():
+                continue
+            pid, _, nonce = identity[len(here):].partition(":")
+            if pid.isdigit() and pidspace.gone(int(pid), start):  # our own pid: started when we did
+                gone.append((int(pid), nonce))
+        return gone
+
+    def _sweep(self, redis: redis_lib.Redis, patterns: list[str], count: int) -> int:
+        live = self._live_owners(redis)
         # A process keeps one private list per queue and fetching thread; the lists one
         # process held for one queue are the jobs of one crash, given back together.
         crashes: dict[tuple[str, str, int, str | None], set[str]] = {}
         kept: set[tuple[str, str, int, str | None]] = set()
         for pattern in patterns:
-            for key in redis.scan_iter(match=pattern, count=1000 if full else 100):
+            for key in redis.scan_iter(match=pattern, count=count):
                 name = key.decode() if isinstance(key, bytes) else key
                 parsed = parse_private(name)
                 if parsed is None:
@@ -312,31 +392,37 @@ class Reaper:
                 pipe.execute()
         return target
 
-    def _live_owners(self, redis: redis_lib.Redis) -> dict[str, float]:
-        """identity (and its ``host:pid`` prefix) -> last beat, for identities with ``info``."""
+    def _live_owners(self, redis: redis_lib.Redis) -> dict[str, _Owner]:
+        """identity (and its ``host:pid`` prefix) -> (last beat, pid scope, start time), for
+        identities with ``info``; the scope and start time only for this host's."""
         members = [m.decode() for m in redis.smembers(keys.PROCESSES)]
         if not members:
             return {}
         pipe = redis.pipeline(transaction=False)
         for identity in members:
             pipe.hmget(identity, "info", "beat")
-        live: dict[str, float] = {}
+        here = f"{hostname()}:"
+        live: dict[str, _Owner] = {}
         for identity, (info, beat) in zip(members, pipe.execute(), strict=True):
             if info is None:
                 continue
             beat_at = float(beat) if beat else time.time()
-            live[identity] = beat_at
-            live[identity.rsplit(":", 1)[0]] = beat_at
+            scope, start = _pid_record(info) if identity.startswith(here) else (None, None)
+            live[identity] = live[identity.rsplit(":", 1)[0]] = (beat_at, scope, start)
         return live
 
     def _alive(self, redis: redis_lib.Redis, key: str, host: str, pid: int, nonce: str | None,
-               live: dict[str, float]) -> bool:
+               live: dict[str, _Owner]) -> bool:
         same_host = host == hostname()
         if same_host and nonce == NONCE:
             return _pid_alive(pid)
         owner = f"{host}:{pid}:{nonce}" if nonce else f"{host}:{pid}"
-        beat = live.get(owner)
-        if beat is not None:
+        entry = live.get(owner)
+        if entry is not None:
+            beat, scope, start = entry
+            if same_host and scope is not None and scope == pidspace.scope():
+                # It saw the pids we see: its pid says at once whether it runs.
+                return not pidspace.gone(pid, start)
             if same_host and not _pid_alive(pid) and time.time() - beat > STALE_BEAT:
                 return False
             return True
