@@ -159,23 +159,41 @@ def test_config_refuses_an_unknown_cache_alias():
 
 
 @pytest.mark.parametrize("extra", [(), ("--rename-command", "CONFIG", "")], ids=["config", "no-config"])
-def test_deploy_check_warns_about_an_evicting_redis(wurk, extra):
-    """Also where CONFIG is disabled, as on most managed Redis (issue 25 item 5)."""
-    import redis
+def test_deploy_check_errors_on_an_evicting_redis_issue_43_item_3(wurk, extra):
+    """An error, not a warning (issue 43 item 3): the worker would refuse that server. Also
+    where CONFIG is disabled, as on most managed Redis (the policy comes from INFO memory).
+    ``ALLOW_EVICTION`` silences it."""
+    from tests.redis_servers import TCPRedis
 
-    from tests.local_redis import LocalRedis, free_port
-
-    port = free_port()
-    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--maxmemory-policy", "allkeys-lru", *extra)
-    client = redis.Redis(port=port)
+    server = TCPRedis("--maxmemory-policy", "allkeys-lfu", *extra).start()
     try:
-        server.start(client.ping)
-        wurk(REDIS_URL=f"redis://127.0.0.1:{port}/0")
+        wurk(REDIS_URL=server.url())
         [message] = check_redis_server()
-        assert message.id == "wurk.W010" and "allkeys-lru" in message.msg
+        assert message.id == "wurk.E012" and message.level == checks.ERROR
+        assert "allkeys-lfu" in message.msg and "ALLOW_EVICTION" in message.msg
+        wurk(REDIS_URL=server.url(), ALLOW_EVICTION=True)
+        assert check_redis_server() == []
     finally:
-        client.close()
+        connection.reset()
         server.stop()
+
+
+def test_deploy_check_warns_when_the_policy_cannot_be_read(wurk, monkeypatch):
+    """A server whose INFO memory lacks maxmemory_policy and that refuses CONFIG (some
+    look-alikes): a warning, as the worker warns and starts."""
+    from wurk_django import eviction
+
+    monkeypatch.setattr(eviction, "policy_from_info", lambda memory: None)
+    monkeypatch.setattr(eviction, "policy_from_config", lambda client: None)
+    wurk()
+    [message] = check_redis_server()
+    assert message.id == "wurk.W012" and "maxmemory-policy" in message.msg
+
+
+def test_allow_eviction_must_be_a_bool(wurk):
+    wurk(ALLOW_EVICTION="yes")
+    [message] = check_settings()
+    assert message.id == "wurk.E002" and "ALLOW_EVICTION" in message.msg
 
 
 def test_each_check_id_is_raised_by_one_module_only():

@@ -23,8 +23,10 @@ Ids:
   unknown ``OPTIONS`` key, ``wurk.E031`` a bad ``OPTIONS`` value, ``wurk.E032`` a
   queue name wurk cannot use;
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
-  ``wurk.W010`` eviction policy is not ``noeviction``, ``wurk.W011`` Redis
-  unreachable.
+  ``wurk.E012`` eviction policy is not ``noeviction`` and ``ALLOW_EVICTION`` is not
+  True (the worker would refuse to start; issue 43 item 3), ``wurk.W012`` the server
+  does not tell its eviction policy, ``wurk.W011`` Redis unreachable. (``wurk.W010``,
+  the eviction warning before ``E012``, is no longer raised.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from django.core import checks
 from . import conf
 from .connection import MIN_VERSION, eviction_policy, probe_redis, server_version
 from .errors import ConfigurationError
+from .eviction import evicting, refusal, unknown_policy
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
         "encryption": "wurk.E007",
@@ -80,7 +83,8 @@ def _hint_for(key: str) -> str:
 
 
 def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Deploy-only: the configured Redis is reachable, >= 7.0 and does not evict keys."""
+    """Deploy-only: the configured Redis is reachable, >= 7.0, not a cluster, and does not
+    evict keys (unless ``ALLOW_EVICTION`` says it may)."""
 
     from . import conf
     from .connection import cluster_enabled, cluster_refusal
@@ -105,11 +109,17 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
             f"Redis {'.'.join(map(str, version))} is too old; wurk_django needs 7.0 or newer",
             obj="settings.WURK", id="wurk.E010",
         ))
-    if policy is not None and policy != "noeviction":
+    if policy is None:
         messages.append(checks.Warning(
-            f"Redis maxmemory-policy is {policy!r}: jobs can be evicted",
-            hint="set maxmemory-policy noeviction on the Redis that holds jobs",
-            obj="settings.WURK", id="wurk.W010",
+            unknown_policy(config.redis_url),
+            hint="ask your Redis provider for maxmemory-policy noeviction",
+            obj="settings.WURK", id="wurk.W012",
+        ))
+    elif evicting(policy) and not config.allow_eviction:
+        messages.append(checks.Error(
+            refusal(policy, config.redis_url),
+            hint="set maxmemory-policy noeviction on the Redis that holds jobs, or WURK['ALLOW_EVICTION'] = True",
+            obj="settings.WURK", id="wurk.E012",
         ))
     return messages
 

@@ -31,9 +31,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from . import sentinel, wire
+from . import eviction, sentinel, wire
 from .conf import Config, get_config
-from .errors import RedisClusterError, RedisVersionError
+from .errors import RedisClusterError, RedisEvictionError, RedisVersionError
 from .redis_errors import NotSent, is_failover, refused
 
 logger = logging.getLogger("wurk_django.redis")
@@ -662,9 +662,11 @@ def cluster_enabled(client: redis.Redis) -> bool:
 
 
 def check_server(client: redis.Redis, config: Config | None = None) -> str:
-    """Refuse Redis < 7.0 (CORE-002) and Redis Cluster (RUN-606); warn when keys may be
-    evicted. Returns the version."""
-    url = (config or get_config()).redis_url
+    """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606) and, unless
+    ``ALLOW_EVICTION`` is True, a ``maxmemory-policy`` that may evict keys (issue 43
+    item 3). A policy the server does not tell is warned about. Returns the version."""
+    config = config or get_config()
+    url = config.redis_url
     if cluster_enabled(client):
         raise RedisClusterError(cluster_refusal(url))
     version = server_version(client)
@@ -672,21 +674,18 @@ def check_server(client: redis.Redis, config: Config | None = None) -> str:
     if version < MIN_VERSION:
         raise RedisVersionError(f"wurk_django needs Redis 7.0 or newer; the server at {url} is {shown}.")
     policy = eviction_policy(client)
-    if policy not in (None, "noeviction"):
-        logger.warning("Redis maxmemory-policy is %s; jobs may be evicted. Use noeviction.", policy)
+    if policy is None:
+        logger.warning(eviction.unknown_policy(url))
+    elif eviction.evicting(policy):
+        if not config.allow_eviction:
+            raise RedisEvictionError(eviction.refusal(policy, url))
+        logger.warning("Redis at %s has maxmemory-policy %s: keys may be evicted, queues with them "
+                       "(running anyway: WURK['ALLOW_EVICTION'] is True)", url, policy)
     return shown
 
 
 def eviction_policy(client: redis.Redis) -> str | None:
-    """The server's ``maxmemory-policy``, or ``None`` if it does not say.
-
-    Read from ``INFO memory``, not ``CONFIG GET``: most managed Redis services
-    disable ``CONFIG``, and the warning about an evicting policy matters there most.
-    """
-    try:
-        policy = client.info("memory").get("maxmemory_policy")
-    except redis.ResponseError:
-        return None
-    if isinstance(policy, bytes):
-        policy = policy.decode()
-    return str(policy) if policy else None
+    """The server's ``maxmemory-policy``, or ``None`` if it does not say: from ``INFO
+    memory``, which most managed Redis services answer while they disable ``CONFIG``,
+    then from ``CONFIG GET`` (:func:`wurk_django.eviction.policy`)."""
+    return eviction.policy(client)

@@ -40,12 +40,18 @@ class BookingFailed(WurkError):
 
 
 class RedisVersionError(WurkError):
-    """The Redis server cannot hold wurk's data: older than 7.0 (CORE-002), or a
-    Redis Cluster (:class:`RedisClusterError`). Retrying cannot help."""
+    """The Redis server cannot hold wurk's data: older than 7.0 (CORE-002), a Redis
+    Cluster (:class:`RedisClusterError`), or one that may evict keys
+    (:class:`RedisEvictionError`). Retrying cannot help."""
 
 
 class RedisClusterError(RedisVersionError):
     """The Redis server is a Redis Cluster node; wurk needs one primary (RUN-606)."""
+
+
+class RedisEvictionError(RedisVersionError):
+    """The Redis server's ``maxmemory-policy`` may evict keys (any but ``noeviction``),
+    and ``WURK["ALLOW_EVICTION"]`` is not True: a worker refuses to start (issue 43 item 3)."""
 
 
 class RedisFull(WurkError, redis.OutOfMemoryError):

@@ -236,9 +236,11 @@ class Job:
     unique_until: ClassVar[str | None] = None
     #: Encrypt the last positional argument (AES-256-GCM); needs ``WURK["ENCRYPTION"]`` (ENT-603).
     encrypt: ClassVar[bool | None] = None
-    #: Seconds after which SoftTimeLimitExceeded is raised inside the running job (docs/time-limits.md).
+    #: Seconds (at most a day) after which SoftTimeLimitExceeded is raised inside the running job
+    #: (docs/time-limits.md).
     soft_time_limit: ClassVar[float | dt.timedelta | None] = None
-    #: Seconds after which the job's thread is abandoned and the job booked as failed (docs/time-limits.md).
+    #: Seconds (at most a day) after which the job's thread is abandoned and the job booked as failed
+    #: (docs/time-limits.md).
     time_limit: ClassVar[float | dt.timedelta | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None

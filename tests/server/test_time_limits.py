@@ -94,4 +94,29 @@ def test_bad_limits_are_refused_at_the_push_and_ignored_in_a_fetched_job(redis_d
         "retry": False, "time_limit": "soon", "soft_time_limit": -3, "created_at": 1}))
     worker = worker_factory("-c", "1")
     wait_for(lambda: "bad:together" in _recorded(redis_db), timeout=60, message="the job with bad limits ran")
-    assert "ignoring job option 'time_limit'" in worker.output()
+    [line] = [line for line in worker.output().splitlines() if "runs without its bad time limits:" in line]
+    assert "'time_limit' must be a finite number" in line and "'soft_time_limit' must be" in line
+
+
+def test_a_foreign_payload_with_time_limit_1e308_runs_with_one_warning_issue_43_item_6(redis_db, worker_factory):
+    """A raw LPUSH (as Ruby or any client writes) with ``time_limit: 1e308``: the job runs
+    without that limit, the worker says so once, and no traceback follows (the watchdog
+    once logged an OverflowError every second for the life of the process)."""
+    import time
+
+    worker = worker_factory("-c", "1")
+    for n in (1, 2):
+        redis_db.lpush("queue:default", json.dumps({
+            "class": "tests.jobsapp.limit_jobs.Pair", "args": [f"huge{n}", 1], "jid": f"{n}" * 24,
+            "queue": "default", "retry": False, "time_limit": 1e308, "created_at": 1}))
+    wait_for(lambda: {"huge1:together", "huge2:together"} <= set(_recorded(redis_db)), timeout=60,
+             message="both jobs with time_limit 1e308 ran")
+    time.sleep(3)  # the watchdog's failures came once a second
+    output = worker.output()
+    warnings = [line for line in output.splitlines()
+                if "runs without its bad time limit: job option 'time_limit'" in line]
+    assert len(warnings) == 2, output  # one per job
+    assert "1e+308 seconds, above the maximum of 86400" in warnings[0]
+    assert "Traceback" not in output and "OverflowError" not in output and "watchdog failed" not in output
+    assert redis_db.zcard("dead") == 0 and redis_db.zcard("retry") == 0
+    assert worker.alive()

@@ -77,3 +77,31 @@ def test_a_soft_stop_lands_in_the_run_it_was_meant_for():
     Watchdog()._soft(Watch(processor, ctx, 0.0, None))
     thread.join(30)
     assert seen == ["raised"] and processor.raised
+
+
+def test_no_limit_value_makes_the_watchdog_thread_raise_issue_43_item_6(caplog):
+    """``1e308`` once made the thread's wait raise OverflowError, logged with a traceback
+    every second for the life of the process. Every value the watch is handed, the ones
+    the processor refuses too, leaves the thread waiting quietly; and a deadline set
+    directly that far off (a revoke's grace of 1e308 s) is waited on in bounded steps."""
+    import logging
+
+    thread, _seen = _thread(lambda: _busy(2.5))
+    ctx = types.SimpleNamespace(job={"jid": "j3", "class": "X"})
+    class Hashable(types.SimpleNamespace):
+        __hash__ = object.__hash__  # the watchdog keys its watches by processor
+
+    processor = Hashable(**vars(_processor(thread, running=ctx)))
+    watchdog = Watchdog()
+    with caplog.at_level(logging.DEBUG, logger="wurk_django.worker"):
+        for bad in (1e308, float("inf"), float("nan"), 10**400, True, -1, "10"):
+            entry = watchdog.watch(processor, ctx, bad, bad)
+            assert entry.soft_at is None and entry.hard_at is None, bad
+            time.sleep(0.1)
+        far = Watch(processor, ctx, None, time.monotonic() + 1e308)
+        watchdog._add(far)
+        time.sleep(1.5)
+    thread.join(30)
+    assert watchdog._thread is not None and watchdog._thread.is_alive()
+    assert not processor.raised and not processor.abandoned
+    assert [r.getMessage() for r in caplog.records] == []

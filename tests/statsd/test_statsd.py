@@ -291,6 +291,9 @@ def test_worker_process_emits_pro_metrics(redis_db, worker_factory, listener):
     assert re.fullmatch(rf"sidekiq\.busy:\d+\|g\|#env:test,process:{re.escape(identity)}", busy), busy
     sizes = listener.wait_for("sidekiq.queue.size:", timeout=60)
     assert f"sidekiq.queue.size:0|g|#env:test,queue:default,process:{identity}" in sizes
+    # Redis's evicted_keys as the heartbeat read it, server-wide: untagged (issue 43 item 3).
+    evicted = listener.wait_for("sidekiq.redis.evicted_keys:", timeout=60)[0]
+    assert re.fullmatch(r"sidekiq\.redis\.evicted_keys:\d+\|g\|#env:test", evicted), evicted
     assert worker.stop() == 0
     assert b"late" not in redis_db.lrange("test:ran", 0, -1)
     # The expired job is counted where Ruby wurk counts it, and in processed as well.

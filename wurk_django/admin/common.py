@@ -48,7 +48,7 @@ def summary(stats: Stats | None = None) -> dict[str, int]:
 def render(request: HttpRequest, model_admin: Any, template: str, context: dict[str, Any],
            *, section: str, title: str, status: int = 200) -> HttpResponse:
     """A page in the admin chrome, with the tabs and summary bar."""
-    from . import shard_select
+    from . import eviction_banner, shard_select
 
     stats = context.pop("stats", None)
     nav = [
@@ -66,6 +66,7 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         "wurk_stats_url": url(request, "wurk_stats"),
         "wurk_poll": request.GET.get("poll") == "true",
         "wurk_poll_url": _toggle_poll(request),
+        "wurk_eviction": eviction_banner.notice(),
         **shard_select.context(request),
         **context,
     }

@@ -11,6 +11,7 @@ from django.utils.translation import ngettext
 
 from .. import keys
 from ..api import Stats, StatsHistory, WorkSet
+from ..eviction import evicted_from_info
 from ..metrics.query import MetricsQuery
 from ..redis_errors import memory_limit
 from .access import bearer_ok  # noqa: F401  (kept importable from here)
@@ -207,4 +208,9 @@ def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
            [(f"{{class={_label(r.name)}}}", r.failed) for r in classes])
     metric("wurk_job_seconds_last_hour", "gauge", "Seconds spent by successful runs per job class, last 60 minutes.",
            [(f"{{class={_label(r.name)}}}", round(r.total_seconds, 3)) for r in classes])
+    evicted = evicted_from_info(redis().info("stats"))
+    if evicted is not None:  # a look-alike server without the field: no sample rather than a false 0
+        metric("wurk_redis_evicted_keys", "counter",
+               "Keys Redis evicted since it started (INFO stats evicted_keys): with a policy other than "
+               "noeviction, a queue, schedule or retry set may be among them.", [("", evicted)])
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -133,6 +133,14 @@ ROWS: tuple[Setting, ...] = (
             "refuses to replay or gives up on; `event` has `error`, `attempt`, `retried`, `pool` and `action` "
             "(see docs/redis.md, Replay policy). A failing hook is logged and ignored.", REDIS,
             parse=load, type=HOOK),
+    Setting("ALLOW_EVICTION", False,
+            lambda v: isinstance(v, bool), "True or False",
+            "Run on a Redis whose `maxmemory-policy` is not `noeviction`. Such a Redis at its `maxmemory` deletes "
+            "keys, and a deleted queue, schedule or retry set loses its jobs without a trace: by default the worker "
+            "refuses to start there (an error naming the policy, exit 1), `check --deploy` reports `wurk.E012` and "
+            "the dashboard shows a banner. `True`: the worker starts (with a warning), and the check and banner are "
+            "off; growing `evicted_keys` is still logged. See docs/redis.md, Eviction policies.", REDIS,
+            type=bool),
     Setting("FAST_PATH", True,
             lambda v: isinstance(v, bool), "True or False",
             "Write the hot path's command batches and `redis_client()`'s single commands straight on the "

@@ -21,6 +21,7 @@ import redis as redis_lib
 from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis, trim_idle
+from ..eviction import EvictionWatch
 from . import events, pidspace, revocations
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
@@ -78,6 +79,10 @@ class Heartbeat:
         # and a failed beat arms it again (the entry may be gone by the next success).
         self._announce = True
         self._stats_outage = OutageLog("stat flush", "; counters are kept for the next beat")
+        config = launcher.config
+        # Redis's eviction policy and evicted_keys, read each beat: a growing count is logged
+        # (issue 43 item 3), and the statsd gauges send it.
+        self.evictions = EvictionWatch(config.redis_url, config.allow_eviction)
 
     def info(self) -> bytes:
         if self._info is None:
@@ -188,6 +193,15 @@ class Heartbeat:
                 revocations.command(name, config)
             else:
                 logger.warning("ignoring unknown signal %r from the dashboard", name)
+        self._check_evictions(redis)
+
+    def _check_evictions(self, redis: redis_lib.Redis) -> None:
+        # Never the beat's failure: the entry is written already, and a server that refuses
+        # INFO (renamed away) only costs this reading.
+        try:
+            self.evictions.check(redis)
+        except Exception as exc:
+            logger.debug("could not read Redis INFO for evicted_keys: %s", exc)
 
     def _check_rtt(self, rtt_us: int) -> None:
         self._rtts.append(rtt_us)

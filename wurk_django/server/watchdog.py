@@ -33,7 +33,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .. import asyncrun
+from .. import asyncrun, time_limits
 from ..errors import HardTimeLimitExceeded, JobRevoked, SoftTimeLimitExceeded
 from ..outcome import Outcome
 from . import async_raise
@@ -46,6 +46,8 @@ logger = logging.getLogger("wurk_django.worker")
 
 #: Seconds between attempts to book and acknowledge an abandoned job while Redis refuses.
 RETRY_EVERY = 1.0
+#: The longest single wait of the thread; it looks again after it (a deadline never is that far).
+_LONGEST_WAIT = 3600.0
 
 
 class HardStop(BaseException):  # noqa: N818 - not an error of the job's
@@ -85,6 +87,10 @@ class Watchdog:
     # -- from processors and the revoke command ------------------------------
 
     def watch(self, processor: Processor, ctx: JobContext, soft: float | None, hard: float | None) -> Watch:
+        # The processor hands over checked limits (time_limits.read); checked again here so
+        # that no value (inf, nan, 1e308, a huge int, a bool) can become a deadline the
+        # thread's wait would overflow on, every second for the life of the process.
+        soft, hard = time_limits.seconds(soft), time_limits.seconds(hard)
         now = time.monotonic()
         entry = Watch(processor, ctx, now + soft if soft is not None else None, now + hard if hard is not None else None)
         self._add(entry)
@@ -139,7 +145,8 @@ class Watchdog:
             upcoming = [w.next_at() for w in self._watches.values() if w.next_at() > now]
             if not due and not self._pending:
                 self._wake_at = min(upcoming, default=float("inf"))
-                timeout = None if self._wake_at == float("inf") else self._wake_at - now
+                # Bounded: Condition.wait raises OverflowError past threading.TIMEOUT_MAX.
+                timeout = None if self._wake_at == float("inf") else min(self._wake_at - now, _LONGEST_WAIT)
                 self._cond.wait(timeout)
                 self._wake_at = float("inf")
                 return

@@ -1,6 +1,8 @@
 """The per-process gauges Ruby wurk sends with every heartbeat: ``sidekiq.busy`` (this
 process's running jobs) and ``sidekiq.queue.size`` (the length of each queue it serves),
 both tagged ``process:<identity>``, so a dashboard built on them sees Python processes too.
+Beside them ``sidekiq.redis.evicted_keys``: Redis's ``evicted_keys`` as the last heartbeat
+read it (issue 43 item 3), a server-wide count, so untagged.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class ProcessGauges:
         launcher = self.launcher
         process = f"process:{launcher.state.identity}"
         emit("gauge", "busy", launcher.state.busy_count(), [process])
+        heartbeat = getattr(launcher, "heartbeat", None)
+        evicted = heartbeat.evictions.evicted if heartbeat is not None else None
+        if evicted is not None:
+            emit("gauge", "redis.evicted_keys", evicted)
         names = list(launcher.queue_names)
         if not names:
             return
