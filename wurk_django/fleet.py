@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from . import keys, payload
+from .text import to_text
 
 logger = logging.getLogger("wurk_django.client")
 
@@ -148,7 +149,7 @@ async def acheck(jobs: list[dict], config: Any, redis: Any) -> None:
         served = CACHE.fresh(where)
         if served is None:
             try:
-                members = [_text(m) for m in await redis.smembers(keys.PROCESSES)]
+                members = [to_text(m) for m in await redis.smembers(keys.PROCESSES)]
                 pipe = redis.pipeline(transaction=False)
                 for identity in members:
                     pipe.hget(identity, "info")
@@ -166,7 +167,7 @@ async def acheck(jobs: list[dict], config: Any, redis: Any) -> None:
 
 def _read(redis: Any, where: str) -> dict[str, str]:
     try:
-        members = [_text(m) for m in redis.smembers(keys.PROCESSES)]
+        members = [to_text(m) for m in redis.smembers(keys.PROCESSES)]
         pipe = redis.pipeline(transaction=False)
         for identity in members:
             pipe.hget(identity, "info")
@@ -178,6 +179,3 @@ def _read(redis: Any, where: str) -> dict[str, str]:
     CACHE.store(where, served)
     return served
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

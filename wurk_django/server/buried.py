@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from .. import keys, payload, result_store
+from ..text import to_text
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -73,9 +74,9 @@ def _settle(redis: Any, raw: bytes) -> int:
         return 0
     jid = job["jid"]
     state, ttl_raw, stored = redis.hmget(result_store.key(jid), "state", "ttl", "errors")
-    if state is None or _text(state) not in OPEN_STATES:
+    if state is None or to_text(state) not in OPEN_STATES:
         return 0  # expired, never written, or already final (our process that buried it wrote it)
-    ttl = int(_text(ttl_raw)) if ttl_raw is not None and _text(ttl_raw).isdigit() else result_store.DEFAULT_TTL
+    ttl = int(to_text(ttl_raw)) if ttl_raw is not None and to_text(ttl_raw).isdigit() else result_store.DEFAULT_TTL
     try:
         errors = payload.loads(stored) if stored else []
     except Exception:
@@ -92,6 +93,3 @@ def _settle(redis: Any, raw: bytes) -> int:
                    "that does not update it", job.get("class"), jid, error_class, message)
     return 1
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
