@@ -162,7 +162,9 @@ def run_checks(project: Path, raw) -> None:
             Record.perform_async("batch", n)
     for n in range(3):
         Limited.perform_async(n)
-    first, second = Once.perform_async(7), Once.perform_async(7)
+    # Scheduled a second ahead, the first holds its lock until it has run: pushed for now, it
+    # could run and free the lock (unique until success) before the second push arrives.
+    first, second = Once.perform_in(1, 7), Once.perform_in(1, 7)
     if not first or second is not None:
         fail(f"a unique job pushed twice gave {first!r} then {second!r} (want a jid, then None)")
     flow = chain(Add.s(1, 2), Add.s(10)).run("smoke chain")
