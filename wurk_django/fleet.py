@@ -125,57 +125,63 @@ def _where(config: Any) -> str:
 
 def check(jobs: list[dict], config: Any, redis: Any) -> None:
     """Warn about the jobs of ``jobs`` a Ruby process would serve lossily (see the module)."""
+    risky = _at_risk(jobs)
+    if not risky:
+        return
+    where = _where(config)
     try:
-        risky = _at_risk(jobs)
-        if not risky:
-            return
-        where = _where(config)
         served = CACHE.fresh(where)
         if served is None:
-            served = _read(redis, where)
-        if served:
-            CACHE.warn(where, risky, served)
+            served = _learn(where, _entries, redis)
+        CACHE.warn(where, risky, served)
     except Exception:
         logger.debug("could not tell whether a Ruby process serves the queue", exc_info=True)
 
 
 async def acheck(jobs: list[dict], config: Any, redis: Any) -> None:
     """:func:`check` with an asyncio Redis client."""
+    risky = _at_risk(jobs)
+    if not risky:
+        return
+    where = _where(config)
     try:
-        risky = _at_risk(jobs)
-        if not risky:
-            return
-        where = _where(config)
         served = CACHE.fresh(where)
         if served is None:
             try:
-                members = [to_text(m) for m in await redis.smembers(keys.PROCESSES)]
-                pipe = redis.pipeline(transaction=False)
-                for identity in members:
-                    pipe.hget(identity, "info")
-                infos = await pipe.execute() if members else []
+                entries = await _aentries(redis)
             except Exception:
                 CACHE.failed(where)
                 raise
-            served = ruby_queues(list(zip(members, infos, strict=True)))
-            CACHE.store(where, served)
-        if served:
-            CACHE.warn(where, risky, served)
+            served = _learn(where, lambda: entries)
+        CACHE.warn(where, risky, served)
     except Exception:
         logger.debug("could not tell whether a Ruby process serves the queue", exc_info=True)
 
 
-def _read(redis: Any, where: str) -> dict[str, str]:
+def _learn(where: str, read: Any, *args: Any) -> dict[str, str]:
+    """The queues Ruby serves, from ``read(*args)``'s (identity, info) pairs, cached for
+    :data:`REFRESH`; a failed read is cached as "none known" for as long (no retry per push)."""
     try:
-        members = [to_text(m) for m in redis.smembers(keys.PROCESSES)]
-        pipe = redis.pipeline(transaction=False)
-        for identity in members:
-            pipe.hget(identity, "info")
-        infos = pipe.execute() if members else []
+        entries = read(*args)
     except Exception:
         CACHE.failed(where)
         raise
-    served = ruby_queues(list(zip(members, infos, strict=True)))
+    served = ruby_queues(entries)
     CACHE.store(where, served)
     return served
 
+
+def _entries(redis: Any) -> list[tuple[str, Any]]:
+    members = [to_text(m) for m in redis.smembers(keys.PROCESSES)]
+    pipe = redis.pipeline(transaction=False)
+    for identity in members:
+        pipe.hget(identity, "info")
+    return list(zip(members, pipe.execute() if members else [], strict=True))
+
+
+async def _aentries(redis: Any) -> list[tuple[str, Any]]:
+    members = [to_text(m) for m in await redis.smembers(keys.PROCESSES)]
+    pipe = redis.pipeline(transaction=False)
+    for identity in members:
+        pipe.hget(identity, "info")
+    return list(zip(members, await pipe.execute() if members else [], strict=True))

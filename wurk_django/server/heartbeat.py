@@ -22,6 +22,7 @@ from .. import __version__, keys
 from ..conf import Config
 from ..connection import get_redis, trim_idle
 from ..eviction import EvictionWatch
+from ..fleet import RUNTIME  # the ``runtime`` of our processes' ``info``; Sidekiq and Ruby wurk write none
 from . import events, pidspace, revocations
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
@@ -34,7 +35,6 @@ TTL = 60
 DAY_STATS_TTL = 5 * 365 * 24 * 3600
 RTT_WARNING_US = 50_000
 SIGNALS = ("TSTP", "TERM", "TTIN")
-RUNTIME = "wurk_django"  # the ``runtime`` of our processes' ``info``; Sidekiq and Ruby wurk write none
 
 
 def rss_kb() -> int:
