@@ -22,6 +22,8 @@ from typing import Any
 
 import redis
 
+from .text import to_text
+
 logger = logging.getLogger("wurk_django.worker")
 
 NOEVICTION = "noeviction"
@@ -29,15 +31,14 @@ NOEVICTION = "noeviction"
 LOG_EVERY = 60.0
 
 
-def _text(value: Any) -> str | None:
-    if isinstance(value, bytes):
-        value = value.decode(errors="replace")
-    return str(value) if value else None
+def _known(value: Any) -> str | None:
+    """A reply field as text; None for a missing or empty one."""
+    return to_text(value) or None
 
 
 def policy_from_info(memory: dict[str, Any]) -> str | None:
     """``maxmemory_policy`` of an ``INFO memory`` reply, or None when it has none."""
-    return _text(memory.get("maxmemory_policy"))
+    return _known(memory.get("maxmemory_policy"))
 
 
 def policy_from_config(client: redis.Redis) -> str | None:
@@ -47,7 +48,7 @@ def policy_from_config(client: redis.Redis) -> str | None:
     except redis.ResponseError:
         return None
     if isinstance(reply, dict):
-        return _text(reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy"))
+        return _known(reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy"))
     return None
 
 
