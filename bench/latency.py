@@ -134,7 +134,7 @@ def wurk_client():
     import django
 
     django.setup()
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
 
     return Client()
 

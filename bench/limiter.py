@@ -27,8 +27,9 @@ django.setup()
 
 from redis.connection import AbstractConnection  # noqa: E402
 
-from wurk_django import limiter, wire  # noqa: E402
-from wurk_django.connection import get_redis  # noqa: E402
+from wurk_django import limiter
+from wurk_django.redis import wire
+from wurk_django.redis.connection import get_redis  # noqa: E402
 
 N = int(os.environ.get("LIMITER_N", "5000"))
 counts = {"round_trips": 0, "commands": 0}
@@ -36,7 +37,7 @@ counts = {"round_trips": 0, "commands": 0}
 
 def count_traffic() -> None:
     """A request leaves either through redis-py's ``send_packed_command`` or through
-    :func:`wurk_django.wire.exchange`: one call, one round trip."""
+    :func:`wurk_django.redis.wire.exchange`: one call, one round trip."""
     send_packed = AbstractConnection.send_packed_command
     send_command = AbstractConnection.send_command
     pack_commands = AbstractConnection.pack_commands

@@ -33,11 +33,11 @@ from django.db import close_old_connections  # noqa: E402
 from wurkbench.jobs import Noop  # noqa: E402
 
 from wurk_django import payload, signals  # noqa: E402
-from wurk_django.connection import get_redis, send_commands, send_on  # noqa: E402
-from wurk_django.server import database  # noqa: E402
-from wurk_django.server.joblog import JobLogger, PlainFormatter  # noqa: E402
+from wurk_django.redis.connection import get_redis, send_commands, send_on  # noqa: E402
+from wurk_django.server.run import database
+from wurk_django.server.run.joblog import JobLogger, PlainFormatter  # noqa: E402
 from wurk_django.server.logwriter import BatchingStreamHandler  # noqa: E402
-from wurk_django.server.run_gate import RunGate  # noqa: E402
+from wurk_django.server.run.gate import RunGate  # noqa: E402
 from wurk_django.server.state import thread_id  # noqa: E402
 
 N = int(os.environ.get("MICRO_N", "20000"))

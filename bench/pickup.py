@@ -217,7 +217,7 @@ WURK_PUSHER = """
 import sys, time
 import django
 django.setup()
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 for line in sys.stdin:
     klass, queue = line.split()
     Client().push({"class": klass, "queue": queue, "args": [time.time()]})

@@ -73,7 +73,7 @@ try:  # imported by the worker (DJANGO_SETTINGS_MODULE set, Django ready): defin
         retry = False
 
         def perform(self) -> None:
-            from wurk_django.connection import get_redis
+            from wurk_django.redis.connection import get_redis
 
             get_redis().set("swarmbench:first", repr(time.time()), nx=True)
 except Exception:  # run as a script before Django is configured: the driver needs no jobs

@@ -56,8 +56,8 @@ class _Unit:
 
 def cost(n: int = 20000) -> None:
     from wurk_django.metrics.tracker import MetricsTracker
-    from wurk_django.server.manager import Manager
-    from wurk_django.server.processor import Processor
+    from wurk_django.server.run.manager import Manager
+    from wurk_django.server.run.processor import Processor
     from wurk_django.server.state import WorkerState, thread_id
 
     config = get_config()
@@ -84,7 +84,7 @@ def cost(n: int = 20000) -> None:
 
 def _landing(label: str, body, arm_after: float = 0.2) -> None:
     from wurk_django.errors import SoftTimeLimitExceeded
-    from wurk_django.server import async_raise
+    from wurk_django.server.stopping import async_raise
 
     landed: list[float] = []
     began: list[float] = []

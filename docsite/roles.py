@@ -1,7 +1,7 @@
 """A griffe extension (mkdocs.yml, mkdocstrings ``extensions:``): Sphinx roles to Markdown.
 
 The docstrings are written for reading in the source, reStructuredText-flavoured:
-``:class:`Job```, ``:func:`~wurk_django.connection.get_redis```, a paragraph ending in
+``:class:`Job```, ``:func:`~wurk_django.redis.connection.get_redis```, a paragraph ending in
 ``::`` before an indented example. Markdown shows a role as the literal ``:class:``
 followed by a code span, so each role becomes a plain code span (``~`` keeping only the
 last dotted name, as Sphinx shows it), and a closing ``::`` becomes ``:``; the indented

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from tests.support import NotifySocket, WorkerProcess
-from wurk_django import push_spool
+from wurk_django.client import push_spool
 
 # Configs the tests build themselves (Config(raw=...)) keep RELIABLE_PUSH_SPOOL's default,
 # True: their undelivered pushes at the end of the run go to a folder of this run, never to
@@ -35,8 +35,8 @@ def _test_client() -> redis.Redis:
 @pytest.fixture(autouse=True)
 def redis_db():
     """The raw test database, flushed before and after each test (only this one)."""
-    from wurk_django import connection
     from wurk_django.conf import reset_config
+    from wurk_django.redis import connection
 
     client = _test_client()
     client.flushdb()

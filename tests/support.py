@@ -159,19 +159,19 @@ class StandInUnit:
 
 
 def processor_manager(chain=None, **patch):
-    """What a :class:`~wurk_django.server.processor.Processor` needs of its manager, with
+    """What a :class:`~wurk_django.server.run.processor.Processor` needs of its manager, with
     the worker's real parts (retrier, job log, metrics) and ``chain`` (the configured
     server chain by default); ``patch`` sets attributes of the retrier."""
     import threading
     from types import SimpleNamespace
 
     from wurk_django.conf import get_config
-    from wurk_django.connection import get_redis
     from wurk_django.metrics.tracker import MetricsTracker
     from wurk_django.middleware import server_chain
-    from wurk_django.server.joblog import JobLogger
+    from wurk_django.redis.connection import get_redis
     from wurk_django.server.retry import Retrier
-    from wurk_django.server.run_gate import RunGate
+    from wurk_django.server.run.gate import RunGate
+    from wurk_django.server.run.joblog import JobLogger
     from wurk_django.server.state import WorkerState
 
     config = get_config()

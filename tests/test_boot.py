@@ -12,9 +12,9 @@ import types
 import pytest
 
 from tests.support import ROOT
-from wurk_django import connection
 from wurk_django.embed import boot, embedded
 from wurk_django.embed.boot import EMBEDDED, REFUSE, SKIP, SWARM, decide
+from wurk_django.redis import connection
 
 GUNICORN_ENV = {"SERVER_SOFTWARE": "gunicorn/27.0.1"}
 GUNICORN_ARGV = ["/venv/bin/gunicorn", "-c", "gunicorn.conf.py", "site.wsgi"]
@@ -224,7 +224,7 @@ import json, sys, threading
 sys.argv = {argv!r}
 import django
 django.setup()
-from wurk_django import connection
+from wurk_django.redis import connection
 from wurk_django.embed import boot, embedded
 print(json.dumps({{"action": boot.current().action, "attempted": embedded.attempted(),
                   "threads": threading.active_count()}}))

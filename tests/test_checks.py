@@ -9,9 +9,9 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from tests.jobsapp.jobs import RecordJob
-from wurk_django import connection
 from wurk_django.checks import check_redis_server, check_settings
 from wurk_django.conf import get_config, reset_config
+from wurk_django.redis import connection
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_deploy_check_errors_on_an_evicting_redis_issue_43_item_3(wurk, extra):
 def test_deploy_check_warns_when_the_policy_cannot_be_read(wurk, monkeypatch):
     """A server whose INFO memory lacks maxmemory_policy and that refuses CONFIG (some
     look-alikes): a warning, as the worker warns and starts."""
-    from wurk_django import eviction
+    from wurk_django.redis import eviction
 
     monkeypatch.setattr(eviction, "policy_from_info", lambda memory: None)
     monkeypatch.setattr(eviction, "policy_from_config", lambda client: None)

@@ -15,9 +15,10 @@ import pytest
 
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, wait_for, wurk_settings
-from wurk_django import connection, context, via
+from wurk_django import context, via
 from wurk_django.batch import Batch
 from wurk_django.conf import get_config
+from wurk_django.redis import connection
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ import pytest
 from tests.support import PACKAGE
 
 WORKER_SIDE = (
-    "server/processor.py", "server/retry.py", "server/death.py", "server/invalid.py",
+    "server/run/processor.py", "server/retry.py", "server/death.py", "server/invalid.py",
     "batch/middleware.py", "batch/deaths.py", "batch/callbacks.py", "batch/fire.py", "batch/batch.py",
     "batch/status.py", "unique/lock.py", "unique/middleware.py", "limiter/middleware.py",
     "encryption/middleware.py", "iterable.py", "expiry/__init__.py", "tasks/job.py", "profiling/middleware.py",

@@ -7,7 +7,7 @@ import pytest
 from tests.jobsapp.jobs import RecordJob
 from tests.support import wurk_settings
 from wurk_django import Job, payload
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 from wurk_django.middleware import Chain
 
 TRACE: list = []

@@ -67,7 +67,7 @@ def ruby_worker(redis_db):
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "wurk_django.client" and r.levelno == logging.WARNING
+    return [r.getMessage() for r in caplog.records if r.name == "wurk_django.client.push" and r.levelno == logging.WARNING
             and "Ruby process" in r.getMessage()]
 
 
@@ -75,7 +75,7 @@ def test_a_push_with_kwargs_or_a_result_to_a_ruby_served_queue_is_warned_about_o
     _proc, identity = ruby_worker
     info = json.loads(redis_db.hget(identity, "info"))
     assert "runtime" not in info and info["queues"] == ["mixed"]  # as Sidekiq 6.4 writes it
-    caplog.set_level(logging.WARNING, logger="wurk_django.client")
+    caplog.set_level(logging.WARNING, logger="wurk_django.client.push")
     RecordJob.set(queue="mixed").perform_async("plain")  # args only: nothing is lost
     assert _warnings(caplog) == []
     greet.apply_async(("ann",), {"greeting": "hey"}, queue="other")  # no Ruby process serves it

@@ -1,6 +1,6 @@
 """Time limits bounded (issue 43 item 6): a limit above a day is refused at the push and at
 class definition, and a fetched payload's bad limits are ignored with one line per run.
-(A real worker given such a payload: tests/server/test_time_limits.py.)"""
+(A real worker given such a payload: tests/server/stopping/test_time_limits.py.)"""
 
 from __future__ import annotations
 

@@ -37,9 +37,9 @@ import redis as redis_lib
 from django.core import checks
 
 from . import conf
-from .connection import MIN_VERSION, eviction_policy, probe_redis, server_version
 from .errors import ConfigurationError
-from .eviction import evicting, refusal, unknown_policy
+from .redis.connection import MIN_VERSION, eviction_policy, probe_redis, server_version
+from .redis.eviction import evicting, refusal, unknown_policy
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
         "encryption": "wurk.E007",
@@ -87,7 +87,7 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     evict keys (unless ``ALLOW_EVICTION`` says it may)."""
 
     from . import conf
-    from .connection import cluster_enabled, cluster_refusal
+    from .redis.connection import cluster_enabled, cluster_refusal
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how

@@ -96,7 +96,7 @@ def current() -> JobContext:
     if ctx is not None:
         return ctx
     from .conf import get_config
-    from .connection import get_redis
+    from .redis.connection import get_redis
 
     config = get_config()
     return JobContext(config, get_redis(config=config))
@@ -128,6 +128,6 @@ def redis_for(config: Config) -> redis_lib.Redis:
     ctx = _current.get()
     if ctx is not None and ctx.config is config:
         return ctx.redis
-    from .connection import get_redis
+    from .redis.connection import get_redis
 
     return get_redis(config=config)

@@ -8,7 +8,7 @@ only the part it uses:
 * ``install_client()``: what a pushing process needs, its client middleware
   (:func:`wurk_django.middleware.register` with ``"client"``) and the commands
   carried in the same round trip as a push
-  (:func:`wurk_django.writer.register_hook`);
+  (:func:`wurk_django.client.writer.register_hook`);
 * ``install_server()``: what a worker needs, its server middleware, what
   happens when a job dies (:func:`wurk_django.server.death.register_handler`)
   and background components of a worker process

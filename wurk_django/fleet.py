@@ -26,7 +26,7 @@ from typing import Any
 from . import keys, payload
 from .text import to_text
 
-logger = logging.getLogger("wurk_django.client")
+logger = logging.getLogger("wurk_django.client.push")
 
 REFRESH = 30.0  # seconds the queues Ruby processes serve are cached for
 RUNTIME = "wurk_django"  # what our processes write as ``runtime`` in their ``info``

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import context, payload, registry, time_limits
-from .arguments import check_arguments
 from .asyncrun import run_coroutine
+from .client.arguments import check_arguments
 from .conf import get_config
 from .middleware import client_chain as build_client_chain
 from .middleware import server_chain as build_server_chain
@@ -43,7 +43,7 @@ OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "ret
                 "display_class", "expires_in", "unique_for", "unique_until", "encrypt", "soft_time_limit",
                 "time_limit")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
-_client_class: Any = None  # wurk_django.client.Client, once imported (see Setter._client)
+_client_class: Any = None  # wurk_django.client.push.Client, once imported (see Setter._client)
 
 
 def _run_at(when: Any) -> float:
@@ -85,7 +85,7 @@ class Setter:
         # the import machinery); the circle goes once client.py stops importing job.py.
         global _client_class
         if _client_class is None:
-            from .client import Client
+            from .client.push import Client
 
             _client_class = Client
         return _client_class(config=config)
@@ -122,13 +122,13 @@ class Setter:
         if on_commit is None:
             on_commit = config.enqueue_on_commit
         if on_commit and "shard" not in item:
-            from .shards import current
+            from .redis.shards import current
 
             # The push happens at commit, maybe outside this via() block: keep its shard.
             if current() is not None:
                 item["shard"] = current()
         if on_commit:
-            from .transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
+            from .client.transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
             return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push(item)
@@ -168,8 +168,8 @@ class Setter:
         if on_commit is None:
             on_commit = config.enqueue_on_commit
         if on_commit:
-            from .shards import current
-            from .transaction import push_bulk_on_commit  # lazy: see _push
+            from .client.transaction import push_bulk_on_commit  # lazy: see _push
+            from .redis.shards import current
 
             if current() is not None and "shard" not in item:
                 item["shard"] = current()  # the push happens at commit, maybe outside this via() block
@@ -179,7 +179,7 @@ class Setter:
 
     def perform_inline(self, *args: Any, **kwargs: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
-        from .client import check_kwargs, normalize, validate  # lazy: see _client
+        from .client.push import check_kwargs, normalize, validate  # lazy: see _client
 
         config = get_config()
         item = self._item(args, kwargs)
@@ -245,7 +245,7 @@ class Job:
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
     #: The Redis shard (a name in ``WURK["SHARDS"]``) this class's jobs are pushed to;
-    #: never stored in the job (see wurk_django.shards).
+    #: never stored in the job (see wurk_django.redis.shards).
     shard: ClassVar[str | None] = None
 
     #: ``retry_in(count, exc, job)`` -> seconds, "discard", "kill" or None (CORE-123).

@@ -17,7 +17,7 @@ import redis as redis_lib
 
 from . import keys
 from .conf import Config
-from .connection import get_redis
+from .redis.connection import get_redis
 
 PAUSED_KEY = keys.PAUSED
 CACHE_TTL = 2.0

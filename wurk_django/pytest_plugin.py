@@ -24,8 +24,9 @@ from types import ModuleType
 import pytest
 import redis as redis_lib
 
-from . import connection, testing
+from . import testing
 from .conf import get_config, reset_config
+from .redis import connection
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def wurk_inline() -> Iterator[ModuleType]:
 
 def flushable_client() -> redis_lib.Redis:
     """A new client on ``settings.WURK``'s Redis; ``pytest.UsageError`` if that is database 0."""
-    from .connection import probe_redis
+    from .redis.connection import probe_redis
 
     reset_config()
     config = get_config()

@@ -3,7 +3,7 @@
 Loaded when ``BENCH_COUNT=1``. Wraps ``redis.Redis.execute_command`` (one
 command, one round trip), ``Pipeline.execute`` (its stacked commands, one
 round trip; MULTI/EXEC added for transactions) and
-``wurk_django.connection.send_on`` (the fetch path's packed batch, one
+``wurk_django.redis.connection.send_on`` (the fetch path's packed batch, one
 round trip), counting per command name.
 Calls made by the recorder thread are not counted. Totals are written to
 ``HSET bench:cmds:<pid>`` by the recorder's flusher.
@@ -55,8 +55,8 @@ def install() -> None:
                 round_trips["pipeline:" + "+".join(sorted(set(names)))] += 1
         return execute(self, raise_on_error)
 
-    import wurk_django.connection as wurk_connection
-    import wurk_django.server.reliable_fetch as wurk_fetch
+    import wurk_django.redis.connection as wurk_connection
+    import wurk_django.server.fetch.reliable as wurk_fetch
 
     batch = wurk_connection.send_on
 

@@ -21,7 +21,7 @@ from wurk_django import keys, payload
 from wurk_django.admin import bulk as bulk_views
 from wurk_django.admin import sets as set_views
 from wurk_django.api import RetrySet, bulk
-from wurk_django.scripts import lua
+from wurk_django.redis.scripts import lua
 
 from . import test_windowed
 from .conftest import BASE, enqueue, failed, job

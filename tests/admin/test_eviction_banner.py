@@ -8,9 +8,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.redis_servers import TCPRedis
-from wurk_django import connection
 from wurk_django.admin import eviction_banner
 from wurk_django.conf import reset_config
+from wurk_django.redis import connection
 
 from .conftest import BASE
 
@@ -83,7 +83,7 @@ def test_no_banner_when_allowed_or_on_noeviction(admin_client, point_at, lfu, se
 
 def test_the_reading_is_cached_briefly(admin_client, point_at, lfu, monkeypatch):
     """One INFO round trip per CACHE_SECONDS per process and Redis, not one per page."""
-    from wurk_django import eviction
+    from wurk_django.redis import eviction
 
     point_at(lfu.url())
     calls = []

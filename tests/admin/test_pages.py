@@ -166,7 +166,7 @@ def test_substring_filter_counts_all_matches(admin_client, redis_db):
 
 
 def test_job_detail_shows_every_field_and_decoded_backtrace(admin_client, redis_db):
-    lines = ["app/jobs.py:12:in 'perform'", "wurk_django/server/processor.py:88:in 'run'"]
+    lines = ["app/jobs.py:12:in 'perform'", "wurk_django/server/run/processor.py:88:in 'run'"]
     backtrace = base64.b64encode(zlib.compress(payload.dumps(lines))).decode()
     item = failed(jid="abc", error_backtrace=backtrace, custom_field={"tenant": "<acme>"}, bid="b-1")
     at = add_to_set(redis_db, "retry", item)

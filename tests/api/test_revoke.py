@@ -12,7 +12,7 @@ import pytest
 from tests.jobsapp.limit_jobs import Pair, Stubborn
 from tests.support import wait_for
 from wurk_django.api.revoke import MARKED, QUEUED, RETRY, RUNNING, SCHEDULED, revoke
-from wurk_django.server import revocations
+from wurk_django.server.stopping import revocations
 
 
 def _dead(redis_db) -> dict[str, dict]:

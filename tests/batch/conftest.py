@@ -10,8 +10,8 @@ def run_jobs(redis_db, queues=("default",), limit: int = 10_000) -> int:
     Each runs in its job context, as the processor runs it; a failure is booked."""
     from wurk_django import context, payload, registry
     from wurk_django.conf import get_config
-    from wurk_django.connection import get_redis
     from wurk_django.middleware import server_chain
+    from wurk_django.redis.connection import get_redis
     from wurk_django.server.retry import Retrier
 
     config = get_config()

@@ -447,7 +447,7 @@ def test_every_batch_key_has_a_ttl(redis_db, work):  # PRO-211, PRO-602
         jid = FailOnce.perform_async("late")
     for key in keys.batch_keys(late.bid):
         redis_db.delete(key)
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
 
     Client().push({"class": Mark, "args": ["late"], "bid": late.bid, "jid": jid})
     _assert_every_key_has_ttl(redis_db)
@@ -470,7 +470,7 @@ def test_job_sees_its_batch_and_validity(redis_db):  # PRO-223
 def test_a_job_changed_by_an_earlier_hook_is_registered_as_written(redis_db):
     """The batch hook works on operations (issue 24 item 3): a hook ahead of it that
     rewrites a batch job's operation cannot make the job miss its registration."""
-    from wurk_django import operations, writer
+    from wurk_django.client import operations, writer
 
     def meddle(ops):
         return [operations.enqueue({**op.job, "meddled": True}) if type(op) is operations.Enqueue else op
@@ -493,7 +493,7 @@ def test_a_batch_push_wakes_idle_fetchers_when_it_lands(redis_db, monkeypatch):
     """A batch job is pushed by push.lua, whose shared push snippet writes the wake-up
     token: inside a jobs() block it lands (and wakes) when the block's buffer is sent,
     not before; the writer sends no wake-up of its own for it."""
-    from wurk_django import operations
+    from wurk_django.client import operations
 
     woken: list[dict] = []
     real = operations.wake_commands
@@ -515,9 +515,9 @@ def test_runs_that_end_another_way_ack_nothing(redis_db, exit_kind):  # PRO-230 
     from wurk_django import context
     from wurk_django.batch.middleware import BatchServerMiddleware
     from wurk_django.conf import get_config
-    from wurk_django.connection import get_redis
     from wurk_django.errors import Shutdown
     from wurk_django.outcome import Outcome
+    from wurk_django.redis.connection import get_redis
 
     batch = Batch()
     with batch.jobs():

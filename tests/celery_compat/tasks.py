@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.support import wait_for  # noqa: F401 - re-exported for the tests
-from wurk_django.app_redis import redis_client
 from wurk_django.celery import shared_task
+from wurk_django.redis.app import redis_client
 
 
 class Flaky(Exception):

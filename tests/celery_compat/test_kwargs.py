@@ -9,21 +9,21 @@ import pytest
 
 from tests.jobsapp.jobs import RecordJob
 from wurk_django import Job, job, payload
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 
 
 class KeywordJob(Job):
     name = "tests.celery_compat.KeywordJob"
 
     def perform(self, key, *, label="none", count=1):
-        from wurk_django.app_redis import redis_client
+        from wurk_django.redis.app import redis_client
 
         redis_client().rpush(key, f"{label}x{count}")
 
 
 @job(name="tests.celery_compat.keyword_function")
 def keyword_function(key, suffix="."):
-    from wurk_django.app_redis import redis_client
+    from wurk_django.redis.app import redis_client
 
     redis_client().rpush(key, f"fn{suffix}")
 

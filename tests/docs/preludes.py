@@ -123,7 +123,7 @@ def _admin(ns: dict[str, Any], setitem: Any) -> None:
 
 def _api(ns: dict[str, Any], setitem: Any) -> None:
     from wurk_django import Job
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
 
     class SendReceipt(Job):
         name = "shop.jobs.SendReceipt"

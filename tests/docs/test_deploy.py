@@ -39,7 +39,7 @@ import yaml
 from tests.local_redis import free_port
 from tests.support import ROOT, stop_process, wait_for
 from wurk_django.conf import Config
-from wurk_django.server.manager import HARD_SHUTDOWN_WAIT
+from wurk_django.server.run.manager import HARD_SHUTDOWN_WAIT
 from wurk_django.server.swarm.slots import SHUTDOWN_GRACE
 
 DEPLOY = ROOT / "docs" / "deploy"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from wurk_django import Job, canonical
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 def fingerprint(value) -> str:

@@ -15,11 +15,11 @@ from tests.encryption.jobs import ChargeCard, DeclinedCard, OpaqueFailure, finge
 from tests.support import wurk_settings
 from wurk_django import context, encryption, payload, testing
 from wurk_django.api import DeadSet, RetrySet
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 from wurk_django.conf import get_config
-from wurk_django.connection import get_redis
 from wurk_django.encryption import envelope, keyring
 from wurk_django.outcome import Outcome
+from wurk_django.redis.connection import get_redis
 from wurk_django.server.retry import Retrier
 
 KEY1 = bytes(range(32))

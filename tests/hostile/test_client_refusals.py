@@ -9,7 +9,7 @@ import pytest
 from django.utils.safestring import mark_safe
 
 from tests.jobsapp.jobs import RecordJob
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 
 
 class Color(enum.IntEnum):
@@ -75,7 +75,7 @@ def test_subclassed_arguments_are_refused_not_coerced(redis_db, arg):
 
 
 def test_warn_mode_coerces_subclasses_to_their_plain_values(redis_db, settings):
-    from wurk_django.arguments import check_arguments
+    from wurk_django.client.arguments import check_arguments
 
     assert check_arguments("X", [Color.RED, Mood.HAPPY, MyInt(3), MyStr("x")], "warn") == [1, "happy", 3, "x"]
     assert [type(v) for v in check_arguments("X", [MyInt(3), MyStr("x")], False)] == [int, str]

@@ -24,7 +24,7 @@ def test_ten_second_outage_logs_one_line_per_component_and_no_traceback(redis_db
     server.start()
     try:
         client = redis.Redis.from_url(server.url, socket_connect_timeout=0.5, socket_timeout=2)
-        from wurk_django.client import Client
+        from wurk_django.client.push import Client
 
         pusher = Client(redis=client)
         jids = [pusher.push({"class": TraceJob, "args": [0.01]}) for _ in range(20)]

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.support import ROOT, RedisServer, free_port
-from wurk_django import reliable_push
+from wurk_django.client import reliable_push
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_the_report_is_at_error_level(caplog, monkeypatch):
 def test_with_a_spool_the_jobs_are_saved_and_the_report_names_the_file(caplog, monkeypatch, tmp_path):
     """Issue 43 item 2: what the exit could not deliver goes to the spool folder; one
     ERROR says how many and where, and nothing counts as lost."""
-    from wurk_django import push_spool
+    from wurk_django.client import push_spool
     from wurk_django.conf import Config
 
     class DownWriter:

@@ -20,7 +20,7 @@ import redis
 
 from tests.redis_servers import free_port
 from tests.support import ROOT, RedisServer, WorkerProcess, wait_for
-from wurk_django import push_spool, reliable_push
+from wurk_django.client import push_spool, reliable_push
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import threading
 
-from tests.server.test_reliable_fetch import _dead_pid, _job
+from tests.server.fetch.test_reliable import _dead_pid, _job
+from wurk_django.server.fetch.reliable import private_list
 from wurk_django.server.reaper import Reaper
-from wurk_django.server.reliable_fetch import private_list
 
 JIDS = [f"{i:024x}" for i in range(3)]
 

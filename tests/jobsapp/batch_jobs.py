@@ -7,7 +7,7 @@ import time
 
 from wurk_django import Job
 from wurk_django.batch import Batch
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 def record(key: str, value: str) -> None:

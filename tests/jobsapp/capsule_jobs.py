@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from wurk_django import Job
-from wurk_django.connection import get_redis
 from wurk_django.errors import Shutdown
+from wurk_django.redis.connection import get_redis
 
 
 class SpanJob(Job):

@@ -6,8 +6,8 @@ import os
 import time
 
 from wurk_django import Job, job
-from wurk_django.connection import get_redis
 from wurk_django.iterable import IterableJob
+from wurk_django.redis.connection import get_redis
 
 
 def record(key: str, value: str) -> None:

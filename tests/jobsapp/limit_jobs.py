@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from wurk_django import Job, SoftTimeLimitExceeded
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 def record(value: str) -> None:

@@ -6,7 +6,7 @@ import os
 import time
 
 from wurk_django import Job, job
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 class Add(Job):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from wurk_django import Job, limiter
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 def soon(_limiter, _job, _exc) -> float:

@@ -9,10 +9,10 @@ import pytest
 from tests.support import wurk_settings
 from wurk_django import context, limiter, payload, signals
 from wurk_django.conf import get_config
-from wurk_django.connection import get_redis
 from wurk_django.limiter.middleware import LimiterMiddleware, default_backoff
 from wurk_django.middleware import server_chain
 from wurk_django.outcome import Outcome
+from wurk_django.redis.connection import get_redis
 
 RESCHEDULED, DEAD = Outcome.RESCHEDULED, Outcome.DEAD
 
@@ -189,7 +189,7 @@ def test_an_encrypted_job_stays_encrypted_when_rescheduled_and_when_it_dies(redi
 
 
 def test_a_unique_job_keeps_its_lock_and_is_not_dropped_as_its_own_duplicate(redis_db):  # ENT-151 step 7
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
     from wurk_django.unique import lock
 
     with wurk_settings(UNIQUE_JOBS=True):

@@ -21,7 +21,7 @@ def start_workers(worker_factory, count: int = 2):
 
 
 def push(redis_db, klass: str, args_list: list[list]) -> None:
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
 
     for args in args_list:
         Client().push({"class": klass, "args": args, "queue": "default"})

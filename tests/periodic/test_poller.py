@@ -13,7 +13,7 @@ from wurk_django import periodic
 from wurk_django.conf import Config
 from wurk_django.periodic import registration
 from wurk_django.periodic.poller import Poller
-from wurk_django.scripts import lua
+from wurk_django.redis.scripts import lua
 
 JOB = "tests.jobsapp.jobs.RecordJob"
 T0 = int(datetime(2025, 1, 6, 10, 0, tzinfo=UTC).timestamp())  # a Monday, on the minute

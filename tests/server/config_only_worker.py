@@ -32,7 +32,7 @@ def _counted() -> dict:
 
 conf.raw_settings = _counted
 
-from wurk_django.client import Client  # noqa: E402
+from wurk_django.client.push import Client  # noqa: E402
 from wurk_django.job import Job  # noqa: E402
 from wurk_django.server.launcher import Launcher  # noqa: E402
 

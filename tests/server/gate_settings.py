@@ -1,4 +1,4 @@
-"""Settings for the run gate's worker tests (tests/server/test_run_gate.py).
+"""Settings for the run gate's worker tests (tests/server/run/test_gate.py).
 
 The gate's limit is held at ``TEST_GATE_LIMIT`` from the first job on, and a job
 stops counting against it after ``TEST_GATE_LONG_JOB`` seconds (the module's own
@@ -10,7 +10,7 @@ keeps each thread's database connection open between jobs for that many seconds.
 import os
 
 from tests.settings import *  # noqa: F403
-from wurk_django.server import run_gate
+from wurk_django.server.run import gate as run_gate
 
 _LIMIT = int(os.environ["TEST_GATE_LIMIT"])
 

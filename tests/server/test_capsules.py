@@ -167,7 +167,7 @@ def test_pro_110_capsules_never_share_a_private_list_or_running_marker():
 
 
 def test_pool_sizes_count_every_capsule_thread():
-    from wurk_django.connection import pool_size_for
+    from wurk_django.redis.connection import pool_size_for
 
     launcher = _launcher(CONCURRENCY=5, CAPSULES={"single": {"concurrency": 1, "queues": ["single"]},
                                                   "bulk": {"concurrency": 20, "queues": ["bulk"]}})
@@ -250,7 +250,7 @@ def _times(redis_db, key: str) -> dict[str, float]:
 
 
 def _push(klass: str, queue: str, *args) -> None:
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
 
     Client().push({"class": f"tests.jobsapp.capsule_jobs.{klass}", "queue": queue, "args": list(args)})
 

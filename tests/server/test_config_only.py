@@ -53,7 +53,7 @@ import json, os, sys
 import django
 django.setup()
 from django.core.management import call_command
-from wurk_django import connection
+from wurk_django.redis import connection
 from wurk_django.management.commands import wurk as command
 
 # A settings-sized pool exists first (CONCURRENCY 5 -> 10), as any earlier client call makes.
@@ -63,7 +63,7 @@ def report(launcher):
     launcher.manager.redis()
     launcher.manager.fetcher._mine().connection()
     launcher.manager.fetcher._done.set()  # no blocking wait: only the pool lookup below
-    from wurk_django.connection import get_redis
+    from wurk_django.redis.connection import get_redis
     blocking = get_redis("fetch", block_seconds=launcher.manager.fetcher.poll_interval, config=launcher.config)
     pid = os.getpid()
     sizes = {purpose: client.connection_pool.max_connections

@@ -14,13 +14,13 @@ from tests.jobsapp.jobs import RecordJob
 from wurk_django import payload, signals
 from wurk_django.api import DeadSet, RetrySet
 from wurk_django.conf import Config
-from wurk_django.connection import get_redis
 from wurk_django.errors import InvalidJob
 from wurk_django.outcome import Outcome
+from wurk_django.redis.connection import get_redis
 from wurk_django.server import death, poison
-from wurk_django.server.processor import Processor
 from wurk_django.server.retry import Retrier
-from wurk_django.server.run_gate import RunGate
+from wurk_django.server.run.gate import RunGate
+from wurk_django.server.run.processor import Processor
 from wurk_django.server.scheduler import Scheduler
 
 RECORD = "tests.jobsapp.jobs.RecordJob"

@@ -72,8 +72,8 @@ def test_redis_outage_mid_drain(redis_db, worker_factory, capsys):
     server = RedisServer()
     server.start()
     try:
-        from wurk_django import reliable_push
-        from wurk_django.client import Client
+        from wurk_django.client import reliable_push
+        from wurk_django.client.push import Client
 
         client = redis.Redis.from_url(server.url, socket_connect_timeout=0.5, socket_timeout=2)
         pusher = Client(redis=client)

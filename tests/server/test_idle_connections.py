@@ -2,7 +2,7 @@
 
 Twenty-five fetching threads all walk their queues at once when they start, so the
 process opens about one connection per thread; once they wait, their connections go
-back to the pools, and the heartbeat's :func:`~wurk_django.connection.trim_idle`
+back to the pools, and the heartbeat's :func:`~wurk_django.redis.connection.trim_idle`
 closes what the pools hold unused beyond one each. Connections are counted with
 ``CLIENT LIST`` on a private redis-server that only this process talks to. No
 assertion is about timing.
@@ -17,9 +17,9 @@ import redis as redis_lib
 
 from tests.redis_servers import TCPRedis
 from tests.support import Fetching, wait_for
-from wurk_django import connection
 from wurk_django.conf import Config
-from wurk_django.server.reliable_fetch import ReliableFetch
+from wurk_django.redis import connection
+from wurk_django.server.fetch.reliable import ReliableFetch
 
 THREADS = 25
 #: One queue: the blocker's connection (and at most one free one beside it), the main
@@ -203,7 +203,7 @@ def test_an_idle_worker_of_one_thread_holds_two_connections_like_sidekiq_RUN_130
     own, and yet a bare ``LPUSH`` is run (the watch hears it: the poll interval is a
     minute), and so is a job scheduled after the worker started (the scheduler heard its
     push: its first sweep is 30 s away)."""
-    from wurk_django.client import Client
+    from wurk_django.client.push import Client
     from wurk_django.server import scheduler as scheduler_module
     from wurk_django.server.launcher import Launcher
 

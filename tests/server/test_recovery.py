@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.server.test_reliable_fetch import _dead_pid, _dead_slots
+from tests.server.fetch.test_reliable import _dead_pid, _dead_slots
 from tests.support import wurk_settings
 from wurk_django import payload, signals
 from wurk_django.server import poison
@@ -50,11 +50,11 @@ def test_jobs_fetched_ahead_go_back_in_queue_order_across_slots_RUN_142_PRO_141(
     innocent = [raw for raw in fetch_order if raw in jobs[3:]]
     assert innocent == jobs[3:]  # j3 .. j8, in the order they were queued
     # ... and all before the jobs that were waiting in the queue (the running ones are
-    # spaced apart, tests/server/test_reliable_fetch.py, so one of them may lead).
+    # spaced apart, tests/server/fetch/test_reliable.py, so one of them may lead).
     assert max(fetch_order.index(raw) for raw in jobs[3:]) < min(fetch_order.index(raw) for raw in later)
     for raw in jobs[3:]:
         assert not redis_db.exists("super_fetch:recovered:" + json.loads(raw)["jid"])
-    for raw in jobs[:3]:  # the running ones are counted (and spaced, tests/server/test_reliable_fetch.py)
+    for raw in jobs[:3]:  # the running ones are counted (and spaced, tests/server/fetch/test_reliable.py)
         assert redis_db.get("super_fetch:recovered:" + json.loads(raw)["jid"]) == b"1"
 
 

@@ -64,7 +64,7 @@ def test_more_than_a_batch_is_drained_in_one_sweep(redis_db):
 def test_promotion_does_not_go_through_a_second_client_call(redis_db, monkeypatch):
     # The pop and the push are one script: there is no window in Python where the job
     # is out of the set but not on its queue. A push path that fails cannot lose it.
-    from wurk_django import client
+    from wurk_django.client import push as client
 
     def explode(*args, **kwargs):
         raise SystemExit("the process dies here")

@@ -15,11 +15,11 @@ import redis
 
 from tests.support import wait_for
 from wurk_django import keys
-from wurk_django.client import Client
+from wurk_django.client.push import Client
+from wurk_django.client.writer import Writer
 from wurk_django.conf import Config
 from wurk_django.server import scheduler as scheduler_module
 from wurk_django.server.scheduler import MIN_GAP, Scheduler, plan_wait
-from wurk_django.writer import Writer
 
 
 class Clock:

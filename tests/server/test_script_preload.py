@@ -13,8 +13,8 @@ import redis as redis_lib
 
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, wait_for
-from wurk_django import scripts
 from wurk_django.conf import Config
+from wurk_django.redis import scripts
 from wurk_django.server import child
 
 pytestmark = pytest.mark.slow

@@ -13,11 +13,12 @@ from __future__ import annotations
 import pytest
 
 from tests.support import Fetching, wait_for
-from wurk_django import keys, wake_demand, writer
-from wurk_django.client import Client
+from wurk_django import keys, wake_demand
+from wurk_django.client import writer
+from wurk_django.client.push import Client
 from wurk_django.conf import Config, get_config
-from wurk_django.connection import client_for
-from wurk_django.server.reliable_fetch import ReliableFetch
+from wurk_django.redis.connection import client_for
+from wurk_django.server.fetch.reliable import ReliableFetch
 
 JOB = {"class": "tests.jobsapp.jobs.RecordJob", "args": [1], "queue": "c"}
 

@@ -9,7 +9,7 @@ nothing. No assertion here is about how fast anything is.
 
 The tokens are what a fetcher serving several queues waits on when Redis's push
 notifications are off (``FETCH_NOTIFICATIONS = False``, or a Redis that refuses
-``CLIENT TRACKING``), so these fetchers switch them off; tests/server/test_push_watch.py
+``CLIENT TRACKING``), so these fetchers switch them off; tests/server/fetch/test_push_watch.py
 covers the notifications.
 """
 
@@ -21,11 +21,12 @@ import threading
 import pytest
 
 from tests.support import wait_for
-from wurk_django import keys, operations, payload, wake_demand
-from wurk_django.client import Client
+from wurk_django import keys, payload, wake_demand
+from wurk_django.client import operations
+from wurk_django.client.push import Client
 from wurk_django.conf import Config
+from wurk_django.server.fetch.reliable import ReliableFetch
 from wurk_django.server.reaper import Reaper
-from wurk_django.server.reliable_fetch import ReliableFetch
 
 
 def _raw(jid: str, queue: str) -> bytes:
@@ -212,7 +213,7 @@ def test_kill_9_mid_drain_with_jobs_fetched_ahead_loses_nothing(redis_db, worker
 def test_the_other_queues_are_tried_in_one_round_trip_in_order(redis_db, monkeypatch):
     """After the first queue misses, the rest are tried by one script call, in the fetcher's
     order, each hit moved into that queue's private list (PRO-122)."""
-    from wurk_django.server import reliable_fetch
+    from wurk_django.server.fetch import reliable as reliable_fetch
 
     calls = []
     real = reliable_fetch.FETCH_FIRST

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 from wurk_django.statsd.client import UDPClient
 
 JOBS = 200  # the test pushes this many RecordJobs

@@ -17,7 +17,7 @@ from tests.statsd.listener import UDPListener
 from tests.support import StandInUnit, free_port, processor_manager, wait_for, wurk_settings
 from wurk_django import Job, limiter, payload, statsd
 from wurk_django.conf import problems
-from wurk_django.server.processor import Processor
+from wurk_django.server.run.processor import Processor
 from wurk_django.statsd.client import UDPClient, format_metric
 
 # The module, not the package's client() function of the same name.
@@ -243,9 +243,9 @@ def test_recovered_fetch_and_poison_from_the_reaper(redis_db, listener):
 
 
 def test_recovered_push_after_an_outage(redis_db, listener):
-    from wurk_django import reliable_push
+    from wurk_django.client import reliable_push
+    from wurk_django.client.writer import Writer
     from wurk_django.conf import get_config
-    from wurk_django.writer import Writer
 
     with wurk_settings(STATSD={"HOST": "127.0.0.1", "PORT": PORT}):
         writer = Writer(get_config())
@@ -380,7 +380,7 @@ def test_statsd_observes_jobs_without_wrapping_them():
     from wurk_django import features
     from wurk_django.conf import get_config
     from wurk_django.middleware import server_chain
-    from wurk_django.server import observers
+    from wurk_django.server.run import observers
     from wurk_django.statsd.observer import observe
 
     features.install("server")
@@ -393,7 +393,7 @@ def test_statsd_observes_jobs_without_wrapping_them():
 
 @pytest.mark.django_db
 def test_an_observer_that_raises_never_changes_a_jobs_outcome(redis_db, caplog):
-    from wurk_django.server import observers
+    from wurk_django.server.run import observers
 
     def broken(job, queue):
         raise RuntimeError("observer broke")

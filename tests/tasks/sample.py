@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 from wurk_django.tasks import task as wurk_task
 from wurk_django.tasks.compat import TaskContext, task
 

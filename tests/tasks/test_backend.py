@@ -45,7 +45,7 @@ def test_construction_does_no_redis_io(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a backend opened a Redis connection while being constructed")
 
-    monkeypatch.setattr("wurk_django.connection._build", refuse)
+    monkeypatch.setattr("wurk_django.redis.connection._build", refuse)
     made: list[WurkBackend] = []
 
     def build():

@@ -12,10 +12,10 @@ from django.core.management.base import SystemCheckError
 
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, wurk_settings
-from wurk_django import connection
 from wurk_django.checks import check_redis_server
 from wurk_django.conf import Config
 from wurk_django.errors import RedisClusterError
+from wurk_django.redis import connection
 
 
 @pytest.fixture(scope="module")

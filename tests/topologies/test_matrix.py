@@ -29,7 +29,8 @@ import redis as redis_lib
 
 from tests.redis_servers import every_topology
 from tests.support import WorkerProcess, wait_for, wurk_settings
-from wurk_django import connection, via
+from wurk_django import via
+from wurk_django.redis import connection
 
 SPEED = 12  # a cron minute passes in 5 real seconds
 FEATURES = {

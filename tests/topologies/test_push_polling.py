@@ -20,8 +20,10 @@ import redis as redis_lib
 
 from tests.redis_servers import SentinelGroup, TCPRedis, replicating
 from tests.support import wait_for, wurk_settings
-from wurk_django import Job, payload, reliable_push, via, wire
-from wurk_django import sentinel as sentinel_module
+from wurk_django import Job, payload, via
+from wurk_django.client import reliable_push
+from wurk_django.redis import sentinel as sentinel_module
+from wurk_django.redis import wire
 
 SPIN_US = 10_000
 DB = 1

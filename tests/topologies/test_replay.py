@@ -15,12 +15,15 @@ import redis as redis_lib
 
 from tests.local_redis import free_port
 from tests.redis_servers import SwitchableProxy, TCPRedis
-from wurk_django import connection, payload, redis_errors, writer
+from wurk_django import payload
+from wurk_django.client import writer
+from wurk_django.client.operations import Extra
+from wurk_django.client.writer import Writer
 from wurk_django.conf import Config
-from wurk_django.operations import Extra
-from wurk_django.redis_errors import PrimaryRefused
-from wurk_django.server.reliable_fetch import ReliableFetch
-from wurk_django.writer import Writer
+from wurk_django.redis import connection
+from wurk_django.redis import errors as redis_errors
+from wurk_django.redis.errors import PrimaryRefused
+from wurk_django.server.fetch.reliable import ReliableFetch
 
 
 @pytest.fixture
@@ -147,7 +150,7 @@ def test_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_af
 
 def test_with_reliable_push_such_a_job_is_delivered_again_at_least_once(private, kill_after_push, events, monkeypatch):
     from tests.support import wait_for
-    from wurk_django import reliable_push
+    from wurk_django.client import reliable_push
 
     monkeypatch.setattr(reliable_push, "FLUSH_INTERVAL", 0.1)
     monkeypatch.setattr(reliable_push, "_buffers", {})

@@ -23,12 +23,13 @@ from redis.sentinel import SentinelManagedConnection
 
 from tests.redis_servers import SentinelGroup, replicating
 from tests.support import ROOT, WorkerProcess, stop_process, wait_for
-from wurk_django import connection, payload, wire
-from wurk_django import sentinel as sentinel_module
+from wurk_django import payload
+from wurk_django.client.writer import AsyncWriter, Writer
 from wurk_django.conf import Config, problems
-from wurk_django.connection import async_redis, get_redis, probe_redis
 from wurk_django.errors import ConfigurationError
-from wurk_django.writer import AsyncWriter, Writer
+from wurk_django.redis import connection, wire
+from wurk_django.redis import sentinel as sentinel_module
+from wurk_django.redis.connection import async_redis, get_redis, probe_redis
 
 
 def _sentinel_config(group: SentinelGroup, **extra) -> Config:

@@ -13,9 +13,10 @@ import pytest
 from tests.admin.conftest import BASE, enqueue, job, make_user
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, queued, wait_for, wurk_settings
-from wurk_django import Job, api, connection, via
+from wurk_django import Job, api, via
 from wurk_django.conf import get_config, problems
-from wurk_django.shards import route
+from wurk_django.redis import connection
+from wurk_django.redis.shards import route
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from tests.admin.conftest import BASE, enqueue, job
 from tests.admin.test_browser import browser, page, shot, stat  # noqa: F401  (fixtures)
 from tests.redis_servers import TCPRedis
 from tests.support import wurk_settings
-from wurk_django import connection
+from wurk_django.redis import connection
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

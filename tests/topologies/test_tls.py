@@ -10,10 +10,11 @@ import redis as redis_lib
 
 from tests.redis_servers import TLSRedis, certificates
 from tests.support import WorkerProcess, wait_for
-from wurk_django import connection, payload
+from wurk_django import payload
+from wurk_django.client.writer import Writer
 from wurk_django.conf import Config
-from wurk_django.connection import get_redis, probe_redis
-from wurk_django.writer import Writer
+from wurk_django.redis import connection
+from wurk_django.redis.connection import get_redis, probe_redis
 
 
 @pytest.fixture(scope="module")

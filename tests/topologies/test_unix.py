@@ -10,9 +10,10 @@ import pytest
 
 from tests.redis_servers import UnixRedis
 from tests.support import WorkerProcess, wait_for
-from wurk_django import connection, payload
+from wurk_django import payload
+from wurk_django.client.writer import Writer
 from wurk_django.conf import Config
-from wurk_django.writer import Writer
+from wurk_django.redis import connection
 
 
 @pytest.fixture

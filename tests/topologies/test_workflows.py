@@ -33,7 +33,8 @@ import redis as redis_lib
 
 from tests.redis_servers import SentinelGroup, every_topology
 from tests.support import WorkerProcess, wait_for, wurk_settings
-from wurk_django import connection, via
+from wurk_django import via
+from wurk_django.redis import connection
 
 #: What docs/redis.md recommends on every data server of a Sentinel group (as
 #: tests/topologies/test_sentinel.py runs it): with them, a failover heard by our

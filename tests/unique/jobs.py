@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from wurk_django import Job
-from wurk_django.connection import get_redis
+from wurk_django.redis.connection import get_redis
 
 
 class SyncAccount(Job):

@@ -17,7 +17,7 @@ import django
 def main() -> None:
     django.setup()
     from tests.unique.jobs import SyncAccount
-    from wurk_django.connection import get_redis
+    from wurk_django.redis.connection import get_redis
 
     threads = int(sys.argv[1])
     redis = get_redis()

@@ -12,7 +12,7 @@ from tests.support import wurk_settings
 from tests.unique.jobs import ByAccount, CriticalSync, FailingUnique, NoRetryUnique, StartUnique, SyncAccount
 from wurk_django import middleware, payload
 from wurk_django.api import DeadSet, RetrySet
-from wurk_django.client import Client
+from wurk_django.client.push import Client
 from wurk_django.conf import get_config
 from wurk_django.outcome import Outcome
 from wurk_django.server import death
@@ -38,7 +38,7 @@ def key_for(klass: str, queue: str, args: list) -> str:
 def test_first_push_wins_and_duplicate_is_dropped(redis_db, caplog):  # ENT-204
     jid = SyncAccount.perform_async(42)
     assert jid
-    with caplog.at_level(logging.INFO, logger="wurk_django.client"):
+    with caplog.at_level(logging.INFO, logger="wurk_django.client.push"):
         assert SyncAccount.perform_async(42) is None
     assert f"duplicate {SYNC} dropped" in caplog.text and f"blocked by jid={jid}" in caplog.text
     assert SyncAccount.perform_async(43)  # other arguments: another lock
@@ -77,7 +77,7 @@ def test_bad_unique_for_is_refused_at_the_call_site(redis_db, bad):
 
 def test_an_unknown_unique_until_counts_as_success(redis_db, caplog):
     # ENT-202: any other value is "success"; the push goes ahead, with a warning once.
-    with caplog.at_level(logging.WARNING, logger="wurk_django.client"):
+    with caplog.at_level(logging.WARNING, logger="wurk_django.client.push"):
         jid = SyncAccount.set(unique_until="sucess").perform_async(1)
         assert jid is not None
         assert SyncAccount.set(unique_until="sucess").perform_async(1) is None  # the lock holds

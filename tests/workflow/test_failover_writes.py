@@ -14,8 +14,8 @@ from redis.sentinel import MasterNotFoundError
 
 from tests.jobsapp.workflow_jobs import Add
 from tests.workflow.conftest import ran
-from wurk_django import redis_errors
-from wurk_django.redis_errors import PrimaryRefused
+from wurk_django.redis import errors as redis_errors
+from wurk_django.redis.errors import PrimaryRefused
 from wurk_django.workflow import chain
 
 

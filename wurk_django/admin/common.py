@@ -19,7 +19,7 @@ from django.utils.translation import ngettext
 from .. import payload
 from ..admin_pages import pages
 from ..api import Stats
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from .access import can_manage
 
 DEFAULT_COUNT = 25  # rows a list page shows unless the query asks for another count (CORE-242)

@@ -11,9 +11,9 @@ from django.utils.translation import ngettext
 
 from .. import keys
 from ..api import Stats, StatsHistory, WorkSet
-from ..eviction import evicted_from_info
 from ..metrics.query import MetricsQuery
-from ..redis_errors import memory_limit
+from ..redis.errors import memory_limit
+from ..redis.eviction import evicted_from_info
 from .access import bearer_ok  # noqa: F401  (kept importable from here)
 from .common import redis, render, summary
 

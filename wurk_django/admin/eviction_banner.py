@@ -16,9 +16,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import eviction
 from ..conf import get_config
-from ..connection import get_redis
+from ..redis import eviction
+from ..redis.connection import get_redis
 
 #: How long one INFO reading serves the banner.
 CACHE_SECONDS = 30.0

@@ -14,7 +14,7 @@ from django.urls import URLPattern
 from django.views.decorators.cache import never_cache
 
 from ..admin_pages import pages
-from ..shards import via
+from ..redis.shards import via
 from . import builtin  # noqa: F401  (registers the core pages)
 from .access import (  # noqa: F401  (kept importable from here)
     MANAGE_PERMISSION,

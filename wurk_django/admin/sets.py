@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import payload
 from ..api import DeadSet, JobSet, NotPushed, RetrySet, ScheduledSet, SortedEntry, bulk
 from ..api.revoke import MARKED, revoke
-from ..client import Client
+from ..client.push import Client
 from ..unique.unlock import digest_of, holder, release_digest
 from . import bulk as bulk_views
 from .common import (

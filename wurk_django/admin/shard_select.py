@@ -12,8 +12,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from .. import shards
 from ..conf import base_config
+from ..redis import shards
 from .common import redirect_back, url
 
 SESSION_KEY = "wurk_shard"

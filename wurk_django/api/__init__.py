@@ -3,7 +3,7 @@ running work, counters, iterable-job progress, profiles and deploy marks
 (spec section 5, CORE-161..172).
 
 Every object takes an optional ``redis`` client and otherwise uses the
-process-wide one from :func:`wurk_django.connection.get_redis`. Names follow
+process-wide one from :func:`wurk_django.redis.connection.get_redis`. Names follow
 Sidekiq's Ruby API so the two stay easy to compare.
 """
 

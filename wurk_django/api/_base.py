@@ -9,7 +9,7 @@ from typing import Any
 import redis as redis_lib
 
 from .. import payload
-from ..connection import get_redis
+from ..redis.connection import get_redis
 
 RedisClient = redis_lib.Redis
 

@@ -23,10 +23,10 @@ import time
 from typing import Any
 
 from .. import context, keys, payload
-from ..client import Client
+from ..client.push import Client
 from ..errors import JobInterrupted
 from ..job import Job
-from ..scripts import lua
+from ..redis.scripts import lua
 from ..text import to_text
 from ._base import RedisClient, conn
 from .sorted import DeadSet, _job_dict, _prepare_repush, refusal

@@ -9,7 +9,7 @@ from typing import overload
 
 from .. import keys
 from .. import pause as pausing
-from ..scripts import lua
+from ..redis.scripts import lua
 from ..text import to_text
 from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw
 from .record import JobRecord

@@ -19,8 +19,8 @@ import orjson
 
 from .. import keys, payload
 from ..conf import get_config
-from ..server import revocations
-from ..server.watchdog import revoked_error
+from ..server.stopping import revocations
+from ..server.stopping.watchdog import revoked_error
 from ..text import to_text
 from ._base import RedisClient, conn
 from .process import SIGNAL_TTL, ProcessSet, WorkSet

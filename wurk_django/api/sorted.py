@@ -9,10 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from .. import keys, payload
-from ..client import Client
+from ..client.push import Client
+from ..client.writer import Writer
 from ..conf import get_config
 from ..server import death
-from ..writer import Writer
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import canonical, keys, signals
 from .. import context as job_context
+from ..client.writer import Writer
 from ..conf import QUEUE_NAME, Config
 from ..errors import WurkError
 from ..text import to_text
-from ..writer import Writer
 from . import context, fire, scripts
 from .context import Buffer
 
@@ -275,7 +275,7 @@ class Batch:
         buffer = Buffer(self.bid, autoflush)
         tokens = context.set_batch(self, buffer)
         open_token = context.open_bids.set(open_now | {self.bid})
-        from ..transaction import immediate_pushes
+        from ..client.transaction import immediate_pushes
 
         try:
             with immediate_pushes():
@@ -334,7 +334,7 @@ class Batch:
         pipe.scard(keys.batch(self.bid, "kids"))
         total, kids = pipe.execute()
         if int(total or 0) == 0 and int(kids or 0) == 0:
-            from ..client import Client
+            from ..client.push import Client
 
             # Outside any block now, so no buffer takes it: it is written at once.
             Client(config=config).push({"class": EMPTY_CLASS, "args": [], "queue": "default", "retry": False,

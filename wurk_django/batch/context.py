@@ -18,7 +18,7 @@ from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..operations import Operation
+    from ..client.operations import Operation
     from .batch import Batch
 
 current_batch: ContextVar[Batch | None] = ContextVar("wurk_batch", default=None)

@@ -24,9 +24,9 @@ from typing import Any
 
 from .. import context as job_context
 from .. import keys, payload, signals, testing
+from ..client.writer import Writer
 from ..conf import Config
-from ..redis_errors import ride_out
-from ..writer import Writer
+from ..redis.errors import ride_out
 from . import context, scripts
 
 logger = logging.getLogger("wurk_django.batch")
@@ -137,7 +137,7 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
         return False
     logger.info("batch %s: %s (%d callback%s)", bid, event, len(jobs), "" if len(jobs) == 1 else "s")
     if through_client:
-        from ..client import Client
+        from ..client.push import Client
 
         client = Client(config=config)
         # Outside any open block: no other bid is stamped on them, no buffer keeps them.

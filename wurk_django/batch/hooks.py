@@ -1,7 +1,7 @@
 """The write hook: a batch job is pushed and registered in its batch in one script.
 
-Each :class:`~wurk_django.operations.Enqueue` or ``schedule``
-:class:`~wurk_django.operations.Schedule` of a job carrying a ``bid`` gets a
+Each :class:`~wurk_django.client.operations.Enqueue` or ``schedule``
+:class:`~wurk_django.client.operations.Schedule` of a job carrying a ``bid`` gets a
 ``via``: ``push.lua`` / ``schedule.lua``, which register the jid (total, pending,
 expiry) and push in one atomic step (``push.lua`` with the shared push snippet, so
 idle fetchers are woken as by any push). The operation carries the job and the
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import keys
-from ..operations import Enqueue, Extra, Operation, Schedule
+from ..client.operations import Enqueue, Extra, Operation, Schedule
 from . import context, scripts
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def install_client() -> None:
     """Stamp pushes inside ``jobs()`` with the batch, and register each job in its batch as it is pushed."""
-    from .. import middleware, writer
+    from .. import middleware
+    from ..client import writer
     from . import hooks
     from .client import BatchClientMiddleware
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import keys
-from ..operations import wake_args
-from ..scripts import lua
+from ..client.operations import wake_args
+from ..redis.scripts import lua
 
 #: How long any batch key lives unless the batch says otherwise (30 days).
 DEFAULT_EXPIRY = 30 * 24 * 3600

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import payload, result_store, shards, testing
-from ..client import Client
+from .. import payload, result_store, testing
+from ..client.push import Client
+from ..client.writer import Writer
 from ..conf import Config, get_config
 from ..job import Setter, _run_at
-from ..writer import Writer
+from ..redis import shards
 from . import records
 from .result import AsyncResult
 

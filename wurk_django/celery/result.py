@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import context, payload, registry, result_store
 from ..conf import Config, get_config
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from . import records, states
 from .exceptions import TaskError, TaskRevokedError, TimeoutError
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..redis_target import REDIS_KEYS, RedisTarget, cache_redis_params, dict_problems, resolve
+from ..redis.targets import REDIS_KEYS, RedisTarget, cache_redis_params, dict_problems, resolve
 from .config import VIA, Config, base_config, get_config, reset_config
 from .core import MODES, TESTING_MODES, default_tag
 from .docs import MARKDOWN_BEGIN, MARKDOWN_END, markdown

@@ -8,7 +8,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..redis_target import RedisTarget, resolve
+from ..redis.targets import RedisTarget, resolve
 from .table import current
 from .targets import redis_url
 from .validation import problems, raw_settings

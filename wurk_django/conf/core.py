@@ -144,7 +144,7 @@ ROWS: tuple[Setting, ...] = (
     Setting("FAST_PATH", True,
             lambda v: isinstance(v, bool), "True or False",
             "Write the hot path's command batches and `redis_client()`'s single commands straight on the "
-            "socket with hiredis (`wurk_django/wire.py`). `False` sends them through redis-py's own calls: "
+            "socket with hiredis (`wurk_django/redis/wire.py`). `False` sends them through redis-py's own calls: "
             "slower, same results; the environment variable `WURK_FAST_PATH=0` does the same and wins. Read "
             "once per process. An installed redis-py the fast path does not fit turns it off by itself, with "
             "one WARNING line. See docs/redis.md, The socket fast path.", REDIS, type=bool),
@@ -390,7 +390,7 @@ ROWS: tuple[Setting, ...] = (
     Setting("RELIABLE_PUSH_OVERFLOW", "raise",
             lambda v: v in ("raise", "drop_oldest"), '"raise" or "drop_oldest"',
             "What a push does when the buffer is full: `\"raise\"` fills the room left and raises "
-            "`wurk_django.reliable_push.PushBufferFull` at the call site naming the jobs it did not take "
+            "`wurk_django.client.reliable_push.PushBufferFull` at the call site naming the jobs it did not take "
             "(`.jobs`); "
             "`\"drop_oldest\"` keeps it and drops the oldest buffered jobs to make room (a ring), each logged by "
             "jid at ERROR and sent with the `pushes_dropped` signal. Never silent either way.", CLIENT,

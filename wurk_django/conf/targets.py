@@ -1,13 +1,13 @@
 """Which Redis a config points at: the URL it falls back on, and what is wrong with
 ``REDIS``, ``SHARDS`` and ``QUEUE_SHARDS`` (``Config.for_shard`` turns a shard into a
-config; :mod:`wurk_django.redis_target` resolves a value to a target)."""
+config; :mod:`wurk_django.redis.targets` resolves a value to a target)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from ..redis_target import dict_problems
+from ..redis.targets import dict_problems
 from .validators import redis_url_problem
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import connection, scripts
 from ..conf import Config, get_config
 from ..errors import ConfigurationError, RedisVersionError
+from ..redis import connection, scripts
 from ..server.threads import spawn
 
 logger = logging.getLogger("wurk_django.embedded")
@@ -39,7 +39,7 @@ def ensure_log_output(config: Any) -> bool:
     (a handler, or a level on it or on ``wurk_django.job``) or whose root logger
     already takes INFO is left as it is. True when a handler was added.
     """
-    from ..server.joblog import JSONFormatter, PlainFormatter
+    from ..server.run.joblog import JSONFormatter, PlainFormatter
 
     root = logging.getLogger("wurk_django")
     if root.handlers or root.level != logging.NOTSET or logging.getLogger("wurk_django.job").level != logging.NOTSET:

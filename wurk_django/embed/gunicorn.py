@@ -32,8 +32,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import connection
 from ..conf import get_config
+from ..redis import connection
 from . import boot, embedded
 
 logger = logging.getLogger("wurk_django.embedded")
@@ -77,7 +77,7 @@ def pre_fork(server: Any, worker: Any) -> None:
 def post_fork(server: Any, worker: Any) -> None:
     """Worker, just forked: drop the DB connection objects inherited from the master, unclosed.
 
-    Redis pools are already forgotten by an at-fork hook in :mod:`wurk_django.connection`.
+    Redis pools are already forgotten by an at-fork hook in :mod:`wurk_django.redis.connection`.
     """
     if not _django_ready():
         return

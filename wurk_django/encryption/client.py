@@ -12,11 +12,11 @@ import logging
 from typing import Any
 
 from .. import context, payload
-from ..arguments import _coerce, check_arguments, find_complex
+from ..client.arguments import _coerce, check_arguments, find_complex
 from . import envelope, keyring
 from .errors import EncryptionError
 
-logger = logging.getLogger("wurk_django.client")
+logger = logging.getLogger("wurk_django.client.push")
 
 
 def _clear_value(job: dict, value: Any, mode: Any) -> Any:

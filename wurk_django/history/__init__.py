@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import keys
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from .rollup import BUCKETS, TTLS
 
 __all__ = ["history", "queue_history", "recent", "set_leader_check", "RANGES"]

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from .. import keys
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from ..server.timer import TimerLoop, off_the_beat
 from . import leader_check
 from .rollup import rollup_queues, rollup_throughput, snapshot

@@ -50,7 +50,7 @@ def is_leader() -> bool:
 def leader_info(redis: Any = None) -> dict[str, Any]:
     """``{"identity", "since", "token"}`` of the cluster's leader now; ``identity`` is
     ``""`` when nobody leads, ``since``/``token`` are None when unknown (a Ruby leader)."""
-    from ..connection import get_redis
+    from ..redis.connection import get_redis
 
     redis = redis or get_redis()
     pipe = redis.pipeline(transaction=False)

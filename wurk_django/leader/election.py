@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import keys, signals
-from ..connection import get_redis
+from ..redis.connection import get_redis
+from ..redis.scripts import lua
 from ..reporting import report
-from ..scripts import lua
 from ..server.state import identity as process_identity
 from ..server.timer import JOIN_TIMEOUT, TimerLoop
 from ..text import to_text

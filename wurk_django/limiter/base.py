@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 import redis as redis_lib
 
 from .. import context, keys
+from ..client.writer import Writer
 from ..conf import Config
-from ..connection import get_redis
-from ..scripts import lua
-from ..writer import Writer
+from ..redis.connection import get_redis
+from ..redis.scripts import lua
 from . import options as opts
 
 logger = logging.getLogger("wurk_django.limiter")

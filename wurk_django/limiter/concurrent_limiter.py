@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from .. import keys
-from ..scripts import lua
+from ..redis.scripts import lua
 from . import options as opts
 from .base import Held, Limiter, OverLimit, redis_client, run, send
 

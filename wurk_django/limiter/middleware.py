@@ -21,7 +21,7 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from .. import context, signals
-from ..client import Client
+from ..client.push import Client
 from ..conf import Config
 from ..outcome import Outcome
 from ..server import death

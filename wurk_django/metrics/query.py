@@ -22,7 +22,7 @@ from typing import Any
 import redis as redis_lib
 
 from .. import keys
-from ..connection import get_redis
+from ..redis.connection import get_redis
 
 __all__ = [
     "BUCKET_BOUNDS_MS",

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import redis as redis_lib
 
 from ..conf import Config
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from ..server.outage import OutageLog, is_outage
 from .query import BUCKET_BOUNDS_MS, bucket_index, histogram_key, minute_key
 

@@ -18,7 +18,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from .. import canonical, keys
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from ..text import to_text
 from . import zones
 from .schedule import gettext, parse

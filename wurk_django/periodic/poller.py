@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import keys
-from ..client import Client
-from ..connection import get_redis
-from ..scripts import lua
+from ..client.push import Client
+from ..redis.connection import get_redis
+from ..redis.scripts import lua
 from ..server.outage import OutageLog, is_outage
 from ..server.threads import spawn
 from ..server.timer import JOIN_TIMEOUT

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import keys
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from . import loops
 from .config import build_loop, entry_loop, resolve_job, ruby_push_defaults
 from .loops import Loop

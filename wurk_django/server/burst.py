@@ -6,7 +6,7 @@ import time
 
 from .. import keys
 from ..conf import Config
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from .launcher import Launcher
 
 

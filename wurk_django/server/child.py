@@ -20,8 +20,8 @@ from typing import Any, NoReturn
 import redis as redis_lib
 from django.dispatch import Signal
 
-from .. import connection, scripts
 from ..conf import Config
+from ..redis import connection, scripts
 from .launcher import Launcher, dump_threads
 from .logfiles import reopen as reopen_logs
 from .os_signals import SignalPipe

@@ -21,7 +21,7 @@ before any flood of idle sockets can push it out, however fast they reopen.
 ``/ready``'s Redis PING runs in a thread of its own, one at a time; every
 ``/ready`` that arrives meanwhile shares its answer, so no number of requests
 makes more than one PING or one extra thread. The Redis PING goes through the
-same client factory as the rest of the worker (:func:`~wurk_django.connection.probe_redis`),
+same client factory as the rest of the worker (:func:`~wurk_django.redis.connection.probe_redis`),
 so it reaches Redis however it is configured: a URL, TLS, a Unix socket or
 Sentinel. Swarm children share one port: the first child to bind it serves;
 the others retry every 5 seconds, so the port outlives any one child.
@@ -40,7 +40,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from ..connection import probe_redis
+from ..redis.connection import probe_redis
 
 logger = logging.getLogger("wurk_django.worker")
 

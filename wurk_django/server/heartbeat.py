@@ -20,13 +20,14 @@ import redis as redis_lib
 
 from .. import __version__, keys
 from ..conf import Config
-from ..connection import get_redis, trim_idle
-from ..eviction import EvictionWatch
 from ..fleet import RUNTIME  # the ``runtime`` of our processes' ``info``; Sidekiq and Ruby wurk write none
-from . import events, pidspace, revocations
+from ..redis.connection import get_redis, trim_idle
+from ..redis.eviction import EvictionWatch
+from . import events, pidspace
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
 from .state import EXPIRED, WorkerState, hostname
+from .stopping import revocations
 
 logger = logging.getLogger("wurk_django.worker")
 

@@ -18,16 +18,18 @@ import traceback
 from collections.abc import Callable
 from typing import Protocol
 
-from .. import push_spool, signals, wire
+from .. import signals
+from ..client import push_spool
 from ..conf import Config
 from ..conf.capsules import describe
 from ..metrics.tracker import FLUSH_INTERVAL, MetricsTracker
+from ..redis import wire
 from . import events
 from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
-from .manager import HARD_SHUTDOWN_WAIT, Manager
 from .reaper import Reaper
-from .run_gate import RunGate
+from .run.gate import RunGate
+from .run.manager import HARD_SHUTDOWN_WAIT, Manager
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
 from .threads import spawn

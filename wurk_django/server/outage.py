@@ -15,7 +15,7 @@ import time
 
 import redis as redis_lib
 
-from ..redis_errors import is_failover
+from ..redis.errors import is_failover
 
 logger = logging.getLogger("wurk_django.worker")
 

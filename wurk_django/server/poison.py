@@ -24,8 +24,8 @@ import redis as redis_lib
 
 from .. import keys, payload
 from ..conf import Config, get_config
-from ..connection import get_redis
 from ..errors import WurkError
+from ..redis.connection import get_redis
 from . import death
 
 logger = logging.getLogger("wurk_django.worker")

@@ -68,14 +68,14 @@ import time
 import redis as redis_lib
 
 from .. import keys, payload, signals
+from ..client.writer import Writer
 from ..conf import Config
-from ..connection import get_redis
-from ..scripts import lua
-from ..writer import Writer
+from ..redis.connection import get_redis
+from ..redis.scripts import lua
 from . import buried, pidspace, poison
-from .fetch_slot import OLDEST, requeue_command
+from .fetch.reliable import private_list
+from .fetch.slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL
-from .reliable_fetch import private_list
 from .state import NONCE, hostname
 from .threads import spawn
 from .timer import TimerLoop, off_the_beat

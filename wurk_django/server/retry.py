@@ -20,11 +20,11 @@ from typing import Any
 import redis as redis_lib
 
 from .. import backtrace, keys, payload, signals
+from ..client.writer import Writer
 from ..conf import Config
 from ..errors import BookingFailed, Shutdown
 from ..outcome import Outcome
 from ..reporting import report
-from ..writer import Writer
 from . import death
 
 logger = logging.getLogger("wurk_django.worker")

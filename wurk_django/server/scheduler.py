@@ -27,12 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import keys, payload
+from ..client.operations import wake_args
 from ..conf import Config
-from ..connection import get_redis, send_commands
 from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
-from ..operations import wake_args
-from ..scripts import script
+from ..redis.connection import get_redis, send_commands
+from ..redis.scripts import script
 from . import death, subscriber
 from .outage import is_outage
 from .processes import prune_processes

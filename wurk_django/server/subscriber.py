@@ -19,7 +19,7 @@ tracking cannot work here, while the other channels still do).
 
 While idle nothing is sent: the thread looks at its socket locally once a ``TICK``. A
 dropped connection, a Redis restart, a ``CLIENT KILL`` or a Sentinel failover (seen
-locally through :func:`wurk_django.sentinel.follow_primary`) ends the subscription: every
+locally through :func:`wurk_django.redis.sentinel.follow_primary`) ends the subscription: every
 listener hears ``on_change(False, None)``, and the thread dials again every
 ``RETRY_SECONDS`` until it can. The thread ends once the last listener has left.
 """
@@ -36,9 +36,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import sentinel
 from ..conf import Config
-from ..connection import disconnect_quietly, get_redis
+from ..redis import sentinel
+from ..redis.connection import disconnect_quietly, get_redis
 from .threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")

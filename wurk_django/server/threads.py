@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import async_raise
+from .stopping import async_raise
 
 logger = logging.getLogger("wurk_django.worker")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..connection import get_redis
+from ..redis.connection import get_redis
 from . import client, emit
 
 #: Seconds between two sends: the heartbeat's interval, as on the Ruby side.

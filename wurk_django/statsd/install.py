@@ -112,7 +112,8 @@ def install_client() -> None:
 
 
 def install_server() -> None:
-    from ..server import death, observers
+    from ..server import death
+    from ..server.run import observers
     from .observer import observe
 
     observers.register("statsd", observe)

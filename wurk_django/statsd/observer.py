@@ -1,6 +1,6 @@
 """The job observer that counts and times each job for statsd.
 
-An observer, not a middleware (see :mod:`wurk_django.server.observers`): it
+An observer, not a middleware (see :mod:`wurk_django.server.run.observers`): it
 wraps nothing, so a job pays two short calls for its metrics.
 """
 

@@ -38,13 +38,14 @@ from asgiref.sync import sync_to_async
 from django.core import checks
 from django.db import transaction
 
-from .. import payload, shards, testing
-from ..arguments import check_arguments
-from ..client import Client, _enqueued, normalize, validate
+from .. import payload, testing
+from ..client.arguments import check_arguments
+from ..client.push import Client, _enqueued, normalize, validate
+from ..client.writer import AsyncWriter, Writer
 from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config, get_config
-from ..connection import async_redis, get_redis
 from ..middleware import client_chain
-from ..writer import AsyncWriter, Writer
+from ..redis import shards
+from ..redis.connection import async_redis, get_redis
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,

@@ -10,11 +10,11 @@ import logging
 from typing import Any
 
 from .. import payload, testing
-from ..arguments import check_arguments
+from ..client.arguments import check_arguments
 from ..conf import get_config
 from . import lock
 
-logger = logging.getLogger("wurk_django.client")
+logger = logging.getLogger("wurk_django.client.push")
 
 
 class UniqueClientMiddleware:

@@ -22,9 +22,9 @@ from typing import Any
 import redis as redis_lib
 
 from .. import canonical, context, keys, registry
-from ..scripts import lua
+from ..redis.scripts import lua
 
-logger = logging.getLogger("wurk_django.client")
+logger = logging.getLogger("wurk_django.client.push")
 
 UNTIL_SUCCESS = "success"
 UNTIL_START = "start"
@@ -135,7 +135,7 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
     Without a queue, the job class's own ``queue`` option is used (for a class
     name, ``DEFAULT_JOB_OPTIONS["queue"]``).
     """
-    from ..client import _job_class_of
+    from ..client.push import _job_class_of
 
     if len(spec) == 2:
         klass, args = spec

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import context as job_context
 from .. import payload
-from ..redis_errors import ride_out
+from ..redis.errors import ride_out
 from ..text import to_text
 from . import keys, scripts
 

@@ -144,7 +144,7 @@ class Flow:
             raise InvalidWorkflow(f"workflows need Redis and a worker; testing mode {testing.mode(config)!r} "
                                   f"cannot run them (run the workflow's jobs with a worker in the test)")
         redis = job_context.redis()
-        from ..client import normalize, validate
+        from ..client.push import normalize, validate
 
         wid = new_bid()
         now = time.time()

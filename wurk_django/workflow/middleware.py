@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import context as job_context
-from ..redis_errors import ride_out
+from ..redis.errors import ride_out
 from ..server.retry import caused_by_shutdown, error_class_name, error_message
 from . import keys, results, scripts
 

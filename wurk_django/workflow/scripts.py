@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import keys as core_keys
-from ..operations import wake_args
-from ..scripts import lua
+from ..client.operations import wake_args
+from ..redis.scripts import lua
 from . import keys
 
 ADVANCE = lua("workflow/lua/advance")

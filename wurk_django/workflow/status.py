@@ -186,7 +186,7 @@ class Workflow:
         return retried
 
     def _push_again(self, step: str) -> None:
-        from ..client import Client
+        from ..client.push import Client
 
         config = job_context.config()
         job = advance.payload_for(self._redis(), self.id, step, payload.dumps(config.wire_format.now()).decode())

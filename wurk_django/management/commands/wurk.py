@@ -11,19 +11,20 @@ import redis as redis_lib
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
-from ... import __version__, scripts
+from ... import __version__
 from ...conf import Config, capsules, problems
-from ...connection import check_server, get_redis
 from ...errors import ConfigurationError, RedisVersionError
+from ...redis import scripts
+from ...redis.connection import check_server, get_redis
 from ...server import boot_warnings, systemd
 from ...server.burst import drained
 from ...server.capsules import plan
 from ...server.events import StartupError
-from ...server.joblog import JSONFormatter, PlainFormatter
 from ...server.launcher import Launcher, dump_threads
 from ...server.logfiles import reopen as reopen_logs
 from ...server.logwriter import BatchingStreamHandler, flush_all
 from ...server.os_signals import SignalPipe
+from ...server.run.joblog import JSONFormatter, PlainFormatter
 from ...server.threads import spawn
 
 logger = logging.getLogger("wurk_django.worker")

@@ -16,8 +16,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from ... import connection, keys
+from ... import keys
 from ...conf import Config
+from ...redis import connection
 from .slots import SHUTDOWN_GRACE, child_identity
 
 logger = logging.getLogger("wurk_django.swarm")

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import redis as redis_lib
 
-from ... import connection, keys, sentinel
+from ... import keys
 from ...conf import Config
 from ...errors import ConfigurationError
+from ...redis import connection, sentinel
 from .. import systemd
 from ..capsules import plan
 from ..child import flush_output, run_child

@@ -1,0 +1,193 @@
+"""wurk_django.redis_client(): the Redis client for job code, on the fast path where it can be.
+
+With the fast path switched off (the suite's ``WURK_FAST_PATH=0`` run, .ci/run) every
+command goes through redis-py's own ``execute_command``; the replies must not change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from django.conf import settings
+
+from wurk_django import redis_client
+from wurk_django.conf import Config
+from wurk_django.redis import app as app_redis
+from wurk_django.redis import wire
+from wurk_django.redis.app import AppRedis
+
+
+@pytest.fixture
+def app(redis_db) -> AppRedis:
+    return redis_client()
+
+
+@pytest.fixture
+def slow_path_calls(monkeypatch) -> list[tuple]:
+    """Every command of an AppRedis that went through redis-py's own execute_command."""
+    calls: list[tuple] = []
+    original = redis.Redis.execute_command
+
+    def counting(self, *args, **options):
+        if isinstance(self, AppRedis):
+            calls.append(args)
+        return original(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    return calls
+
+
+def test_is_one_client_per_process_on_the_configured_database(app, redis_db):
+    assert redis_client() is app
+    app.set("here", "1")
+    assert redis_db.get("here") == b"1"
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_replies_match_a_plain_redis_py_client(redis_db, slow_path_calls, decode):
+    app = redis_client(decode_responses=decode)
+    plain = redis.Redis.from_url(settings.WURK["REDIS_URL"], decode_responses=decode, protocol=2)
+    try:
+        for client in (plain, app):
+            redis_db.flushdb()
+            results = [
+                client.set("s", "v"), client.get("s"), client.get("missing"), client.incr("n"), client.incrbyfloat("f", 0.5),
+                client.hset("h", mapping={"a": "1", "b": "2"}), client.hgetall("h"),
+                client.zadd("z", {"x": 1.5, "y": 2}), client.zrange("z", 0, -1, withscores=True),
+                client.rpush("l", "a", "b", "c"), client.lrange("l", 0, -1), client.exists("s", "n", "missing"),
+                client.expire("s", 100), client.ttl("s") > 0, client.sadd("set", "m"), client.smembers("set"),
+                client.config_get("maxmemory-policy"), client.type("z"), client.ping(), client.dbsize(),
+                client.eval("return {1, 'two'}", 0), client.set("nx", "1", nx=True), client.set("nx", "2", nx=True),
+            ]
+            if client is plain:
+                expected = results
+        assert results == expected
+    finally:
+        plain.close()
+    if wire.enabled():
+        assert slow_path_calls == []  # every one of those took the fast path
+    else:
+        assert len(slow_path_calls) == len(expected)  # every one went through redis-py
+
+
+def test_error_replies_raise_redis_py_classes(app):
+    app.rpush("l", "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        app.get("l")
+    with pytest.raises(redis.exceptions.NoScriptError):
+        app.evalsha("0" * 40, 0)
+    assert app.get("missing") is None  # the connection is still in step after the errors
+
+
+def test_arguments_redis_py_refuses_still_get_its_error(app, slow_path_calls):
+    with pytest.raises(redis.DataError):
+        app.set("k", None)
+    with pytest.raises(redis.DataError):
+        app.set("k", True)
+    assert [call[0] for call in slow_path_calls] == ["SET", "SET"]
+
+
+def test_a_connection_closed_while_idle_is_redialled_and_the_command_runs_once(app, redis_db, monkeypatch):
+    monkeypatch.setattr(app_redis, "IDLE_CHECK", 0.05)
+    assert app.incr("n") == 1
+    own = app.client_id()
+    assert redis_db.client_kill_filter(_id=own) == 1
+    time.sleep(0.1)
+    assert app.incr("n") == 2  # neither lost nor sent twice
+    assert app.client_id() != own
+
+
+def test_a_connection_closed_right_after_use_raises_and_is_not_replayed(app, redis_db):
+    assert app.incr("n") == 1
+    own = app.client_id()
+    assert redis_db.client_kill_filter(_id=own) == 1
+    if not wire.enabled():
+        # redis-py's pool checks every connection it hands out, so it finds the closed
+        # socket before writing: the command runs once, on a new connection.
+        assert app.incr("n") == 2
+        assert redis_db.get("n") == b"2"
+        return
+    with pytest.raises(redis.ConnectionError):
+        app.incr("n")  # used under IDLE_CHECK ago: not checked, and not sent again
+    assert redis_db.get("n") == b"1"
+    assert app.incr("n") == 2  # the next command dials again
+
+
+def test_an_unreachable_redis_raises_connection_error():
+    app = redis_client(config=Config(raw={"REDIS_URL": "redis://127.0.0.1:1/0"}))
+    with pytest.raises(redis.ConnectionError):
+        app.incr("n")
+
+
+def test_threads_share_it_and_pipelines_still_find_a_connection(app, redis_db):
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                app.incr("n")
+            pipe = app.pipeline()
+            pipe.incr("p").incr("p")
+            pipe.execute()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert redis_db.get("n") == b"2400"
+    assert redis_db.get("p") == b"24"
+    pool = app.connection_pool
+    assert len(pool._connections) <= pool.max_connections
+
+
+FORK_CHECK = """
+import os, sys
+from wurk_django import redis_client
+from wurk_django.conf import Config
+
+config = Config(raw={"REDIS_URL": sys.argv[1]})
+app = redis_client(config=config)
+app.incr("n")
+pid = os.fork()
+if pid == 0:
+    child = redis_client(config=config)
+    os._exit(0 if child is not app and child.incr("n") == 2 else 1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert app.incr("n") == 3  # the parent's connection was not disturbed by the child
+print("ok")
+"""
+
+
+def test_a_forked_child_gets_its_own_client_and_connections(redis_db):
+    # In a fresh, single-threaded interpreter: forking the test process itself (threads
+    # running) is what Python warns about.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORK_CHECK, settings.WURK["REDIS_URL"]],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert redis_db.get("n") == b"3"
+
+
+@pytest.mark.skipif(wire._send is None, reason="libc send through ctypes is used on Linux only")
+def test_single_commands_are_written_without_letting_go_of_the_gil(app, monkeypatch):
+    written: list[int] = []
+    real = wire._send
+    monkeypatch.setattr(wire, "_send", lambda fd, data, length, flags: written.append(length) or real(fd, data, length, flags))
+    assert app.set("k", "v") is True
+    assert app.get("k") == b"v"
+    expected = 2 if wire.enabled() else 0  # switched off: redis-py's own sendall, no ctypes
+    assert len(written) == expected
+    with app.pipeline() as pipe:  # redis-py's own path: its usual write
+        pipe.get("k").incr("n")
+        assert pipe.execute() == [b"v", 1]
+    assert len(written) == expected

@@ -1,0 +1,100 @@
+"""send_commands' idle connections (RUN-706): reused, checked like redis-py's checkout, bounded, fork-safe."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from tests.support import wait_for
+from wurk_django.redis import connection, wire
+from wurk_django.redis.connection import IDLE_PER_POOL, get_redis, send_commands
+
+
+def _client_id(client) -> int:
+    return send_commands(client, [("CLIENT", "ID")])[0]
+
+
+def test_consecutive_batches_reuse_one_connection(redis_db):
+    client = get_redis()
+    first = _client_id(client)
+    assert [_client_id(client) for _ in range(5)] == [first] * 5
+
+
+def test_an_idle_connection_closed_by_the_server_is_replaced_before_use(redis_db):
+    client = get_redis()
+    idle = _client_id(client)
+    redis_db.execute_command("CLIENT", "KILL", "ID", idle)
+    # Without the readiness check this write would go to a closed socket and fail.
+    assert send_commands(client, [("SET", "k", "v"), ("GET", "k")]) == [b"OK", b"v"]
+    assert _client_id(client) != idle
+
+
+def test_stray_bytes_on_an_idle_connection_mean_a_fresh_socket(redis_db):
+    client = get_redis()
+    send_commands(client, [("PING",)])
+    [conn] = connection._idle_stacks[client.connection_pool]
+    conn.send_command("PING")  # a reply nobody reads: the stream is out of step
+    wait_for(lambda: wire.stale(conn), message="the stray PONG to arrive")
+    assert send_commands(client, [("ECHO", "mine")]) == [b"mine"]
+
+
+def test_at_most_idle_per_pool_connections_stay_out(redis_db):
+    client = get_redis()
+    pool = client.connection_pool
+    barrier = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def push() -> None:
+        try:
+            barrier.wait(timeout=10)
+            for _ in range(20):
+                send_commands(client, [("INCR", "n")])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=push) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    assert int(redis_db.get("n")) == 120
+    assert len(connection._idle_stacks[pool]) <= IDLE_PER_POOL
+    # everything else went back to redis-py's pool, usable by ordinary commands
+    assert client.ping() is True
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_does_not_write_on_its_parents_idle_connection(redis_db):
+    client = get_redis()
+    parent_id = _client_id(client)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, str(_client_id(client)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_id = int(os.read(read, 32) or b"0")
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child_id and child_id != parent_id
+    assert _client_id(client) == parent_id  # the parent's connection is untouched and in step
+
+
+def test_redis_py_calls_take_the_kept_connection_before_dialing_RUN_130(redis_db):
+    """A redis-py client method on the same pool (an idle worker's reaper, its paused-queue
+    read) takes the connection send_commands keeps aside instead of opening a second one;
+    send_commands then gets it back through the pool. One connection serves both."""
+    client = get_redis()
+    kept = _client_id(client)
+    assert connection._idle_stacks[client.connection_pool]  # kept aside, counted as checked out
+    assert client.client_id() == kept
+    assert _client_id(client) == kept
+    assert client.execute_command("CLIENT", "ID") == kept
+    with client.pipeline() as pipe:
+        assert pipe.execute_command("CLIENT", "ID").execute() == [kept]
+    assert _client_id(client) == kept

@@ -1,0 +1,623 @@
+"""Reliable fetch, the default fetcher: no job is lost to a crash (PRO-100..135, RUN-130..132).
+
+A job moves atomically from ``queue:<q>`` into one of this process's private
+lists ``queue:<q>|<host>|<pid>|<nonce>|<slot>`` (``LMOVE``), and leaves it only
+when it is acknowledged (``LREM`` of the exact bytes). If the process dies, the
+reaper finds its private lists and moves their jobs back.
+
+Each processor thread holds a fetch slot (:mod:`.fetch_slot`) with lists of its
+own (``<slot>``: 0, 1, ... per thread, the lowest free first, reused when a
+thread exits), so an ACK's ``LREM`` searches that thread's few jobs, not every
+thread's: with one shared list the job sat anywhere among concurrency x PREFETCH
+entries, and the search was the dearest command Redis ran for a job. The reaper
+reads every slot the same way, since it keys on the owner.
+
+The slot owns everything a fetch touches per job (its lists, its connection,
+its jobs fetched ahead, its parked ACKs), so the hot path takes no lock. This
+class coordinates only what the threads share: numbering the slots, the queue
+order and pauses, the wake-ups of idle threads, and the reconcile after a
+lost reply.
+
+The ACK costs no round trip of its own: it is parked in its slot and sent in
+the same pipeline as that slot's next ``LMOVE`` (at most 3 commands and 1 round
+trip per job on a busy queue). Parked ACKs are flushed before blocking, when
+quieting, when a processor exits and first thing in ``bulk_requeue``.
+
+Fetching ahead: when a thread's last fetches all hit and its jobs are short, its
+next round trip carries several ``LMOVE``s instead of one: about 20 ms of its
+recent jobs, up to ``fetch_slot.PREFETCH``. The extra jobs
+are in the private list like any fetched job (a crash loses none: the reaper
+moves them back), and the same thread runs them next without a round trip; their
+ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
+per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
+counters. A thread that stops hands back the jobs it fetched ahead, unrun.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis as redis_lib
+
+from ... import keys, wake_demand
+from ...client.writer import Writer
+from ...conf import Config
+from ...keys import wake as wake_key
+from ...pause import PausedCache
+from ...redis.connection import get_redis, send_commands, send_on
+from ...redis.scripts import lua
+from ..outage import OutageLog
+from ..state import NONCE, hostname
+from .memory_limit import FETCH_AT_LIMIT, MemoryLimit
+from .one_blocker import OneBlocker
+from .push_watch import QUIET_POLLS, PushWatch
+from .queues import QueueOrder
+from .slot import FetchSlot, ReliableUnit, ack_commands, requeue_command
+
+logger = logging.getLogger("wurk_django.worker")
+
+ERROR_BACKOFF = 1.0
+FETCH_FIRST = lua("fetch_first")
+
+
+def private_list(queue: str, pid: int | None = None, slot: int = 0) -> str:
+    """``queue:<q>|<host>|<pid>|<nonce>|<slot>`` (PRO-110)."""
+    return keys.private_queue(queue, hostname(), pid or os.getpid(), NONCE, slot)
+
+
+class _Holder:
+    """Lives in a thread's local values as long as the thread holds its slot."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _free_slot(fetcher: weakref.ref[ReliableFetch], slot: FetchSlot) -> None:
+    coordinator = fetcher()
+    if coordinator is not None:
+        coordinator._put_free(slot)
+
+
+class ReliableFetch:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.order = QueueOrder(config.queues)
+        self.poll_interval = float(config.fetch_poll_interval)
+        self._paused = PausedCache(config)
+        self._done = threading.Event()
+        # Redis's notice of any client's write to a queue, for idle threads serving several
+        # (or one, in a fetcher of one thread).
+        self._watch = PushWatch(config, on_paused=self._paused.expire) if config.fetch_notifications else None
+        self._one_blocker = OneBlocker(config.concurrency)
+        # A fetcher of one thread watches a single queue too rather than block on it: the
+        # blocking move holds a connection of its own, and with the watch an idle -c 1
+        # worker holds two in all (the subscription and its pool's one), as Sidekiq does.
+        # With more threads one blocker serves them all, and a moved job costs no notice.
+        self._watch_single = int(config.concurrency) <= 1
+        self._wake_keys: dict[str, str] = {}
+        # Keeps the marker that makes pushes write wake-up tokens set while threads wait on them.
+        self._wake_demand = wake_demand.Advertiser(lambda: get_redis(config=self.config))
+        self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s (parked ACKs are kept)")
+        self._limit = MemoryLimit()
+        # The slots: each fetching thread holds one (in _local), the lowest free first, so a
+        # process keeps about as many lists per queue as it has threads. The lock guards
+        # the numbering only: a thread takes it when it gets or frees its slot, never per job.
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._slots: list[FetchSlot] = []  # every slot handed out in _pid, by number
+        self._free: list[int] = []  # numbers of the slots no thread holds (a heap)
+        self._pid = os.getpid()
+        # Slot numbers, which name the private lists and "running" markers: 0, 1, 2...
+        # for a process of one capsule; with several, capsule i of n numbers its slots
+        # i, i+n, i+2n..., so no two capsules of a process ever share a list or a marker.
+        place = config.capsule
+        self._first, self._step = (place.index, place.count) if place is not None else (0, 1)
+        # Bumped whenever a job may sit in a private list with no slot holding it; each
+        # slot checks its lists once when it sees a generation it has not checked.
+        self._generation = 0
+
+    # -- slots ------------------------------------------------------------
+
+    def _mine(self) -> FetchSlot:
+        """The calling thread's slot, taken on its first fetch."""
+        slot = getattr(self._local, "slot", None)
+        if slot is None or slot.pid != os.getpid():
+            slot = self._take_slot()
+        return slot
+
+    def _take_slot(self) -> FetchSlot:
+        pid = os.getpid()
+        with self._lock:
+            if self._pid != pid:
+                # Forked: the parent's threads are not here, and its lists carry its pid.
+                self._slots, self._free, self._pid = [], [], pid
+            if self._free:
+                slot = self._slots[self._position(heapq.heappop(self._free))]
+            else:
+                slot = FetchSlot(self._number(len(self._slots)), pid, self.config, self._generation)
+                self._slots.append(slot)
+        # The slot is freed when the thread releases it, or else when the thread ends
+        # (its thread-local values go, and with them the holder): a thread that died
+        # without releasing does not keep a slot forever. Its jobs fetched ahead and
+        # parked ACKs stay in the slot, for the next thread to run and send.
+        holder = _Holder()
+        free = weakref.finalize(holder, _free_slot, weakref.ref(self), slot)
+        free.atexit = False
+        local = self._local
+        local.slot, local.holder, local.free = slot, holder, free
+        return slot
+
+    def _put_free(self, slot: FetchSlot) -> None:
+        with self._lock:
+            if slot.pid == self._pid and slot.number not in self._free:
+                heapq.heappush(self._free, slot.number)
+
+    @contextmanager
+    def _free_slots(self, wanted: Callable[[FetchSlot], bool]) -> Iterator[list[FetchSlot]]:
+        """The free slots ``wanted`` picks, taken out of the free ones meanwhile: no
+        thread is given one while it is worked on here, so its state has one user at a
+        time, like a held slot's."""
+        pid = os.getpid()
+        with self._lock:
+            taken = ([self._slots[self._position(n)] for n in self._free if wanted(self._slots[self._position(n)])]
+                     if self._pid == pid else [])
+            if taken:
+                numbers = {slot.number for slot in taken}
+                self._free = [n for n in self._free if n not in numbers]
+                heapq.heapify(self._free)
+        try:
+            yield taken
+        finally:
+            if taken:
+                with self._lock:
+                    if self._pid == pid:
+                        for slot in taken:
+                            heapq.heappush(self._free, slot.number)
+
+    def _number(self, position: int) -> int:
+        """The number of the slot at ``position`` in ``_slots``."""
+        return self._first + position * self._step
+
+    def _position(self, number: int) -> int:
+        return (number - self._first) // self._step
+
+    def release_thread_connection(self) -> None:
+        """The processor is exiting: hand the jobs its slot fetched ahead back to their
+        queues, its connection back to the pool, and the slot to the next thread. A job
+        left in the slot's lists stays owned by this process: its unit names the list,
+        and ACKs still parked there ride the next holder's first fetch."""
+        local = self._local
+        slot, holder, free = (getattr(local, name, None) for name in ("slot", "holder", "free"))
+        local.slot = local.holder = local.free = None
+        if slot is None or slot.pid != os.getpid():
+            return
+        self._give_back_ahead([slot])
+        slot.clear_mark()
+        slot.release_connection()
+        slot.forget_pace()
+        if free is not None:
+            free()  # only now: while ``holder`` lives, no other thread can be given the slot
+        del holder
+
+    def all_keys(self) -> list[tuple[str, str]]:
+        """(public, private) of every private list this process may hold jobs in: each
+        queue, in each slot handed out so far."""
+        made = len(self._slots) if self._pid == os.getpid() else 0
+        return [(keys.queue(name), private_list(name, slot=self._number(position)))
+                for position in range(max(made, 1)) for name in self.order.names]
+
+    def private_lists(self) -> list[str]:
+        return [private for _, private in self.all_keys()]
+
+    def next_in_hand(self) -> bool:
+        """Has the calling thread's slot a job fetched ahead, so its next job needs no round trip?"""
+        slot = getattr(self._local, "slot", None)
+        return slot is not None and bool(slot.ahead)
+
+    def in_hand(self) -> int:
+        """Jobs fetched ahead that no thread has started yet: off their queue, so a check
+        for "nothing left to do" (``--burst``) must count them too."""
+        slots = list(self._slots) if self._pid == os.getpid() else []
+        return sum(len(slot.ahead) for slot in slots)
+
+    # -- ACKs -------------------------------------------------------------
+
+    def _flush(self, slots: list[FetchSlot]) -> None:
+        """Send the ACKs parked in ``slots`` in one pipeline; on failure park them again and
+        raise (PRO-132)."""
+        taken = [(slot, slot.take_parked()) for slot in slots if slot.parked]
+        units = [unit for _, parked in taken for unit in parked]
+        if not units:
+            return
+        try:
+            send_commands(get_redis(config=self.config), ack_commands(units))
+        except Exception:
+            for slot, parked in taken:
+                slot.put_back(parked)
+            raise
+
+    def flush_acks(self) -> None:
+        """Send the ACKs parked by the calling thread, and any left in free slots by
+        threads that exited, in one pipeline; on failure keep them and raise (PRO-132).
+        Other threads send theirs with their next fetch, or before they block."""
+        slot = getattr(self._local, "slot", None)
+        mine = [slot] if slot is not None and slot.pid == os.getpid() else []
+        with self._free_slots(lambda free: bool(free.parked)) as free:
+            self._flush(mine + free)
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush_acks()
+        except redis_lib.RedisError as exc:
+            self._outage.failed(exc)
+
+    # -- fetching ---------------------------------------------------------
+
+    def _names(self) -> list[str]:
+        names = self.order()
+        paused = self._paused.get()
+        return [n for n in names if n not in paused] if paused else names
+
+    def retrieve_work(self) -> ReliableUnit | None:
+        slot = getattr(self._local, "slot", None)
+        if slot is None or slot.pid != os.getpid():
+            slot = self._take_slot()
+        if self._done.is_set():
+            self._give_back_ahead([slot])
+            self._flush_quietly()
+            time.sleep(0.05)
+            return None
+        try:
+            holding = self._limit.holding()
+            if slot.reconciled != self._generation and not self._limit.full():
+                # Not while Redis is full: a job left in the private list because its failure
+                # could not be recorded would be fetched and fail again at once. It waits.
+                self._reconcile(slot)
+            if slot.ahead:
+                unit = slot.next_ahead()
+                if unit is not None:
+                    slot.mark_started(unit)
+                    return unit
+            if holding:
+                return self._fetch_at_limit(slot)
+            unit = self._walk(slot)
+        except redis_lib.OutOfMemoryError:
+            # Redis is at its maxmemory limit and refused a move: fetch through the
+            # allow-oom script instead, so the queues keep draining and memory frees.
+            self._limit.refused(get_redis(config=self.config))
+            return self._fetch_at_limit(slot)
+        except redis_lib.RedisError as exc:
+            # The reply may be lost after LMOVE ran: the job would then sit in our private
+            # list with no thread on it, and the reaper never looks at a live owner's lists.
+            self._stale()
+            self._outage.failed(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        self._outage.succeeded()
+        self._limit.plain_fetch_worked()
+        return unit
+
+    def _fetch_at_limit(self, slot: FetchSlot) -> ReliableUnit | None:
+        """One fetch while Redis is full: parked ACKs first (``LREM`` is accepted at the
+        limit and frees memory), then the allow-oom move of the first job of the first
+        non-empty queue, into this slot's private list as always."""
+        names = self._names()
+        try:
+            self._flush([slot])
+            if not names:
+                self._done.wait(self.poll_interval)
+                return None
+            pairs = [key for name in names for key in slot.keys(name)]
+            hit = FETCH_AT_LIMIT(get_redis(config=self.config), keys=pairs)
+        except (redis_lib.ConnectionError, redis_lib.TimeoutError) as exc:
+            self._stale()
+            self._outage.failed(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        except redis_lib.RedisError as exc:
+            self._limit.cannot_fetch(exc)
+            self._done.wait(ERROR_BACKOFF)
+            return None
+        self._outage.succeeded()
+        if not hit:
+            # Nothing queued; a blocking move would be refused too, so look again shortly.
+            self._done.wait(min(self.poll_interval, 1.0))
+            return None
+        name = names[int(hit[0]) - 1]
+        public, private = slot.keys(name)
+        return ReliableUnit(name, public, private, hit[1], slot)
+
+    def _walk(self, slot: FetchSlot) -> ReliableUnit | None:
+        names = self._names()
+        if not names:
+            self._flush([slot])
+            slot.release_connection()
+            self._done.wait(self.poll_interval)
+            return None
+        if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest() \
+                and not self._watches(names):
+            # One queue and nothing to send with a move (no ACK, no mark): the blocking move
+            # returns at once when the queue holds a job, so the walk's LMOVE would only
+            # repeat it. An idle process then sends one command per poll interval, not two.
+            if self._one_blocker.try_block():
+                return self._block_on(slot, names[0])
+            # Another thread is blocked on this very queue and takes whatever is pushed
+            # to it, so a look of this thread's own would find nothing: it waits for its
+            # turn, without a command, a connection or a redial (25 idle threads used to
+            # walk all at once every QUIET_POLLS intervals, each on a connection).
+            self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
+            return None
+        for i, name in enumerate(names):
+            public, private = slot.keys(name)
+            if i == 0:
+                # The parked ACKs ride the first LMOVE: one round trip per job at most (RUN-701),
+                # on the slot's own connection (no pool checkout per job).
+                count = slot.fetch_count()
+                move = ("LMOVE", public, private, "RIGHT", "LEFT")
+                parked = slot.take_parked()
+                acked = ack_commands(parked)
+                marks = slot.oldest_mark()
+                try:
+                    replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count], raise_errors=False)
+                except Exception:
+                    slot.put_back(parked)
+                    slot.mark_unknown()
+                    raise
+                acks = replies[:len(acked)]
+                if any(isinstance(reply, redis_lib.ResponseError) for reply in acks):
+                    slot.put_back(parked)
+                    slot.mark_unknown()
+                    raise next(reply for reply in acks if isinstance(reply, redis_lib.ResponseError))
+                if any(isinstance(reply, redis_lib.ResponseError) for reply in replies[len(acked):-count]):
+                    slot.mark_unknown()  # refused (Redis full): the next fetch says it again
+                # The ACKs went through (an LREM is accepted even when Redis is full): only a
+                # move can have been refused, and the ACKs must not be sent twice.
+                refused = next((r for r in replies[-count:] if isinstance(r, redis_lib.ResponseError)), None)
+                if refused is not None:
+                    moved = [r for r in replies[-count:] if r is not None and not isinstance(r, Exception)]
+                    if moved:
+                        # None started: each says where it sits when it does.
+                        held = [ReliableUnit(name, public, private, job, slot) for job in moved]
+                        for position, unit in enumerate(held):
+                            unit.mark = f"{len(held) - 1 - position}|{name}"
+                        slot.ahead.extend(held)
+                    raise refused
+                units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
+                slot.fetched(count, len(units))
+                if units:
+                    if len(units) > 1:
+                        # Each pushed onto the head of the list: the last one fetched is at 0.
+                        last = len(units) - 1
+                        for position, unit in enumerate(units[1:], 1):
+                            unit.mark = f"{last - position}|{name}"
+                        slot.ahead.extend(units[1:])
+                    return units[0]
+                continue
+            # The rest of the queues in one round trip, in order (PRO-122).
+            rest = names[i:]
+            pairs = [key for other in rest for key in slot.keys(other)]
+            hit = FETCH_FIRST(get_redis(config=self.config), keys=pairs)
+            if hit:
+                name = rest[int(hit[0]) - 1]
+                public, private = slot.keys(name)
+                return ReliableUnit(name, public, private, hit[1], slot)
+            break
+        # Nothing queued: this thread is about to wait. Its connection goes back to the
+        # pool, so idle threads do not each hold one (the heartbeat closes what the pool
+        # holds unused); its next walk checks one out again.
+        slot.release_connection()
+        if self._done.is_set():
+            return None
+        if self._watches(names):
+            return self._wait_watched(slot)
+        if len(names) == 1:
+            # One queue: block on the queue itself, so any push (a Ruby client's too) is
+            # moved into the private list the moment it lands. One thread at a time.
+            if not self._one_blocker.try_block():
+                self._one_blocker.wait(self.poll_interval * QUIET_POLLS)
+                return None
+            return self._block_on(slot, names[0])
+        blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
+        # Several queues and no push watch (refused by Redis, or switched off): no blocking move takes from more than one list, so wait on the queues'
+        # wake-up lists, which pushes through the Writer feed in the same round trip while
+        # such a fetcher says it waits (wake_demand.py), and walk again once woken. Pushes that send no wake-up (Ruby clients, the reaper)
+        # are found by the next walk, one poll interval later at most.
+        self._wait_for_wakeup(blocking, names)
+        return None
+
+    def _watches(self, names: list[str]) -> bool:
+        """True when an idle thread waits on the push watch for ``names`` (several queues,
+        or one in a fetcher of one thread), rather than blocking or polling."""
+        if self._watch is None or not names or (len(names) == 1 and not self._watch_single):
+            return False
+        return self._watch.usable()
+
+    def _block_on(self, slot: FetchSlot, name: str) -> ReliableUnit | None:
+        """Block on queue ``name`` for a poll interval; the caller won ``try_block``."""
+        public, private = slot.keys(name)
+        job = None
+        try:
+            blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
+            job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
+        finally:
+            self._one_blocker.unblock(job is not None)
+        if job is None:
+            return None
+        return ReliableUnit(name, public, private, job, slot)
+
+    def _wait_watched(self, slot: FetchSlot) -> ReliableUnit | None:
+        """Fetch and arm the push watch in one step, then wait for Redis to say a queue was
+        written (by any client), and again, until a job is fetched. None when the wait
+        ends otherwise (stop, the subscription lost, an error): the caller walks as usual."""
+        watch = self._watch
+        quiet = self.poll_interval * QUIET_POLLS
+        deadline = time.monotonic() + quiet
+        armed = False
+        noticed = False  # this walk follows a notice (not the first one of the wait)
+        while True:
+            names = self._names()
+            if not names or self._done.is_set() or (len(names) == 1 and not self._watch_single):
+                return None
+            generation = watch.generation
+            if not watch.on():
+                # Lost, and being set up again: look again after a poll interval, or as
+                # soon as it is back (a job pushed meanwhile is found by that walk).
+                watch.wait(generation, self.poll_interval, self._done)
+                return None
+            if not armed:
+                if noticed:
+                    pause = watch.loss_pause()
+                    if pause:
+                        watch.pause(pause, generation, self._done)
+                pairs = [slot.keys(name) for name in names]
+                try:
+                    index, queued, job = watch.fetch_and_arm(pairs)
+                except redis_lib.RedisError:
+                    # The watch is lost (it sets itself up again); the script may have moved
+                    # a job before its reply was lost. The next walk is an ordinary one.
+                    self._stale()
+                    return None
+                if noticed:
+                    watch.walked(bool(index))
+                if index:
+                    if queued:
+                        watch.pass_on()  # more to do: the next waiter fetches and arms again
+                    name = names[index - 1]
+                    public, private = pairs[index - 1]
+                    return ReliableUnit(name, public, private, job, slot)
+                armed = True
+            if watch.wait(generation, deadline - time.monotonic(), self._done):
+                armed = False  # a watched key was written: fetch (and arm) again
+                noticed = True
+                continue
+            if self._done.is_set():
+                return None
+            if watch.generation != generation:
+                # Set up anew, or an armed connection was lost: fetch and arm again here
+                # (the script looks at every queue, so a job pushed meanwhile is found).
+                # A walk would take the fetch slot's connection and keep it open a minute.
+                armed = noticed = False
+                continue
+            # Timed out. The safety look is one thread's per process and interval, not each
+            # idle thread's: ten threads walking ten queues every 30 s cost Redis more than
+            # all of Sidekiq's idle polling. The others wait on, still armed. The look is
+            # the script again, here (it fetches from every queue and arms anew), not a
+            # walk: a walk takes the fetch slot's connection, which then never sits unused
+            # long enough for the heartbeat to close it, a third connection at -c 1.
+            if watch.claim_look(quiet):
+                armed = noticed = False
+            deadline = time.monotonic() + quiet
+
+    def _wait_for_wakeup(self, blocking: redis_lib.Redis, names: list[str]) -> bool:
+        """Block up to the poll interval on the wake-up lists of ``names``; True if woken."""
+        cache = self._wake_keys
+        wakes = [cache.get(name) or cache.setdefault(name, wake_key(name)) for name in names]
+        if self._done.is_set():
+            return False  # stopping: say nothing more (the marker simply expires)
+        # Pushes write tokens only while some fetcher says it waits on them (wake_demand.py):
+        # saying so, and, while pushers may not know yet, waiting in short steps.
+        timeout = self._wake_demand.wait_for(self.poll_interval)
+        return blocking.blpop(wakes, timeout=timeout) is not None
+
+    # -- reconcile ----------------------------------------------------------
+
+    def _stale(self) -> None:
+        """A job may now sit in a private list with no slot holding it: every slot handed
+        out checks its lists once (a held one at its holder's next fetch, a free one at
+        the first such check)."""
+        with self._lock:
+            self._generation += 1
+
+    def _reconcile(self, slot: FetchSlot) -> None:
+        """Give back the jobs no slot holds, in the calling thread's slot and the free ones.
+
+        Each slot checks its own lists, on its holder's thread, between two jobs: only
+        the slot's own commands move jobs into them, so its jobs fetched ahead and its
+        parked ACKs are all it can hold there, and no other thread's fetch has to stop
+        meanwhile. Raises RedisError (the generation stays unchecked, to try again).
+        """
+        generation = self._generation
+        names = self.order.names
+        given_back = slot.reconcile(names)
+        slot.reconciled = generation
+        with self._free_slots(lambda free: free.reconciled != generation) as free:
+            for other in free:
+                given_back += other.reconcile(names)
+                other.reconciled = generation
+        if given_back:
+            logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
+
+    # -- stopping ---------------------------------------------------------
+
+    def _give_back_ahead(self, slots: list[FetchSlot]) -> int:
+        """Requeue, unrun, the jobs ``slots`` fetched ahead."""
+        taken = [unit for slot in slots for unit in slot.take_ahead()]
+        if not taken:
+            return 0
+        try:
+            return sum(int(r or 0) for r in Writer(self.config).send(
+                [requeue_command(u.private, u.queue_key, u.job) for u in taken]))
+        except redis_lib.RedisError as exc:
+            logger.warning("could not hand back %d job(s) fetched ahead (%s); a reconcile or the reaper will",
+                           len(taken), exc)
+            self._stale()
+            return 0
+
+    def settle_abandoned(self, unit: ReliableUnit) -> None:
+        """The thread that ran ``unit`` was abandoned (watchdog.py) after its job was booked:
+        acknowledge the job for it, with the ACKs parked in its slot, and hand back the
+        jobs that slot fetched ahead. Its slot stays with the abandoned thread, empty,
+        until that thread ends. Raises RedisError (the caller tries again; nothing is sent twice:
+        the parked ACKs are put back)."""
+        slot = unit.slot
+        self._give_back_ahead([slot])
+        parked = slot.take_parked()
+        try:
+            send_commands(get_redis(config=self.config), ack_commands([*parked, unit]))
+        except Exception:
+            slot.put_back(parked)
+            raise
+
+    def terminate(self) -> None:
+        """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""
+        self._done.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._one_blocker.stop()
+        self._flush_quietly()
+
+    def bulk_requeue(self, units: list[ReliableUnit]) -> None:
+        """Hard shutdown: ACKs first, then each in-flight job back atomically (PRO-135, RUN-203),
+        and the jobs fetched ahead (never started)."""
+        slots = list(self._slots) if self._pid == os.getpid() else []
+        try:
+            # Every slot's: a job that finished just now is parked in its own slot, and
+            # requeued before its ACK went out it would run again.
+            self._flush(slots)
+        except redis_lib.RedisError:
+            # A finished job would be requeued and re-run; leave everything to the reaper instead.
+            logger.exception("could not flush ACKs; in-flight jobs stay in private lists for the reaper")
+            return
+        self._give_back_ahead(slots)
+        if units:
+            commands = [requeue_command(unit.private, unit.queue_key, unit.job) for unit in units]
+            try:
+                moved = sum(int(r or 0) for r in Writer(self.config).send(commands))
+                logger.info("pushed %d in-flight job(s) back to their queues", moved)
+            except redis_lib.RedisError:
+                logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
+                return  # the markers stay: the reaper judges those lists by them
+        # Nothing of this process runs any more: its "running" markers go with it. (A thread
+        # that leaves normally deletes its own, FetchSlot.clear_mark.)
+        markers = [slot.marker for slot in slots]
+        if markers:
+            try:
+                Writer(self.config).send([("DEL", *markers)])
+            except redis_lib.RedisError:
+                logger.debug("could not delete the running markers; they lapse on their own")
