@@ -205,11 +205,12 @@ class Heartbeat:
             logger.debug("could not read Redis INFO for evicted_keys: %s", exc)
 
     def _check_rtt(self, rtt_us: int) -> None:
-        self._rtts.append(rtt_us)
-        if len(self._rtts) >= 5:
-            if all(r > RTT_WARNING_US for r in self._rtts):
-                logger.warning("Redis round trips are slow: last five %s µs", self._rtts)
-            self._rtts.clear()
+        # A rolling window of the last five beats: five slow ones in a row warn wherever
+        # they start; after a warning the count starts again so it is not repeated each beat.
+        self._rtts = [*self._rtts[-4:], rtt_us]
+        if len(self._rtts) == 5 and all(r > RTT_WARNING_US for r in self._rtts):
+            logger.warning("Redis round trips are slow: last five %s µs", self._rtts)
+            self._rtts = []
 
     def clear(self) -> None:
         """Remove this process from Redis after a clean stop (CORE-157)."""
