@@ -250,6 +250,7 @@ def test_gunicorn_term_requeues_a_job_longer_than_the_drain_budget(redis_db, ser
 
 
 def test_gunicorn_keeps_serving_while_redis_is_down_and_boots_once_it_is_up(redis_db, servers):
+    """DJ-063: embedded boot failure logged; web keeps serving."""
     private = PrivateRedis()  # not started yet: the workers boot against a closed port
     try:
         server = Gunicorn(redis_url=private.url)

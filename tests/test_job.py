@@ -70,6 +70,7 @@ def test_async_perform_is_awaited():
 
 
 def test_interrupted_follows_the_stop_flag():
+    """CORE-115: `job.interrupted()` true once stopping."""
     import threading
 
     instance = RecordJob()

@@ -10,6 +10,7 @@ from wurk_django import keys
 
 
 def test_core_keys():
+    """CORE-001: keys carry no namespace prefix."""
     assert (keys.QUEUES, keys.SCHEDULE, keys.RETRY, keys.DEAD, keys.PROCESSES) == (
         "queues", "schedule", "retry", "dead", "processes")
     assert keys.queue("mail") == "queue:mail"

@@ -45,6 +45,7 @@ def retrier():
 
 
 def test_second_failure_sets_retried_at_and_counts_up(redis_db, retrier):
+    """CORE-023: `retried_at` on later failures."""
     book(retrier, _raw(retry_count=0, failed_at=5), _fail())
     job = json.loads(redis_db.zrange("retry", 0, -1)[0])
     assert job["retry_count"] == 1 and job["failed_at"] == 5 and isinstance(job["retried_at"], int)  # CORE-122
@@ -118,6 +119,7 @@ def test_failing_retry_in_hook_falls_back_to_default(redis_db, retrier):
 
 def test_retry_for_ignores_the_count(redis_db, retrier):
     # failed two hours ago with retry_for one hour: exhausted whatever the count (CORE-122 step 6).
+    """CORE-020: `retry_for` seconds, validated, overrides counts."""
     book(retrier, _raw(retry_for=3600, retry_count=0, failed_at=int((time.time() - 7200) * 1000)), _fail())
     assert redis_db.zcard("dead") == 1 and redis_db.zcard("retry") == 0
     book(retrier, _raw(retry_for=3600, retry_count=40, failed_at=int(time.time() * 1000)), _fail())

@@ -61,6 +61,7 @@ def test_dashboard_uptime_and_history_base(admin_client, redis_db):
 
 
 def test_poll_mode_on_list_pages(admin_client, redis_db):
+    """CORE-181: live polling on list pages."""
     html = admin_client.get(BASE + "queues/").content.decode()
     assert "data-poll" not in html and 'href="/admin/wurk_django/dashboard/queues/?poll=true"' in html
     html = admin_client.get(BASE + "retries/?poll=true&substr=x").content.decode()

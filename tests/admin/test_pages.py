@@ -87,6 +87,7 @@ def test_quiet_and_stop_one_and_all_but_never_embedded(admin_client, redis_db):
 
 
 def test_queues_pause_unpause_clear(admin_client, redis_db):
+    """CORE-193: queues page: size, latency, paused; clear/pause."""
     enqueue(redis_db, job(), job(queue="mail"))
     body = admin_client.get(BASE + "queues/").content.decode()
     assert 'data-queue="default"' in body and 'data-queue="mail"' in body
@@ -107,6 +108,7 @@ def test_a_queue_name_with_a_control_character_is_404(admin_client):
 
 
 def test_queue_page_escapes_truncates_masks_and_deletes_exact_bytes(admin_client, redis_db):
+    """CORE-194: one queue's jobs, paging, delete one."""
     long_arg = "x" * 500
     secret = job("PayJob", args=[1, "NDExMSBjYXJkIGNpcGhlcg=="], encrypt=True)
     nasty = job("XssJob", args=["<img src=x onerror=alert(1)>", long_arg])
@@ -128,6 +130,7 @@ def test_queue_page_escapes_truncates_masks_and_deletes_exact_bytes(admin_client
 
 
 def test_queue_pages_newest_first_and_oldest_first(admin_client, redis_db):
+    """CORE-194: one queue's jobs, paging, delete one."""
     enqueue(redis_db, *[job(args=[i], jid=f"jid{i:03d}") for i in range(30)])
     first = admin_client.get(BASE + "queues/default/")
     jids = [j["jid"] for j in first.context["page"].items]

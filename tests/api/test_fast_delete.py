@@ -75,6 +75,7 @@ def test_delete_by_class_with_name_and_class(redis_db):
 
 
 def test_scan_as_generator_and_with_a_callback(redis_db):
+    """PRO-342: `scan(pattern)` on sets, generator and callback."""
     for i, jid in enumerate(["r1", "r2", "r3"]):
         redis_db.zadd("retry", {_raw(jid, klass="Mailer" if i < 2 else "Other"): 100 + i})
     retries = RetrySet()

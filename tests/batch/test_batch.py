@@ -427,6 +427,7 @@ def _assert_every_key_has_ttl(redis_db) -> None:
 
 
 def test_every_batch_key_has_a_ttl(redis_db, work):  # PRO-211, PRO-602
+    """PRO-212: tTL is the only garbage collector."""
     done = _new("x")
     done.tags = ["ttl"]
     with done.jobs():

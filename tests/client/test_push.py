@@ -200,6 +200,7 @@ def test_empty_queue_is_refused(queue):  # CORE-014
 
 
 def test_retry_for_made_int_and_a_non_string_queue_refused():
+    """CORE-020: `retry_for` seconds, validated, overrides counts."""
     job = normalize({"class": "X", "args": [], "retry_for": 3600.9}, Config({}))
     assert job["retry_for"] == 3600
     with pytest.raises(ValueError, match="queue 7"):  # issue 12: no silent str(queue)

@@ -211,6 +211,7 @@ def _flush_scripts(redis_db) -> None:
 
 
 def test_noscript_resends_only_the_unknown_script_as_eval(redis_db, trips):
+    """RUN-833: nOSCRIPT in a pipeline: reload and replay."""
     text = "redis.call('INCR', KEYS[1]) return 'ran'"
     sha = _known_script(text)
     _flush_scripts(redis_db)

@@ -28,6 +28,7 @@ def _at(hour: int, minute: int) -> datetime:
 
 
 def test_throughput_rollup_sums_classes_and_windows(redis_db):
+    """ENT-504: throughput rollup `jr|1m/5m/1h`."""
     sidekiq_flush(redis_db, _at(10, 6), {"A": {"p": 5, "f": 1, "ms": 400}, "B": {"p": 2, "ms": 100}})
     sidekiq_flush(redis_db, _at(10, 4), {"A": {"p": 1, "ms": 10}})
     sidekiq_flush(redis_db, _at(9, 58), {"B": {"p": 3, "f": 3}})
@@ -53,6 +54,7 @@ def test_throughput_rollup_sums_classes_and_windows(redis_db):
 
 
 def test_queue_rollup_and_queue_history(redis_db):
+    """ENT-505: queue size/latency rollup `qm|`."""
     old = payload.dumps({"class": "A", "args": [], "jid": "j1", "enqueued_at": int((NOW - 42.5) * 1000)})
     redis_db.sadd("queues", "default", "empty", "bad")
     redis_db.lpush("queue:default", old, payload.dumps({"class": "A", "args": [], "jid": "j2"}))  # old at the tail

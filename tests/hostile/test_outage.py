@@ -19,6 +19,8 @@ PORT = free_port()  # never a fixed port: the CI runs two suites side by side
 
 
 def test_ten_second_outage_logs_one_line_per_component_and_no_traceback(redis_db, worker_factory, capsys):
+    """CORE-108: fetch errors: report once per outage, retry, log recovery; RUN-605: behaviour of each component during
+    an outage."""
     server = RedisServer()
     server.port, server.url = PORT, f"redis://127.0.0.1:{PORT}/0"
     server.start()

@@ -35,6 +35,7 @@ def rows(response) -> dict[str, dict]:
 
 
 def test_lists_every_limiter_with_its_status(admin_client, limiters):
+    """ENT-141: status `{used, limit, reset_at, available}` per type."""
     response = admin_client.get(PAGE)
     assert response.status_code == 200
     found = rows(response)

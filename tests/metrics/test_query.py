@@ -54,6 +54,7 @@ def test_key_formats_match_sidekiq_8():
 
 
 def test_bucket_bounds_are_first_strictly_greater():
+    """CORE-212: 26-bucket u16 histogram via BITFIELD."""
     assert len(BUCKET_BOUNDS_MS) == 26
     assert bucket_index(0) == 0
     assert bucket_index(19.9) == 0
@@ -82,6 +83,7 @@ def test_top_jobs_sums_the_last_hour(redis_db):
 
 
 def test_top_jobs_by_hours_reads_ten_minute_keys(redis_db):
+    """CORE-213: `top_jobs` with clamped periods and deploy marks."""
     sidekiq_flush(redis_db, NOW - timedelta(hours=5), {"HardJob": {"p": 4, "ms": 40}})
     sidekiq_flush(redis_db, NOW - timedelta(minutes=2), {"HardJob": {"p": 1, "ms": 10}})
     # Only the minute key: a 24 h query must not read it.
@@ -107,6 +109,7 @@ def test_filter_and_clamping(redis_db):
 
 
 def test_for_job_reads_series_and_histogram(redis_db):
+    """CORE-214: `for_job` per-bucket series."""
     sidekiq_flush(redis_db, NOW, {"HardJob": {"p": 3, "f": 1, "ms": 160}},
                   durations={"HardJob": [10, 25, 125]})
     sidekiq_flush(redis_db, NOW - timedelta(minutes=5), {"HardJob": {"p": 1, "ms": 2000}},
@@ -123,6 +126,7 @@ def test_for_job_reads_series_and_histogram(redis_db):
 
 
 def test_histogram_counters_saturate_like_sidekiq(redis_db):
+    """CORE-067: `h|...` bitfield histograms, 8 h."""
     key = histogram_key("HardJob", NOW)
     redis_db.execute_command("BITFIELD", key, "OVERFLOW", "SAT", "INCRBY", "u16", "#3", "70000")
     job = MetricsQuery(redis=redis_db, now=NOW).for_job("HardJob").job_results["HardJob"]

@@ -29,6 +29,8 @@ def _now() -> datetime:
 
 
 def test_flush_writes_minute_ten_minute_and_histogram_keys(redis_db):
+    """CORE-065: per-minute metrics hash, 8 h; CORE-066: ten-minute metrics hash, 3 d; CORE-215: only the Sidekiq 8 key
+    layout is written; CORE-251: metrics keys in the Sidekiq 8 layout."""
     tracker = MetricsTracker()
     tracker.record("shop.jobs.Mail", 12.0, failed=False)  # bucket 0 (< 20 ms)
     tracker.record("shop.jobs.Mail", 120.0, failed=False)  # bucket 5 (100..150)

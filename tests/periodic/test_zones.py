@@ -22,6 +22,7 @@ def test_an_empty_zone_is_utc_whatever_djangos_time_zone(settings):
 
 
 def test_a_rails_zone_name_is_its_iana_zone(caplog):
+    """ENT-409: time zones incl. Rails names."""
     assert zones.resolve("Central Time (US & Canada)") == ZoneInfo("America/Chicago")
     assert zones.resolve("Tokyo") == ZoneInfo("Asia/Tokyo")
     assert zones.is_known("Eastern Time (US & Canada)")

@@ -68,6 +68,8 @@ def test_at_most_idle_per_pool_connections_stay_out(redis_db):
 
 @pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
 def test_a_forked_child_does_not_write_on_its_parents_idle_connection(redis_db):
+    """DJ-005: fork-aware pools: a child never reuses a parent socket; RUN-812: in the child: rebuild pools, reset per-
+    process state."""
     client = get_redis()
     parent_id = _client_id(client)
     read, write = os.pipe()

@@ -41,6 +41,7 @@ def test_pools_are_sized_from_the_config_in_use_and_only_grow(redis_db):
 
 
 def test_the_fetch_pool_reads_past_its_block_time(redis_db):
+    """RUN-832: fetch socket timeout covers the block time; RUN-602: connect/read timeouts; blocking reads widened."""
     config = _config(REDIS={"URL": settings.WURK_TEST_REDIS_URL, "OPTIONS": {"socket_timeout": 0.5}})
     blocking = get_redis("fetch", block_seconds=3, config=config)
     assert blocking.connection_pool.connection_kwargs["socket_timeout"] >= 3

@@ -74,6 +74,7 @@ def test_retry_false_notifies_and_stores_nothing(redis_db, deaths):
 
 
 def test_dead_false_is_discarded_and_notified(redis_db, deaths):
+    """CORE-029: `dead: false` never goes to the morgue."""
     assert Retrier(Config()).book(RecordJob, _raw(retry=0, dead=False), "default", _boom()) is Outcome.DISCARDED
     (died,) = deaths
     assert died.reason == death.DISCARDED and "discarded_at" in died.job

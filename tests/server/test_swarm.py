@@ -191,6 +191,7 @@ def test_rss_and_identity():
 
 
 def test_respawn_backoff_doubles_caps_and_resets(redis_db):
+    """RUN-405: respawn with per-slot backoff."""
     assert [backoff_delay(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
     swarm = Swarm(Config(), [Assignment(0, ("default",), 1)])
     swarm.owner_pid = os.getpid()
@@ -221,6 +222,7 @@ def test_restart_queue_is_deduplicated():
 
 
 def test_fork_is_refused_while_another_thread_runs():
+    """RUN-810: raw fork, no other thread alive at fork."""
     swarm = Swarm(Config(), [Assignment(0, ("default",), 1)])
     release = threading.Event()
     helper = threading.Thread(target=release.wait, name="stray-helper", daemon=True)
@@ -420,6 +422,7 @@ def test_children_drain_when_the_supervisor_is_killed(redis_db, start_swarm):
 
 @slow
 def test_child_with_a_stalled_heartbeat_is_replaced(redis_db, start_swarm):
+    """RUN-408: child heartbeat liveness."""
     run = start_swarm("--processes", "1", "-c", "1", extra={"SWARM_HEARTBEAT_TIMEOUT": 20, "TIMEOUT": 1})
     old = next(iter(run.wait_identities(1)))
     os.kill(old, signal.SIGSTOP)  # alive, but its heartbeat stands still

@@ -226,6 +226,7 @@ def test_unreachable_redis_is_retried_not_a_traceback(redis_db, worker_factory):
 
 
 def test_expired_job_is_skipped_and_acknowledged(redis_db, worker_factory):
+    """CORE-257: extra `stat:expired` counters."""
     from tests.jobsapp.jobs import ExpiringJob
 
     ExpiringJob.perform_async("late")  # expires_in = 1 s (PRO-310)

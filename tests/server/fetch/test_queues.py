@@ -7,12 +7,14 @@ from wurk_django.server.fetch.queues import QueueOrder
 
 
 def test_strict_order_is_the_declared_order_every_time():
+    """PRO-120: per-pass queue order, paused queues dropped."""
     order = QueueOrder([("critical", 0), ("default", 0), ("low", 0), ("default", 0)])
     assert order.mode == "strict"
     assert [order() for _ in range(3)] == [["critical", "default", "low"]] * 3
 
 
 def test_all_weight_one_is_random_mode():
+    """PRO-120: per-pass queue order, paused queues dropped."""
     assert QueueOrder([("a", 1), ("b", 1)]).mode == "random"
 
 

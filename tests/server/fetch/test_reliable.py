@@ -47,6 +47,7 @@ def test_fetch_moves_the_job_into_the_private_list(redis_db, fetcher):
 
 
 def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetcher):
+    """PRO-150: the recovery counter is per jid and an ACK clears it (its 72 h TTL is not checked here)."""
     redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
     first = fetcher.retrieve_work()
     first.jid = "a" * 24
@@ -185,6 +186,7 @@ def test_each_thread_fetches_into_a_private_list_of_its_own(redis_db, fetcher):
 def test_slots_start_again_from_zero_after_a_fork(fetcher):
     """A fetcher built before a fork: the child's threads take slots from 0 again (the
     parent's threads are not in the child, and the child's lists carry its own pid)."""
+    # Checks PRO-007: per-process state reset after fork.
     held = threading.Event()
     release = threading.Event()
     numbers = []
@@ -325,6 +327,7 @@ def test_paused_queue_is_skipped_and_the_local_pause_is_seen_at_once(redis_db, f
 
 
 def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
+    """RUN-702: the paused-set cache is read again after 2 s, and a local pause is seen at once."""
     cache = PausedCache()
     assert cache.get() == frozenset()
     redis_db.sadd("paused", "default")  # as another process would
@@ -400,6 +403,7 @@ def test_reaper_recovers_a_dead_siblings_jobs_to_the_fetch_end(redis_db):
 
 
 def test_reaper_leaves_live_owners_alone(redis_db):
+    """PRO-139: liveness from heartbeat `info`, host:pid prefix."""
     mine = private_list("default")
     redis_db.lpush(mine, _job("a" * 24))
     other = "queue:default|elsewhere|42|0123456789ab|0"
