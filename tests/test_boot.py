@@ -23,6 +23,7 @@ NO_MODULES: dict = {}
 
 @pytest.mark.parametrize("mode", ["off", "standalone"])
 def test_off_and_standalone_never_start_in_a_web_process(mode):
+    """RUN-841: boot decision rules."""
     decision = decide(mode, GUNICORN_ARGV, GUNICORN_ENV, NO_MODULES)
     assert decision.action == SKIP
     assert mode in decision.reason
@@ -43,6 +44,7 @@ def test_embedded_under_a_non_preforking_server():
 
 @pytest.mark.parametrize("value", ["1", "true", "yes", "TRUE"])
 def test_wurk_disabled_wins_over_everything(value):
+    """RUN-841: boot decision rules."""
     decision = decide("embedded", GUNICORN_ARGV, {**GUNICORN_ENV, "WURK_DISABLED": value}, NO_MODULES)
     assert decision.action == SKIP
     assert "WURK_DISABLED" in decision.reason
@@ -98,6 +100,7 @@ def test_manage_py_wurk_runs_its_own_worker(mode):
     (["manage.py", "runserver", "--noreload"], None, EMBEDDED),   # one process, it serves
 ])
 def test_runserver_reloader(argv, run_main, action):
+    """RUN-841: boot decision rules."""
     environ = {} if run_main is None else {"RUN_MAIN": run_main}
     decision = decide("embedded", argv, environ, NO_MODULES)
     assert decision.action == action

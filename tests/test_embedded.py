@@ -191,6 +191,7 @@ def embedded_boots(output: str) -> list[int]:
 @pytest.mark.parametrize("preload", [False, True], ids=["no-preload", "preload"])
 def test_gunicorn_runs_one_embedded_worker_per_web_worker_and_drains_on_term(
         redis_db, servers, test_redis_url, preload):
+    """DJ-065: many embedded instances are safe; RUN-845: gunicorn hooks module."""
     args = ["--preload"] if preload else []
     # Forking with a live thread warns on 3.12+: shown, so the master is seen to fork thread-free.
     server = Gunicorn(*args, redis_url=test_redis_url, env={"PYTHONWARNINGS": "always::DeprecationWarning"})
@@ -361,6 +362,7 @@ def _handlers() -> dict[int, object]:
 
 
 def test_start_runs_a_two_thread_embedded_worker_without_touching_signals(redis_db, embedded_settings):
+    """DJ-062: embedded concurrency 2, no signal handlers."""
     from tests.jobsapp.jobs import RecordJob
 
     before = _handlers()
@@ -387,6 +389,7 @@ def test_start_runs_a_two_thread_embedded_worker_without_touching_signals(redis_
 
 
 def test_stop_and_start_again_does_not_pile_up_connections(redis_db, embedded_settings):
+    """RUN-504: `stop()` drains and disconnects pools."""
     def clients() -> int:
         return sum(1 for c in redis_db.client_list() if c.get("db") == str(redis_db.connection_pool.connection_kwargs["db"]))
 
@@ -435,6 +438,7 @@ def test_stop_without_start_is_a_no_op(redis_db):
     (8, 3, 0, 0),       # never negative: requeue at once
 ])
 def test_drain_budget(wurk, graceful, worker_timeout, budget):
+    """RUN-846: gunicorn owns signals; timeout budget."""
     assert drain_budget(wurk, graceful, worker_timeout) == budget
 
 

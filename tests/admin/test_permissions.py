@@ -137,6 +137,7 @@ def test_get_never_changes_anything(manager_client, state, redis_db):
 
 
 def test_read_only_refuses_every_post_even_for_superusers(admin_client, state, redis_db, settings):
+    """DJ-051: permissions, read-only mode, authorize hook."""
     settings.WURK = {**settings.WURK, "ADMIN_READ_ONLY": True}
     before = snapshot(redis_db)
     for page, data in posts(state):
@@ -150,6 +151,7 @@ def deny_posts(request, method, path):
 
 
 def test_authorize_hook_runs_last(admin_client, state, redis_db, settings):
+    """ENT-805: authorization hook `(request, method, path)`; DJ-051: permissions, read-only mode, authorize hook."""
     settings.WURK = {**settings.WURK, "ADMIN_AUTHORIZE": "tests.admin.test_permissions.deny_posts"}
     assert admin_client.get(BASE + "queues/").status_code == 200
     assert admin_client.post(BASE + "queues/default/action/", {"action": "pause"}).status_code == 403

@@ -3,9 +3,9 @@
 The specification is not part of the repository, so these checks cannot tell whether a
 row is right. They hold what can be held without it: every requirement has one
 well-formed row under the spec file its prefix names, every status is one of the five
-words, every path the page names exists, a finished row names a test or a page that
-shows it, a row that is not finished says why in words, and the summary counts and
-the "not full" lists are those of the rows.
+words, every path the page names exists, a finished row names a test that exists and
+mentions the requirement's ID (issue 41 item 7), a row that is not finished says why in
+words, and the summary counts and the "not full" lists are those of the rows.
 """
 
 from __future__ import annotations
@@ -107,6 +107,27 @@ def test_a_full_row_names_what_does_it_and_what_shows_it():
         paths = PATH.findall(row[3])
         assert paths, f"{row[0]}: a full row names its module and test"
         assert any(p.startswith(TESTS_OR_DOCS) for p in paths), f"{row[0]}: no test or page shows it"
+
+
+def _names_the_id(path: str, requirement: str) -> bool:
+    where = ROOT / path
+    if where.is_dir():
+        return any(requirement in f.read_text(errors="replace") for f in where.rglob("*.py"))
+    return where.is_file() and requirement in where.read_text(errors="replace")
+
+
+def test_a_full_row_names_a_test_that_names_the_requirement():
+    """A full row's test must say which requirement it checks (its ID in the test's name,
+    docstring or a comment), so a maintainer who breaks it learns which row to update.
+    A page (docs/, README.md) does not count: it documents, it does not check."""
+    unnamed = []
+    for row in ALL:
+        if _status(row[2]) != "full":
+            continue
+        tests = [p for p in PATH.findall(row[3]) if p.startswith(("tests/", "bench/"))]
+        if not any(_names_the_id(p, row[0]) for p in tests):
+            unnamed.append(row[0])
+    assert not unnamed, f"full rows whose named tests never mention the ID: {unnamed}"
 
 
 def test_a_row_not_full_says_why_in_words():

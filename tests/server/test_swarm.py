@@ -239,6 +239,7 @@ def test_fork_is_refused_while_another_thread_runs():
 
 
 def test_cohosted_swarm_is_refused_off_the_main_thread(caplog):
+    """RUN-820: signals on the main thread only, via a pipe."""
     results = []
     thread = threading.Thread(target=lambda: results.append((cohosted_refusal(), start_cohosted())))
     with caplog.at_level(logging.ERROR, logger="wurk_django.swarm"):
@@ -257,6 +258,7 @@ slow = pytest.mark.slow
 
 @slow
 def test_term_drains_every_child_and_leaves_nothing(redis_db, start_swarm):
+    """ENT-710: swarm shutdown."""
     for i in range(6):
         SlowJob.perform_async(2, f"m{i}")
     run = start_swarm("--processes", "2", "-c", "3")
@@ -314,6 +316,7 @@ def test_killed_child_is_respawned_and_its_jobs_recovered(redis_db, start_swarm)
 
 @slow
 def test_child_over_the_memory_limit_is_recycled_gracefully(redis_db, start_swarm):
+    """ENT-709: memory recycle."""
     run = start_swarm("--processes", "1", "-c", "2", extra={"MEMORY_LIMIT_MB": 1})
     old = next(iter(run.wait_identities(1)))
     counts = []
@@ -338,6 +341,7 @@ def test_child_over_the_memory_limit_is_recycled_gracefully(redis_db, start_swar
 
 @slow
 def test_usr1_rolls_every_child_one_at_a_time_and_loses_no_job(redis_db, start_swarm):
+    """RUN-406: rolling restart on USR1."""
     jids = [TraceJob.perform_async(0.01) for _ in range(100)]
     run = start_swarm("--processes", "2", "-c", "3")
     old = set(run.wait_identities(2))
@@ -411,6 +415,7 @@ def test_topology_from_settings_gives_each_child_its_queues(redis_db, start_swar
 
 @slow
 def test_children_drain_when_the_supervisor_is_killed(redis_db, start_swarm):
+    """RUN-409: orphan guard in children; ENT-712: orphan guard (PDEATHSIG and ppid watchdog)."""
     run = start_swarm("--processes", "2", "-c", "2")
     pids = set(run.wait_identities(2))
     run.proc.kill()  # SIGKILL: no drain from the supervisor
@@ -423,6 +428,7 @@ def test_children_drain_when_the_supervisor_is_killed(redis_db, start_swarm):
 @slow
 def test_child_with_a_stalled_heartbeat_is_replaced(redis_db, start_swarm):
     """RUN-408: child heartbeat liveness."""
+    # Checks RUN-207: swarm shutdown grace timeout + 5 s.
     run = start_swarm("--processes", "1", "-c", "1", extra={"SWARM_HEARTBEAT_TIMEOUT": 20, "TIMEOUT": 1})
     old = next(iter(run.wait_identities(1)))
     os.kill(old, signal.SIGSTOP)  # alive, but its heartbeat stands still
@@ -439,6 +445,7 @@ def test_child_with_a_stalled_heartbeat_is_replaced(redis_db, start_swarm):
 
 @slow
 def test_cohosted_swarm_is_drained_when_its_host_exits(redis_db):
+    """RUN-411: co-hosted swarm with exit hook; ENT-711: opt-in cohosted swarm, atexit drain."""
     script = (
         "import django, os, sys, time\n"
         "django.setup()\n"

@@ -38,6 +38,7 @@ def test_compat_picks_djangos_own_framework_before_the_backport():
 
 @needs_tasks
 def test_every_name_comes_from_the_framework_in_use():
+    """DJ-010: backend on Django 6.x and 5.2 + django-tasks."""
     framework = importlib.import_module(compat.SOURCE)
     base = importlib.import_module(f"{compat.SOURCE}.base")
     backends = importlib.import_module(f"{compat.SOURCE}.backends.base")

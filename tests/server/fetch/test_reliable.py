@@ -82,6 +82,7 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
 def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
     ahead off: each fetch moves one job)."""
+    # Checks RUN-131: aCK = LREM + DEL counter, held per thread; RUN-860: hot-path caches, commands per job measured.
     monkeypatch.setattr(fetch_slot, "PREFETCH", 1)
     for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
@@ -238,6 +239,7 @@ def test_a_thread_that_exits_frees_its_slot_even_without_releasing_it(redis_db, 
 
 
 def test_jobs_fetched_ahead_go_back_unrun_when_the_thread_stops(redis_db, fetcher, instant_jobs):
+    """CORE-107: a job fetched after stop goes back unrun."""
     for i in range(20):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     for _ in range(fetch_slot.PREFETCH_AFTER + 1):
@@ -294,6 +296,7 @@ def test_how_far_a_thread_fetches_ahead_follows_its_job_times(fetcher, monkeypat
 def test_empty_queues_block_on_the_first_and_flush_acks_first(redis_db, monkeypatch):
     # The polling path (no push notifications): the wait is one FETCH_POLL_INTERVAL (without
     # the short waits of a fallback fetcher's first second: tests/server/test_wake_demand.py).
+    """PRO-123: empty or quiet fetch sleeps and flushes ACKs."""
     monkeypatch.setattr(wake_demand, "WINDOW", 0.0)
     fetcher = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1, FETCH_NOTIFICATIONS=False))
     redis_db.lpush("queue:default", _job("a" * 24))
