@@ -34,6 +34,13 @@ def _worker(server, **extra) -> WorkerProcess:
     return WorkerProcess("-c", "1", env={"WURK_TEST_EXTRA": json.dumps({"REDIS_URL": server.url(), **extra})})
 
 
+def _beat(client) -> bytes | None:
+    """The ``beat`` field of the one worker's process entry (None before its first beat)."""
+    wait_for(lambda: client.scard("processes") == 1, timeout=30, message="the worker's process entry")
+    [identity] = client.smembers("processes")
+    return client.hget(identity, "beat")
+
+
 def test_a_worker_refuses_a_redis_that_evicts(lfu):
     client = lfu.client()
     worker = _worker(lfu)
@@ -58,6 +65,12 @@ def test_allowed_it_runs_and_logs_the_keys_redis_evicts(lfu):
         client.lpush("queue:default", _job("ran"))
         wait_for(lambda: client.lrange("test:ran", 0, -1) == [b"ran"], timeout=60, message="the job to run")
         assert "has maxmemory-policy allkeys-lfu: keys may be evicted" in worker.output()
+        # The heartbeat's first reading of evicted_keys is its baseline, taken right after the
+        # beat writes the process entry. On a loaded machine that first beat can come after the
+        # job ran, so evicting now could land in the baseline ("has evicted N keys since it
+        # started") instead of the growth line this test is about: wait for a second beat.
+        first = _beat(client)
+        wait_for(lambda: _beat(client) not in (None, first), timeout=30, message="a second heartbeat")
         # Make Redis evict: a limit just above what it holds, then big keys.
         used = int(client.info("memory")["used_memory"])
         client.config_set("maxmemory", used + 2_000_000)
