@@ -129,3 +129,38 @@ class AsyncHard(Job):
         record(f"{tag}:start")
         await asyncio.sleep(60)
         record(f"{tag}:not-interrupted")
+
+
+class LateWaker(Job):
+    """Blocked in one C call past its hard limit, then, once the sleep returns, swallows the
+    HardStop its thread was asked to raise and returns normally: a success that must count
+    for nothing, as its run was abandoned and settled already."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, tag, seconds=4):
+        record(f"{tag}:start")
+        try:
+            time.sleep(seconds)
+        except BaseException:
+            pass
+        record(f"{tag}:woke")
+
+
+class Stuck(Job):
+    """Blocked in ``time.sleep`` far past its hard limit: its thread stays abandoned."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, seconds=300):
+        time.sleep(seconds)
+        record("stuck:woke")
+
+
+class Tick(Job):
+    """A job of one Redis call: counts itself in ``test:ticks``."""
+
+    def perform(self, n):
+        get_redis().rpush("test:ticks", n)
