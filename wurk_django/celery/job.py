@@ -38,7 +38,12 @@ _UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 def _record(write: Callable[..., None], *args: Any) -> None:
     """Write to the result record; Redis unreachable for it loses the record's update (logged),
-    never the job: the task's own outcome is still booked by the worker as usual."""
+    never the job: the task's own outcome is still booked by the worker as usual. A thread
+    the worker abandoned (a hard time limit, a revoke) that comes back late writes nothing:
+    the record is the settlement's."""
+    if _late():
+        logger.info("job %s came back after its thread was abandoned: its result record stays as settled", args[1])
+        return
     try:
         write(*args)
     except _UNREACHABLE as exc:
@@ -227,9 +232,36 @@ def _allow_retries(ctx: Any, limit: int | None) -> None:
         ctx.raw = payload.dumps(job)
 
 
+def _late() -> bool:
+    """True on the thread of a run the worker abandoned: its late writes must change nothing."""
+    import threading
+
+    from ..server.run import run as runs  # only ever asked on a worker, which has loaded it
+
+    current = runs.current()
+    return current is not None and current.abandoned and threading.current_thread() is current.thread
+
+
 def _died(sender: Any, job: dict, **kwargs: Any) -> None:
-    """The retry layer ended the job (dead set or discarded): the record says ``failed``."""
-    records.settled(context.current().redis, job, "failed")
+    """The retry layer ended the job (dead set or discarded): the record says ``failed``. A run
+    the worker abandoned never noted its attempt's error (its thread did not come back): the
+    settlement notes it here, so the record says why."""
+    redis = context.current().redis
+    exc, ttl, jid = kwargs.get("exception"), records.ttl_of(job), job.get("jid")
+    if exc is not None and ttl is not None and result_store.valid_id(jid) and _abandoned_here():
+        _record(records.failed, redis, jid, exc, ttl)
+    records.settled(redis, job, "failed")
+
+
+def _abandoned_here() -> bool:
+    """The job dies in the settlement of an abandoned run (not on the job's own thread)."""
+    ctx = context.running()
+    if ctx is None or ctx.unit is None:
+        return False
+    from ..server.run import run as runs
+
+    current = runs.current()
+    return current is not None and current.abandoned
 
 
 def _expired(sender: Any, job: dict, **kwargs: Any) -> None:

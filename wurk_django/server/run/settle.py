@@ -18,8 +18,8 @@ order, it
 6. acknowledges the job, or gives it back to its queue when its outcome could not
    be recorded; never when a hard shutdown requeued it already.
 
-Everything runs with the run's job context current, whatever thread settles it,
-so features read the job's own config and Redis.
+Everything runs with the run's job context (and the run) current, whatever thread
+settles it, so features read the job's own config and Redis.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ...reporting import report
 from .. import death, invalid
 from ..retry import error_class_name, error_message
 from . import observers
+from . import run as runs
 from .run import Run, StopRequest
 
 if TYPE_CHECKING:
@@ -73,9 +74,12 @@ def settle(run: Run, outcome: Outcome, error: BaseException | None = None, *, re
     ctx = run.ctx
     ctx.outcome, ctx.error = outcome, error
     token = context.enter(ctx) if context.running() is not ctx else None
+    run_token = runs.enter(run) if runs.current() is not run else None
     try:
         return _settle(run, outcome, error, requeued)
     finally:
+        if run_token is not None:
+            runs.leave(run_token)
         if token is not None:
             context.leave(token)
 
