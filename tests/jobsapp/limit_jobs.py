@@ -177,3 +177,29 @@ def overrun(key, seconds):
         pass
     get_redis().rpush(key, "woke")
     return "late"
+
+
+class HoldsLease(Job):
+    """Takes the one slot of a concurrent limiter, then sleeps in C past its hard limit."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, name, seconds):
+        from wurk_django import limiter
+
+        gate = limiter.Concurrent(name, 1, wait_timeout=0, lock_timeout=600, register=False)
+        gate.within_limit(time.sleep, seconds)
+
+
+class WantsLease(Job):
+    """Asks for the same limiter's slot, waiting up to ``wait`` seconds; records whether it got it."""
+
+    retry = 0
+
+    def perform(self, name, wait):
+        from wurk_django import limiter
+
+        gate = limiter.Concurrent(name, 1, wait_timeout=wait, lock_timeout=600, policy="ignore", register=False)
+        got = gate.within_limit(lambda: True)
+        record(f"lease:{'taken' if got else 'refused'}")

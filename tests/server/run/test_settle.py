@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from tests.jobsapp.limit_jobs import LateWaker, Stuck, Tick
+from tests.jobsapp.limit_jobs import HoldsLease, LateWaker, Stuck, Tick, WantsLease
 from tests.local_redis import free_port
 from tests.support import wait_for
 
@@ -121,3 +121,17 @@ def test_past_the_abandoned_limit_the_worker_restarts_cleanly_issue_43_item_1(re
     assert "past the limit of 3 (ABANDONED_THREADS_LIMIT)" in line and "restarting the worker" in line
     assert re.search(r"worker \S+ stopped", output), output  # a clean stop, not a crash
     assert redis_db.zcard("dead") == 4 and redis_db.llen("queue:default") == 0
+
+
+def test_an_abandoned_thread_gives_its_limiter_slot_back_at_once_issue_43_item_1(redis_db, worker_factory):
+    """A job holding a concurrent limiter's only slot is abandoned in ``time.sleep(300)``: the
+    slot comes back with the abandonment, so the next job that asks gets it (it would
+    otherwise wait for the slot's ``lock_timeout``, ten minutes)."""
+    HoldsLease.perform_async("test-lease", 300)
+    worker = worker_factory("-c", "2")
+    wait_for(lambda: redis_db.zcard("dead") == 1, timeout=30, message="the lease holder abandoned and settled")
+    WantsLease.perform_async("test-lease", 5)
+    wait_for(lambda: any(r.startswith("lease:") for r in _recorded(redis_db)), timeout=30,
+             message="the next job's answer")
+    assert "lease:taken" in _recorded(redis_db)
+    assert worker.alive()
