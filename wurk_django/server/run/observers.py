@@ -8,8 +8,9 @@ good part of the cost. Such a feature registers an observer here instead:
 * ``observer(job, queue)`` is called by the processor as the job starts (its
   payload parsed, before the middleware chain), and returns ``None`` (nothing
   to say about this job) or a callable ``end(outcome, error, elapsed_ms)``;
-* the processor calls that ``end`` once the run is over, before the outcome is
-  booked: ``outcome`` is the run's :class:`~wurk_django.outcome.Outcome`
+* the settlement (:mod:`.settle`) calls that ``end`` once the run is over, before
+  the outcome is booked, whoever settles it (the job's thread, or the watchdog for
+  a thread it abandoned at a hard time limit): ``outcome`` is the run's :class:`~wurk_django.outcome.Outcome`
   (``FAILED`` for a failure, whatever the retry layer then makes of it),
   ``error`` the exception or ``None``, ``elapsed_ms`` the run's duration,
   middleware included.
