@@ -64,6 +64,7 @@ class Processor:
         self.give_backs = GiveBacks()  # this thread's give-backs in a row (they wait longer each time)
         # The run in progress, for revokes and the hard shutdown; its own lock guards its phase.
         self.current: Run | None = None
+        self._run_lock = threading.Lock()  # every run of this thread guards its phase with it
         self.abandoned = False  # its run was abandoned (a hard stop): never book, ACK or replace
 
     def start(self) -> None:
@@ -181,7 +182,8 @@ class Processor:
         level = job.get("log_level")
         previous_level = joblevel.enter(level) if level is not None else None
         try:
-            run = Run(ctx, self.manager, self.thread, self.tid, self.joblog.context(job), self.give_backs)
+            run = Run(ctx, self.manager, self.thread, self.tid, self.joblog.context(job), self.give_backs,
+                      self._run_lock)
             run_token = runs.enter(run)
             try:
                 self.state.begin(self.tid, ctx.queue, raw)
@@ -222,6 +224,7 @@ class Processor:
         ctx = run.ctx
         job = ctx.job
         watched = False
+        mine: bool | None = None
         self.current = run  # from here a stop may be raised into this thread: inside the try below
         error: BaseException | None = None
         try:
@@ -251,7 +254,7 @@ class Processor:
                     # Out of the running phase: no stop can be asked for from now on, and one
                     # asked for and not yet raised is withdrawn. One raised before this lands
                     # in the handlers below, like the job's own failure.
-                    run.come_back()
+                    mine = run.come_back()
         except Shutdown:
             outcome = Outcome.INTERRUPTED
         except JobInterrupted:  # raised by a middleware rather than perform: the same request
@@ -263,8 +266,8 @@ class Processor:
             error = ctx.error
         finally:
             self.current = None
-        # Again here: a stop that landed before the call above left the run in its phase.
-        mine = run.come_back()
+        if mine is None:  # a stop landed before the call above: the run is still in its phase
+            mine = run.come_back()
         if watched:
             watchdog.WATCHDOG.unwatch(run)
         return outcome, error, mine

@@ -74,7 +74,7 @@ class Run:
                  "give_backs", "ends", "_lock", "_held", "_claimed")
 
     def __init__(self, ctx: JobContext, manager: Manager, thread: threading.Thread | None, tid: str,
-                 log: dict, give_backs: Any = None) -> None:
+                 log: dict, give_backs: Any = None, lock: threading.Lock | None = None) -> None:
         self.ctx = ctx
         self.manager = manager  # the worker parts the run is settled with (retrier, job log, stats)
         self.thread = thread
@@ -82,12 +82,14 @@ class Run:
         self.log = log  # the job log context of this job (jid, class, logged attributes)
         self.started = time.monotonic_ns()
         self.phase = Phase.RUNNING
-        self.stops: list[StopRequest] = []
+        self.stops: tuple[StopRequest, ...] = ()
         self.raised = False  # an exception was asked for in the thread and may not have landed yet
         self.give_backs = give_backs  # the thread's give-back pacing (settle.GiveBacks)
-        self.ends: list[Callable[..., None]] = []  # the job observers' ends, told once at the settlement
-        self._lock = threading.Lock()
-        self._held: list[Callable[[], None]] = []
+        self.ends: Any = ()  # the job observers' ends, told once at the settlement
+        # The thread's own lock, reused from run to run (one run at a time per thread, and an
+        # abandoned thread runs no other): a run costs no lock of its own.
+        self._lock = lock if lock is not None else threading.Lock()
+        self._held: list[Callable[[], None]] | None = None
         self._claimed = False
 
     @property
@@ -106,6 +108,8 @@ class Run:
     @property
     def revoked(self) -> StopRequest | None:
         """The revoke that stopped this run, if one did."""
+        if not self.stops:
+            return None
         return next((stop for stop in self.stops if stop.kind == "revoke"), None)
 
     def request_stop(self, kind: str, by: str | None = None, at: float | None = None,
@@ -116,7 +120,7 @@ class Run:
         with self._lock:
             if self.phase not in ACTIVE:
                 return False
-            self.stops.append(StopRequest(kind, by, time.time() if at is None else at))
+            self.stops += (StopRequest(kind, by, time.time() if at is None else at),)
             self.phase = Phase.STOPPING
             if raise_type is not None:
                 self._raise(raise_type)
@@ -141,7 +145,7 @@ class Run:
             if self.phase not in ACTIVE:
                 return False
             self.phase = Phase.ABANDONED
-            self.stops.append(StopRequest(kind, by, time.time() if at is None else at))
+            self.stops += (StopRequest(kind, by, time.time() if at is None else at),)
             self._raise(HardStop)
             return True
 
@@ -178,27 +182,27 @@ class Run:
         """Register ``give_back`` to be called once if the run is abandoned before the
         holder gives it back itself; call the returned function to give it back (it is
         called at most once, by whichever side comes first)."""
-        done = threading.Event()
+        done = [False]
 
         def once() -> None:
             with self._lock:
-                if done.is_set():
+                if done[0]:
                     return
-                done.set()
-                try:
+                done[0] = True
+                if self._held is not None and once in self._held:
                     self._held.remove(once)
-                except ValueError:
-                    pass
             give_back()
 
         with self._lock:
+            if self._held is None:
+                self._held = []
             self._held.append(once)
         return once
 
     def give_back_held(self) -> None:
         """Call every registered give-back (the run was abandoned)."""
         with self._lock:
-            held = list(self._held)
+            held = list(self._held or ())
         for give_back in held:
             try:
                 give_back()
