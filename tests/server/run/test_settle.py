@@ -135,3 +135,46 @@ def test_an_abandoned_thread_gives_its_limiter_slot_back_at_once_issue_43_item_1
              message="the next job's answer")
     assert "lease:taken" in _recorded(redis_db)
     assert worker.alive()
+
+
+def test_live_fails_once_the_process_is_past_its_abandoned_limit_issue_43_item_1():
+    """``/live`` answers 503 with the reason once more threads than the limit are abandoned and
+    still stuck (the process restarts itself then); threads that unwound do not count."""
+    import threading
+    import types
+
+    from wurk_django.conf import Config
+    from wurk_django.metrics.tracker import MetricsTracker
+    from wurk_django.server.health import HealthListener
+    from wurk_django.server.run.gate import RunGate
+    from wurk_django.server.run.manager import Manager
+    from wurk_django.server.state import WorkerState
+
+    config = Config(queues=["default"], concurrency=2, abandoned_threads_limit=2)
+    restarts: list[str] = []
+    manager = Manager(config, WorkerState(), MetricsTracker(config), gate=RunGate(2, enabled=False),
+                      request_shutdown=lambda: restarts.append("asked"))
+    launcher = types.SimpleNamespace(stopped=threading.Event(), stopping=False, quieting=False,
+                                     managers=[manager])
+    listener = HealthListener(launcher, 0)
+    release = threading.Event()
+    stuck = [threading.Thread(target=release.wait, daemon=True) for _ in range(3)]
+    for thread in stuck:
+        thread.start()
+    try:
+        unwound = threading.Thread(target=lambda: None)
+        unwound.start()
+        unwound.join()
+        manager._abandoned = [*stuck[:2], unwound]  # two still stuck: within the limit
+        manager._check_abandoned()
+        assert listener.live() == (True, []) and restarts == []
+        manager._abandoned.append(stuck[2])  # three stuck, past the limit of two
+        manager._check_abandoned()
+        assert restarts == ["asked"]
+        ok, reasons = listener.live()
+        assert not ok and reasons == ["restarting: 3 abandoned job threads are still stuck, past the limit of 2 "
+                                      "(ABANDONED_THREADS_LIMIT)"]
+        manager._check_abandoned()
+        assert restarts == ["asked"]  # asked once
+    finally:
+        release.set()
