@@ -71,7 +71,7 @@ class Run:
     """One job's run: the job's context, its stop requests and its guarded phase."""
 
     __slots__ = ("ctx", "manager", "thread", "tid", "log", "started", "phase", "stops", "raised",
-                 "give_backs", "ends", "_lock", "_held", "_claimed")
+                 "give_backs", "ends", "counted", "_lock", "_held", "_claimed")
 
     def __init__(self, ctx: JobContext, manager: Manager, thread: threading.Thread | None, tid: str,
                  log: dict, give_backs: Any = None, lock: threading.Lock | None = None) -> None:
@@ -86,6 +86,7 @@ class Run:
         self.raised = False  # an exception was asked for in the thread and may not have landed yet
         self.give_backs = give_backs  # the thread's give-back pacing (settle.GiveBacks)
         self.ends: Any = ()  # the job observers' ends, told once at the settlement
+        self.counted = False  # the settlement counted it (stat:processed, the busy map)
         # The thread's own lock, reused from run to run (one run at a time per thread, and an
         # abandoned thread runs no other): a run costs no lock of its own.
         self._lock = lock if lock is not None else threading.Lock()

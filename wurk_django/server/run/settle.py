@@ -77,6 +77,12 @@ def settle(run: Run, outcome: Outcome, error: BaseException | None = None, *, re
     run_token = runs.enter(run) if runs.current() is not run else None
     try:
         return _settle(run, outcome, error, requeued)
+    except BaseException:
+        # A fault of the settlement itself: the caller deals with the job (gives it back or
+        # buries it); the thread must not stay listed as busy with it.
+        if not run.counted:
+            run.manager.state.end(run.tid, True)
+        raise
     finally:
         if run_token is not None:
             runs.leave(run_token)
@@ -116,6 +122,7 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
     else:
         joblog.fail(log, run.started)
     manager.state.end(run.tid, outcome is not Outcome.SUCCEEDED)
+    run.counted = True
     # A job that paused did nothing wrong: its time counts like a success (CORE-210); a
     # shutdown cut it short, and a death is a death, which count as failures. A rate-limited
     # run did none of the job's work: neither, as Sidekiq Enterprise counts it (issue 28 item 9).
