@@ -184,7 +184,7 @@ class Processor:
         try:
             run = Run(ctx, self.manager, self.thread, self.tid, self.joblog.context(job), self.give_backs,
                       self._run_lock)
-            run_token = runs.enter(run)
+            run_token = runs.RUN.set(run)
             try:
                 self.state.begin(self.tid, ctx.queue, raw)
                 watching = observers.active
@@ -193,14 +193,14 @@ class Processor:
                 self.joblog.start(run.log)
                 outcome, error, mine = self._run(run)
                 if mine:
-                    settle(run, outcome, error, requeued=self.killed)
+                    settle(run, outcome, error, requeued=self.killed, current=True)
                 else:
                     # Abandoned meanwhile: the watchdog's settlement stands, this one is dropped.
                     self.abandoned = self.done = True
                     logger.info("job %s came back after its thread was abandoned; its late outcome (%s) "
                                 "is dropped", run.jid, outcome.value)
             finally:
-                runs.leave(run_token)
+                runs.RUN.reset(run_token)
         finally:
             if level is not None:
                 joblevel.leave(previous_level)

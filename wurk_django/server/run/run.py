@@ -166,12 +166,13 @@ class Run:
             return True
 
     def claim(self) -> bool:
-        """True exactly once: the settlement's own guard, whoever calls it."""
-        with self._lock:
-            if self._claimed:
-                return False
-            self._claimed = True
-            return True
+        """True exactly once: the settlement's own guard against a second call. (Which party
+        settles is the phase's to decide, under the lock: only the one that moved the run
+        out of running/stopping calls the settlement, so this needs no lock of its own.)"""
+        if self._claimed:
+            return False
+        self._claimed = True
+        return True
 
     @property
     def abandoned(self) -> bool:
@@ -211,17 +212,18 @@ class Run:
                 logger.exception("could not give back what abandoned job %s held", self.jid)
 
 
-_current: ContextVar[Run | None] = ContextVar("wurk_run", default=None)
+#: The run of the job this thread (or task) runs: the processor sets it around each job.
+RUN: ContextVar[Run | None] = ContextVar("wurk_run", default=None)
 
 
 def current() -> Run | None:
     """The run of the job this thread (or task) runs, or ``None`` outside a worker's job."""
-    return _current.get()
+    return RUN.get()
 
 
 def enter(run: Run) -> Any:
-    return _current.set(run)
+    return RUN.set(run)
 
 
 def leave(token: Any) -> None:
-    _current.reset(token)
+    RUN.reset(token)

@@ -63,18 +63,22 @@ class GiveBacks:
         self.full = False
 
 
-def settle(run: Run, outcome: Outcome, error: BaseException | None = None, *, requeued: bool = False) -> Outcome | None:
+def settle(run: Run, outcome: Outcome, error: BaseException | None = None, *, requeued: bool = False,
+           current: bool = False) -> Outcome | None:
     """Book, log, count, signal and acknowledge ``run``, which ended as ``outcome``
     (with ``error`` for a failure). Returns the final outcome, or ``None`` when the run
     was settled already (the call changes nothing). ``requeued``: a hard shutdown put
-    the job back already, so it is never acknowledged."""
+    the job back already, so it is never acknowledged. ``current``: the caller (the
+    job's own thread) has the run and its context current already."""
     if not run.claim():
         logger.info("job %s was settled already; a second outcome (%s) is dropped", run.jid, outcome.value)
         return None
     ctx = run.ctx
     ctx.outcome, ctx.error = outcome, error
-    token = context.enter(ctx) if context.running() is not ctx else None
-    run_token = runs.enter(run) if runs.current() is not run else None
+    token = run_token = None
+    if not current:
+        token = context.enter(ctx) if context.running() is not ctx else None
+        run_token = runs.enter(run) if runs.current() is not run else None
     try:
         return _settle(run, outcome, error, requeued)
     except BaseException:
@@ -92,12 +96,13 @@ def settle(run: Run, outcome: Outcome, error: BaseException | None = None, *, re
 
 def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: bool) -> Outcome:
     ctx, manager = run.ctx, run.manager
-    elapsed_ms = (time.monotonic_ns() - run.started) / 1e6
-    for end in run.ends:
-        try:
-            end(outcome, error, elapsed_ms)
-        except Exception as exc:  # an observer never stops a job
-            report(exc, {"context": "job observer", "jid": run.jid}, ctx.config)
+    if run.ends:
+        elapsed_ms = (time.monotonic_ns() - run.started) / 1e6
+        for end in run.ends:
+            try:
+                end(outcome, error, elapsed_ms)
+            except Exception as exc:  # an observer never stops a job
+                report(exc, {"context": "job observer", "jid": run.jid}, ctx.config)
     revoked = run.revoked
     if revoked is not None and outcome is not Outcome.INTERRUPTED:
         # Stopped by a revoke, however the run ended after the soft stop: the dead set, naming who.
@@ -129,7 +134,8 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
     if outcome is not Outcome.RESCHEDULED:
         manager.metrics.record(log["class"], (time.monotonic_ns() - run.started) / 1e6,
                                error is not None or outcome is Outcome.INTERRUPTED or outcome is Outcome.DEAD)
-    observers.settled(ctx, outcome, error)
+    if observers.settled_hooks:
+        observers.settled(ctx, outcome, error)
     if requeued:
         return outcome  # hard shutdown requeued it already: never ACK it (RUN-803)
     if outcome in ACKNOWLEDGED:
