@@ -123,7 +123,7 @@ class Manager:
             if run.thread is not None:
                 self._abandoned.append(run.thread)
         try:
-            self.fetcher_abandon(run)
+            self._take_back_slot(run)
             self.gate.release(run.thread.ident if run.thread is not None else None)
             run.give_back_held()
         finally:
@@ -131,7 +131,7 @@ class Manager:
                 self.processor_exited(processor)
             spawn(f"{self.name}/settle-abandoned", lambda: self._settle_abandoned(run), self.config)
 
-    def fetcher_abandon(self, run: Run) -> None:
+    def _take_back_slot(self, run: Run) -> None:
         abandon = getattr(self.fetcher, "abandon", None)  # a custom FETCH_CLASS may have none
         if abandon is not None and run.ctx.unit is not None:
             abandon(run.ctx.unit)

@@ -75,6 +75,10 @@ class Processor:
 
     def run(self) -> None:
         self.tid = thread_id()
+        # Set here too: start() assigns it only once spawn() returns, and by then this thread
+        # may be running a job whose run must name it (the hard stop raises into it, the
+        # manager finds this processor by it).
+        self.thread = threading.current_thread()
         try:
             while not self.done:
                 self.process_one()
