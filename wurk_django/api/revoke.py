@@ -17,8 +17,7 @@ import time
 
 import orjson
 
-from .. import keys, payload
-from ..conf import get_config
+from .. import context, keys, payload
 from ..server.stopping import revocations
 from ..server.stopping.watchdog import revoked_error
 from ..text import to_text
@@ -96,6 +95,6 @@ def _bury(raw: bytes | str, exc: BaseException, by: str | None, redis: RedisClie
         DeadSet(redis=redis).kill(raw, ex=exc)
         return
     job.update({"error_class": f"{type(exc).__module__}.{type(exc).__qualname__}", "error_message": str(exc),
-                "failed_at": get_config().wire_format.now(),
+                "failed_at": context.config().wire_format.now(),
                 "revoked_by": by or ""})
     DeadSet(redis=redis).kill(job, ex=exc)

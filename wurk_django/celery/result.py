@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from .. import context, payload, registry, result_store
-from ..conf import Config, get_config
-from ..redis.connection import get_redis
+from ..conf import Config
 from . import records, states
 from .exceptions import TaskError, TaskRevokedError, TimeoutError
 
@@ -47,7 +46,7 @@ class AsyncResult:
     # -- reading -----------------------------------------------------------------
 
     def _redis(self) -> Any:
-        return get_redis(config=self._config or get_config())
+        return context.redis(config=self._config)
 
     def _fields(self) -> dict[str, Any] | None:
         here = records.local(self.id)
