@@ -8,10 +8,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from .. import context, keys, payload
+from .. import context, death, keys, payload
 from ..client.push import Client
 from ..client.writer import Writer
-from ..server import death
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 
