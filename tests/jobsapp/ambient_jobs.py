@@ -11,6 +11,7 @@ from wurk_django.api import Queue
 from wurk_django.batch import Batch
 from wurk_django.celery.result import AsyncResult
 from wurk_django.client.push import Client
+from wurk_django.redis.connection import get_redis
 
 OUT = "ambient_out"  # a queue no worker of these tests reads: what lands there stays to be counted
 
@@ -60,5 +61,5 @@ class Looks(Job):
             Client(config=default).push({"class": Out, "queue": OUT, "args": ["explicit-config"]})
             Out.set(shard="default").perform_async("explicit-shard")
             seen["explicit"] = {"result_state": AsyncResult(result_id, config=default).state,
-                                "queue_size": Queue(OUT, redis=context.redis(config=default)).size}
+                                "queue_size": Queue(OUT, redis=get_redis(config=default)).size}
         context.current().redis.rpush("test:looks", json.dumps(seen))
