@@ -111,13 +111,25 @@ def config(explicit: Config | None = None) -> Config:
     ``via()`` block's shard, else the running job's config, else the settings'."""
     if explicit is not None:
         return explicit
-    from .conf import VIA, base_config
-
-    shard = VIA.get()
+    if _settings is None:
+        _load_settings()
+    shard = _via.get()
     ctx = _current.get()
     # Inside a job, via() still points at another shard, keeping the worker's overrides.
-    home = base_config() if ctx is None else ctx.config
+    home = _settings() if ctx is None else ctx.config
     return home if shard is None else home.for_shard(shard)
+
+
+_settings: Any = None  # conf.base_config, looked up once: this runs on every push
+_via: Any = None
+
+
+def _load_settings() -> None:
+    # Lazy: conf imports the Redis layer, which imports this module.
+    global _settings, _via
+    from .conf import VIA, base_config
+
+    _via, _settings = VIA, base_config
 
 
 def redis(explicit: redis_lib.Redis | None = None, *, config: Config | None = None) -> redis_lib.Redis:

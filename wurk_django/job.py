@@ -121,10 +121,11 @@ class Setter:
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
-        if "shard" not in item and VIA.get() is not None:
+        shard = VIA.get()
+        if shard is not None and "shard" not in item:
             # The client gets a config, which beats via(); and a push at commit may happen
             # outside this via() block: name the block's shard on the push itself.
-            item["shard"] = VIA.get()
+            item["shard"] = shard
         if on_commit:
             from .client.transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
