@@ -16,9 +16,9 @@ if not AVAILABLE:
 from tests.admin.conftest import BASE, make_user  # noqa: E402
 from tests.tasks import sample  # noqa: E402
 from wurk_django import payload  # noqa: E402
+from wurk_django.results import store  # noqa: E402
 from wurk_django.server.fetch.reliable import private_list  # noqa: E402
 from wurk_django.server.reaper import Reaper  # noqa: E402
-from wurk_django.results import store  # noqa: E402
 from wurk_django.tasks.compat import TaskResultStatus  # noqa: E402
 
 
