@@ -12,7 +12,8 @@ from tests.support import PACKAGE
 
 RESULTS = PACKAGE / "results"
 #: The store's functions that change a record (Redis or this process's memory).
-WRITES = re.compile(r"\bstore\.(write|delete|commands|update_local|forget_local)\(")
+WRITES = re.compile(r"\b(result_)?store\.(write|delete|commands|update_local|forget_local)\(|\bresults\.write\("
+                    r"|\brecords\.update_local\(")
 #: Building a record's key: only the store does (keys.py names it for the key registry).
 KEY = re.compile(r"\btask_status\(|[\"']status:\{|\bresult_store\b")
 
@@ -31,6 +32,8 @@ def test_the_scan_sees_writes(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("store.write(redis, jid, {}, 1)\nkey = keys.task_status(jid)\nx = f'status:{jid}'\n")
     assert len(_hits(WRITES, sample)) == 1 and len(_hits(KEY, sample)) == 2
+    sample.write_text("result_store.write(redis, jid, {}, 1)\nresults.write(r, j, {}, 1)\n")
+    assert len(_hits(WRITES, sample)) == 2
 
 
 def test_only_the_results_writer_writes_records():
