@@ -32,3 +32,19 @@ def test_a_job_killed_by_its_hard_time_limit_reads_failure_with_its_error_for_go
     assert error["exception_class_path"].endswith("HardTimeLimitExceeded")
     with pytest.raises(Exception, match="hard time limit"):
         result.get(timeout=5)
+
+
+@pytest.mark.slow
+def test_a_retry_booked_after_a_hard_time_limit_is_not_overwritten_by_the_abandoned_run(redis_db, worker):
+    # Before: the record stayed STARTED, then the thread came back and wrote SUCCESS while the
+    # job waited in the retry set to run again.
+    result = tasks.celery_stuck_retried.delay("test:stuck-retried")
+    worker()
+    wait_for(lambda: result.state == states.RETRY, timeout=60, message="the hard limit to book a retry")
+    assert redis_db.zcard("retry") == 1
+    wait_for(lambda: b"came back" in redis_db.lrange("test:stuck-retried", 0, -1), timeout=30,
+             message="the abandoned thread to come back")
+    time.sleep(1.0)
+    assert result.state == states.RETRY and redis_db.zcard("retry") == 1
+    [error] = store.read(redis_db, result.id)["errors"]
+    assert error["exception_class_path"].endswith("HardTimeLimitExceeded")

@@ -49,6 +49,10 @@ logger = logging.getLogger("wurk_django.worker")
 _UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 #: The attempt this thread (or asyncio task) runs, for :func:`returned` and :func:`died`.
 _current: ContextVar[Attempt | None] = ContextVar("wurk_result_attempt", default=None)
+#: Attempts running now, by jid: a death or a retry booked by another thread (the watchdog
+#: settling a run it gave up on) finds the attempt it settles, so the run's own end, if its
+#: thread ever comes back, changes nothing.
+_live: dict[str, Attempt] = {}
 _worker_id: str | None = None
 
 
@@ -177,11 +181,13 @@ class Attempt:
 
     def end(self, outcome: Any, error: BaseException | None) -> None:
         """Write how the run ended, once; never over a record that is already final."""
+        if _live.get(self.jid) is self:
+            del _live[self.jid]
         if self.done:
             return
         self.done = True
         try:
-            fields = self.load() if self.redis is not None else store.local(self.jid)
+            fields = self.load()
         except _UNREACHABLE as exc:
             _lost(self.jid, exc)
             return
@@ -264,6 +270,7 @@ def observe(job: dict, queue: str) -> Callable[[Any, BaseException | None, float
         return None  # the common job: no record, nothing to do
     attempt = Attempt(job, ttl_of(job), context.current().redis)  # type: ignore[arg-type]
     _current.set(attempt)
+    _live[attempt.jid] = attempt
     attempt.start()
 
     def end(outcome: Any, error: BaseException | None, elapsed_ms: float) -> None:
@@ -306,10 +313,11 @@ def died(job: dict, exc: BaseException, reason: str) -> None:
     if not keeps_record(job):
         return
     jid = job["jid"]
-    attempt = _current.get()
-    mine = attempt is not None and attempt.jid == jid
+    attempt = _attempt_of(jid)
+    mine = attempt is not None
     if mine:
         attempt.done = True  # the run's own end changes nothing after its death
+        _settled(attempt)
     redis = context.current().redis
     fields = store.read(redis, jid) or _from_payload(job, ttl_of(job))  # type: ignore[arg-type]
     if of(fields.get("state")) in FINAL:
@@ -319,6 +327,42 @@ def died(job: dict, exc: BaseException, reason: str) -> None:
     if not (mine and attempt.error_written):
         update["errors"] = [*(fields.get("errors") or []), error_of(exc)]
     _write(store.write, redis, jid, {**fields, **update} if "state" not in fields else update, ttl_of(job))
+
+
+def retried(sender: Any, job: dict, exception: BaseException | None = None, **kwargs: Any) -> None:
+    """Receiver of ``job_retried``: the retry layer booked another attempt. The run's own
+    end says so too; this covers a retry booked by another thread than the run's (the
+    watchdog settling a run past its hard time limit), whose thread may come back later."""
+    if not keeps_record(job):
+        return
+    attempt = _attempt_of(job["jid"])
+    if attempt is None or attempt.done:
+        return  # the run's end wrote it already
+    attempt.done = True
+    _settled(attempt)
+    redis = context.current().redis
+    fields = store.read(redis, job["jid"]) or {}
+    if of(fields.get("state")) in FINAL:
+        return
+    update: dict[str, Any] = {"state": State.RETRYING}
+    if exception is not None and not attempt.error_written:
+        attempt.error_written = True
+        update["errors"] = [*(fields.get("errors") or []), error_of(_shown_error(exception))]
+    _write(store.write, redis, job["jid"], update, ttl_of(job), drop=("finished_at",))
+
+
+def _settled(attempt: Attempt) -> None:
+    if _live.get(attempt.jid) is attempt:
+        del _live[attempt.jid]
+
+
+def _attempt_of(jid: str) -> Attempt | None:
+    """The attempt of ``jid`` running now anywhere in this process, or the one this thread ran last."""
+    attempt = _live.get(jid)
+    if attempt is not None:
+        return attempt
+    attempt = _current.get()
+    return attempt if attempt is not None and attempt.jid == jid else None
 
 
 def buried_elsewhere(redis: Any, job: dict, error: dict[str, Any], died_at_ms: int) -> bool:
@@ -341,8 +385,8 @@ def expired(sender: Any, job: dict, **kwargs: Any) -> None:
     will never run: ``revoked``, as Celery's reads."""
     if not keeps_record(job):
         return
-    attempt = _current.get()
-    if attempt is not None and attempt.jid == job["jid"]:
+    attempt = _attempt_of(job["jid"])
+    if attempt is not None:
         attempt.done = True
     _write(store.write, context.current().redis, job["jid"], {"state": State.REVOKED,
                                                               "finished_at": payload.now_ms()}, ttl_of(job))
