@@ -65,6 +65,8 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
     "workflow": (DEATH, SERVER, ADMIN),
+    "results": (DEATH, SERVER),
+    "celery": (SERVER,),
 }
 
 _lock = threading.RLock()

@@ -12,8 +12,8 @@ from tests.jobsapp.ambient_jobs import OUT, Looks, OpensABatch
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, queued, wait_for, wurk_settings
 from wurk_django import payload, via
-from wurk_django.celery import records
 from wurk_django.redis import connection
+from wurk_django.results import store
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_inside_a_job_pushes_and_reads_follow_its_shard_then_via_then_the_explic
     default, a, b = shards
     result_id = payload.new_jid()  # a result record on each server, each in its own state
     for redis, state in ((default, "ON-DEFAULT"), (a, "ON-A"), (b, "ON-B")):
-        records.progress(redis, result_id, state, {}, 600)
+        store.write(redis, result_id, {"custom_state": state, "meta": "{}"}, 600)
     with via("b"):
         Looks.perform_async(result_id)
     _wait(lambda: b.llen("test:looks") == 1, worker_on_b, "the job's record on shard b")

@@ -7,7 +7,7 @@ Each enqueue pushes one Sidekiq-format job::
      "args": [[42], {"copy": true}], "jid": "<TaskResult.id>", "retry": true,
      "task": {"priority": 0, "queue_name": "default", "backend": "default", ...}}
 
-and writes the result record (:mod:`.results`) in the same round trip.
+and writes the first result record (:mod:`wurk_django.results.record`) in the same round trip.
 
 Priority is two-level (DJ-015): a task with ``priority > 0`` goes to the end
 of its queue that workers take from next; every other priority is pushed
@@ -46,6 +46,7 @@ from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config
 from ..middleware import client_chain
 from ..redis import shards
 from ..redis.connection import async_redis
+from ..results.record import push_commands, waiting_state
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -104,11 +105,9 @@ def _write_groups(jobs: list[dict], records: dict[str, dict[str, Any]],
     for front, group in groups.items():
         extra: list[tuple[Any, ...]] = []
         for job in group:
-            record = records.get(job["jid"])
-            fields = [part for pair in results.encode(record).items() for part in pair] if record else []
+            fields = records.get(job["jid"])
             if fields:
-                key = results.key(job["jid"])
-                extra += [("HSET", key, *fields), ("EXPIRE", key, ttl)]
+                extra += push_commands(job["jid"], fields, ttl)
         planned.append((group, extra, front))
     return planned
 
@@ -192,8 +191,8 @@ class WurkBackend(BaseTaskBackend):
         }
         if task.run_after is not None:
             item["at"] = results.run_after_epoch(task.run_after)
-        record = {
-            "state": "scheduled" if task.run_after is not None else "enqueued",
+        first = {
+            "state": waiting_state(task.run_after is not None),
             "class": task.module_path,
             "task": meta,
             "args": result.args,
@@ -202,7 +201,7 @@ class WurkBackend(BaseTaskBackend):
             "worker_ids": [],
             "ttl": self.result_ttl,
         }
-        return result, item, record
+        return result, item, first
 
     def _after_push(self, result: TaskResult, record: dict[str, Any]) -> None:
         object.__setattr__(result, "enqueued_at", results.to_datetime(record.get("enqueued_at")))
@@ -260,10 +259,10 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        raw = await async_redis(context.config()).hgetall(results.key(result_id))
-        if not raw:
+        fields = await results.aread(async_redis(context.config()), result_id)
+        if fields is None:
             raise TaskResultDoesNotExist(result_id)
-        return results.build_result(results.decode(raw), result_id)
+        return results.build_result(fields, result_id)
 
     # -- checks --------------------------------------------------------------
 
