@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from . import context, payload, registry, time_limits
 from .asyncrun import run_coroutine
 from .client.arguments import check_arguments
-from .conf import get_config
+from .conf import VIA
 from .middleware import client_chain as build_client_chain
 from .middleware import server_chain as build_server_chain
 
@@ -117,16 +117,15 @@ class Setter:
         return self.set(on_commit=True).perform_async(*args, **kwargs)
 
     def _push(self, item: dict) -> str | None:
-        config = get_config()  # once per push: the client and its pool reuse it
+        config = context.config()  # once per push: the client and its pool reuse it
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
-        if on_commit and "shard" not in item:
-            from .redis.shards import current
-
-            # The push happens at commit, maybe outside this via() block: keep its shard.
-            if current() is not None:
-                item["shard"] = current()
+        shard = VIA.get()
+        if shard is not None and "shard" not in item:
+            # The client gets a config, which beats via(); and a push at commit may happen
+            # outside this via() block: name the block's shard on the push itself.
+            item["shard"] = shard
         if on_commit:
             from .client.transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
@@ -163,16 +162,15 @@ class Setter:
             item["at"] = [_run_at(a) for a in at] if isinstance(at, list) else _run_at(at)
         if spread_interval is not None:
             item["spread_interval"] = spread_interval
-        config = get_config()
+        config = context.config()
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
+        if "shard" not in item and VIA.get() is not None:
+            item["shard"] = VIA.get()  # as in _push: the client's config beats via(), a commit may come later
         if on_commit:
             from .client.transaction import push_bulk_on_commit  # lazy: see _push
-            from .redis.shards import current
 
-            if current() is not None and "shard" not in item:
-                item["shard"] = current()  # the push happens at commit, maybe outside this via() block
             return push_bulk_on_commit(self._client(config), item,
                                        using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push_bulk(item)
@@ -181,7 +179,7 @@ class Setter:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
         from .client.push import check_kwargs, normalize, validate  # lazy: see _client
 
-        config = get_config()
+        config = context.config()
         item = self._item(args, kwargs)
         item.pop("at", None)
         validate(item)

@@ -169,7 +169,7 @@ def test_non_task_targets_are_refused_and_never_run(run, redis_db, target):
 
 
 def test_a_death_marks_the_record_failed_once_with_its_error(run, redis_db):
-    from wurk_django.server import death
+    from wurk_django import death
 
     result = sample.fail.enqueue()
     with pytest.raises(ValueError):
@@ -187,7 +187,7 @@ def test_a_death_marks_the_record_failed_once_with_its_error(run, redis_db):
     died = sample.fail.get_result(result.id)
     assert died.status == TaskResultStatus.FAILED and died.finished_at is not None
     assert [e.exception_class_path for e in died.errors] == ["builtins.ValueError",
-                                                             "wurk_django.server.death.JobKilled"]
+                                                             "wurk_django.death.JobKilled"]
     kill_elsewhere()  # final: never rewritten
     assert len(sample.fail.get_result(result.id).errors) == 2
 

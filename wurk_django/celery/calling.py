@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import payload, testing
+from .. import context, payload, testing
 from ..client.push import Client
 from ..client.writer import Writer
-from ..conf import Config, get_config
+from ..conf import Config
 from ..job import Setter, _run_at
 from ..redis import shards
 from ..results import record, store
@@ -169,7 +169,7 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
             attempt += 1
     if jid is None:
         return None
-    config = get_config()
+    config = context.config()
     target = shards.route(config, job_class=job_class, queue=setter_options.get("queue") or job_class.queue)
     return AsyncResult(jid, job_class.job_name, config=target if target is not config else None)
 

@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from .. import context, registry
-from ..conf import Config, get_config
-from ..redis.connection import get_redis
+from ..conf import Config
 from ..results import record, store
 from ..results.states import celery_name
 from . import states
@@ -50,7 +49,7 @@ class AsyncResult:
     # -- reading -----------------------------------------------------------------
 
     def _redis(self) -> Any:
-        return get_redis(config=self._config or get_config())
+        return context.redis(config=self._config)
 
     def _fields(self) -> dict[str, Any] | None:
         here = store.local(self.id)

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import payload, registry, signals, testing, time_limits
-from ..conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
+from .. import context, payload, registry, signals, testing, time_limits
+from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
 from ..redis import connection, shards
@@ -186,8 +186,9 @@ class Client:
 
     def __init__(self, redis: redis_lib.Redis | None = None, config: Config | None = None,
                  middleware: Chain | None = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
+        self._follows_via = config is None  # a config handed in beats via(), as an explicit redis does
         # The config's shared chain unless given one; ``middleware`` hands out a copy of
         # it (a caller may change that one: the shared chain must stay as it is).
         self._chain = middleware if middleware is not None else client_chain(self.config)
@@ -252,12 +253,12 @@ class Client:
         if self._redis is not None:
             return self.config  # an explicit client wins over any shard
         named = item.get("shard")
-        if named is not None or shards.current() is not None:
+        if named is not None or (self._follows_via and shards.current() is not None):
             return shards.route(self.config, named=named)
         return None
 
     def _route_queue(self, item: dict, queue: str) -> Config:
-        return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue)
+        return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue, via=self._follows_via)
 
     def push_bulk(self, item: dict) -> list[str | None]:
         """Push many jobs of one class: ``item["args"]`` is a list of argument lists (CORE-089).

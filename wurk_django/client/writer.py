@@ -40,8 +40,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import features, fleet, payload, wake_demand
-from ..conf import Config, get_config
+from .. import context, features, fleet, payload, wake_demand
+from ..conf import Config
 from ..positioned import Positioned
 from ..redis import errors as redis_errors
 from ..redis.connection import async_redis, client_for, send_commands
@@ -117,7 +117,7 @@ class Writer:
     """Writes jobs for one :class:`Config`; cheap to build."""
 
     def __init__(self, config: Config | None = None, redis: redis_lib.Redis | None = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
 
     @property
@@ -219,7 +219,7 @@ class AsyncWriter:
     """
 
     def __init__(self, config: Config | None = None, redis: Any = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
 
     @property

@@ -150,11 +150,12 @@ def base_config() -> Config:
 
 
 def get_config() -> Config:
-    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes;
-    inside a ``wurk_django.via()`` block, pointed at that block's Redis shard."""
-    config = base_config()
-    shard = VIA.get()
-    return config if shard is None else config.for_shard(shard)
+    """The config a call uses here (:func:`wurk_django.context.config`): the enclosing
+    ``wurk_django.via()`` block's shard, else the running job's config, else the
+    settings' (rebuilt whenever ``settings.WURK`` changes)."""
+    from ..context import config
+
+    return config()
 
 
 def reset_config(**kwargs: Any) -> None:

@@ -38,7 +38,8 @@ from typing import Any
 
 import redis
 
-from ..conf import Config, get_config
+from .. import context
+from ..conf import Config
 from . import wire
 from .connection import app_pool, cached_client, send_commands
 
@@ -153,6 +154,6 @@ def redis_client(*, decode_responses: bool = False, config: Config | None = None
     process and rebuilt in a forked child. Commands are never replayed after a
     connection error (see the module's docstring).
     """
-    config = config or get_config()
+    config = context.config(config)
     return cached_client("app-decoded" if decode_responses else "app", config,
                          lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))

@@ -1,7 +1,7 @@
 """Redis connections: the one place clients are built, always from a :class:`Config`.
 
-Three constructors, all taking the config explicitly (without one they fall
-back to :func:`get_config`, i.e. Django settings):
+Three constructors, all taking the config explicitly (without one they use
+:func:`wurk_django.context.config`: ``via()``, the running job's, the settings'):
 
 * :func:`get_redis`: the process-wide client for a purpose (``main``,
   ``fetch``, ``ack``), its pool sized from the config's concurrency and
@@ -31,7 +31,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..conf import Config, get_config
+from .. import context
+from ..conf import Config
 from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
 from . import eviction, sentinel, wire
 from .errors import NotSent, is_failover, refused
@@ -216,7 +217,7 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     (``manage.py wurk -c 50`` after a settings-sized check), a bigger pool takes
     its place, so pools only grow.
     """
-    config = config or get_config()
+    config = context.config(config)
     key = (os.getpid(), purpose, config.redis_target.identity)
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
@@ -275,7 +276,7 @@ def async_redis(config: Config | None = None) -> Any:
     import redis.asyncio as aredis
     from redis.asyncio.retry import Retry as AsyncRetry
 
-    config = config or get_config()
+    config = context.config(config)
     loop = asyncio.get_running_loop()
     with _async_lock:
         for ident, (other, _url, _client) in list(_async_clients.items()):
@@ -305,7 +306,7 @@ def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT)
     """A new one-connection client with ``timeout``-second connect, read and checkout
     timeouts, owned by the caller (close it with ``connection_pool.disconnect()``,
     e.g. before a fork): health and liveness probes get a quick no, never a wait."""
-    config = config or get_config()
+    config = context.config(config)
     kwargs = _options(config, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), pool_size=1)
     kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
     return redis.Redis(connection_pool=_pool(config, kwargs))
@@ -665,7 +666,7 @@ def check_server(client: redis.Redis, config: Config | None = None) -> str:
     """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606) and, unless
     ``ALLOW_EVICTION`` is True, a ``maxmemory-policy`` that may evict keys (issue 43
     item 3). A policy the server does not tell is warned about. Returns the version."""
-    config = config or get_config()
+    config = context.config(config)
     url = config.redis_url
     if cluster_enabled(client):
         raise RedisClusterError(cluster_refusal(url))

@@ -16,13 +16,19 @@ OBSERVER_POSITION = -10
 DEATH_POSITION = 50
 
 
+def install_death() -> None:
+    """Settle a job's record wherever it dies (a kill or revoke from the data API too)."""
+    from .. import death
+    from . import record
+
+    death.register_handler("results", record.died, position=DEATH_POSITION)
+
+
 def install_server() -> None:
     from .. import signals
-    from ..server import death
     from ..server.run import observers
     from . import record
 
     observers.register("results", record.observe, position=OBSERVER_POSITION)
-    death.register_handler("results", record.died, position=DEATH_POSITION)
     # A retry booked by another thread than the run's (the watchdog): see record.retried.
     signals.job_retried.connect(record.retried, weak=False, dispatch_uid="wurk_django.results.retried")

@@ -22,43 +22,15 @@ import redis as redis_lib
 from .. import backtrace, keys, payload, signals
 from ..client.writer import Writer
 from ..conf import Config
-from ..errors import BookingFailed, Shutdown
+from ..errors import MESSAGE_LIMIT, BookingFailed, caused_by_shutdown, error_class_name, error_message  # noqa: F401 - theirs now
 from ..outcome import Outcome
 from ..reporting import report
 from . import death
 
 logger = logging.getLogger("wurk_django.worker")
 
-MESSAGE_LIMIT = 10_000
 # Redis unreachable: the booking is left to the caller, who keeps the job un-ACKed.
 TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
-_UNREADABLE = "!!! ERROR MESSAGE THREW AN ERROR !!!"
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``module.QualName``, or the bare name for builtins (CORE-025)."""
-    cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
-def error_message(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not stop the booking
-        return _UNREADABLE
-    return text.encode("utf-8", "replace").decode("utf-8")[:MESSAGE_LIMIT]
-
-
-def caused_by_shutdown(exc: BaseException) -> bool:
-    """True when ``Shutdown`` is anywhere in the cause chain (CORE-121), cycle-safe."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, Shutdown):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def default_delay(count: int) -> int:

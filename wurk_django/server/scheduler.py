@@ -31,11 +31,11 @@ from ..client.operations import wake_args
 from ..conf import Config
 from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
+from ..processes import prune_processes
 from ..redis.connection import get_redis, send_commands
 from ..redis.scripts import script
 from . import death, subscriber
 from .outage import is_outage
-from .processes import prune_processes
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")

@@ -38,14 +38,14 @@ from asgiref.sync import sync_to_async
 from django.core import checks
 from django.db import transaction
 
-from .. import payload, testing
+from .. import context, payload, testing
 from ..client.arguments import check_arguments
 from ..client.push import Client, _enqueued, normalize, validate
 from ..client.writer import AsyncWriter, Writer
-from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config, get_config
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config
 from ..middleware import client_chain
 from ..redis import shards
-from ..redis.connection import async_redis, get_redis
+from ..redis.connection import async_redis
 from ..results.record import push_commands, waiting_state
 from . import results
 from .compat import (
@@ -148,7 +148,7 @@ class WurkBackend(BaseTaskBackend):
     @property
     def enqueue_on_commit(self) -> bool:
         value = self.options.get("ENQUEUE_ON_COMMIT")
-        return get_config().enqueue_on_commit if value is None else bool(value)
+        return context.config().enqueue_on_commit if value is None else bool(value)
 
     def validate_task(self, task: Task) -> None:
         if isinstance(task.run_after, dt.timedelta):
@@ -218,7 +218,7 @@ class WurkBackend(BaseTaskBackend):
         result, item, record = self._prepare(task, args, kwargs)
         if self.enqueue_on_commit:
             # Check the arguments now, so a bad one raises here and not at commit.
-            check_arguments(task.module_path, item["args"], get_config().on_complex_arguments)
+            check_arguments(task.module_path, item["args"], context.config().on_complex_arguments)
             transaction.on_commit(partial(self._push, result, item, record), using=self.database)
         else:
             self._push(result, item, record)
@@ -227,7 +227,7 @@ class WurkBackend(BaseTaskBackend):
     async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Native ``redis.asyncio`` push through the write path (DJ-017), unless a sync-only
         feature is in play (on-commit, client middleware, a testing mode)."""
-        config = get_config()
+        config = context.config()
         if self.enqueue_on_commit or testing.mode(config) is not None:
             return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         result, item, record = self._prepare(task, args, kwargs)
@@ -251,7 +251,7 @@ class WurkBackend(BaseTaskBackend):
         """The result from Redis, from any process (DJ-018)."""
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = results.read(get_redis(config=get_config()), result_id)
+        fields = results.read(context.redis(), result_id)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)
@@ -259,7 +259,7 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = await results.aread(async_redis(get_config()), result_id)
+        fields = await results.aread(async_redis(context.config()), result_id)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)

@@ -26,7 +26,6 @@ raises or abandons only while the same run is still in that phase.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
@@ -34,8 +33,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ... import asyncrun, time_limits
-from ...errors import HardTimeLimitExceeded, JobRevoked, SoftTimeLimitExceeded
+from ...errors import HardTimeLimitExceeded, SoftTimeLimitExceeded
 from ...outcome import Outcome
+from ...revocation import revoked_error  # noqa: F401 - the format lives outside the engine (api/revoke.py)
 from . import async_raise
 
 if TYPE_CHECKING:
@@ -239,12 +239,6 @@ def _settle_abandoned(item: list[Any]) -> None:
         settle(ctx.unit)
     else:
         ctx.unit.acknowledge()
-
-
-def revoked_error(by: str | None, at: float) -> JobRevoked:
-    """The error a revoked job is recorded with: who stopped it and when (UTC)."""
-    when = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return JobRevoked(f"revoked by {by or 'an unnamed caller'} at {when}")
 
 
 WATCHDOG = Watchdog()
