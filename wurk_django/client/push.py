@@ -331,9 +331,9 @@ class Client:
         """
         item, args_list, at, spread, batch_size, jids_given = _bulk_parts(item)
         now = time.time()
-        # One class lookup and options merge for the whole push; created_at is shared,
-        # as in Sidekiq's push_bulk. Each job still gets its own jid, middleware pass
-        # and argument check.
+        # The door's first half once for the whole push (one class lookup and options
+        # merge; created_at is shared, as in Sidekiq's push_bulk); its second half per job:
+        # its own jid, middleware pass and argument check.
         shared = {**item, "args": []}
         validate(shared)
         target = self._route(shared)
@@ -354,14 +354,12 @@ class Client:
                     job["at"] = at
                 if "at" in job and not _finite(job["at"]):
                     raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
-                job = self._through_middleware(_fill(job), target)
-                if not job:
+                planned = self.finish(Prepared(_fill(job), target))  # the door's second half, per job
+                if planned is None:
                     jids.append(None)
                     continue
-                job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
-                check_kwargs(job, self.config)
-                batch.append(job)
-                jids.append(job["jid"])
+                batch.append(planned.job)
+                jids.append(planned.jid)
             if batch:
                 self.raw_push(batch, config=target)
                 _enqueued(batch)
