@@ -131,11 +131,10 @@ class Setter:
             from .client.transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
             return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None,
-                                  **self._companions())
-        return self._client(config).push(item, **self._companions())
-
-    def _companions(self) -> dict[str, Any]:
-        return {} if self.companions is None else {"companions": self.companions}
+                                  **({} if self.companions is None else {"companions": self.companions}))
+        if self.companions is None:
+            return self._client(config).push(item)
+        return self._client(config).push(item, self.companions)
 
     def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any, **kwargs: Any) -> str | None:
         """Run after ``interval`` seconds (or a timedelta); a past time runs now."""

@@ -282,12 +282,17 @@ class Client:
     def write(self, planned: Planned) -> str:
         """Write a planned job (with its companions' commands) in one round trip; its jid."""
         job = planned.job
-        in_process = planned.companions.in_process
-        if in_process is not None and testing.mode(self.config) is not None:
-            in_process(job)
-        if not testing.intercept([job], self.config):
-            Writer(planned.target, self._redis).push([job], extra=planned.extra, front=planned.front)
-        _enqueued([job])
+        jobs = [job]
+        if planned.companions is NONE:  # almost every push: nothing beside the job
+            if not testing.intercept(jobs, self.config):
+                Writer(planned.target, self._redis).push(jobs)
+        else:
+            in_process = planned.companions.in_process
+            if in_process is not None and testing.mode(self.config) is not None:
+                in_process(job)
+            if not testing.intercept(jobs, self.config):
+                Writer(planned.target, self._redis).push(jobs, extra=planned.extra, front=planned.front)
+        _enqueued(jobs)
         return job["jid"]
 
     async def awrite(self, planned: Planned) -> str:
