@@ -128,6 +128,27 @@ def test_client_middleware_runs_for_workflow_steps(redis_db):
     assert redis_db.lrange("test:door:stamps", 0, -1) == [b"door"] * 3
 
 
+def test_a_workflow_step_is_unique_checked_when_the_workflow_is_run(redis_db):
+    from tests.unique.jobs import SyncAccount
+
+    with wurk_settings(UNIQUE_JOBS=True):
+        assert SyncAccount.perform_async(7) is not None
+        before = sorted(redis_db.keys("*"))
+        flow = Flow("duplicate")
+        flow.step("sync", SyncAccount.s(7))
+        with pytest.raises(ValueError, match="client middleware stopped"):
+            flow.run()
+        assert sorted(redis_db.keys("*")) == before  # nothing of the workflow written
+        # A step given results could never have its lock released (keyed on its arguments).
+        with pytest.raises(ValueError, match="must be immutable"):
+            chain(Stamped.s(), SyncAccount.s(8)).run()
+        workflow = chain(Stamped.s(), SyncAccount.si(8)).run()
+        assert redis_db.keys("unique:*")
+        run_jobs(redis_db)
+    assert workflow.state == "succeeded"
+    assert redis_db.keys("unique:*") == []  # every lock taken by the door was released by its job
+
+
 def _refusal(call) -> str:
     with pytest.raises(ValueError) as info:
         call()

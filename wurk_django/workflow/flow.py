@@ -229,6 +229,12 @@ def _plan_step(client: Client, step: Step, item: dict) -> dict:
         raise InvalidWorkflow(f"step {step.name!r}: an encrypt job's last argument is sealed when the workflow "
                               f"is built, so give it its own arguments (the results of its dependencies go in "
                               f"front of them), or make it immutable (.si())")
+    if prepared.job.get("unique_for") is not None and client.config.unique_jobs and step.mode != "none":
+        # The lock is keyed on the arguments as stored; a step given results has those
+        # only when it is pushed, so the worker could never release the lock taken here.
+        raise InvalidWorkflow(f"step {step.name!r}: a unique job (unique_for) that waits for other steps must be "
+                              f"immutable (.si()): its lock is keyed on its arguments, and the results given in "
+                              f"front of them are known only when it starts")
     try:
         planned = client.finish(prepared)
     except ValueError as exc:
