@@ -208,3 +208,19 @@ def test_no_client_subclass_remains():
         pass
     assert _client_subclasses() == []
     assert Client.__subclasses__() == []
+
+
+def test_the_workflow_writes_no_batch_key_by_hand():
+    """A workflow creates its step batches through the batch's own API
+    (``Batch.creation_commands``), never by naming a batch's keys or private methods."""
+    root = Path(__file__).resolve().parents[2] / "wurk_django" / "workflow"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and (node.attr in ("batch", "batch_keys") or
+                                                    (node.attr.startswith("_") and not node.attr.startswith("__")
+                                                     and getattr(node.value, "id", None) == "batch")):
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.Name) and node.id == "batch_keys":
+                found.append(f"{path.name}:{node.lineno} {node.id}")
+    assert found == []
