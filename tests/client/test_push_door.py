@@ -224,3 +224,26 @@ def test_the_workflow_writes_no_batch_key_by_hand():
             if isinstance(node, ast.Name) and node.id == "batch_keys":
                 found.append(f"{path.name}:{node.lineno} {node.id}")
     assert found == []
+
+
+def test_a_planned_job_gives_its_bytes_and_typed_operations(redis_db):
+    from wurk_django import payload
+    from wurk_django.client.operations import Enqueue, Extra, Schedule
+    from wurk_django.client.planning import Companions
+    from wurk_django.client.push import Client
+
+    companions = Companions(commands=lambda job: [("SET", f"beside:{job['jid']}", "1")], front=True)
+    planned = Client().plan({"class": Stamped, "args": [1]}, companions)
+    first, second = planned.operations()
+    assert first == Extra(("SET", f"beside:{planned.jid}", "1"))
+    assert type(second) is Enqueue and second.front and payload.loads(second.raw)["jid"] == planned.jid
+    assert payload.loads(planned.raw(enqueued_at=5)) == {**planned.job, "enqueued_at": 5}
+    later = Client().plan({"class": Stamped, "args": [], "at": 4_000_000_000.0})
+    [scheduled] = later.operations()
+    assert type(scheduled) is Schedule and scheduled.at == 4_000_000_000.0
+    # Written through the client: the companions' command in the same round trip, RPUSH for front.
+    assert Client().write(planned) == planned.jid
+    assert redis_db.get(f"beside:{planned.jid}") == b"1"
+    assert payload.loads(redis_db.rpop("queue:default"))["jid"] == planned.jid
+    with pytest.raises(ValueError, match="native JSON"):
+        Client().plan({"class": Stamped, "args": [object()]})  # planning refuses; nothing is written
