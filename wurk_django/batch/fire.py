@@ -120,7 +120,9 @@ def plan_callbacks(client: Client, items: list[dict]) -> list[Planned]:
     check), so ``fire.lua`` only moves bytes that were planned. Planned outside any open
     ``jobs()`` block: no other bid is stamped on them, no buffer keeps them. A callback a
     middleware stopped is left out; all of them go to the batch's callback queue (the
-    script pushes onto that one list)."""
+    script pushes onto that one list). They are planned before the claim (the claim and
+    the push are one atomic step), so a process that loses the race planned callbacks it
+    never pushes: a middleware with side effects sees that plan."""
     tokens = context.set_batch(None, None)
     try:
         planned = [client.plan(item) for item in items]
