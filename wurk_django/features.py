@@ -62,6 +62,8 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
     "workflow": (SERVER, ADMIN),
+    "results": (SERVER,),
+    "celery": (SERVER,),
 }
 
 _lock = threading.RLock()

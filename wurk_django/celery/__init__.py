@@ -9,7 +9,8 @@
 It is a thin layer: each task is a :class:`~wurk_django.job.Job` class, its calls are
 Sidekiq-format jobs (keyword arguments in the payload's ``kwargs``), run by
 ``manage.py wurk`` with the normal retry layer, dead set and admin. Results live in
-``status:<jid>`` hashes (:mod:`wurk_django.result_store`). See docs/from-celery.md.
+``status:<jid>`` hashes kept by the results feature (:mod:`wurk_django.results`). See
+docs/from-celery.md.
 """
 
 from . import states

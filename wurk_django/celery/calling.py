@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import payload, result_store
+from .. import payload
 from ..client.planning import Companions
 from ..conf import get_config
 from ..job import Setter, _run_at
 from ..redis import shards
-from . import records
+from ..results import record, store
 from .result import AsyncResult
 
 if TYPE_CHECKING:
@@ -52,14 +52,14 @@ _UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 
 def _record_commands(job: dict) -> list[tuple[Any, ...]]:
-    if records.ttl_of(job) is None:
+    if not record.keeps_record(job):
         return []
-    return result_store.commands(job["jid"], records.first_fields(job), job["result_ttl"])
+    return record.push_commands(job["jid"], record.first_fields(job), job["result_ttl"])
 
 
 def _record_here(job: dict) -> None:
-    if records.ttl_of(job) is not None:
-        records.update_local(job["jid"], records.first_fields(job))
+    if record.keeps_record(job):
+        record.pushed_here(job["jid"], record.first_fields(job))
 
 
 #: What a Celery call's push carries: a job that asks for a result record (``result_ttl``)
@@ -107,7 +107,7 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if options.get("queue") is not None:
         out["queue"] = options["queue"]
     if options.get("task_id") is not None:
-        out["jid"] = options["task_id"]
+        out["jid"] = store.check_id(options["task_id"])
     for name in ("soft_time_limit", "time_limit"):
         if options.get(name) is not None:
             out[name] = options[name]
@@ -187,7 +187,7 @@ def apply(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None, task
     """Run the call now, in this process (client and server middleware, a JSON round trip,
     retries at once); the returned result holds its value or its exception."""
     args, kwargs = check_call(job_class, args, kwargs)
-    jid = task_id or payload.new_jid()
+    jid = payload.new_jid() if task_id is None else store.check_id(task_id)
     item_options = {"jid": jid, "result_ttl": int(job_class.result_expires)}
     for name in ("queue", "soft_time_limit", "time_limit"):
         if options.get(name) is not None:
@@ -195,7 +195,7 @@ def apply(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None, task
     try:
         Setter(job_class, item_options).perform_inline(*args, **kwargs)
     except Exception:
-        if (records.local(jid) or {}).get("state") != "failed":
+        if (store.local(jid) or {}).get("state") != "failed":
             raise  # it never ran (a bad argument, a middleware): the caller's error
         # The task's own failure is kept with the result: .get() raises it, as Celery's apply() does.
     return AsyncResult(jid, job_class.job_name)

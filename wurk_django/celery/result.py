@@ -1,5 +1,5 @@
-"""``AsyncResult``: the handle ``delay()``/``apply_async()`` return, read from the task's
-result record (``status:<jid>``, see :mod:`.records`)."""
+"""``AsyncResult``: the handle ``delay()``/``apply_async()`` return, a view of the task's
+result record (``status:<jid>``, kept by :mod:`wurk_django.results`)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,26 @@ import sys
 import time
 from typing import Any
 
-from .. import context, payload, registry, result_store
+from .. import context, registry
 from ..conf import Config, get_config
 from ..redis.connection import get_redis
-from . import records, states
+from ..results import record, store
+from ..results.states import celery_name
+from . import states
 from .exceptions import TaskError, TaskRevokedError, TimeoutError
 
 
 class AsyncResult:
     """The result of one task call, by its id (the job's jid).
 
-    Any process can build one from an id: ``AsyncResult(jid)``. A task that was pushed
-    with ``ignore_result=True``, or whose record expired, reads ``PENDING`` for ever,
-    as in Celery; :meth:`get` then waits until its ``timeout``.
+    Any process can build one from an id: ``AsyncResult(jid)``; an id no record can have
+    (see :data:`wurk_django.results.store.ID`) is refused with ``ValueError``. A task
+    that was pushed with ``ignore_result=True``, or whose record expired, reads
+    ``PENDING`` for ever, as in Celery; :meth:`get` then waits until its ``timeout``.
     """
 
     def __init__(self, id: str, task_name: str | None = None, *, config: Config | None = None) -> None:  # noqa: A002
-        self.id = id
+        self.id = store.check_id(id)
         self.task_name = task_name
         self._config = config  # the Redis (shard) the job was pushed to; the settings' when None
 
@@ -50,12 +53,10 @@ class AsyncResult:
         return get_redis(config=self._config or get_config())
 
     def _fields(self) -> dict[str, Any] | None:
-        here = records.local(self.id)
+        here = store.local(self.id)
         if here is not None:
             return here
-        if not result_store.valid_id(self.id):
-            return None
-        return result_store.read(self._redis(), self.id)
+        return store.read(self._redis(), self.id)
 
     @property
     def state(self) -> str:
@@ -138,27 +139,20 @@ class AsyncResult:
         set); with ``terminate=True`` a running one is stopped too (soft, then hard). It
         goes to the dead set naming ``by``, and its result then reads ``REVOKED``. Returns
         where it was found (:func:`wurk_django.api.revoke.revoke`)."""
-        from ..api.revoke import MARKED, RUNNING, revoke  # the data API: only when asked
+        from ..api.revoke import revoke  # the data API: only when asked
 
-        redis = self._redis()
-        where = revoke(self.id, by=by, terminate=terminate, redis=redis)
-        if where not in (RUNNING, MARKED) and result_store.valid_id(self.id):
-            ttl = redis.ttl(result_store.key(self.id))
-            if ttl and ttl > 0:  # the task keeps a result: say why it will never have one
-                result_store.write(redis, self.id, {"state": "revoked", "finished_at": payload.now_ms()}, ttl)
-        return where
+        # The revoked job dies naming ``by``; the results feature's death handler marks its record.
+        return revoke(self.id, by=by, terminate=terminate, redis=self._redis())
 
     def forget(self) -> None:
         """Delete the record now (it would expire after the task's ``result_expires``)."""
-        records.forget_local(self.id)
-        if result_store.valid_id(self.id):
-            self._redis().delete(result_store.key(self.id))
+        record.forget(self._redis(), self.id)
 
 
 def _state(fields: dict[str, Any] | None) -> str:
     if not fields:
         return states.PENDING
-    state = states.OF_RECORD.get(fields.get("state", ""), states.PENDING)
+    state = celery_name(fields.get("state"))
     custom = fields.get("custom_state")
     if custom and state not in states.READY_STATES:
         return custom

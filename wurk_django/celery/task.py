@@ -20,10 +20,9 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from .. import signals
 from ..job import OPTION_NAMES, JobFunction
 from . import calling
-from .job import CeleryJob, _died, _expired, running
+from .job import CeleryJob, running
 from .request import Request
 from .result import AsyncResult
 
@@ -93,6 +92,7 @@ class Task(JobFunction):
         return calling.apply(self.job_class, args, kwargs, **options)
 
     def AsyncResult(self, task_id: str) -> AsyncResult:  # noqa: N802 - Celery's name
+        """The result of the call ``task_id`` (``ValueError`` for an id no record can have)."""
         return AsyncResult(task_id, self.name)
 
     def _instance(self) -> CeleryJob:
@@ -177,11 +177,7 @@ def shared_task(*args: Any, **options: Any) -> Any:
 
     def wrap(fn: Callable[..., Any]) -> Task:
         attrs = _class_attrs(fn, options)
-        job_class = type(fn.__name__, (CeleryJob,), attrs)
-        # The record of a task the retry layer ended says FAILURE (the dead set, or discarded).
-        signals.job_died.connect(_died, sender=job_class, weak=False,
-                                 dispatch_uid=f"wurk_django.celery.died:{job_class.job_name}:{id(job_class)}")
-        return Task(fn, job_class)
+        return Task(fn, type(fn.__name__, (CeleryJob,), attrs))
 
     if len(args) == 1 and callable(args[0]) and not options:
         return wrap(args[0])
@@ -189,10 +185,6 @@ def shared_task(*args: Any, **options: Any) -> Any:
         raise TypeError("use @shared_task or @shared_task(option=...), with keyword options")
     return wrap
 
-
-# Only a job pushed with a result record (``result_ttl``) is touched; the signal is sent
-# only for jobs skipped as expired, so ordinary jobs pay nothing for it.
-signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_django.celery.expired")
 
 #: ``@app.task`` becomes ``@task``: the same decorator (there is no app object).
 task = shared_task

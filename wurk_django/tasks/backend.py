@@ -7,7 +7,7 @@ Each enqueue pushes one Sidekiq-format job::
      "args": [[42], {"copy": true}], "jid": "<TaskResult.id>", "retry": true,
      "task": {"priority": 0, "queue_name": "default", "backend": "default", ...}}
 
-and writes the result record (:mod:`.results`) in the same round trip.
+and writes the first result record (:mod:`wurk_django.results.record`) in the same round trip.
 
 Priority is two-level (DJ-015): a task with ``priority > 0`` goes to the end
 of its queue that workers take from next; every other priority is pushed
@@ -41,6 +41,7 @@ from ..client.planning import Companions, Planned
 from ..client.push import Client
 from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, get_config
 from ..redis.connection import async_redis, get_redis
+from ..results.record import push_commands, waiting_state
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -91,11 +92,7 @@ def _companions(record: dict[str, Any], ttl: int) -> Companions:
     the end workers take from next for a high-priority task (``RPUSH``, DJ-015)."""
 
     def commands(job: dict) -> list[tuple[Any, ...]]:
-        fields = [part for pair in results.encode(record).items() for part in pair]
-        if not fields:
-            return []
-        key = results.key(job["jid"])
-        return [("HSET", key, *fields), ("EXPIRE", key, ttl)]
+        return push_commands(job["jid"], record, ttl) if record else []
 
     def front(job: dict) -> bool:
         return "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
@@ -165,8 +162,8 @@ class WurkBackend(BaseTaskBackend):
         }
         if task.run_after is not None:
             item["at"] = results.run_after_epoch(task.run_after)
-        record = {
-            "state": "scheduled" if task.run_after is not None else "enqueued",
+        first = {
+            "state": waiting_state(task.run_after is not None),
             "class": task.module_path,
             "task": meta,
             "args": result.args,
@@ -175,7 +172,7 @@ class WurkBackend(BaseTaskBackend):
             "worker_ids": [],
             "ttl": self.result_ttl,
         }
-        return result, item, record
+        return result, item, first
 
     def _after_push(self, result: TaskResult, record: dict[str, Any]) -> None:
         object.__setattr__(result, "enqueued_at", results.to_datetime(record.get("enqueued_at")))
@@ -235,10 +232,10 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        raw = await async_redis(get_config()).hgetall(results.key(result_id))
-        if not raw:
+        fields = await results.aread(async_redis(get_config()), result_id)
+        if fields is None:
             raise TaskResultDoesNotExist(result_id)
-        return results.build_result(results.decode(raw), result_id)
+        return results.build_result(fields, result_id)
 
     # -- checks --------------------------------------------------------------
 
