@@ -27,10 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import context, payload, testing
-from ..client.push import Client
-from ..client.writer import Writer
-from ..conf import Config
+from .. import context, payload
+from ..client.planning import Companions
 from ..job import Setter, _run_at
 from ..redis import shards
 from ..results import record, store
@@ -52,26 +50,21 @@ DEFAULT_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "
 _UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 
-class ResultClient(Client):
-    """The normal client; a job that asks for a result record (``result_ttl``) gets it
-    written in the push's own round trip, so a reader never sees a pushed task without one."""
-
-    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
-        if testing.mode(self.config) is not None:
-            # Fake or inline: nothing reaches Redis, the record lives in this process.
-            for job in jobs:
-                if record.keeps_record(job):
-                    record.pushed_here(job["jid"], record.first_fields(job))
-            if testing.intercept(jobs, self.config):
-                return
-        extra = [command for job in jobs if record.keeps_record(job)
-                 for command in record.push_commands(job["jid"], record.first_fields(job), job["result_ttl"])]
-        Writer(config or self.config, self._redis).push(jobs, extra=extra)
+def _record_commands(job: dict) -> list[tuple[Any, ...]]:
+    if not record.keeps_record(job):
+        return []
+    return record.push_commands(job["jid"], record.first_fields(job), job["result_ttl"])
 
 
-class _ResultSetter(Setter):
-    def _client(self, config: Config | None = None) -> Client:
-        return ResultClient(config=config)
+def _record_here(job: dict) -> None:
+    if record.keeps_record(job):
+        record.pushed_here(job["jid"], record.first_fields(job))
+
+
+#: What a Celery call's push carries: a job that asks for a result record (``result_ttl``)
+#: gets it written in the push's own round trip, so a reader never sees a pushed task
+#: without one; in a testing mode the record lives in this process.
+RESULT_RECORD = Companions(commands=_record_commands, in_process=_record_here)
 
 
 def _seconds_until(when: Any, what: str) -> float:
@@ -156,7 +149,7 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
     setter_options = options_for(job_class, options)
     policy = _policy(options.get("retry"), options.get("retry_policy"))
     setter_options.setdefault("jid", payload.new_jid())  # the same id on every try of the push
-    setter = _ResultSetter(job_class, setter_options)
+    setter = Setter(job_class, setter_options, RESULT_RECORD)
     attempt = 0
     while True:
         try:
