@@ -81,8 +81,9 @@ class Config:
 
     def __copy__(self) -> Config:
         clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        clone.memo = {}
+        for name, value in vars(self).items():
+            setattr(clone, name, value)
+        clone.memo = {}  # what was worked out for this config is worked out again for the copy
         return clone
 
     def _set_target(self, target: RedisTarget) -> None:
