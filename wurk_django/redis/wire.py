@@ -1,4 +1,5 @@
-"""The socket fast path, and the one module that reaches into redis-py's internals.
+"""The socket fast path, wurk's state per connection, and the one module that reaches
+into redis-py's connections (its pools' undocumented parts are :mod:`pools`'s).
 
 The fetch + ACK batch runs once per job, a push once per enqueue, and job code's
 ``redis_client()`` once per command. Going through ``Connection.send_packed_command``
@@ -13,8 +14,13 @@ It needs things redis-py does not promise: that a connection keeps its socket in
 exception classes), that hiredis packs a command into the bytes redis-py would
 send, the option names of ``Redis.parse_response``, and libc's ``send`` through
 ctypes (where that cannot be had, small writes take ``sendall`` like the rest).
-Every such reach in the package is in this file, so a redis-py release
-that moves one of them breaks this file and nothing else. :func:`enabled` checks
+Every such reach into a connection is in this file (into a pool: pools.py), so a
+redis-py release that moves one of them breaks this file and nothing else
+(tests/redis/test_internals_layout.py holds the rule).
+
+What wurk keeps per connection, for this path and for connection.py, is one
+:class:`ConnectionState` beside it (:func:`state_of`), never an attribute on
+redis-py's object. :func:`enabled` checks
 those assumptions once, at first use; when one does not hold it says why in one
 WARNING line and the whole process takes redis-py's public calls instead
 (``send_packed_command`` / ``read_response``, ``connect``, ``can_read``): slower,
