@@ -249,7 +249,7 @@ def client_for(config: Config) -> redis.Redis:
     a pool replaced by a bigger one, :func:`reset`, a fork (the child's generation moves
     on, so it never writes on its parent's sockets)."""
     remembered = config.memo.get("main_redis")
-    # The target too: a shard's config starts as a copy of its root's, memo included.
+    # The target too: what was remembered is for the Redis the config pointed at then.
     if remembered is not None and remembered[0] == _generation and remembered[1] is config.redis_target:
         return remembered[2]
     generation = _generation
