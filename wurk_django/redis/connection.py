@@ -34,6 +34,7 @@ from ..conf import Config, get_config
 from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
 from . import eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
+from .wire import state_of
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -361,7 +362,7 @@ def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
             return pool.get_connection()  # connects (or fails to) before anything is sent
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise NotSent(f"could not connect to Redis: {exc}") from exc
-    if (not check_idle_after or monotonic() - wire.state_of(conn).used_at >= check_idle_after) \
+    if (not check_idle_after or monotonic() - state_of(conn).used_at >= check_idle_after) \
             and wire.stale(conn):
         conn.disconnect()  # the next write reconnects it
     return conn
@@ -375,7 +376,7 @@ def give_back(client: redis.Redis, conn: Any, keep: int = IDLE_PER_POOL, check_i
         stack = _idle_stacks.setdefault(pool, [])
     if len(stack) < keep:
         if check_idle_after:
-            wire.state_of(conn).used_at = monotonic()
+            state_of(conn).used_at = monotonic()
         stack.append(conn)
     else:
         pool.release(conn)

@@ -444,6 +444,11 @@ _pinned: dict[int, Any] = {}
 
 def state_of(conn: Any) -> ConnectionState:
     """``conn``'s :class:`ConnectionState`, made on first use."""
+    state = _states.get(id(conn))
+    return state if state is not None else _new_state(conn)
+
+
+def _new_state(conn: Any) -> ConnectionState:
     key = id(conn)
     state = _states.get(key)
     if state is None:
@@ -563,7 +568,7 @@ def _socket_state(conn: Any) -> tuple[Any, ConnectionState]:
     if sock is None:
         conn.connect()
         sock = conn._sock
-    state = _states.get(id(conn)) or state_of(conn)
+    state = _states.get(id(conn)) or _new_state(conn)
     if state.sock is not sock:
         state.on_socket(sock)
     if state.reader is None:
