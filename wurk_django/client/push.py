@@ -140,9 +140,9 @@ def _template(item: dict, config: Config) -> dict:
         # A push with no options of its own (``perform_async``): the same template as the
         # last such push of this class and config, unless the class's options changed
         # (they are read every time: a test may patch them). The checks below ran on it.
-        cache = config.__dict__.get("_wurk_templates")
+        cache = config.memo.get("templates")
         if cache is None:
-            cache = config.__dict__["_wurk_templates"] = {}
+            cache = config.memo["templates"] = {}
         known = cache.get(job_class)
         if known is not None and known[0] == options:
             job = known[1].copy()
