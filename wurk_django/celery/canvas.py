@@ -144,7 +144,10 @@ class Signature:
         self.options.setdefault("link_error", []).append(errback)
         return errback
 
-    on_error = link_error
+    def on_error(self, errback: Signature) -> Signature:
+        """:meth:`link_error`, returning this signature (to chain calls), as Celery's does."""
+        self.link_error(errback)
+        return self
 
     def freeze(self, _id: str | None = None) -> AsyncResult:
         """Fix this call's id now; the :class:`AsyncResult` it will have."""
@@ -162,7 +165,7 @@ class Signature:
         job_class = self.type.job_class
         links = _signatures(options.pop("link", None), "link")
         if links:
-            return _apply_linked(self.clone(args, kwargs, **options), links)
+            return _apply_linked(Signature(self.type, args, kwargs, options, self.immutable), links)
         return calling.apply_async(job_class, args, kwargs, **_with_errbacks(options))
 
     def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
