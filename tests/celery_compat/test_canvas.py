@@ -10,8 +10,7 @@ import pytest
 
 from tests.celery_compat.canvas_tasks import add, boom, mul, note, on_error, on_error_old, xsum
 from tests.support import wait_for
-from wurk_django.celery import (AsyncResult, GroupResult, Signature, chain, chord, chunks, group, signature,
-                                states)
+from wurk_django.celery import AsyncResult, GroupResult, Signature, chain, chord, chunks, group, signature, states
 from wurk_django.celery.canvas import xmap, xstarmap
 
 T = 60

@@ -14,9 +14,9 @@ docs/from-celery.md.
 """
 
 from . import states
+from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
-from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .request import Request
 from .result import AsyncResult, GroupResult
 from .task import Task, shared_task, task

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import traceback as tb
-from typing import Any
 
 logger = logging.getLogger("wurk_django.worker")
 
