@@ -34,7 +34,9 @@ def worker():
 
 
 def test_signature_delay_and_partial_args(redis_db, worker):
-    assert add.s(2, 2).delay().get(timeout=T) == 4
+    res = add.s(2, 2).delay()
+    assert res.args == [2, 2] and res.kwargs == {} and res.name == add.name  # the push's record keeps the call
+    assert res.get(timeout=T) == 4
     assert add.signature((2, 2), countdown=0).apply_async().get(timeout=T) == 4
     partial = add.s(2)
     assert partial.delay(16).get(timeout=T) == 18  # Celery: the new args go in front: add(16, 2)
