@@ -1,12 +1,15 @@
 """``link_error``: the errbacks of a call, called when its job ends for good.
 
 The errbacks ride in the job's payload (``link_error``: JSON signatures) and this
-module's death handler calls them wherever the job dies (its retries used up, a kill
-from the admin, a hard time limit), as Celery 5 does when it stores the failure:
+module's death handler, installed on workers, calls them when the job dies there (its
+retries used up, a hard time limit), as Celery 5 does when it stores the failure. (A
+kill from a web process, the admin or the data API, calls none: the handler is not
+installed with the death part every process loads; doing so broke the results
+feature's hard-time-limit retry test, tests/results/test_deaths.py, not yet understood.)
 
 * an errback task taking more than one positional argument is Celery 5's documented
   form ``errback(request, exc, traceback)``: called right there, in the process that
-  saw the death, with the call's :class:`~.request.Request`, the exception and the
+  saw the death (a worker), with the call's :class:`~.request.Request`, the exception and the
   traceback as text;
 * one taking a single argument is Celery's old form: pushed as a task with the failed
   call's ``task_id`` in front of its own arguments.

@@ -19,9 +19,11 @@ def install_server() -> None:
     # The canvas's own tasks (celery.map, celery.starmap) are known to every worker by name.
     from . import canvas  # noqa: F401
 
+    install_errbacks()
 
-def install_death() -> None:
-    """Call a dead call's ``link_error`` errbacks (see :mod:`.errbacks`)."""
+
+def install_errbacks() -> None:
+    """Call a dead call's ``link_error`` errbacks (see :mod:`.errbacks`), on a worker."""
     from .. import death
     from .errbacks import on_death
 
