@@ -4,8 +4,9 @@ The errbacks ride in the job's payload (``link_error``: JSON signatures) and thi
 module's death handler, installed on workers, calls them when the job dies there (its
 retries used up, a hard time limit), as Celery 5 does when it stores the failure. (A
 kill from a web process, the admin or the data API, calls none: the handler is not
-installed with the death part every process loads; doing so broke the results
-feature's hard-time-limit retry test, tests/results/test_deaths.py, not yet understood.)
+installed with the death part every process loads. With it there, the results
+feature's hard-time-limit retry test in tests/results/test_deaths.py failed twice; that
+test also fails now and then on main, so whether the death part is to blame is open.)
 
 * an errback task taking more than one positional argument is Celery 5's documented
   form ``errback(request, exc, traceback)``: called right there, in the process that
