@@ -16,3 +16,16 @@ def install_server() -> None:
     # Only a job pushed with a result record (``result_ttl``) is touched; the signal is
     # sent only for jobs skipped as expired, so ordinary jobs pay nothing for it.
     signals.job_expired.connect(record.expired, weak=False, dispatch_uid="wurk_django.celery.expired")
+    # The canvas's own tasks (celery.map, celery.starmap) are known to every worker by name.
+    from . import canvas  # noqa: F401
+
+    install_errbacks()
+
+
+def install_errbacks() -> None:
+    """Call a dead call's ``link_error`` errbacks (see :mod:`.errbacks`), on a worker."""
+    from .. import death
+    from .errbacks import on_death
+
+    # After the results feature (50): an errback reading the call's result sees FAILURE.
+    death.register_handler("celery-errbacks", on_death, position=60)
