@@ -139,6 +139,32 @@ def test_inside_a_job_via_still_picks_another_shard_with_the_workers_settings(sh
     assert default.get("test:back-home") == b"1" and not b.exists("test:back-home")
 
 
+def test_one_rule_explicit_then_via_then_the_running_job_then_the_settings(shard_b):
+    """Issue 41 item 3: context.config()/context.redis() in the order the rule gives, and
+    the entry points that take it (get_config(), the data API's reads, Client())."""
+    from wurk_django import api
+    from wurk_django.client.push import Client
+
+    default, b = shard_b
+    settings_config = get_config()
+    worker_config = settings_config.for_shard("b")
+    assert context.config() is settings_config  # 4. the settings
+    token = context.enter(context.JobContext(worker_config, b, raw=b"{}", queue="default", job={"jid": "x"}))
+    try:
+        assert context.config() is worker_config and context.redis() is b  # 3. the running job's
+        assert get_config() is worker_config and Client().config is worker_config
+        b.rpush("queue:rule", "x")
+        assert api.Queue("rule").size == 1
+        with via("default"):
+            assert context.config().shard == "default"  # 2. via() beats the job's shard
+            assert api.Queue("rule").size == 0
+            assert context.config(worker_config) is worker_config  # 1. an explicit argument beats via()
+            assert context.redis(b) is b and api.Queue("rule", redis=b).size == 1
+            assert Client(config=worker_config).config is worker_config
+    finally:
+        context.leave(token)
+
+
 def test_every_limiter_kind_counts_on_the_workers_shard(shard_b, server):
     # Issue 25 item 3: concurrent, bucket, window, leaky and points limiters used by a
     # job on a --shard worker keep their state on that shard.

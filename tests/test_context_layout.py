@@ -1,70 +1,98 @@
-"""Worker-side feature code reads the job context, never the settings (issue 24 item 1).
+"""One ambient rule for "which Redis, which config" (issue 41 item 3; issue 24 item 1).
 
-A worker may run with its own config (``-q``, ``-c``, ``--shard``): whatever it does
-for a job must use that config and the Redis the job was fetched from, which the
-processor puts in :func:`wurk_django.context.current`. ``get_config()`` and
-``get_redis()`` give the *settings'* config and its default Redis instead, so a
-call to either in worker-side code is the bug this test exists for: on a worker
-started with ``--shard``, the state would land on the wrong server.
+Every call that needs a config or a Redis and was not handed one asks
+:func:`wurk_django.context.config` / :func:`wurk_django.context.redis`: the explicit
+argument, else the enclosing ``via()`` block's shard, else the running job's config
+(a worker started with ``--shard eu`` keeps its jobs' pushes and reads on ``eu``),
+else the settings. Calling ``get_config()`` or a bare ``get_redis()`` instead is a
+second rule (the settings', whatever job is running) and the bug this test exists
+for: on a ``--shard`` worker, a batch opened by a job and the pushes of its children
+would go to two different servers.
 
-The worker-side modules (``WORKER_SIDE``) are the ones whose code runs because a
-worker is running a job or settling its outcome: the processor and its retry /
-death / invalid-payload paths, and every feature module holding server
-middleware, death handlers, batch acks and callbacks, unique-lock releases,
-limiter reschedules, encryption burials, stored profiles, iterable and ``django.tasks``
-jobs.
-Some of them also hold client-side entry points (``Batch.jobs()``,
-``unique.locked()``, ``Status``); those resolve through
-:func:`wurk_django.context.config` / :func:`wurk_django.context.redis`, the one
-place that falls back on the settings outside a job. The test reads the source
-with ``ast``, so lazy (function-level) imports and calls are seen too.
-
-Not listed: ``limiter/base.py`` builds the dedicated ``LIMITER_REDIS`` pool with
-``get_redis("limiter", config=...)`` from an explicit config (the default path
-there goes through the context); ``job.py`` pushes jobs for user code, which
-routes by ``via()`` / shard options as any client does.
+The test is a deny list over the whole package, not an allow list of modules: a
+new module, feature or area is covered the day it is added. Only the modules that
+own the rule may name the settings' config themselves (``OWNERS``); anywhere else,
+``get_redis()`` / ``async_redis()`` must be given the config (``config=...``) the
+caller already chose. The test reads the source with ``ast``, so lazy
+(function-level) imports and calls are seen too.
 """
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from tests.support import PACKAGE
 
-WORKER_SIDE = (
-    "server/run/processor.py", "server/retry.py", "server/death.py", "server/invalid.py",
-    "batch/middleware.py", "batch/deaths.py", "batch/callbacks.py", "batch/fire.py", "batch/batch.py",
-    "batch/status.py", "unique/lock.py", "unique/middleware.py", "limiter/middleware.py",
-    "encryption/middleware.py", "iterable.py", "expiry/__init__.py", "tasks/job.py", "profiling/middleware.py",
-    "api/bulk.py",
-)
-FORBIDDEN = {"get_config", "get_redis"}
+#: The settings' config, by name: what only the rule's owners may reach for.
+SETTINGS = {"get_config", "base_config"}
+#: Redis factories that fall back on an ambient config when called without one.
+FACTORIES = {"get_redis", "async_redis"}
+
+OWNERS = {
+    # The settings' config: built and cached here; get_config() is the public door to the rule.
+    "conf/config.py": SETTINGS,
+    "conf/__init__.py": SETTINGS,
+    # The rule itself.
+    "context.py": SETTINGS | FACTORIES,
+    # The Redis layer's factory: its constructors default to the rule.
+    "redis/connection.py": FACTORIES,
+    # Modules whose subject is the settings themselves (never a job's or a shard's config).
+    "redis/shards.py": {"base_config"},  # via() and names(): the shards the settings list
+    "checks.py": {"base_config"},  # Django's system checks check the settings
+    "admin/shard_select.py": {"base_config"},  # the dashboard's selector lists the settings' shards
+}
 
 
-def _calls(path: Path) -> list[tuple[int, str]]:
-    """``(line, name)`` of every call to a forbidden name, bare or as an attribute."""
+def _findings(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every use of a settings name (imported, called or passed
+    around) and of every factory call without an explicit ``config``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call):
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name in SETTINGS]
+        elif isinstance(node, ast.Name) and node.id in SETTINGS:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and node.attr in SETTINGS:
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in FORBIDDEN:
-                found.append((node.lineno, name))
-    return found
+            if name in FACTORIES:
+                given = [k.value for k in node.keywords if k.arg == "config"]
+                explicit = given and not (isinstance(given[0], ast.Constant) and given[0].value is None)
+                if not explicit and not (name == "async_redis" and node.args):
+                    found.append((node.lineno, name))
+    return sorted(set(found))
 
 
-def test_the_scanner_sees_calls(tmp_path):
-    sample = tmp_path / "sample.py"
-    sample.write_text("def f():\n    from x import get_config\n    return get_config(), conn.get_redis(config=c)\n")
-    assert _calls(sample) == [(3, "get_config"), (3, "get_redis")]
+MODULES = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py"))
 
 
-@pytest.mark.parametrize("module", WORKER_SIDE)
-def test_worker_side_modules_use_the_job_context(module):
-    path = PACKAGE / module
-    assert path.exists(), f"{module} moved: update WORKER_SIDE"
-    assert _calls(path) == [], (f"{module} resolves the settings' config or Redis; inside a worker use "
-                                "wurk_django.context.current() (or context.config()/redis() for client entry points)")
+def test_the_scanner_sees_every_way_round():
+    source = ("from ..conf import get_config\n"
+              "def f():\n"
+              "    return conf.base_config(), get_redis(), conn.get_redis('fetch', config=None)\n"
+              "def g(config):\n"
+              "    return get_redis(config=config), async_redis(config), default(factory=get_config)\n")
+    assert _findings(source) == [(1, "get_config"), (3, "base_config"), (3, "get_redis"), (5, "get_config")]
+
+
+def test_the_owners_exist():
+    assert [module for module in OWNERS if not (PACKAGE / module).exists()] == []
+
+
+def test_the_scan_covers_every_area():
+    # The list is the package itself: every feature folder and the engine's rooms are in it.
+    areas = {module.split("/")[0] for module in MODULES if "/" in module}
+    assert {"server", "client", "batch", "workflow", "celery", "tasks", "api", "admin", "redis"} <= areas
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_but_the_owners_chooses_a_config_or_redis_itself(module):
+    allowed = OWNERS.get(module, set())
+    found = [(line, name) for line, name in _findings((PACKAGE / module).read_text()) if name not in allowed]
+    assert found == [], (f"{module} picks the settings' config or Redis itself; use wurk_django.context.config() "
+                         "/ context.redis() (explicit argument > via() > the running job's > the settings'), "
+                         "or pass the config the caller chose: get_redis(config=...)")

@@ -67,9 +67,9 @@ def test_each_part_installs_once_and_the_server_part_brings_the_client_part(fres
     assert calls == ["client"]
     features.install(features.SERVER)
     features.install(features.SERVER)
-    assert calls == ["client", "server"]
+    assert calls == ["client", "death", "server"]
     features.install()
-    assert calls == ["client", "server", "admin"]
+    assert calls == ["client", "death", "server", "admin"]
 
 
 def test_a_part_that_does_not_exist_is_refused(fresh):
@@ -151,3 +151,53 @@ def test_with_the_admin_installed_pushing_adds_no_worker_engine(redis_db):
     assert _engine(seen["push"]) == []
     assert redis_db.llen("queue:default") == 4
 
+
+
+EVERY_PUSH = """
+import json, sys
+import django
+django.setup()
+from django.conf import settings
+settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+after_setup = set(sys.modules)
+from tests.jobsapp.push_jobs import Plain
+from tests.jobsapp.push_tasks import celery_add, tasks_add
+import wurk_django
+from wurk_django.api.revoke import revoke
+from wurk_django.batch import Batch
+from wurk_django.client.push import Client, enqueue_to
+from wurk_django.workflow import chain
+Plain.perform_async("perform_async")
+Client().push({"class": Plain, "args": ["client"]})
+enqueue_to("default", Plain, "enqueue_to")
+batch = Batch()
+with batch.jobs():
+    Plain.perform_async("batch")
+chain(Plain.s("chain"), Plain.s()).run()
+celery_add.delay(1, 2)
+celery_add.apply_async((3, 4))
+tasks_add.enqueue(5, 6)
+scheduled = Plain.perform_in(600, "revoked")
+where = [revoke(scheduled, by="a test"), revoke("no-such-jid")]
+print(json.dumps({"where": where, "push": sorted(set(sys.modules) - after_setup)}))
+"""
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("django.tasks"), reason="needs Django 6's django.tasks")
+def test_every_public_push_api_loads_no_worker_engine(redis_db):
+    """Issue 41 item 6: perform_async, Client, enqueue_to, a batch, a workflow chain, Celery's
+    delay/apply_async, django.tasks' enqueue and a revoke (which buries the scheduled job
+    through the death path, death handlers included) load no ``wurk_django.server`` module."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_every_feature", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", EVERY_PUSH], cwd=str(ROOT), env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["where"] == ["scheduled", "marked"]
+    assert [m for m in seen["push"] if m == "wurk_django.server" or m.startswith("wurk_django.server.")] == []
+    # Every push reached Redis, and the revoke buried its job.
+    classes = [payload.loads(raw)["class"] for raw in redis_db.lrange("queue:default", 0, -1)]
+    assert classes.count("tests.jobsapp.push_jobs.Plain") == 5  # perform_async, Client, enqueue_to, batch, chain
+    assert classes.count("tests.jobsapp.push_tasks.celery_add") == 2
+    assert classes.count("wurk_django.tasks.TaskJob") == 1
+    assert redis_db.zcard("dead") == 1 and redis_db.zcard("schedule") == 0

@@ -166,3 +166,41 @@ def test_public_import_paths_keep_working(path, names):
     if path == "wurk_django.tasks" and not module.AVAILABLE:
         pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport")
     assert [name for name in names if not hasattr(module, name)] == []
+
+
+def _push_side_roots() -> list[str]:
+    """What a process that only pushes imports: the package, the client, the data API
+    (revoke included), the death path a kill or revoke takes, and every feature's
+    package, ``install`` module and client part (the list of features is the package's
+    own, so a new feature is covered the day it is added)."""
+    from wurk_django import features
+
+    roots = ["wurk_django", "wurk_django.client", "wurk_django.api", "wurk_django.death", "wurk_django.revocation"]
+    roots += [m for m in MODULES if m.startswith(("wurk_django.client.", "wurk_django.api."))]
+    for name in features.BUILTIN:
+        roots += [m for m in (f"wurk_django.{name}", f"wurk_django.{name}.install", f"wurk_django.{name}.client")
+                  if m in MODULES]
+    roots += [m for m in ("wurk_django.celery", "wurk_django.tasks") if m in MODULES]
+    return roots
+
+
+def test_the_push_side_imports_no_engine_module():
+    """Issue 41 item 6: at import time (module-level imports, at any depth) nothing a
+    pushing process loads reaches ``wurk_django.server``; the engine is reached only from
+    a function that runs in a worker (an ``install_server()``, a server middleware).
+    tests/test_features.py holds the same at run time, through every public push API."""
+    reached: dict[str, str] = {}
+    todo = _push_side_roots()
+    for module in todo:
+        reached[module] = module
+    while todo:
+        module = todo.pop()
+        for edge in EDGES[module]:
+            if edge.lazy or edge.type_only or edge.target in reached:
+                continue
+            reached[edge.target] = f"{reached[module]} -> {edge.target}"
+            todo.append(edge.target)
+    assert "wurk_django.batch.install" in reached and "wurk_django.api.revoke" in reached
+    engine = sorted(path for target, path in reached.items()
+                    if target == "wurk_django.server" or target.startswith("wurk_django.server."))
+    assert engine == []

@@ -25,7 +25,7 @@ from tests.jobsapp.jobs import RecordJob
 from tests.support import stop_process, wait_for
 from tests.test_ruby_interop import _ruby_sidekiq_available
 from wurk_django import fleet, keys, payload
-from wurk_django.server import buried
+from wurk_django.results import buried
 
 pytestmark = [
     pytest.mark.slow,
@@ -114,5 +114,5 @@ def test_a_task_a_ruby_process_buries_reads_failure(redis_db, ruby_worker, worke
                    env={"WURK_TEST_EXTRA": json.dumps({"SUPER_FETCH_REAPER_INTERVAL": 1})})
     wait_for(lambda: result.state == "FAILURE", timeout=buried.SETTLE + 30, message="the record to read FAILURE")
     assert result.traceback.startswith("NameError: wrong constant name proj.tasks.fail")  # Ruby's own error
-    assert redis_db.hget(f"status:{result.id}", "state") == b"dead"
+    assert redis_db.hget(f"status:{result.id}", "state") == b"failed"  # the one vocabulary: dead is failed
     assert float(redis_db.get(keys.BURIED_SWEPT)) <= time.time()

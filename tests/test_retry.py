@@ -12,7 +12,7 @@ from wurk_django.backtrace import decompress
 from wurk_django.conf import Config
 from wurk_django.errors import Shutdown
 from wurk_django.outcome import Outcome
-from wurk_django.server.retry import Retrier, caused_by_shutdown, error_class_name
+from wurk_django.server.retry import Retrier, caused_by_shutdown, error_class_name, exhausted, limit_of
 
 
 def _raw(**fields) -> bytes:
@@ -168,3 +168,32 @@ def test_shutdown_in_the_cause_chain_is_shutdown(retrier):
     assert caused_by_shutdown(wrapped)  # CORE-121
     assert retrier.book(Plain, _raw(), "default", wrapped) is Outcome.INTERRUPTED
     assert retrier.book(None, _raw(), "default", wrapped) is Outcome.INTERRUPTED
+
+
+def test_the_one_retry_rule_says_when_a_failure_ends_the_job():
+    # The rule the retry layer books by, and the result records read (issue 41 item 5).
+    assert exhausted({"retry": False}, 25)
+    assert exhausted({"retry": 0}, limit_of({"retry": 0}, 25))
+    assert not exhausted({"retry": True}, 25)
+    assert not exhausted({"retry": True, "retry_count": 23}, 25)
+    assert exhausted({"retry": True, "retry_count": 24}, 25)
+    assert not exhausted({"retry": 3, "retry_count": 1}, limit_of({"retry": 3}, 25))
+    assert exhausted({"retry": 3, "retry_count": 2}, limit_of({"retry": 3}, 25))
+    now = 1_000_000.0
+    assert not exhausted({"retry": True, "retry_for": 60, "retry_count": 0, "failed_at": int((now - 30) * 1000)},
+                         25, now)
+    assert exhausted({"retry": True, "retry_for": 60, "retry_count": 0, "failed_at": int((now - 61) * 1000)}, 25, now)
+
+
+def test_a_job_class_may_widen_its_retry_limit_per_failure(redis_db, retrier):
+    class Patient(Job):
+        @classmethod
+        def retry_limit(cls, job, exc):
+            return 5 if isinstance(exc, TimeoutError) else None
+
+    job = {"retry": 1, "retry_count": 1}
+    assert limit_of(job, 25, Patient, TimeoutError()) == 5
+    assert limit_of(job, 25, Patient, ValueError()) == 1
+    raw = payload.dumps({"class": "Patient", "args": [], "jid": "a" * 24, "queue": "default", **job})
+    assert retrier.book(Patient, raw, "default", TimeoutError("slow")) is Outcome.RETRIED
+    assert retrier.book(Patient, raw, "default", ValueError("bad")) is Outcome.DEAD

@@ -36,7 +36,7 @@ from typing import Any
 import redis as redis_lib
 from django.core import checks
 
-from . import conf
+from . import conf, context
 from .errors import ConfigurationError
 from .redis.connection import MIN_VERSION, eviction_policy, probe_redis, server_version
 from .redis.eviction import evicting, refusal, unknown_policy
@@ -86,13 +86,12 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     """Deploy-only: the configured Redis is reachable, >= 7.0, not a cluster, and does not
     evict keys (unless ``ALLOW_EVICTION`` says it may)."""
 
-    from . import conf
     from .redis.connection import cluster_enabled, cluster_refusal
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
     try:
-        config = conf.get_config()
+        config = context.config()
         client = probe_redis(config, timeout=2)
         try:
             if cluster_enabled(client):

@@ -13,11 +13,18 @@ call_next)``; built-in middleware, death handlers, batch callbacks and job
 classes call :func:`current` instead of reading the settings, so a worker
 started with ``--shard eu`` keeps every key of a job's features on ``eu``.
 
-Code that may run outside a job (a ``Batch`` opened in a web request, the
-dashboard reading a batch) asks :func:`config` / :func:`redis`: the running
-job's when there is one (or the shard of an enclosing ``via()`` block),
-otherwise the settings'. This module is the only place that falls back on the
-settings, so the rest of the worker side never does.
+Which Redis a call uses, everywhere (pushes, ``Client()``, ``AsyncResult``, the
+data API, batches, workflows, the dashboard) is one rule, :func:`config` /
+:func:`redis`, first match wins:
+
+1. the call's explicit argument (a ``config=`` or ``redis=`` it was given);
+2. the shard of the enclosing ``via()`` block;
+3. the running job's config: a worker started with ``--shard eu`` keeps what
+   its jobs push and read on ``eu``;
+4. the settings.
+
+This module is the only place that falls back on the settings; the layout test
+(tests/test_context_layout.py) keeps every other module from doing it itself.
 """
 
 from __future__ import annotations
@@ -91,43 +98,54 @@ def running() -> JobContext | None:
 
 def current() -> JobContext:
     """The running job's context; outside a job (``perform_inline``, the testing
-    modes, a script) a context for the settings' config and Redis."""
+    modes, a script) a context for :func:`config` and its Redis."""
     ctx = _current.get()
     if ctx is not None:
         return ctx
-    from .conf import get_config
-    from .redis.connection import get_redis
-
-    config = get_config()
-    return JobContext(config, get_redis(config=config))
+    here = config()
+    return JobContext(here, redis_for(here))
 
 
-def config() -> Config:
-    """The config a client-side call should use here: an enclosing ``via()`` block's
-    shard, else the running job's config, else the settings'."""
-    from .conf import VIA, get_config
-
+def config(explicit: Config | None = None) -> Config:
+    """The config a call uses here: ``explicit`` when given, else the enclosing
+    ``via()`` block's shard, else the running job's config, else the settings'."""
+    if explicit is not None:
+        return explicit
+    if _settings is None:
+        _load_settings()
+    shard = _via.get()
     ctx = _current.get()
-    if ctx is None:
-        return get_config()
-    shard = VIA.get()
     # Inside a job, via() still points at another shard, keeping the worker's overrides.
-    return ctx.config if shard is None else ctx.config.for_shard(shard)
+    home = _settings() if ctx is None else ctx.config
+    return home if shard is None else home.for_shard(shard)
 
 
-def redis() -> redis_lib.Redis:
-    """The Redis client matching :func:`config`."""
-    ctx = _current.get()
-    if ctx is not None and ctx.config is config():
-        return ctx.redis
-    return redis_for(config())
+_settings: Any = None  # conf.base_config, looked up once: this runs on every push
+_via: Any = None
+
+
+def _load_settings() -> None:
+    # Lazy: conf imports the Redis layer, which imports this module.
+    global _settings, _via
+    from .conf import VIA, base_config
+
+    _via, _settings = VIA, base_config
+
+
+def redis(explicit: redis_lib.Redis | None = None, *, config: Config | None = None) -> redis_lib.Redis:
+    """The Redis client a call uses here: ``explicit`` when given, else the client
+    for :func:`config` (of ``config`` when given): the running job's own client
+    when that is the job's config."""
+    if explicit is not None:
+        return explicit
+    return redis_for(globals()["config"](config))
 
 
 def redis_for(config: Config) -> redis_lib.Redis:
-    """The client for ``config``: the running job's own when it is the job's config."""
+    """The main client for ``config``: the running job's own when it is the job's config."""
     ctx = _current.get()
     if ctx is not None and ctx.config is config:
         return ctx.redis
-    from .redis.connection import get_redis
+    from .redis.connection import client_for
 
-    return get_redis(config=config)
+    return client_for(config)

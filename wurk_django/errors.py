@@ -94,3 +94,34 @@ class HardTimeLimitExceeded(WurkError):
 
 class JobRevoked(WurkError):
     """The error a revoked job is recorded with in the dead set (who stopped it, and when)."""
+
+
+#: How much of an error's message a payload keeps (``error_message``).
+MESSAGE_LIMIT = 10_000
+_UNREADABLE = "!!! ERROR MESSAGE THREW AN ERROR !!!"
+
+
+def error_class_name(exc: BaseException) -> str:
+    """``module.QualName``, or the bare name for builtins (CORE-025)."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not stop the booking
+        return _UNREADABLE
+    return text.encode("utf-8", "replace").decode("utf-8")[:MESSAGE_LIMIT]
+
+
+def caused_by_shutdown(exc: BaseException) -> bool:
+    """True when ``Shutdown`` is anywhere in the cause chain (CORE-121), cycle-safe."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, Shutdown):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

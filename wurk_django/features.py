@@ -9,9 +9,11 @@ only the part it uses:
   (:func:`wurk_django.middleware.register` with ``"client"``) and the commands
   carried in the same round trip as a push
   (:func:`wurk_django.client.writer.register_hook`);
-* ``install_server()``: what a worker needs, its server middleware, what
-  happens when a job dies (:func:`wurk_django.server.death.register_handler`)
-  and background components of a worker process
+* ``install_death()``: what happens when a job dies
+  (:func:`wurk_django.death.register_handler`), in a worker and wherever else a
+  job is buried (a kill or a revoke through the data API), without the engine;
+* ``install_server()``: what a worker needs, its server middleware and
+  background components of a worker process
   (:func:`wurk_django.server.launcher.register_component`);
 * ``install_admin()``: its admin pages (:func:`wurk_django.admin_pages.register`).
 
@@ -39,10 +41,11 @@ import threading
 logger = logging.getLogger("wurk_django")
 
 CLIENT = "client"
+DEATH = "death"
 SERVER = "server"
 ADMIN = "admin"
 #: The parts of a feature, in the order :func:`install` with no part runs them.
-PARTS: tuple[str, ...] = (CLIENT, SERVER, ADMIN)
+PARTS: tuple[str, ...] = (CLIENT, DEATH, SERVER, ADMIN)
 
 #: Packages under ``wurk_django`` that have an ``install`` module, with the parts it
 #: installs (one ``install_<part>()`` function each). A process that needs one part
@@ -50,18 +53,20 @@ PARTS: tuple[str, ...] = (CLIENT, SERVER, ADMIN)
 #: loads, say, the periodic package. Order is irrelevant: positions in each
 #: registry fix the order of execution.
 BUILTIN: dict[str, tuple[str, ...]] = {
-    "batch": (CLIENT, SERVER, ADMIN),
-    "unique": (CLIENT, SERVER),
+    "batch": (CLIENT, DEATH, SERVER, ADMIN),
+    "unique": (CLIENT, DEATH, SERVER),
     "encryption": (CLIENT, SERVER),
     "expiry": (SERVER,),
     "limiter": (SERVER, ADMIN),
-    "statsd": (CLIENT, SERVER),
+    "statsd": (CLIENT, DEATH, SERVER),
     "otel": (CLIENT, SERVER),
     "history": (SERVER, ADMIN),
     "profiling": (SERVER, ADMIN),
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
-    "workflow": (SERVER, ADMIN),
+    "workflow": (DEATH, SERVER, ADMIN),
+    "results": (DEATH, SERVER),
+    "celery": (SERVER,),
 }
 
 _lock = threading.RLock()
@@ -70,8 +75,8 @@ _installing: set[str] = set()
 
 
 def install(part: str | None = None) -> None:
-    """Install one part (``"client"``, ``"server"`` or ``"admin"``) of every built-in
-    feature once; with no part, all three (idempotent, thread-safe).
+    """Install one part (``"client"``, ``"death"``, ``"server"`` or ``"admin"``) of every
+    built-in feature once; with no part, all of them (idempotent, thread-safe).
 
     A part counts as installed only once every feature's is in: a thread that
     saw it early would build a chain without them (a push that skips the
@@ -88,8 +93,9 @@ def install(part: str | None = None) -> None:
         raise ValueError(f"a feature part is one of {PARTS}, not {part!r}")
     if part == SERVER:
         # A worker pushes too (jobs that push jobs, batch callbacks fired where the
-        # last job ended): it gets the client part with the server's.
+        # last job ended) and buries jobs: it gets the client and death parts first.
         install(CLIENT)
+        install(DEATH)
     with _lock:
         if part in _installed or part in _installing:
             return

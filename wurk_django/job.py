@@ -30,9 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import context, payload, registry, time_limits
 from .asyncrun import run_coroutine
-from .client.arguments import check_arguments
-from .conf import get_config
-from .middleware import client_chain as build_client_chain
+from .conf import VIA
 from .middleware import server_chain as build_server_chain
 
 if TYPE_CHECKING:
@@ -68,16 +66,18 @@ def _run_at(when: Any) -> float:
 class Setter:
     """Options for one push: ``SendEmail.set(queue="low").perform_async(...)`` (CORE-087)."""
 
-    def __init__(self, job_class: type[Job], options: dict[str, Any]) -> None:
+    def __init__(self, job_class: type[Job], options: dict[str, Any], companions: Any = None) -> None:
         self.job_class = job_class
         self.options = dict(options)
+        #: What a feature pushes beside each job (a :class:`~wurk_django.client.planning.Companions`).
+        self.companions = companions
         wait = self.options.pop("wait", None)
         wait_until = self.options.pop("wait_until", None)
         if wait is not None or wait_until is not None:
             self.options["at"] = _run_at(wait if wait is not None else wait_until)
 
     def set(self, **options: Any) -> Setter:
-        return Setter(self.job_class, {**self.options, **options})
+        return Setter(self.job_class, {**self.options, **options}, self.companions)
 
     def _client(self, config: Config | None = None):
         # Lazy: client.py imports Job (a push accepts Job classes), so the push path is
@@ -117,21 +117,23 @@ class Setter:
         return self.set(on_commit=True).perform_async(*args, **kwargs)
 
     def _push(self, item: dict) -> str | None:
-        config = get_config()  # once per push: the client and its pool reuse it
+        config = context.config()  # once per push: the client and its pool reuse it
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
-        if on_commit and "shard" not in item:
-            from .redis.shards import current
-
-            # The push happens at commit, maybe outside this via() block: keep its shard.
-            if current() is not None:
-                item["shard"] = current()
+        shard = VIA.get()
+        if shard is not None and "shard" not in item:
+            # The client gets a config, which beats via(); and a push at commit may happen
+            # outside this via() block: name the block's shard on the push itself.
+            item["shard"] = shard
         if on_commit:
             from .client.transaction import push_on_commit  # lazy: transaction.py imports client.py, see _client
 
-            return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None)
-        return self._client(config).push(item)
+            return push_on_commit(self._client(config), item, using=on_commit if isinstance(on_commit, str) else None,
+                                  **({} if self.companions is None else {"companions": self.companions}))
+        if self.companions is None:
+            return self._client(config).push(item)
+        return self._client(config).push(item, self.companions)
 
     def perform_in(self, interval: float | dt.timedelta | dt.datetime, *args: Any, **kwargs: Any) -> str | None:
         """Run after ``interval`` seconds (or a timedelta); a past time runs now."""
@@ -163,37 +165,29 @@ class Setter:
             item["at"] = [_run_at(a) for a in at] if isinstance(at, list) else _run_at(at)
         if spread_interval is not None:
             item["spread_interval"] = spread_interval
-        config = get_config()
+        config = context.config()
         on_commit = item.pop("on_commit", None)
         if on_commit is None:
             on_commit = config.enqueue_on_commit
+        if "shard" not in item and VIA.get() is not None:
+            item["shard"] = VIA.get()  # as in _push: the client's config beats via(), a commit may come later
         if on_commit:
             from .client.transaction import push_bulk_on_commit  # lazy: see _push
-            from .redis.shards import current
 
-            if current() is not None and "shard" not in item:
-                item["shard"] = current()  # the push happens at commit, maybe outside this via() block
             return push_bulk_on_commit(self._client(config), item,
                                        using=on_commit if isinstance(on_commit, str) else None)
         return self._client(config).push_bulk(item)
 
     def perform_inline(self, *args: Any, **kwargs: Any) -> bool | None:
         """Run the job now, in this thread, through both middleware chains, without Redis."""
-        from .client.push import check_kwargs, normalize, validate  # lazy: see _client
-
-        config = get_config()
+        config = context.config()
         item = self._item(args, kwargs)
         item.pop("at", None)
-        validate(item)
-        job = normalize(item, config)
-        client_chain = build_client_chain(config)
-        if len(client_chain):
-            job = client_chain.invoke((job["class"], job, job["queue"], None), lambda: job)
-            if not job:
-                return None
-        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
-        check_kwargs(job, config)
-        job = payload.loads(payload.dumps(job))
+        # Through the push door, as a push (no connection: nothing reaches Redis).
+        planned = self._client(config).plan(item, in_process=True)
+        if planned is None:
+            return None
+        job = payload.loads(planned.raw())
         instance = self.job_class()
         instance.jid = job["jid"]
         instance.bid = job.get("bid")

@@ -119,7 +119,7 @@ REAPER_OTHERS_LOCK = "super_fetch:reaper:wurk_django"
 REAPER_QUIET = "super_fetch:reaper:quiet"
 RECOVERED_PREFIX = "super_fetch:recovered:"
 # STRING: the dead-set score up to which the result records of buried jobs were checked
-# (server/buried.py); wurk_django only.
+# (results/buried.py); wurk_django only.
 BURIED_SWEPT = "wurk_django:buried:swept"
 PRIVATE_ALL = f"{QUEUE_PREFIX}*|*"  # SCAN pattern: every process's private lists
 
@@ -167,7 +167,7 @@ def recovered(jid: str) -> str:
 
 
 def task_status(jid: str) -> str:
-    """HASH with a django.tasks result (state, errors, return value...)."""
+    """HASH with a job's result record (wurk_django/results/: state, errors, return value...)."""
     return f"status:{jid}"
 # -- wake-ups (issue 19): not Sidekiq keys; Ruby processes never read them --------------
 #: Most tokens a queue's wake-up list holds: enough to wake that many idle fetchers at once.

@@ -210,14 +210,14 @@ def client_chain(config: Any) -> Chain:
     version (a new chain on the next push). Callers that want to change a chain
     change a :meth:`Chain.copy` (``Client.middleware`` is one).
     """
-    cached = config.__dict__.get("_wurk_client_chain")
+    cached = config.memo.get("client_chain")
     if cached is not None and cached[0] == _version:
         return cached[1]
     # The version read before the build: a registration meanwhile (build_chain installs
     # the features, which register) leaves this entry stale, so the next push builds again.
     version = _version
     chain = build_chain("client", config.client_middleware)
-    config.__dict__["_wurk_client_chain"] = (version, chain)
+    config.memo["client_chain"] = (version, chain)
     return chain
 
 

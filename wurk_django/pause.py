@@ -15,7 +15,7 @@ import time
 
 import redis as redis_lib
 
-from . import keys
+from . import context, keys
 from .conf import Config
 from .redis.connection import get_redis
 
@@ -35,18 +35,18 @@ def _bump() -> None:
 
 def pause(name: str, redis: redis_lib.Redis | None = None) -> None:
     """Stop fetching from queue ``name`` (on every process, within 2 s)."""
-    (redis or get_redis()).sadd(PAUSED_KEY, name)
+    context.redis(redis).sadd(PAUSED_KEY, name)
     _bump()
 
 
 def unpause(name: str, redis: redis_lib.Redis | None = None) -> None:
-    (redis or get_redis()).srem(PAUSED_KEY, name)
+    context.redis(redis).srem(PAUSED_KEY, name)
     _bump()
 
 
 def is_paused(name: str, redis: redis_lib.Redis | None = None) -> bool:
     """Always read from Redis: reporting paths never use the fetch cache."""
-    return bool((redis or get_redis()).sismember(PAUSED_KEY, name))
+    return bool(context.redis(redis).sismember(PAUSED_KEY, name))
 
 
 class PausedCache:

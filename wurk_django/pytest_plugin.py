@@ -24,8 +24,8 @@ from types import ModuleType
 import pytest
 import redis as redis_lib
 
-from . import testing
-from .conf import get_config, reset_config
+from . import context, testing
+from .conf import reset_config
 from .redis import connection
 
 
@@ -45,13 +45,14 @@ def wurk_inline() -> Iterator[ModuleType]:
 
 def flushable_client() -> redis_lib.Redis:
     """A new client on ``settings.WURK``'s Redis; ``pytest.UsageError`` if that is database 0."""
+    from .redis import pools
     from .redis.connection import probe_redis
 
     reset_config()
-    config = get_config()
+    config = context.config()
     # Built like the worker's own clients, so TLS, Sentinel and Unix-socket settings apply.
     client = probe_redis(config, timeout=10)
-    db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+    db = pools.database_of(client)
     if db == 0:
         client.connection_pool.disconnect()
         raise pytest.UsageError(

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from .conf import get_config
+from . import context
 from .errors import UnknownJobClass
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def registered() -> dict[str, type[Job]]:
 def _allowed_prefixes(config: Config | None = None) -> list[str]:
     from django.apps import apps
 
-    configured = (config or get_config()).import_on_miss
+    configured = context.config(config).import_on_miss
     if configured is not None:
         return list(configured)
     if not apps.ready:  # a worker run from a Config without Django apps: nothing is implied

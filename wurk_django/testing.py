@@ -29,8 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from . import payload, registry
-from .conf import get_config
+from . import context, payload, registry
 from .middleware import server_chain
 
 __all__ = [
@@ -60,7 +59,7 @@ def mode(config: Any = None) -> str | None:
         current = _overrides[-1]
     else:
         if config is None:
-            config = get_config()
+            config = context.config()
         current = config.testing
     return None if current == "disable" else current
 
@@ -101,7 +100,7 @@ def intercept(jobs: list[dict], config: Any = None) -> bool:
     current = mode(config)
     if current is None:
         return False
-    now = (config or get_config()).wire_format.now()
+    now = context.config(config).wire_format.now()
     copies = []
     for job in jobs:
         stored = dict(job)
@@ -204,7 +203,7 @@ def execute(job: dict) -> Any:
     instance.jid = job.get("jid")
     instance.bid = job.get("bid")
     instance.payload = job
-    chain = server_chain(get_config())
+    chain = server_chain(context.config())
     return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"], job.get("kwargs")))
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 import redis as redis_lib
@@ -55,9 +56,6 @@ REFRESH_EVERY = 20.0
 WINDOW = LEARN_EVERY + 0.1
 WINDOW_POLL = 0.1
 
-_STATE = "_wurk_wake_demand"
-
-
 class _Known:
     """A pushing client's last answer: whether the marker existed, and when the round trip
     that learnt it was sent (monotonic). Threads race on it harmlessly: each writes a
@@ -70,12 +68,24 @@ class _Known:
         self.sent = -1e18
 
 
+# Client id -> its answer, beside the client rather than on it (redis-py owns the object);
+# an entry goes with its client (the weak reference's callback), before the id can be reused.
+_answers: dict[int, _Known] = {}
+_alive: dict[int, Any] = {}
+
+
 def known(client: Any) -> _Known:
     """The answer kept for ``client`` (a redis-py client: per process, per Redis; a forked
     child builds its own clients, so it starts with no answer)."""
-    state = client.__dict__.get(_STATE)
+    key = id(client)
+    state = _answers.get(key)
     if state is None:
-        state = client.__dict__[_STATE] = _Known()
+        state = _Known()
+        try:
+            _alive[key] = weakref.ref(client, lambda _ref, key=key: (_answers.pop(key, None), _alive.pop(key, None)))
+        except TypeError:  # a client class that refuses weak references: kept alive with its answer
+            _alive[key] = client
+        state = _answers.setdefault(key, state)
     return state
 
 

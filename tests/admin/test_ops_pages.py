@@ -109,12 +109,12 @@ def test_task_arguments_show_as_a_call(admin_client, redis_db):
 
 
 def _result(redis_db, jid, **fields):
-    from wurk_django.tasks import results
+    from wurk_django.results import store
 
     base = {"state": "complete", "class": "tests.tasks.sample.add", "task": {"queue_name": "default"},
             "args": [2, 40], "kwargs": {}, "errors": [], "worker_ids": ["w1"], "enqueued_at": payload.now_ms(),
             "started_at": payload.now_ms(), "finished_at": payload.now_ms(), "return_value": 42}
-    results.write(redis_db, jid, {**base, **fields}, 3600)
+    store.write(redis_db, jid, {**base, **fields}, 3600)
 
 
 @needs_tasks

@@ -161,12 +161,17 @@ def test_a_task_past_its_expires_is_skipped_and_reads_revoked(redis_db, drain):
 def test_a_record_write_redis_refuses_never_fails_the_task(redis_db, drain, monkeypatch):
     import redis as redis_lib
 
-    from wurk_django.celery import records
+    from wurk_django.results import store
 
-    def down(*args):
-        raise redis_lib.ConnectionError("blip")
+    real_write, calls = store.write, []
 
-    monkeypatch.setattr(records, "started", down)
+    def first_write_down(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:  # the attempt's start: Redis refuses it
+            raise redis_lib.ConnectionError("blip")
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(store, "write", first_write_down)
     result = add.delay(20, 22)
     drain()
     assert result.get(timeout=5) == 42

@@ -8,11 +8,9 @@ check that redis-py's own calls are then chosen and give the same results.
 
 from __future__ import annotations
 
-import ast
 import logging
 import socket
 import ssl
-from pathlib import Path
 
 import hiredis
 import pytest
@@ -23,7 +21,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from tests.redis import test_wire
-from tests.support import PACKAGE, ROOT
+from tests.support import ROOT
 from wurk_django import conf, redis_client
 from wurk_django.redis import connection, wire
 
@@ -337,42 +335,8 @@ def test_the_settings_block_in_the_docs_switches_it_off(decided_again, monkeypat
         assert not wire.enabled()
 
 
-# -- the rule: redis-py's private parts are reached from wire.py only --------------------------
-
-PRIVATE_ATTRIBUTES = {"_sock", "_parser", "_command_packer", "_buffer_cutoff", "_reader"}
-
-
-def _reaches(path: Path) -> list[str]:
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        hit = None
-        if isinstance(node, ast.Attribute):
-            if node.attr in PRIVATE_ATTRIBUTES and not (isinstance(node.value, ast.Name)
-                                                        and node.value.id in ("self", "cls")):
-                hit = f".{node.attr}"
-            elif node.attr == "PyDLL":
-                hit = "ctypes.PyDLL"
-        elif isinstance(node, ast.Constant):
-            if isinstance(node.value, str) and node.value in PRIVATE_ATTRIBUTES:
-                hit = repr(node.value)
-        elif isinstance(node, ast.Import):
-            if any(a.name.split(".")[0] == "hiredis" for a in node.names):
-                hit = "import hiredis"
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module.split(".")[0] == "hiredis" or node.module.startswith("redis._") \
-                    or node.module == "redis.client" \
-                    or (node.module.startswith("redis") and any(a.name.startswith("_") for a in node.names)):
-                hit = f"from {node.module} import ..."
-        if hit:
-            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {hit}")
-    return found
-
-
-def test_only_wire_py_reaches_into_redis_py_internals():
-    reaches = [hit for path in sorted(PACKAGE.rglob("*.py")) if path.name != "wire.py" or path.parent != PACKAGE / "redis"
-               for hit in _reaches(path)]
-    assert reaches == []
-    assert _reaches(PACKAGE / "redis" / "wire.py")  # the scan does see them where they are
+# The rule that only wire.py and pools.py reach into redis-py's private parts is
+# tests/redis/test_internals_layout.py.
 
 
 # -- a worker process, end to end --------------------------------------------------------------

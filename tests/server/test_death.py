@@ -1,4 +1,4 @@
-"""Every way a job dies goes through server/death.py: the dead entry, the handlers, ``job_died``
+"""Every way a job dies goes through death.py (wurk_django/death.py): the dead entry, the handlers, ``job_died``
 with its reason (CORE-110, CORE-125/126, CORE-141, PRO-153, ENT-207; issue 11 item 3)."""
 
 from __future__ import annotations

@@ -16,15 +16,15 @@ if not AVAILABLE:
 from tests.admin.conftest import BASE, make_user  # noqa: E402
 from tests.tasks import sample  # noqa: E402
 from wurk_django import payload  # noqa: E402
+from wurk_django.results import store  # noqa: E402
 from wurk_django.server.fetch.reliable import private_list  # noqa: E402
 from wurk_django.server.reaper import Reaper  # noqa: E402
-from wurk_django.tasks import results  # noqa: E402
 from wurk_django.tasks.compat import TaskResultStatus  # noqa: E402
 
 
 def _running(redis_db, jid: str) -> None:
     """What a worker writes when it starts the task (then it dies with it)."""
-    results.write(redis_db, jid, {"state": "running", "started_at": payload.now_ms()}, 3600)
+    store.write(redis_db, jid, {"state": "running", "started_at": payload.now_ms()}, 3600)
 
 
 def _dead_pid() -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from wurk_django.tasks.compat import AVAILABLE
@@ -10,10 +12,11 @@ if not AVAILABLE:
     pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport", allow_module_level=True)
 
 from tests.tasks import sample  # noqa: E402
-from wurk_django import payload, registry, signals, testing  # noqa: E402
+from wurk_django import payload, registry, testing  # noqa: E402
+from wurk_django.conf import get_config  # noqa: E402
 from wurk_django.tasks import TaskJob, WurkBackend  # noqa: E402
 from wurk_django.tasks.compat import TaskResultStatus, task_finished, task_started  # noqa: E402
-from wurk_django.tasks.job import TaskFailed, last_attempt, set_worker_id, worker_id  # noqa: E402
+from wurk_django.tasks.job import TaskFailed, set_worker_id, worker_id  # noqa: E402
 from wurk_django.tasks.results import RefusedTask  # noqa: E402
 
 
@@ -115,19 +118,6 @@ def test_last_retry_is_failed(run):
     assert sample.fail_twice_retry.get_result(result.id).status == TaskResultStatus.FAILED
 
 
-def test_last_attempt_mirrors_sidekiq_rules():
-    assert last_attempt({"retry": False}, 25)
-    assert last_attempt({"retry": 0}, 25)
-    assert not last_attempt({"retry": True}, 25)
-    assert not last_attempt({"retry": True, "retry_count": 23}, 25)
-    assert last_attempt({"retry": True, "retry_count": 24}, 25)
-    assert not last_attempt({"retry": 3, "retry_count": 1}, 25)
-    assert last_attempt({"retry": 3, "retry_count": 2}, 25)
-    now = 1_000_000.0
-    assert not last_attempt({"retry": True, "retry_for": 60, "retry_count": 0, "failed_at": int((now - 30) * 1000)}, 25, now)
-    assert last_attempt({"retry": True, "retry_for": 60, "retry_count": 0, "failed_at": int((now - 61) * 1000)}, 25, now)
-
-
 def test_second_attempt_appends_worker_and_keeps_first_start(run, backend, queued, redis_db):
     result = sample.flaky.enqueue()
     job = queued()
@@ -178,18 +168,28 @@ def test_non_task_targets_are_refused_and_never_run(run, redis_db, target):
     assert fields[b"state"] == b"failed"
 
 
-def test_job_died_and_job_retried_signals_correct_the_record(run, redis_db):
+def test_a_death_marks_the_record_failed_once_with_its_error(run, redis_db):
+    from wurk_django import death
+
     result = sample.fail.enqueue()
-    job = None
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError):
         run()
-    job = {"jid": result.id, "class": TaskJob.job_name}
-    signals.send(signals.job_died, TaskJob, job=job, exception=info.value)
+    assert sample.fail.get_result(result.id).status == TaskResultStatus.READY  # a retry follows
+    job = {"jid": result.id, "class": TaskJob.job_name, "task": {"result_ttl": 60}}
+
+    def kill_elsewhere():  # a kill from the admin: another thread (or process) than the run's
+        thread = threading.Thread(target=death.die, args=(job, death.JobKilled()),
+                                  kwargs={"reason": death.MANUAL, "config": get_config()})
+        thread.start()
+        thread.join()
+
+    kill_elsewhere()
     died = sample.fail.get_result(result.id)
     assert died.status == TaskResultStatus.FAILED and died.finished_at is not None
-    signals.send(signals.job_retried, TaskJob, job=job, exception=info.value, retry_at=0)
-    again = sample.fail.get_result(result.id)
-    assert again.status == TaskResultStatus.READY and again.finished_at is None
+    assert [e.exception_class_path for e in died.errors] == ["builtins.ValueError",
+                                                             "wurk_django.death.JobKilled"]
+    kill_elsewhere()  # final: never rewritten
+    assert len(sample.fail.get_result(result.id).errors) == 2
 
 
 def test_expired_record_is_rebuilt_from_the_payload(run, redis_db):

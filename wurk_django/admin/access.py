@@ -8,7 +8,7 @@ import hmac
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from ..conf import get_config
+from .. import context
 
 VIEW_PERMISSION = "wurk_django.view_dashboard"
 MANAGE_PERMISSION = "wurk_django.manage_jobs"
@@ -20,7 +20,7 @@ def can_view(request: HttpRequest) -> bool:
 
 
 def read_only() -> bool:
-    return bool(get_config().admin_read_only)
+    return bool(context.config().admin_read_only)
 
 
 def can_manage(request: HttpRequest) -> bool:
@@ -39,7 +39,7 @@ def authorize_hook(request: HttpRequest) -> bool:
 
     Asked for every Wurk view once the other checks passed, the token's JSON
     included; ``request.wurk_api_token`` says which way a JSON request came in."""
-    hook = get_config().admin_authorize
+    hook = context.config().admin_authorize
     if not hook:
         return True
     if isinstance(hook, str):
@@ -54,7 +54,7 @@ def via_token(request: HttpRequest) -> bool:
 
 def bearer_ok(request: HttpRequest) -> bool:
     """``Authorization: Bearer <WURK["API_TOKEN"]>``, compared in constant time."""
-    token = get_config().api_token
+    token = context.config().api_token
     header = request.headers.get("Authorization", "")
     if not token or not header.startswith("Bearer "):
         return False

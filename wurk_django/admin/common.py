@@ -16,10 +16,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from .. import context as job_context
 from .. import payload
 from ..admin_pages import pages
 from ..api import Stats
-from ..redis.connection import get_redis
 from .access import can_manage
 
 DEFAULT_COUNT = 25  # rows a list page shows unless the query asks for another count (CORE-242)
@@ -242,4 +242,4 @@ def when(seconds: float | None) -> datetime | None:
 
 
 def redis():
-    return get_redis()
+    return job_context.redis()

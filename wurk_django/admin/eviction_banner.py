@@ -16,9 +16,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from ..conf import get_config
+from .. import context
 from ..redis import eviction
-from ..redis.connection import get_redis
 
 #: How long one INFO reading serves the banner.
 CACHE_SECONDS = 30.0
@@ -34,7 +33,7 @@ def _reading(identity: str) -> tuple[str | None, int | None]:
     if cached is not None and now - cached[0] < CACHE_SECONDS:
         return cached[1], cached[2]
     try:
-        policy, evicted = eviction.state(get_redis())
+        policy, evicted = eviction.state(context.redis())
     except redis_lib.RedisError:
         policy, evicted = None, None  # the page's own reads report an unreachable Redis
     with _lock:
@@ -45,7 +44,7 @@ def _reading(identity: str) -> tuple[str | None, int | None]:
 def notice() -> dict[str, Any] | None:
     """``{"policy": ..., "evicted": ...}`` while the Redis the page shows may evict keys
     and ``ALLOW_EVICTION`` is not True, else None."""
-    config = get_config()
+    config = context.config()
     if config.allow_eviction:
         return None
     policy, evicted = _reading(config.redis_target.identity)

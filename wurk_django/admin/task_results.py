@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
+from ..results import store
 from ..tasks import results
 from ..tasks.results import STATUS_OF
 from .common import Page, call_text, keep_query, page_params, redis, render, url
@@ -34,8 +35,9 @@ STATUS_LABELS = {
 
 def _scan_ids(client: Any, limit: int = SCAN_LIMIT) -> list[str]:
     ids = []
-    for raw_key in client.scan_iter(match="status:*", count=500):
-        jid = raw_key.decode()[len("status:"):] if isinstance(raw_key, bytes) else raw_key[len("status:"):]
+    for raw_key in client.scan_iter(match=store.PATTERN, count=500):
+        text = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+        jid = text[len(store.PREFIX):]
         if results.valid_id(jid):
             ids.append(jid)
             if len(ids) >= limit:

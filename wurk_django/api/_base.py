@@ -8,8 +8,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import payload
-from ..redis.connection import get_redis
+from .. import context, payload
 
 RedisClient = redis_lib.Redis
 
@@ -19,7 +18,7 @@ PAGE_SIZE = 50
 
 def conn(redis: RedisClient | None) -> RedisClient:
     """The caller's client, else the process-wide one (it answers with bytes, CORE-004)."""
-    return redis if redis is not None else get_redis()
+    return context.redis(redis)
 
 
 def to_int(value: Any, default: int = 0) -> int:

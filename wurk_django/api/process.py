@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import keys, payload
-from ..server.processes import prune_processes
+from ..processes import prune_processes
 from ..text import to_text
 from ._base import RedisClient, conn, to_float, to_int, utc
 from .record import JobRecord

@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import time
 
-import orjson
-
-from .. import keys, payload
-from ..conf import get_config
-from ..server.stopping import revocations
-from ..server.stopping.watchdog import revoked_error
+from .. import context, keys, payload, revocation
 from ..text import to_text
 from ._base import RedisClient, conn
 from .process import SIGNAL_TTL, ProcessSet, WorkSet
@@ -39,7 +34,7 @@ MARKED = "marked"  # found nowhere: only the marker, so it never starts if it tu
 def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: RedisClient | None = None) -> str:
     """Revoke job ``jid``; returns where it was found (one of the constants above).
 
-    First a short-lived marker (``revocations.MARKER_TTL``) that every worker process
+    First a short-lived marker (``revocation.MARKER_TTL``) that every worker process
     reads at its heartbeat and checks before running a job: a job in flight between
     lists while this looks (the scheduler moving it, a worker's fetch) never runs.
     Then the schedule and the retry set (``ZSCAN``), then every queue (one atomic
@@ -59,10 +54,10 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
     client = conn(redis)
     at = time.time()
     pipe = client.pipeline(transaction=True)
-    pipe.zadd(revocations.KEY, {revocations.marker(jid, by, at): at + revocations.MARKER_TTL})
-    pipe.zremrangebyscore(revocations.KEY, "-inf", at)
+    pipe.zadd(revocation.KEY, {revocation.marker(jid, by, at): at + revocation.MARKER_TTL})
+    pipe.zremrangebyscore(revocation.KEY, "-inf", at)
     pipe.execute()
-    exc = revoked_error(by, at)
+    exc = revocation.revoked_error(by, at)
     for where, jobs in ((SCHEDULED, ScheduledSet(redis=redis)), (RETRY, RetrySet(redis=redis))):
         entry = jobs.find_job(jid)
         if entry is not None:
@@ -77,7 +72,7 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
             return QUEUED
     if not terminate:
         return MARKED
-    command = revocations.COMMAND + orjson.dumps({"jid": jid, "by": by or "", "at": at, "terminate": True}).decode()
+    command = revocation.command(jid, by, at, terminate=True)
     work = WorkSet(redis=redis).find_work(jid)
     # Not listed as running yet (the busy lists are a beat behind): every live process is told.
     targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=redis)]
@@ -96,6 +91,6 @@ def _bury(raw: bytes | str, exc: BaseException, by: str | None, redis: RedisClie
         DeadSet(redis=redis).kill(raw, ex=exc)
         return
     job.update({"error_class": f"{type(exc).__module__}.{type(exc).__qualname__}", "error_message": str(exc),
-                "failed_at": get_config().wire_format.now(),
+                "failed_at": context.config().wire_format.now(),
                 "revoked_by": by or ""})
     DeadSet(redis=redis).kill(job, ex=exc)

@@ -8,11 +8,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from .. import keys, payload
+from .. import context, death, keys, payload
 from ..client.push import Client
 from ..client.writer import Writer
-from ..conf import get_config
-from ..server import death
 from ._base import PAGE_SIZE, RedisClient, conn, epoch, utc
 from .record import JobRecord
 
@@ -414,14 +412,14 @@ class DeadSet(JobSet):
         ``notify_failure`` is false."""
         raw = payload.dumps(message) if isinstance(message, dict) else message
         error = ex if ex is not None else death.JobKilled()
-        death.die(death.parse_or_raw(raw), error, reason=death.MANUAL, config=get_config(), redis=self.redis,
+        death.die(death.parse_or_raw(raw), error, reason=death.MANUAL, config=context.config(), redis=self.redis,
                   raw=raw, trim=trim, notify=notify_failure)
         return True
 
     def trim(self) -> None:
         """Drop entries older than ``dead_timeout_in_seconds`` and keep the newest
         ``dead_max_jobs - 1`` (the rank trim exactly as Sidekiq issues it, CORE-140)."""
-        config = get_config()
+        config = context.config()
         now = time.time()
         pipe = self.redis.pipeline(transaction=True)
         pipe.zremrangebyscore(self.name, "-inf", now - config.dead_timeout)

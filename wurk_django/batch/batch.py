@@ -26,7 +26,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import canonical, keys, signals
@@ -295,6 +295,18 @@ class Batch:
         if created:
             self._push_empty_marker_if_needed(config)
         self._release(sentinel, config)
+
+    def creation_commands(self, now: float, *, members: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """The commands that write this new batch, for a caller's own round trip (a workflow
+        writes all its step batches in one transaction), with ``members`` registered as its
+        pending jobs from the start: jobs a script pushes later (a workflow's steps), so the
+        batch waits for them however late that is. Nothing is sent here."""
+        commands = self._first_write(now)
+        if members:
+            commands += [("SADD", keys.batch(self.bid, "jids"), *members),
+                         ("HSET", keys.batch(self.bid), "total", len(members), "pending", len(members)),
+                         ("EXPIRE", keys.batch(self.bid, "jids"), self._expires_in)]
+        return commands
 
     def _first_write(self, now: float) -> list[tuple[Any, ...]]:
         bid = self.bid

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..redis import pools
 from . import context
 
 
@@ -28,9 +29,7 @@ class BatchClientMiddleware:
 
 
 def _where(redis: Any) -> tuple[Any, ...]:
-    kwargs = getattr(getattr(redis, "connection_pool", None), "connection_kwargs", {}) or {}
-    return kwargs.get("host"), kwargs.get("port"), kwargs.get("path"), kwargs.get("db", 0), \
-        kwargs.get("service_name")
+    return pools.server_of(redis)
 
 
 def _check_same_server(batch: Any, job: dict, queue: str, redis: Any) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 from .. import context as job_context
 from .. import keys, payload, signals, testing
+from ..client.planning import Planned
+from ..client.push import Client
 from ..client.writer import Writer
 from ..conf import Config
 from ..redis.errors import ride_out
@@ -105,12 +107,28 @@ def callback_entries(text: str, event: str) -> list[tuple[str, dict]]:
 
 def callback_job(bid: str, target: str, event: str, options: dict, queue: str, parent: str | None,
                  wire: payload.WireFormat = payload.SIDEKIQ8) -> dict:
-    now = wire.now()
+    """The item of one callback's push (before the push door plans it)."""
     job = {"class": CALLBACK_CLASS, "args": [bid, target, event, options], "queue": queue, "retry": True,
-           "jid": payload.new_jid(), "created_at": now, "enqueued_at": now}
+           "jid": payload.new_jid()}
     if parent and event != "death":
         job["bid"] = parent  # the parent waits for its child's callbacks
     return job
+
+
+def plan_callbacks(client: Client, items: list[dict]) -> list[Planned]:
+    """The callbacks through the push door (validation, client middleware, argument
+    check), so ``fire.lua`` only moves bytes that were planned. Planned outside any open
+    ``jobs()`` block: no other bid is stamped on them, no buffer keeps them. A callback a
+    middleware stopped is left out; all of them go to the batch's callback queue (the
+    script pushes onto that one list). They are planned before the claim (the claim and
+    the push are one atomic step), so a process that loses the race planned callbacks it
+    never pushes: a middleware with side effects sees that plan."""
+    tokens = context.set_batch(None, None)
+    try:
+        planned = [client.plan(item) for item in items]
+    finally:
+        context.restore(tokens)
+    return [p for p in planned if p is not None]
 
 
 def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, config: Config | None = None) -> bool:
@@ -121,12 +139,16 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
         return False
     queue = fields["callback_queue"] or "default"
     parent = fields["parent_bid"] or None
-    jobs = [callback_job(bid, target, event, options, queue, parent, config.wire_format)
-            for target, options in callback_entries(fields["callbacks"], event)]
-    # In the testing modes callbacks are pushed through the client, so they are
-    # recorded (fake) or run at once (inline) like every other job.
+    # The batch's own server, whatever the callbacks' queue would route to: the script
+    # pushes them where the batch lives.
+    client = Client(redis=job_context.redis_for(config), config=config)
+    planned = plan_callbacks(client, [callback_job(bid, target, event, options, queue, parent, config.wire_format)
+                                      for target, options in callback_entries(fields["callbacks"], event)])
+    # In the testing modes the planned callbacks are written by the client after the claim,
+    # so they are recorded (fake) or run at once (inline) like every other job.
     through_client = testing.mode(config) is not None
-    wired = [] if through_client else [(job["jid"], payload.dumps(job)) for job in jobs]
+    now = config.wire_format.now()
+    wired = [] if through_client else [(p.jid, p.raw(enqueued_at=now)) for p in planned]
     command = scripts.fire_command(bid, event, now=time.time(), queue=queue,
                                    parent=parent if event != "death" else None, callbacks=wired)
     try:
@@ -135,16 +157,12 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
         raise CallbackEnqueueError(f"batch {bid}: could not fire {event!r}: {exc}") from exc
     if fired != 1:
         return False
-    logger.info("batch %s: %s (%d callback%s)", bid, event, len(jobs), "" if len(jobs) == 1 else "s")
+    logger.info("batch %s: %s (%d callback%s)", bid, event, len(planned), "" if len(planned) == 1 else "s")
     if through_client:
-        from ..client.push import Client
-
-        client = Client(config=config)
-        # Outside any open block: no other bid is stamped on them, no buffer keeps them.
         tokens = context.set_batch(None, None)
         try:
-            for job in jobs:
-                client.push(job)
+            for p in planned:
+                client.write(p)
         finally:
             context.restore(tokens)
     if event == "success":

@@ -14,16 +14,22 @@ def install_client() -> None:
     writer.register_hook("batch", hooks.write_hook, position=20)
 
 
+def install_death() -> None:
+    """Record a batch job's death."""
+    from .. import death
+    from . import deaths
+
+    death.register_handler("batch", deaths.on_death, position=20)
+
+
 def install_server() -> None:
-    """Ack batch jobs as they end, and record their deaths."""
+    """Ack batch jobs as they end."""
     from .. import middleware
-    from ..server import death
-    from . import callbacks, deaths
+    from . import callbacks
     from .middleware import BatchServerMiddleware
 
     del callbacks  # imported for its job classes (the callback runner, the empty marker)
     middleware.register("server", "batch", BatchServerMiddleware, position=-40)
-    death.register_handler("batch", deaths.on_death, position=20)
 
 
 def install_admin() -> None:

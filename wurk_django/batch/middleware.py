@@ -9,8 +9,8 @@ from typing import Any
 
 from .. import context as job_context
 from .. import keys
+from ..errors import caused_by_shutdown
 from ..redis.errors import ride_out
-from ..server.retry import caused_by_shutdown
 from . import context, fire, scripts
 from .client import BatchClientMiddleware  # noqa: F401  (its old home: kept importable from here)
 from .fire import CALLBACK_CLASS

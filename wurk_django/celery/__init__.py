@@ -9,15 +9,18 @@
 It is a thin layer: each task is a :class:`~wurk_django.job.Job` class, its calls are
 Sidekiq-format jobs (keyword arguments in the payload's ``kwargs``), run by
 ``manage.py wurk`` with the normal retry layer, dead set and admin. Results live in
-``status:<jid>`` hashes (:mod:`wurk_django.result_store`). See docs/from-celery.md.
+``status:<jid>`` hashes kept by the results feature (:mod:`wurk_django.results`). See
+docs/from-celery.md.
 """
 
 from . import states
+from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
 from .request import Request
-from .result import AsyncResult
+from .result import AsyncResult, GroupResult
 from .task import Task, shared_task, task
 
-__all__ = ["AsyncResult", "CeleryJob", "MaxRetriesExceededError", "Request", "Retry", "Task", "TaskError",
-           "TaskRevokedError", "TimeoutError", "shared_task", "states", "task"]
+__all__ = ["AsyncResult", "CeleryJob", "GroupResult", "MaxRetriesExceededError", "Request", "Retry", "Signature",
+           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "group",
+           "maybe_signature", "shared_task", "signature", "states", "subtask", "task", "xmap", "xstarmap"]

@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 
-from .. import payload, result_store, testing
-from ..client.push import Client
-from ..client.writer import Writer
-from ..conf import Config, get_config
+from .. import context, payload
+from ..client.planning import Companions
 from ..job import Setter, _run_at
 from ..redis import shards
-from . import records
+from ..results import record, store
 from .result import AsyncResult
 
 if TYPE_CHECKING:
@@ -52,26 +50,21 @@ DEFAULT_POLICY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2, "
 _UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
 
 
-class ResultClient(Client):
-    """The normal client; a job that asks for a result record (``result_ttl``) gets it
-    written in the push's own round trip, so a reader never sees a pushed task without one."""
-
-    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
-        if testing.mode(self.config) is not None:
-            # Fake or inline: nothing reaches Redis, the record lives in this process.
-            for job in jobs:
-                if records.ttl_of(job) is not None:
-                    records.update_local(job["jid"], records.first_fields(job))
-            if testing.intercept(jobs, self.config):
-                return
-        extra = [command for job in jobs if records.ttl_of(job) is not None
-                 for command in result_store.commands(job["jid"], records.first_fields(job), job["result_ttl"])]
-        Writer(config or self.config, self._redis).push(jobs, extra=extra)
+def _record_commands(job: dict) -> list[tuple[Any, ...]]:
+    if not record.keeps_record(job):
+        return []
+    return record.push_commands(job["jid"], record.first_fields(job), job["result_ttl"])
 
 
-class _ResultSetter(Setter):
-    def _client(self, config: Config | None = None) -> Client:
-        return ResultClient(config=config)
+def _record_here(job: dict) -> None:
+    if record.keeps_record(job):
+        record.pushed_here(job["jid"], record.first_fields(job))
+
+
+#: What a Celery call's push carries: a job that asks for a result record (``result_ttl``)
+#: gets it written in the push's own round trip, so a reader never sees a pushed task
+#: without one; in a testing mode the record lives in this process.
+RESULT_RECORD = Companions(commands=_record_commands, in_process=_record_here)
 
 
 def _seconds_until(when: Any, what: str) -> float:
@@ -90,10 +83,10 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if unknown:
         raise TypeError(f"apply_async() got unknown options {sorted(unknown)}; known: {sorted(KNOWN)} "
                         f"(ignored: {sorted(IGNORED)})")
-    canvas = set(options) & CANVAS
+    canvas = set(options) & CANVAS - {"link_error"}
     if canvas:
-        raise TypeError(f"apply_async() options {sorted(canvas)} are Celery canvas callbacks: build the workflow "
-                        "with wurk_django.workflow (chain, group, chord); see docs/from-celery.md")
+        raise TypeError(f"apply_async() options {sorted(canvas)} are set by the canvas: call task.apply_async(link=...)"
+                        " or build it with wurk_django.celery's chain, group, chord; see docs/from-celery.md")
     out: dict[str, Any] = {}
     countdown, eta = options.get("countdown"), options.get("eta")
     if countdown is not None and eta is not None:
@@ -113,12 +106,15 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if options.get("queue") is not None:
         out["queue"] = options["queue"]
     if options.get("task_id") is not None:
-        out["jid"] = options["task_id"]
+        out["jid"] = store.check_id(options["task_id"])
     for name in ("soft_time_limit", "time_limit"):
         if options.get(name) is not None:
             out[name] = options[name]
     if options.get("shadow") is not None:
         out["display_class"] = options["shadow"]
+    if options.get("link_error"):
+        # The errbacks ride in the payload (JSON signatures); the job's death calls them (see .errbacks).
+        out["link_error"] = list(options["link_error"])
     ignore = options.get("ignore_result")
     if not (job_class.ignore_result if ignore is None else ignore):
         out["result_ttl"] = int(job_class.result_expires)
@@ -156,7 +152,7 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
     setter_options = options_for(job_class, options)
     policy = _policy(options.get("retry"), options.get("retry_policy"))
     setter_options.setdefault("jid", payload.new_jid())  # the same id on every try of the push
-    setter = _ResultSetter(job_class, setter_options)
+    setter = Setter(job_class, setter_options, RESULT_RECORD)
     attempt = 0
     while True:
         try:
@@ -169,7 +165,7 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
             attempt += 1
     if jid is None:
         return None
-    config = get_config()
+    config = context.config()
     target = shards.route(config, job_class=job_class, queue=setter_options.get("queue") or job_class.queue)
     return AsyncResult(jid, job_class.job_name, config=target if target is not config else None)
 
@@ -193,7 +189,7 @@ def apply(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None, task
     """Run the call now, in this process (client and server middleware, a JSON round trip,
     retries at once); the returned result holds its value or its exception."""
     args, kwargs = check_call(job_class, args, kwargs)
-    jid = task_id or payload.new_jid()
+    jid = payload.new_jid() if task_id is None else store.check_id(task_id)
     item_options = {"jid": jid, "result_ttl": int(job_class.result_expires)}
     for name in ("queue", "soft_time_limit", "time_limit"):
         if options.get(name) is not None:
@@ -201,7 +197,7 @@ def apply(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None, task
     try:
         Setter(job_class, item_options).perform_inline(*args, **kwargs)
     except Exception:
-        if (records.local(jid) or {}).get("state") != "failed":
+        if (store.local(jid) or {}).get("state") != "failed":
             raise  # it never ran (a bad argument, a middleware): the caller's error
         # The task's own failure is kept with the result: .get() raises it, as Celery's apply() does.
     return AsyncResult(jid, job_class.job_name)

@@ -2,26 +2,26 @@
 whose ``perform`` calls the task's function, plus what Celery's task object offers the
 code it runs (``self.request``, ``self.retry()``, ``self.update_state()``).
 
-On a worker the run keeps the task's result record in Redis and the retry layer
-decides retries with :func:`.retrying.retry_in`. Run in this process (``apply()``,
-``WURK["TESTING"] = "inline"``, ``testing.drain``), the record is kept in memory and a
-retry runs again at once, as a Celery eager task does.
+On a worker the results feature (:mod:`wurk_django.results`) keeps the task's result
+record in Redis from how the run ends, and the retry layer decides retries with
+:func:`.retrying.retry_in` and the limit with :meth:`CeleryJob.retry_limit`. Run in this
+process (``apply()``, ``WURK["TESTING"] = "inline"``, ``testing.drain``), the record is
+kept in memory and a retry runs again at once, as a Celery eager task does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, ClassVar
 
-import redis as redis_lib
-
-from .. import context, payload, result_store
+from .. import context
 from ..errors import JobInterrupted, Shutdown
 from ..job import Job
-from . import records, retrying
+from ..outcome import Outcome
+from ..results import record, store
+from . import retrying
 from .exceptions import MaxRetriesExceededError, Retry
 from .request import Request, retries_of
 
@@ -29,25 +29,8 @@ from .request import Request, retries_of
 #: and ``mytask.request`` called on the module-level task object.
 running: ContextVar[CeleryJob | None] = ContextVar("wurk_celery_running", default=None)
 
-logger = logging.getLogger("wurk_django.worker")
-
 # A worker stopping, or a job asking to resume later: the attempt did not fail.
 _NOT_A_FAILURE = (Shutdown, JobInterrupted, KeyboardInterrupt)
-_UNREACHABLE = (redis_lib.ConnectionError, redis_lib.TimeoutError)
-
-
-def _record(write: Callable[..., None], *args: Any) -> None:
-    """Write to the result record; Redis unreachable for it loses the record's update (logged),
-    never the job: the task's own outcome is still booked by the worker as usual. A thread
-    the worker abandoned (a hard time limit, a revoke) that comes back late writes nothing:
-    the record is the settlement's."""
-    if _late():
-        logger.info("job %s came back after its thread was abandoned: its result record stays as settled", args[1])
-        return
-    try:
-        write(*args)
-    except _UNREACHABLE as exc:
-        logger.warning("the result record of job %s was not updated (%s: %s)", args[1], type(exc).__name__, exc)
 
 
 class CeleryJob(Job):
@@ -66,7 +49,7 @@ class CeleryJob(Job):
     retry_jitter: ClassVar[bool] = True
     ignore_result: ClassVar[bool] = False
     #: Seconds a result record is kept after its last change (Celery's ``result_expires``).
-    result_expires: ClassVar[int] = result_store.DEFAULT_TTL
+    result_expires: ClassVar[int] = store.DEFAULT_TTL
     #: Default ``expires`` of each call (seconds or a timedelta), or None.
     expires: ClassVar[float | dt.timedelta | None] = None
     #: Check each call's arguments against the function's signature (Celery's ``typing``).
@@ -88,6 +71,20 @@ class CeleryJob(Job):
     def retry_in(cls, count: int, exc: BaseException, job: dict) -> float | str:  # type: ignore[override]
         """The retry layer asks how to retry a failure: see :mod:`.retrying`."""
         return retrying.retry_in(cls, count, exc)
+
+    @classmethod
+    def retry_limit(cls, job: dict, exc: BaseException) -> bool | int | None:
+        """The retry layer asks how many retries this failure may have: ``self.retry(max_retries=N)``
+        may ask for more than the task's ``max_retries`` (the payload's ``retry``); ``True`` is
+        ``WURK["MAX_RETRIES"]`` (Celery's ``None``, "for ever"), ``None`` the payload's."""
+        if isinstance(exc, Retry):
+            return True if exc.max_retries is None else exc.max_retries
+        return None
+
+    @classmethod
+    def result_error(cls, exc: BaseException) -> BaseException:
+        """The error the result record shows for a failure: the one a retry is about."""
+        return _cause(exc)
 
     # -- what the task's code sees ----------------------------------------------
 
@@ -126,15 +123,10 @@ class CeleryJob(Job):
     def update_state(self, task_id: str | None = None, state: str | None = None, meta: Any = None) -> None:
         """A custom state (``"PROGRESS"``) and its JSON ``meta`` for :class:`AsyncResult`
         readers while the task runs; ``.info`` returns the ``meta``."""
-        job = self.payload or {}
-        ttl = records.ttl_of(job)
         jid = task_id or self.jid
-        if ttl is None or jid is None or state is None:
+        if jid is None or state is None:
             return
-        if _on_worker():
-            records.progress(context.current().redis, jid, state, meta, ttl)
-        else:
-            records.update_local(jid, {"custom_state": state, "meta": payload.dumps(meta).decode()})
+        record.progress(self.payload or {}, jid, state, meta, in_memory=not _on_worker())
 
     # -- running -----------------------------------------------------------------
 
@@ -152,36 +144,14 @@ class CeleryJob(Job):
             running.reset(token)
 
     def _run_on_worker(self, args: list, kwargs: dict[str, Any] | None) -> Any:
-        ctx = context.current()
-        job = self.payload or {}
-        ttl, jid = records.ttl_of(job), self.jid
-        keep = ttl is not None and result_store.valid_id(jid)
-        if keep:
-            _record(records.started, ctx.redis, jid, type(self).job_name, ttl)
-        try:
-            value = super().run(args, kwargs)
-            if keep:
-                _record(records.succeeded, ctx.redis, jid, value, ttl)  # a value JSON cannot carry fails the run
-        except _NOT_A_FAILURE:
-            if keep:
-                _record(result_store.write, ctx.redis, jid, {"state": "interrupted"}, ttl)
-            raise
-        except BaseException as exc:
-            if isinstance(exc, Retry):
-                _allow_retries(ctx, exc.max_retries)
-            if keep:
-                _record(records.failed, ctx.redis, jid, _cause(exc), ttl)
-            raise
+        value = super().run(args, kwargs)
+        record.returned(value)  # the results feature writes it once the run has ended well
         return value
 
     def _run_here(self, args: list, kwargs: dict[str, Any] | None) -> Any:
         job = dict(self.payload or {})
-        jid = self.jid
-        keep = records.ttl_of(job) is not None and jid is not None
-        errors: list[dict[str, Any]] = []
         while True:
-            if keep:
-                records.update_local(jid, {"state": "running", "class": type(self).job_name})
+            attempt = record.begin_here(job, in_memory=True)
             try:
                 value = super().run(args, kwargs)
             except _NOT_A_FAILURE:
@@ -189,20 +159,20 @@ class CeleryJob(Job):
             except Exception as exc:
                 retries = retries_of(job)
                 delay = retrying.decide(type(self), retries, exc)
-                errors.append(records.error_of(_cause(exc)))
+                final = _cause(exc) if isinstance(exc, Retry) else exc
+                if attempt is not None:
+                    attempt.end(Outcome.RETRIED if delay is not None else Outcome.DEAD, final)
                 if delay is not None:
                     # Run here, a retry runs again at once, as a Celery eager task's does.
                     job["retry_count"] = retries
                     self.payload, self._request = job, None
                     continue
-                final = _cause(exc) if isinstance(exc, Retry) else exc
-                if keep:
-                    records.update_local(jid, {"state": "failed", "exception": final, "errors": errors})
                 if final is not exc:
                     raise final from exc
                 raise
-            if keep:
-                records.update_local(jid, {"state": "complete", "return_value": value, "errors": errors})
+            if attempt is not None:
+                record.returned(value)
+                attempt.end(Outcome.SUCCEEDED, None)
             return value
 
 
@@ -217,53 +187,3 @@ def _cause(exc: BaseException) -> BaseException:
     if isinstance(exc, Retry):
         return exc.exc if exc.exc is not None else MaxRetriesExceededError(str(exc))
     return exc
-
-
-def _allow_retries(ctx: Any, limit: int | None) -> None:
-    """``self.retry(max_retries=N)`` may ask for more retries than the payload's ``retry``
-    allows: the retry layer books from the fetched bytes (``ctx.raw``), so the limit this
-    call asked for is written there; every later attempt keeps it."""
-    if ctx.raw is None:
-        return
-    job = payload.loads(ctx.raw)
-    wanted: bool | int = True if limit is None else limit
-    if job.get("retry") != wanted:
-        job["retry"] = wanted
-        ctx.raw = payload.dumps(job)
-
-
-def _late() -> bool:
-    """True on the thread of a run the worker abandoned: its late writes must change nothing."""
-    import threading
-
-    from ..server.run import run as runs  # only ever asked on a worker, which has loaded it
-
-    current = runs.current()
-    return current is not None and current.abandoned and threading.current_thread() is current.thread
-
-
-def _died(sender: Any, job: dict, **kwargs: Any) -> None:
-    """The retry layer ended the job (dead set or discarded): the record says ``failed``. A run
-    the worker abandoned never noted its attempt's error (its thread did not come back): the
-    settlement notes it here, so the record says why."""
-    redis = context.current().redis
-    exc, ttl, jid = kwargs.get("exception"), records.ttl_of(job), job.get("jid")
-    if exc is not None and ttl is not None and result_store.valid_id(jid) and _abandoned_here():
-        _record(records.failed, redis, jid, exc, ttl)
-    records.settled(redis, job, "failed")
-
-
-def _abandoned_here() -> bool:
-    """The job dies in the settlement of an abandoned run (not on the job's own thread)."""
-    ctx = context.running()
-    if ctx is None or ctx.unit is None:
-        return False
-    from ..server.run import run as runs
-
-    current = runs.current()
-    return current is not None and current.abandoned
-
-
-def _expired(sender: Any, job: dict, **kwargs: Any) -> None:
-    """The worker skipped the job past its ``expires``: the record says ``REVOKED``, as Celery's does."""
-    records.settled(context.current().redis, job, "revoked")

@@ -1,6 +1,9 @@
-"""Celery's task state names, read from wurk's result records (``status:<jid>``)."""
+"""Celery's task state names, read from wurk's result records (``status:<jid>``, whose
+one vocabulary is :mod:`wurk_django.results.states`)."""
 
 from __future__ import annotations
+
+from ..results.states import CELERY
 
 PENDING = "PENDING"
 STARTED = "STARTED"
@@ -14,16 +17,5 @@ READY_STATES = frozenset({SUCCESS, FAILURE, REVOKED})
 EXCEPTION_STATES = frozenset({RETRY, FAILURE, REVOKED})
 ALL_STATES = frozenset({PENDING, STARTED, RETRY, SUCCESS, FAILURE, REVOKED})
 
-#: wurk's record states (:mod:`wurk_django.result_store`) as Celery names them. A record
-#: that is missing (never written, expired, or ``ignore_result``) reads ``PENDING``, as in Celery.
-OF_RECORD = {
-    "enqueued": PENDING,
-    "scheduled": PENDING,
-    "interrupted": PENDING,  # the worker stopped mid-run: the job is back on its queue
-    "running": STARTED,
-    "retrying": RETRY,
-    "complete": SUCCESS,
-    "failed": FAILURE,
-    "dead": FAILURE,
-    "revoked": REVOKED,
-}
+#: A record's state as Celery names it (a missing record reads ``PENDING``, as in Celery).
+OF_RECORD = {str(state): name for state, name in CELERY.items() if state is not None} | {"dead": FAILURE}

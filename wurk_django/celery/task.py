@@ -20,10 +20,9 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from .. import signals
 from ..job import OPTION_NAMES, JobFunction
 from . import calling
-from .job import CeleryJob, _died, _expired, running
+from .job import CeleryJob, running
 from .request import Request
 from .result import AsyncResult
 
@@ -86,13 +85,53 @@ class Task(JobFunction):
         """Push the call with Celery's options (``countdown``, ``eta``, ``expires``,
         ``queue``, ``task_id``, ``ignore_result``, ``soft_time_limit``, ``time_limit``,
         ``retry``/``retry_policy``...; see :mod:`.calling`)."""
+        if options.get("link") is not None or options.get("link_error") is not None:
+            return self.signature(args, kwargs).apply_async(**options)  # the canvas carries callbacks
         return calling.apply_async(self.job_class, args, kwargs, **options)
+
+    # -- the canvas (Celery's signatures, see .canvas) ----------------------------------
+
+    def signature(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        """A :class:`~.canvas.Signature` of this call (Celery's ``task.signature(args, kwargs, **options)``)."""
+        from .canvas import Signature
+
+        immutable = bool(options.pop("immutable", False))
+        return Signature(self, args, kwargs, options, immutable=immutable)
+
+    subtask = signature
+
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """``task.s(*args, **kwargs)``: a signature; in a chain the previous result goes in front of ``args``."""
+        return self.signature(args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """An immutable signature: it runs with exactly these arguments, even in a chain."""
+        return self.signature(args, kwargs, immutable=True)
+
+    def map(self, it: Any) -> Any:
+        """One call running this task on each item (``~task.map(items)`` is the list of values)."""
+        from .canvas import xmap
+
+        return xmap(self, it)
+
+    def starmap(self, it: Any) -> Any:
+        """One call running this task with each item as its args."""
+        from .canvas import xstarmap
+
+        return xstarmap(self, it)
+
+    def chunks(self, it: Any, n: int) -> Any:
+        """The items in parts of ``n``, each part one call (a group): ``task.chunks(items, 10)()``."""
+        from .canvas import chunks
+
+        return chunks(self.s(), it, n)
 
     def apply(self, args: Any = None, kwargs: Any = None, **options: Any) -> AsyncResult:
         """Run the call in this process now; the result holds its value or its error."""
         return calling.apply(self.job_class, args, kwargs, **options)
 
     def AsyncResult(self, task_id: str) -> AsyncResult:  # noqa: N802 - Celery's name
+        """The result of the call ``task_id`` (``ValueError`` for an id no record can have)."""
         return AsyncResult(task_id, self.name)
 
     def _instance(self) -> CeleryJob:
@@ -177,11 +216,7 @@ def shared_task(*args: Any, **options: Any) -> Any:
 
     def wrap(fn: Callable[..., Any]) -> Task:
         attrs = _class_attrs(fn, options)
-        job_class = type(fn.__name__, (CeleryJob,), attrs)
-        # The record of a task the retry layer ended says FAILURE (the dead set, or discarded).
-        signals.job_died.connect(_died, sender=job_class, weak=False,
-                                 dispatch_uid=f"wurk_django.celery.died:{job_class.job_name}:{id(job_class)}")
-        return Task(fn, job_class)
+        return Task(fn, type(fn.__name__, (CeleryJob,), attrs))
 
     if len(args) == 1 and callable(args[0]) and not options:
         return wrap(args[0])
@@ -189,10 +224,6 @@ def shared_task(*args: Any, **options: Any) -> Any:
         raise TypeError("use @shared_task or @shared_task(option=...), with keyword options")
     return wrap
 
-
-# Only a job pushed with a result record (``result_ttl``) is touched; the signal is sent
-# only for jobs skipped as expired, so ordinary jobs pay nothing for it.
-signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_django.celery.expired")
 
 #: ``@app.task`` becomes ``@task``: the same decorator (there is no app object).
 task = shared_task

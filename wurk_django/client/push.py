@@ -1,9 +1,13 @@
-"""Pushing jobs into Redis (CORE-080..089).
+"""Pushing jobs into Redis (CORE-080..089): the one push door.
 
-``Client.push`` validates and normalizes a job dict, runs the client
-middleware, checks the arguments, then writes it in one round trip: ``LPUSH``
-onto ``queue:<name>`` for immediate jobs, ``ZADD schedule`` when the job
-carries an ``at``.
+Every push is planned by :meth:`Client.plan` (see :mod:`wurk_django.client.planning`):
+validate and normalize the job dict, run the client middleware, check the
+arguments. :meth:`Client.push` then writes the planned job in one round trip:
+``LPUSH`` onto ``queue:<name>`` for immediate jobs, ``ZADD schedule`` when the job
+carries an ``at``. The other writers plan through the same door: ``aenqueue``
+(:meth:`Client.awrite`), a push deferred to a commit (prepared at the call site,
+finished at the commit), ``perform_inline``, a batch's callbacks and a workflow's
+steps (planned before a script moves their bytes).
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import payload, registry, signals, testing, time_limits
-from ..conf import QUEUE_NAME_RULE, Config, get_config, is_queue_name
+from .. import context, payload, registry, signals, testing, time_limits
+from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
 from ..redis import connection, shards
 from .arguments import check_arguments, check_keyword_arguments
-from .writer import Writer
+from .planning import NONE, Companions, Planned, Prepared
+from .writer import AsyncWriter, Writer
 
 logger = logging.getLogger("wurk_django.client.push")
 
@@ -135,9 +140,9 @@ def _template(item: dict, config: Config) -> dict:
         # A push with no options of its own (``perform_async``): the same template as the
         # last such push of this class and config, unless the class's options changed
         # (they are read every time: a test may patch them). The checks below ran on it.
-        cache = config.__dict__.get("_wurk_templates")
+        cache = config.memo.get("templates")
         if cache is None:
-            cache = config.__dict__["_wurk_templates"] = {}
+            cache = config.memo["templates"] = {}
         known = cache.get(job_class)
         if known is not None and known[0] == options:
             job = known[1].copy()
@@ -186,8 +191,9 @@ class Client:
 
     def __init__(self, redis: redis_lib.Redis | None = None, config: Config | None = None,
                  middleware: Chain | None = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
+        self._follows_via = config is None  # a config handed in beats via(), as an explicit redis does
         # The config's shared chain unless given one; ``middleware`` hands out a copy of
         # it (a caller may change that one: the shared chain must stay as it is).
         self._chain = middleware if middleware is not None else client_chain(self.config)
@@ -231,20 +237,81 @@ class Client:
 
         reliable_push.install(buffer=buffer, overflow=overflow)
 
-    def push(self, item: dict) -> str | None:
-        """Push one job; returns its jid, or ``None`` if a middleware stopped it."""
+    # -- the door ------------------------------------------------------------------
+
+    def prepare(self, item: dict, companions: Companions = NONE) -> Prepared:
+        """The first half of :meth:`plan`: validate ``item``, pick its Redis and normalize it
+        (class options, jid, ``created_at``, option checks). No I/O: a push deferred to a
+        commit is prepared at the call site, so a bad option raises there."""
         validate(item)
         target = self._route(item)
         job = normalize(item, self.config)
-        target = target or self._route_queue(item, job["queue"])
-        job = self._through_middleware(job, target)
+        return Prepared(job, target or self._route_queue(item, job["queue"]), companions)
+
+    def check(self, prepared: Prepared) -> None:
+        """Apply the argument check :meth:`finish` applies, now (a deferred push's call site),
+        so the caller gets the error an immediate push would raise. An encrypted job's
+        last argument is left to the encryption middleware, which never quotes it."""
+        job, mode = prepared.job, self.config.on_complex_arguments
+        if payload.truthy(job.get("encrypt")) and job["args"]:
+            job["args"] = [*check_arguments(job["class"], job["args"][:-1], mode), job["args"][-1]]
+        else:
+            job["args"] = check_arguments(job["class"], job["args"], mode)
+        check_kwargs(job, self.config)
+
+    def middleware_applies(self, prepared: Prepared) -> bool:
+        """Whether any client middleware has business with this job (an ``async`` caller then
+        runs :meth:`finish` in a thread: a middleware may do blocking I/O)."""
+        return self._chain.applies_to(prepared.job)
+
+    def finish(self, prepared: Prepared, *, in_process: bool = False) -> Planned | None:
+        """The second half of :meth:`plan`: the client middleware, then the argument check;
+        ``None`` when a middleware stopped the push. ``in_process``: nothing will reach
+        Redis (``perform_inline``), so the middleware is given no connection."""
+        job = self._through_middleware(prepared.job, prepared.target, in_process=in_process)
         if not job:
             return None
         job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
         check_kwargs(job, self.config)
-        self.raw_push([job], config=target)
+        return Planned(job, prepared.target, prepared.companions)
+
+    def plan(self, item: dict, companions: Companions = NONE, *, in_process: bool = False) -> Planned | None:
+        """Plan one push without writing it: the job exactly as it will be stored (a sealed
+        argument sealed, a unique lock taken), or ``None`` when a middleware stopped it."""
+        return self.finish(self.prepare(item, companions), in_process=in_process)
+
+    def write(self, planned: Planned) -> str:
+        """Write a planned job (with its companions' commands) in one round trip; its jid."""
+        job = planned.job
+        jobs = [job]
+        if planned.companions is NONE:  # almost every push: nothing beside the job
+            if not testing.intercept(jobs, self.config):
+                Writer(planned.target, self._redis).push(jobs)
+        else:
+            in_process = planned.companions.in_process
+            if in_process is not None and testing.mode(self.config) is not None:
+                in_process(job)
+            if not testing.intercept(jobs, self.config):
+                Writer(planned.target, self._redis).push(jobs, extra=planned.extra, front=planned.front)
+        _enqueued(jobs)
+        return job["jid"]
+
+    async def awrite(self, planned: Planned) -> str:
+        """:meth:`write`, awaited, on ``redis.asyncio`` (a testing mode runs the blocking one:
+        inline mode runs the job)."""
+        if testing.mode(self.config) is not None:
+            from asgiref.sync import sync_to_async
+
+            return await sync_to_async(self.write, thread_sensitive=True)(planned)
+        job = planned.job
+        await AsyncWriter(planned.target).push([job], extra=planned.extra, front=planned.front)
         _enqueued([job])
         return job["jid"]
+
+    def push(self, item: dict, companions: Companions = NONE) -> str | None:
+        """Push one job; returns its jid, or ``None`` if a middleware stopped it."""
+        planned = self.finish(self.prepare(item, companions))
+        return None if planned is None else self.write(planned)
 
     def _route(self, item: dict) -> Config | None:
         """The shard's config when the push names one or runs inside ``via()``; ``None``
@@ -252,12 +319,12 @@ class Client:
         if self._redis is not None:
             return self.config  # an explicit client wins over any shard
         named = item.get("shard")
-        if named is not None or shards.current() is not None:
+        if named is not None or (self._follows_via and shards.current() is not None):
             return shards.route(self.config, named=named)
         return None
 
     def _route_queue(self, item: dict, queue: str) -> Config:
-        return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue)
+        return shards.route(self.config, job_class=_job_class_of(item["class"]), queue=queue, via=self._follows_via)
 
     def push_bulk(self, item: dict) -> list[str | None]:
         """Push many jobs of one class: ``item["args"]`` is a list of argument lists (CORE-089).
@@ -270,9 +337,9 @@ class Client:
         """
         item, args_list, at, spread, batch_size, jids_given = _bulk_parts(item)
         now = time.time()
-        # One class lookup and options merge for the whole push; created_at is shared,
-        # as in Sidekiq's push_bulk. Each job still gets its own jid, middleware pass
-        # and argument check.
+        # The door's first half once for the whole push (one class lookup and options
+        # merge; created_at is shared, as in Sidekiq's push_bulk); its second half per job:
+        # its own jid, middleware pass and argument check.
         shared = {**item, "args": []}
         validate(shared)
         target = self._route(shared)
@@ -293,14 +360,12 @@ class Client:
                     job["at"] = at
                 if "at" in job and not _finite(job["at"]):
                     raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
-                job = self._through_middleware(_fill(job), target)
-                if not job:
+                planned = self.finish(Prepared(_fill(job), target))  # the door's second half, per job
+                if planned is None:
                     jids.append(None)
                     continue
-                job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
-                check_kwargs(job, self.config)
-                batch.append(job)
-                jids.append(job["jid"])
+                batch.append(planned.job)
+                jids.append(planned.jid)
             if batch:
                 self.raw_push(batch, config=target)
                 _enqueued(batch)
@@ -321,11 +386,12 @@ class Client:
             if when is not None and not _finite(when):
                 raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {when!r}")
 
-    def _through_middleware(self, job: dict, target: Config | None = None) -> dict | None:
+    def _through_middleware(self, job: dict, target: Config | None = None, *,
+                            in_process: bool = False) -> dict | None:
         chain = self._chain
         if not len(chain):
             return job
-        redis = self._redis or connection.client_for(target or self.config)
+        redis = None if in_process else self._redis or connection.client_for(target or self.config)
         result = chain.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 

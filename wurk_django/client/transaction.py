@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from .. import payload
-from .arguments import check_arguments
-from .push import _job_class_of, check_kwargs, validate
+from .planning import NONE, Companions, Prepared
 
 if TYPE_CHECKING:
     from .push import Client
@@ -37,19 +36,26 @@ def immediate_pushes() -> Iterator[None]:
         _immediate.reset(token)
 
 
-def push_on_commit(client: Client, item: dict, using: str | None = None) -> str | None:
+def push_on_commit(client: Client, item: dict, using: str | None = None,
+                   companions: Companions = NONE) -> str | None:
+    """:meth:`Client.push` at the commit, through the same door: the job is prepared and
+    its arguments checked now (a bad option or argument raises here, with the error an
+    immediate push raises), and the jid is returned now; the client middleware and the
+    write run at the commit (nothing on rollback)."""
     if _immediate.get():
-        return client.push(item)
+        return client.push(item, companions)
     item = dict(item)
     item.setdefault("jid", payload.new_jid())
-    # Validate now, so bad arguments raise at the call site, not at commit time.
-    validate(item)
-    job_class = _job_class_of(item["class"])
-    name = job_class.job_name if job_class is not None else str(item["class"])
-    item["args"] = check_arguments(name, item["args"], client.config.on_complex_arguments)
-    check_kwargs(item, client.config, name)
-    transaction.on_commit(lambda: client.push(item), using=using)
-    return item["jid"]
+    prepared = client.prepare(item, companions)
+    client.check(prepared)
+    transaction.on_commit(lambda: finish_and_write(client, prepared), using=using)
+    return prepared.job["jid"]
+
+
+def finish_and_write(client: Client, prepared: Prepared) -> str | None:
+    """The commit's half of a deferred push: the middleware, the argument check, the write."""
+    planned = client.finish(prepared)
+    return None if planned is None else client.write(planned)
 
 
 def push_bulk_on_commit(client: Client, item: dict, using: str | None = None) -> list[str | None]:

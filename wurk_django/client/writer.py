@@ -40,10 +40,11 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import features, fleet, payload, wake_demand
-from ..conf import Config, get_config
+from .. import context, features, fleet, payload, wake_demand
+from ..conf import Config
 from ..positioned import Positioned
 from ..redis import errors as redis_errors
+from ..redis import pools
 from ..redis.connection import async_redis, client_for, send_commands
 from ..redis.scripts import source_for_sha
 from . import operations, reliable_push
@@ -80,8 +81,8 @@ def _operations(jobs: list[dict], extra: Iterable[Command] | None, front: bool,
     return [*(Extra(command) for command in extra), *ops] if extra else ops
 
 
-def _db(client: Any) -> int | str:
-    return client.connection_pool.connection_kwargs.get("db", 0)
+def _db(client: Any) -> int:
+    return pools.database_of(client)
 
 
 #: A connection of the push path used less than this many seconds ago is not checked for
@@ -117,7 +118,7 @@ class Writer:
     """Writes jobs for one :class:`Config`; cheap to build."""
 
     def __init__(self, config: Config | None = None, redis: redis_lib.Redis | None = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
 
     @property
@@ -219,7 +220,7 @@ class AsyncWriter:
     """
 
     def __init__(self, config: Config | None = None, redis: Any = None) -> None:
-        self.config = config or get_config()
+        self.config = context.config(config)
         self._redis = redis
 
     @property

@@ -46,6 +46,10 @@ class Config:
     #: (:func:`wurk_django.server.capsules.capsule_config`): that capsule's place in
     #: the process. ``None`` for a config built from settings.
     capsule: Any = None
+    #: What modules worked out from this config and keep for the next call (the push
+    #: path's client, the client middleware chain, job templates), by name. A copy of the
+    #: config (a shard's, a capsule's) starts with an empty one.
+    memo: dict[str, Any]
 
     def __init__(self, raw: dict[str, Any] | None = None, **overrides: Any) -> None:
         raw = dict(raw_settings() if raw is None else raw)
@@ -55,6 +59,7 @@ class Config:
         table = current()
         values = {**table.defaults, **raw, **{k.upper(): v for k, v in overrides.items() if v is not None}}
         self.raw = values
+        self.memo = {}
         self._set_target(resolve(values["REDIS"], fallback_url=redis_url(values)))
         self.shard = "default"
         self.shard_spec = None
@@ -73,6 +78,13 @@ class Config:
         known = sorted(attribute for attribute, _, _ in current().attributes)
         raise AttributeError(f"Config has no attribute {name!r} (no setting fills it); the settings' "
                              f"attributes are: {', '.join(known)}")
+
+    def __copy__(self) -> Config:
+        clone = object.__new__(type(self))
+        for name, value in vars(self).items():
+            setattr(clone, name, value)
+        clone.memo = {}  # what was worked out for this config is worked out again for the copy
+        return clone
 
     def _set_target(self, target: RedisTarget) -> None:
         self.redis_target = target
@@ -150,11 +162,12 @@ def base_config() -> Config:
 
 
 def get_config() -> Config:
-    """The config for client-side calls, rebuilt whenever ``settings.WURK`` changes;
-    inside a ``wurk_django.via()`` block, pointed at that block's Redis shard."""
-    config = base_config()
-    shard = VIA.get()
-    return config if shard is None else config.for_shard(shard)
+    """The config a call uses here (:func:`wurk_django.context.config`): the enclosing
+    ``wurk_django.via()`` block's shard, else the running job's config, else the
+    settings' (rebuilt whenever ``settings.WURK`` changes)."""
+    from ..context import config
+
+    return config()
 
 
 def reset_config(**kwargs: Any) -> None:

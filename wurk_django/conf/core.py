@@ -319,7 +319,7 @@ ROWS: tuple[Setting, ...] = (
             is_callables, "a list of callables or dotted paths",
             "Callables (or dotted paths) called as `handler(job, exc)` whenever a job dies: retries exhausted, "
             "discarded, `retry: False`, poison pill, invalid payload, a due job the scheduler could not push, or a "
-            "kill from the admin or the API (then `exc` is a `wurk_django.server.death.JobKilled`).", RETRIES,
+            "kill from the admin or the API (then `exc` is a `wurk_django.death.JobKilled`).", RETRIES,
             parse=load_all, type=list),
     Setting("BACKTRACE_CLEANER", None,
             lambda v: v is None or callable(v) or isinstance(v, str), "a callable or dotted path",

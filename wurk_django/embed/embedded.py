@@ -22,7 +22,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from ..conf import Config, get_config
+from .. import context
+from ..conf import Config
 from ..errors import ConfigurationError, RedisVersionError
 from ..redis import connection, scripts
 from ..server.threads import spawn
@@ -79,7 +80,7 @@ class _Embedded:
         self.discovered = False
 
     def _config(self):
-        concurrency = self.concurrency or get_config().embedded_concurrency
+        concurrency = self.concurrency or context.config().embedded_concurrency
         return Config(CONCURRENCY=concurrency)
 
     def boot(self) -> bool:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..conf import get_config
+from .. import context
 from ..redis import connection
 from . import boot, embedded
 
@@ -98,7 +98,7 @@ def post_worker_init(worker: Any) -> None:
         return
 
     cfg = worker.cfg
-    wurk_timeout = get_config().timeout
+    wurk_timeout = context.config().timeout
     budget = drain_budget(wurk_timeout, cfg.graceful_timeout, cfg.timeout)
     if budget < wurk_timeout:
         logger.warning("wurk: TIMEOUT %ss + %ss does not fit gunicorn's graceful_timeout %ss / timeout %ss: "

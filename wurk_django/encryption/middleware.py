@@ -84,7 +84,7 @@ def warn_plaintext(job: dict) -> None:
 def bury(where: context.JobContext, job: dict, exc: EncryptionError) -> None:
     """Kill a job that cannot be decrypted: stored as fetched (its envelope as it is), the
     reason in ``error_message``. Retrying cannot help: the key is gone or the bytes are bad."""
-    from ..server import death
+    from .. import death
 
     logger.error("%s jid=%s cannot be decrypted (%s: %s); moved to the dead set",
                  job.get("class"), job.get("jid"), type(exc).__name__, exc)

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import keys
-from ..redis.connection import get_redis
+from .. import context, keys
 from .rollup import BUCKETS, TTLS
 
 __all__ = ["history", "queue_history", "recent", "set_leader_check", "RANGES"]
@@ -74,7 +73,7 @@ def history(bucket: str = "1m", window: float | None = None, *, now: float | Non
     to what that bucket keeps (a day, a week, 30 days).
     """
     _step, starts = _window(bucket, window, now)
-    client = redis or get_redis()
+    client = context.redis(redis)
     pipe = client.pipeline(transaction=False)
     for start in starts:
         pipe.hmget(keys.throughput_rollup(bucket, start), "p", "f", "ms")
@@ -86,7 +85,7 @@ def queue_history(bucket: str = "1m", window: float | None = None, *, now: float
                   redis: Any = None) -> list[dict[str, Any]]:
     """Size and latency per queue per bucket: ``[{"name", "points": [{"at", "size", "latency"}]}]``."""
     _step, starts = _window(bucket, window, now)
-    client = redis or get_redis()
+    client = context.redis(redis)
     pipe = client.pipeline(transaction=False)
     for start in starts:
         pipe.hgetall(keys.queue_rollup(bucket, start))
@@ -111,7 +110,7 @@ def queue_history(bucket: str = "1m", window: float | None = None, *, now: float
 
 def recent(limit: int = 1000, *, redis: Any = None) -> list[dict[str, Any]]:
     """The last ``limit`` snapshots, oldest first: ``{"at": seconds, field: number, ...}``."""
-    client = redis or get_redis()
+    client = context.redis(redis)
     points = []
     for entry_id, fields in reversed(client.xrevrange(keys.HISTORY_STREAM, count=limit)):
         ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

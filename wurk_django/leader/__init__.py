@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import keys
+from .. import context, keys
 
 if TYPE_CHECKING:
     from .election import Leader
@@ -50,9 +50,8 @@ def is_leader() -> bool:
 def leader_info(redis: Any = None) -> dict[str, Any]:
     """``{"identity", "since", "token"}`` of the cluster's leader now; ``identity`` is
     ``""`` when nobody leads, ``since``/``token`` are None when unknown (a Ruby leader)."""
-    from ..redis.connection import get_redis
 
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     pipe = redis.pipeline(transaction=False)
     pipe.get(keys.LEADER)
     pipe.hgetall(keys.LEADER_INFO)

@@ -20,12 +20,11 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .. import context, signals
+from .. import context, death, signals
 from ..client.push import Client
 from ..conf import Config
+from ..errors import error_class_name
 from ..outcome import Outcome
-from ..server import death
-from ..server.retry import error_class_name
 from .base import OverLimit
 from .options import DEFAULT_RESCHEDULE
 

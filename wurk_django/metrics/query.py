@@ -21,8 +21,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import keys
-from ..redis.connection import get_redis
+from .. import context, keys
 
 __all__ = [
     "BUCKET_BOUNDS_MS",
@@ -168,7 +167,7 @@ class MetricsQuery:
 
     @property
     def redis(self) -> redis_lib.Redis:
-        return self._redis if self._redis is not None else get_redis()
+        return context.redis(self._redis)
 
     def _buckets(self, minutes: int | None, hours: int | None) -> tuple[str, list[tuple[datetime, str]]]:
         """``(granularity, [(bucket start, key), ...])`` newest first, clamped like Sidekiq (CORE-213)."""

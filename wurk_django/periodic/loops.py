@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
-from .. import canonical, keys
-from ..redis.connection import get_redis
+from .. import canonical, context, keys
 from ..text import to_text
 from . import zones
 from .schedule import gettext, parse
@@ -118,7 +117,7 @@ class Loop:
 
     def history(self, redis: Any = None) -> list[tuple[int, str | None]]:
         """The last fires, newest first: ``(fired_at epoch, jid)``."""
-        redis = redis or get_redis()
+        redis = context.redis(redis)
         out = []
         for raw in redis.lrange(keys.loop_history(self.lid), 0, HISTORY_LENGTH - 1):
             try:
@@ -134,7 +133,7 @@ class Loop:
 
 def persist(loop: Loop, redis: Any = None) -> None:
     """``SADD periodic`` and write ``loops:<lid>`` (``paused`` only if not set yet)."""
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     key = keys.loop(loop.lid)
     pipe = redis.pipeline(transaction=True)
     pipe.sadd(keys.PERIODIC, loop.lid)
@@ -148,7 +147,7 @@ def persist(loop: Loop, redis: Any = None) -> None:
 
 def unregister(lid: str, redis: Any = None) -> None:
     """Forget a loop: it stops firing and leaves the dashboard."""
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     pipe = redis.pipeline(transaction=True)
     pipe.srem(keys.PERIODIC, lid)
     pipe.delete(keys.loop(lid), keys.loop_history(lid))
@@ -160,7 +159,7 @@ def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
 
     Stored in Redis, so it holds across deploys (registration never overwrites it).
     """
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     if not redis.exists(keys.loop(lid)):
         return False
     redis.hset(keys.loop(lid), "paused", "1" if paused else "0")
@@ -168,7 +167,7 @@ def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
 
 
 def record_fire(lid: str, fired_at: int, jid: str | None, redis: Any = None) -> None:
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     pipe = redis.pipeline(transaction=False)
     pipe.lpush(keys.loop_history(lid), canonical.dumps([fired_at, jid]))
     pipe.ltrim(keys.loop_history(lid), 0, HISTORY_LENGTH - 1)
@@ -179,7 +178,7 @@ class LoopSet:
     """Every registered loop, read in one round trip."""
 
     def __init__(self, redis: Any = None) -> None:
-        self.redis = redis or get_redis()
+        self.redis = context.redis(redis)
 
     def lids(self) -> list[str]:
         return sorted(to_text(m) for m in self.redis.smembers(keys.PERIODIC))

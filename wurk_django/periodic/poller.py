@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import keys
+from .. import context, keys
 from ..client.push import Client
 from ..redis.connection import get_redis
 from ..redis.scripts import lua
@@ -230,9 +230,7 @@ def fire(lid: str, *, config: Any = None, clock: Callable[[], float] = time.time
     """Fire a loop now, whoever leads and whether or not it is due: enqueue, record
     the fire in its history and move its marks as a tick would. Returns the jid,
     or None for an unknown lid."""
-    from ..conf import get_config
-
-    config = config or get_config()
+    config = context.config(config)
     redis = redis or get_redis(config=config)
     loop = LoopSet(redis).fetch(lid)
     if loop is None:
@@ -254,9 +252,7 @@ def fire(lid: str, *, config: Any = None, clock: Callable[[], float] = time.time
 def enqueue_now(lid: str, *, config: Any = None, redis: Any = None) -> str | None:
     """Push a loop's job once, leaving its marks and history alone (the dashboard's
     "Enqueue now"). Returns the jid, or None for an unknown lid."""
-    from ..conf import get_config
-
-    config = config or get_config()
+    config = context.config(config)
     loop = LoopSet(redis or get_redis(config=config)).fetch(lid)
     if loop is None:
         return None

@@ -16,8 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import keys
-from ..redis.connection import get_redis
+from .. import context, keys
 from . import loops
 from .config import build_loop, entry_loop, resolve_job, ruby_push_defaults
 from .loops import Loop
@@ -39,7 +38,7 @@ class Manager:
 
     @property
     def redis(self):
-        return self._redis or get_redis()
+        return context.redis(self._redis)
 
     def register(self, cron: str, job: Any, *, tz: Any = None, **options: Any) -> Loop:
         """Store a loop now and return it; ``ValueError`` for a bad schedule, class or option."""

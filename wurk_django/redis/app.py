@@ -38,8 +38,9 @@ from typing import Any
 
 import redis
 
-from ..conf import Config, get_config
-from . import wire
+from .. import context
+from ..conf import Config
+from . import pools, wire
 from .connection import app_pool, cached_client, send_commands
 
 _PLAIN = frozenset({bytes, str, int, float})
@@ -66,13 +67,7 @@ def _speaks_resp2(pool: Any) -> bool:
         return _protocols[pool]
     except (KeyError, TypeError):
         pass
-    protocol = getattr(pool, "connection_kwargs", {}).get("protocol")
-    if protocol is None:  # redis-py's default decides, whichever release is installed
-        try:
-            protocol = getattr(pool.connection_class(**pool.connection_kwargs), "protocol", 2)
-        except Exception:  # a pool whose connections cannot be built idle: leave it to redis-py
-            protocol = None
-    answer = str(protocol) == "2"
+    answer = str(pools.protocol_of(pool)) == "2"
     try:
         _protocols[pool] = answer
     except TypeError:  # a pool that cannot be weakly referenced: asked again next time
@@ -103,12 +98,11 @@ class FastRedis(redis.Redis):
             kwargs["protocol"] = 2  # a pool built here: speak what the fast path reads
         super().__init__(*args, **kwargs)
         pool = self.connection_pool
-        kwargs_of_pool = getattr(pool, "connection_kwargs", {})
-        encoding = str(kwargs_of_pool.get("encoding", "utf-8")).lower()
+        encoding = str(pools.options_of(pool).get("encoding", "utf-8")).lower()
         # hiredis writes str arguments as UTF-8; any other encoding stays with redis-py.
         # Client-side caching (redis-py's cache_config) answers from the pool's cache,
         # which only redis-py's own path consults.
-        self._fast = (encoding.replace("-", "") == "utf8" and getattr(pool, "cache", None) is None
+        self._fast = (encoding.replace("-", "") == "utf8" and not pools.caches_replies(pool)
                       and wire.enabled() and _speaks_resp2(pool))
         # Idle connections kept out of the pool for single commands: at most half of
         # it, so pipelines and pub/sub, which check out from the pool, always find one.
@@ -153,6 +147,6 @@ def redis_client(*, decode_responses: bool = False, config: Config | None = None
     process and rebuilt in a forked child. Commands are never replayed after a
     connection error (see the module's docstring).
     """
-    config = config or get_config()
+    config = context.config(config)
     return cached_client("app-decoded" if decode_responses else "app", config,
                          lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))

@@ -1,7 +1,7 @@
 """Redis connections: the one place clients are built, always from a :class:`Config`.
 
-Three constructors, all taking the config explicitly (without one they fall
-back to :func:`get_config`, i.e. Django settings):
+Three constructors, all taking the config explicitly (without one they use
+:func:`wurk_django.context.config`: ``via()``, the running job's, the settings'):
 
 * :func:`get_redis`: the process-wide client for a purpose (``main``,
   ``fetch``, ``ack``), its pool sized from the config's concurrency and
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,10 +30,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..conf import Config, get_config
+from .. import context
+from ..conf import Config
 from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
-from . import eviction, sentinel, wire
+from . import eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
+from .wire import state_of
 
 logger = logging.getLogger("wurk_django.redis")
 
@@ -90,7 +91,7 @@ def _pool(config: Config, kwargs: dict[str, Any]) -> redis.BlockingConnectionPoo
     if target.is_sentinel:
         return sentinel.pool(target, kwargs)
     pool = redis.BlockingConnectionPool.from_url(target.url, **kwargs)
-    pool.connection_class = _redialing_after_readonly(pool.connection_class)
+    pools.wrap_connections(pool, _redialing_after_readonly)
     return pool
 
 
@@ -112,11 +113,13 @@ def _redialing_after_readonly(cls: type) -> type:
                 try:
                     return super().read_response(*args, **kwargs)
                 except redis.ReadOnlyError:
-                    self._wurk_demoted = True
+                    wire.state_of(self).demoted = True
                     raise
 
             def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
-                if self.__dict__.pop("_wurk_demoted", False):
+                state = wire.known_state(self)
+                if state is not None and state.demoted:
+                    state.demoted = False
                     self.disconnect()
                 super().send_packed_command(*args, **kwargs)
 
@@ -129,7 +132,7 @@ def _build(config: Config, *, pool_size: int, socket_timeout: float, options: di
     kwargs = _options(config, socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0), pool_size=pool_size)
     kwargs.update(options)
     pool = _pool(config, kwargs)
-    pool.__class__ = _sharing_the_idle_stack(type(pool))
+    pools.set_class(pool, _sharing_the_idle_stack(type(pool)))
     return redis.Redis(connection_pool=pool)
 
 
@@ -216,7 +219,7 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     (``manage.py wurk -c 50`` after a settings-sized check), a bigger pool takes
     its place, so pools only grow.
     """
-    config = config or get_config()
+    config = context.config(config)
     key = (os.getpid(), purpose, config.redis_target.identity)
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
@@ -247,13 +250,13 @@ def client_for(config: Config) -> redis.Redis:
     choosing a connection. Forgotten whenever :func:`get_redis` could answer otherwise:
     a pool replaced by a bigger one, :func:`reset`, a fork (the child's generation moves
     on, so it never writes on its parent's sockets)."""
-    remembered = config.__dict__.get("_wurk_main_redis")
-    # The target too: a shard's config starts as a copy of its root's, memo included.
+    remembered = config.memo.get("main_redis")
+    # The target too: what was remembered is for the Redis the config pointed at then.
     if remembered is not None and remembered[0] == _generation and remembered[1] is config.redis_target:
         return remembered[2]
     generation = _generation
     client = get_redis(config=config)
-    config.__dict__["_wurk_main_redis"] = (generation, config.redis_target, client)
+    config.memo["main_redis"] = (generation, config.redis_target, client)
     return client
 
 
@@ -275,7 +278,7 @@ def async_redis(config: Config | None = None) -> Any:
     import redis.asyncio as aredis
     from redis.asyncio.retry import Retry as AsyncRetry
 
-    config = config or get_config()
+    config = context.config(config)
     loop = asyncio.get_running_loop()
     with _async_lock:
         for ident, (other, _url, _client) in list(_async_clients.items()):
@@ -305,7 +308,7 @@ def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT)
     """A new one-connection client with ``timeout``-second connect, read and checkout
     timeouts, owned by the caller (close it with ``connection_pool.disconnect()``,
     e.g. before a fork): health and liveness probes get a quick no, never a wait."""
-    config = config or get_config()
+    config = context.config(config)
     kwargs = _options(config, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), pool_size=1)
     kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout, timeout=timeout)
     return redis.Redis(connection_pool=_pool(config, kwargs))
@@ -360,7 +363,7 @@ def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
             return pool.get_connection()  # connects (or fails to) before anything is sent
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise NotSent(f"could not connect to Redis: {exc}") from exc
-    if (not check_idle_after or monotonic() - conn.__dict__.get("_wurk_used", 0.0) >= check_idle_after) \
+    if (not check_idle_after or monotonic() - state_of(conn).used_at >= check_idle_after) \
             and wire.stale(conn):
         conn.disconnect()  # the next write reconnects it
     return conn
@@ -374,7 +377,7 @@ def give_back(client: redis.Redis, conn: Any, keep: int = IDLE_PER_POOL, check_i
         stack = _idle_stacks.setdefault(pool, [])
     if len(stack) < keep:
         if check_idle_after:
-            conn._wurk_used = monotonic()
+            state_of(conn).used_at = monotonic()
         stack.append(conn)
     else:
         pool.release(conn)
@@ -393,19 +396,40 @@ def set_aside(pool: Any, conn: Any) -> None:
     :func:`taken_back`. Only for pools whose every release goes through here: the
     note is then true, and :func:`trim_idle` may close a connection nobody wanted
     for ``UNUSED_SECONDS`` (an idle worker's fetch-slot connection, say)."""
-    conn._wurk_set_aside = monotonic()
+    wire.state_of(conn).set_aside_at = monotonic()
     pool.release(conn)
 
 
 def taken_back(conn: Any) -> Any:
-    conn.__dict__.pop("_wurk_set_aside", None)
+    """``conn``, checked out again after a :func:`set_aside`: no longer unused."""
+    state = wire.known_state(conn)
+    if state is not None:
+        state.set_aside_at = None
     return conn
+
+
+def keep_open_first(conn: Any, first: bool = True) -> None:
+    """Have :func:`trim_idle` keep ``conn`` open before any other connection of its pool
+    (``first=False``: no longer). For the connection the push watch armed: closed, it
+    would make the waiting thread arm again on another (server/fetch/push_watch.py)."""
+    if first:
+        wire.state_of(conn).armed = True
+    else:
+        state = wire.known_state(conn)
+        if state is not None:
+            state.armed = False
+
+
+def _kept_first(conn: Any) -> bool:
+    state = wire.known_state(conn)
+    return state is not None and state.armed
 
 
 def _unused_for(conn: Any, now: float, seconds: float) -> bool:
     """True when ``conn`` was set aside at least ``seconds`` ago; a connection given back
     any other way has no note, and counts as used."""
-    aside = conn.__dict__.get("_wurk_set_aside")
+    state = wire.known_state(conn)
+    aside = None if state is None else state.set_aside_at
     return aside is not None and now - aside >= seconds
 
 
@@ -424,14 +448,11 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
     is closed even when it would be the one kept."""
     closed = 0
     pid = os.getpid()
-    pools = [(client.connection_pool, keep) for key, client in list(_clients.items()) if key[0] == pid]
+    trimmed = [(client.connection_pool, keep) for key, client in list(_clients.items()) if key[0] == pid]
     # A pool replaced by a bigger one (get_redis) keeps whatever it had open, and its
     # holders may still use it now and then: its idle connections are all closed.
-    pools += [(pool, 0) for pool in list(_retired) if getattr(pool, "pid", pid) == pid]
-    for pool, keep in pools:
-        waiting = getattr(pool, "pool", None)  # a BlockingConnectionPool's queue of free connections
-        if waiting is None:
-            continue
+    trimmed += [(pool, 0) for pool in list(_retired) if pools.built_here(pool)]
+    for pool, keep in trimmed:
         stack = _idle_stacks.get(pool)
         while stack:  # send_commands's own idle connections count too: back to the pool first
             try:
@@ -439,17 +460,12 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
             except IndexError:  # a sender took the last one
                 break
             pool.release(conn)
-        taken: list[Any] = []
-        while True:
-            try:
-                taken.append(waiting.get_nowait())
-            except queue.Empty:
-                break
-        # Taken top first: the most recently released first.
+        taken = pools.take_free(pool)  # top first: the most recently released first
+        if taken is None:  # a pool whose free connections cannot be taken: left as it is
+            continue
         open_ = [conn for conn in taken if conn is not None and wire.maybe_connected(conn)]
-        # A connection the push watch armed is kept before any other: closed, it would
-        # make the waiting thread arm again on another (server/push_watch.py).
-        open_.sort(key=lambda conn: "_wurk_armed" not in conn.__dict__)
+        # A connection the push watch armed is kept before any other (keep_open_first).
+        open_.sort(key=lambda conn: not _kept_first(conn))
         now = monotonic()
         kept = [conn for conn in open_[:keep] if not _unused_for(conn, now, UNUSED_SECONDS)]
         kept_ids = {id(conn) for conn in kept}
@@ -458,8 +474,7 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
             disconnect_quietly(conn)
         closed += len(surplus)
         rest = [conn for conn in taken if id(conn) not in kept_ids]
-        for conn in [*reversed(rest), *reversed(kept)]:  # bottom first: the open ones end on top
-            waiting.put_nowait(conn)
+        pools.put_free(pool, [*reversed(rest), *reversed(kept)])  # bottom first: the open ones end on top
     return closed
 
 
@@ -625,8 +640,10 @@ def reset() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _async_lock
-    # Another thread of the parent may have held it at the fork: the child's copy would stay held.
+    global _lock, _async_lock
+    # Another thread of the parent may have held them at the fork (a co-hosted respawn forks
+    # while host threads run): the child's copies would stay held.
+    _lock = threading.Lock()
     _async_lock = threading.Lock()
     _clients.clear()
     _forget_remembered()
@@ -665,7 +682,7 @@ def check_server(client: redis.Redis, config: Config | None = None) -> str:
     """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606) and, unless
     ``ALLOW_EVICTION`` is True, a ``maxmemory-policy`` that may evict keys (issue 43
     item 3). A policy the server does not tell is warned about. Returns the version."""
-    config = config or get_config()
+    config = context.config(config)
     url = config.redis_url
     if cluster_enabled(client):
         raise RedisClusterError(cluster_refusal(url))

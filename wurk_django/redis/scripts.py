@@ -36,10 +36,12 @@ import hashlib
 import logging
 import re
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import redis
+import redis.client
 
 logger = logging.getLogger("wurk_django")
 
@@ -59,14 +61,15 @@ def source(name: str) -> str:
     return _INCLUDE.sub(lambda found: source(found.group(1)).rstrip("\n"), path.read_text())
 
 
-def script(client: redis.Redis, name: str):
-    """A callable ``(keys=[...], args=[...], client=None)`` for ``lua/<name>.lua``."""
-    cache = client.__dict__.setdefault("_wurk_scripts", {})
-    found = cache.get(name)
-    if found is None:
-        found = cache[name] = client.register_script(source(name))
-        _remember(found.sha, source(name))
-    return found
+def script(client: redis.Redis, name: str) -> Callable[..., Any]:
+    """A callable ``(keys=[...], args=[...], client=None)`` for ``lua/<name>.lua`` on
+    ``client`` (or on the ``client`` it is given)."""
+    found = lua(name)
+
+    def run(keys: Sequence[Any] = (), args: Sequence[Any] = (), client: Any = client) -> Any:
+        return found(client, keys, args)
+
+    return run
 
 
 class Lua:
@@ -78,11 +81,20 @@ class Lua:
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
         _remember(self.sha, self.source)
 
-    def __call__(self, client: redis.Redis, keys: list[Any] = (), args: list[Any] = ()) -> Any:
-        """Run it now (EVALSHA; loaded again on ``NOSCRIPT``)."""
-        return script(client, self.name)(keys=list(keys), args=list(args))
+    def __call__(self, client: redis.Redis, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        """Run it now: ``EVALSHA``, and on ``NOSCRIPT`` (a Redis restarted or flushed since
+        it was loaded) ``SCRIPT LOAD`` and ``EVALSHA`` again. On a pipeline it is queued,
+        and the pipeline loads it before it executes (redis-py's ``Script``)."""
+        keys = list(keys)
+        if isinstance(client, redis.client.Pipeline):
+            return client.register_script(self.source)(keys=keys, args=list(args))
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
 
-    def command(self, keys: list[Any] = (), args: list[Any] = ()) -> tuple[Any, ...]:
+    def command(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> tuple[Any, ...]:
         """The ``EVALSHA`` command to send inside another round trip."""
         keys = list(keys)
         return ("EVALSHA", self.sha, len(keys), *keys, *args)

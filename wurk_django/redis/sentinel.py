@@ -58,7 +58,7 @@ from redis.sentinel import (
 )
 
 from ..text import to_text
-from . import wire
+from . import pools, wire
 from .targets import RedisTarget
 
 logger = logging.getLogger("wurk_django.redis")
@@ -202,8 +202,8 @@ class _RoleChecked:
 
     def connect_to(self, address: Any) -> None:
         super().connect_to(address)  # type: ignore[misc]
-        proxy = self.connection_pool  # type: ignore[attr-defined]
-        if not proxy.is_master:
+        side = pools.sentinel_primary(self)
+        if side is None:  # a connection to a replica: no role to check
             return
         self.send_command("ROLE")  # type: ignore[attr-defined]
         reply = self.read_response()  # type: ignore[attr-defined]
@@ -212,11 +212,11 @@ class _RoleChecked:
             role = role.decode()
         if role != "master":
             self.disconnect()  # type: ignore[attr-defined]
-            manager = proxy.sentinel_manager
+            manager = side.manager
             if isinstance(manager, WatchedSentinel):
                 state_for(manager.identity).forget((address[0], int(address[1])))
             raise redis.ConnectionError(f"Redis at {address[0]}:{address[1]} answers as a {role}, not the primary "
-                                        f"of {proxy.service_name}")
+                                        f"of {side.service}")
 
 
 class RoleCheckedConnection(_RoleChecked, SentinelManagedConnection):
@@ -247,7 +247,7 @@ class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool)
             redis.BlockingConnectionPool.disconnect(self)
             return
         # redis-py 5.x's BlockingConnectionPool.disconnect() has no inuse_connections argument.
-        for conn in [c for c in list(self.pool.queue) if c is not None]:
+        for conn in pools.free_connections(self):
             conn.disconnect()
 
 
@@ -255,10 +255,10 @@ def follow_primary(conn: Any) -> None:
     """Close ``conn`` if it is connected to another server than the primary its pool
     last heard of (none while a failover fences the old one); it dials on its next
     command. Free for other connection classes."""
-    proxy = getattr(conn, "connection_pool", None)
-    if proxy is None or not getattr(proxy, "is_master", False) or not wire.maybe_connected(conn):
+    side = pools.sentinel_primary(conn)
+    if side is None or not wire.maybe_connected(conn):
         return
-    if (conn.host, conn.port) != proxy.master_address:
+    if (conn.host, conn.port) != side.primary:
         conn.disconnect()
 
 
@@ -340,8 +340,8 @@ def _fence(target: RedisTarget, old: Address) -> None:
     logger.warning("Redis Sentinel: %s is failing over from %s:%s; writes wait for the new primary",
                    target.service, *old)
     for each in _pools_of(target):
-        if each.proxy.master_address == old:
-            each.proxy.master_address = None
+        if pools.heard_primary(each) == old:
+            pools.hear_primary(each, None)
             _close_idle(each)
 
 
@@ -359,8 +359,8 @@ def _switch(target: RedisTarget, primary: Address, old: Address | None = None) -
         state.lift()
     previous, state.following = state.following, primary
     for each in _pools_of(target):
-        if each.proxy.master_address != primary:
-            each.proxy.master_address = primary
+        if pools.heard_primary(each) != primary:
+            pools.hear_primary(each, primary)
             _close_idle(each)
     if previous is not None and previous != primary:
         logger.warning("Redis Sentinel: %s moved from %s:%s to %s:%s", target.service, *previous, *primary)

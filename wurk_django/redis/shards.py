@@ -53,10 +53,12 @@ def current() -> Shard | None:
     return conf.VIA.get()
 
 
-def route(config: Config, *, named: Shard | None = None, job_class: Any = None, queue: str | None = None) -> Config:
-    """The config a push goes through (the order is in the module doc)."""
+def route(config: Config, *, named: Shard | None = None, job_class: Any = None, queue: str | None = None,
+          via: bool = True) -> Config:
+    """The config a push goes through (the order is in the module doc); ``via=False``
+    for a client handed its config, which the enclosing ``via()`` block does not change."""
     shard = named
-    if shard is None:
+    if shard is None and via:
         shard = conf.VIA.get()
     if shard is None and job_class is not None:
         shard = getattr(job_class, "shard", None)

@@ -1,4 +1,5 @@
-"""The socket fast path, and the one module that reaches into redis-py's internals.
+"""The socket fast path, wurk's state per connection, and the one module that reaches
+into redis-py's connections (its pools' undocumented parts are :mod:`pools`'s).
 
 The fetch + ACK batch runs once per job, a push once per enqueue, and job code's
 ``redis_client()`` once per command. Going through ``Connection.send_packed_command``
@@ -13,8 +14,13 @@ It needs things redis-py does not promise: that a connection keeps its socket in
 exception classes), that hiredis packs a command into the bytes redis-py would
 send, the option names of ``Redis.parse_response``, and libc's ``send`` through
 ctypes (where that cannot be had, small writes take ``sendall`` like the rest).
-Every such reach in the package is in this file, so a redis-py release
-that moves one of them breaks this file and nothing else. :func:`enabled` checks
+Every such reach into a connection is in this file (into a pool: pools.py), so a
+redis-py release that moves one of them breaks this file and nothing else
+(tests/redis/test_internals_layout.py holds the rule).
+
+What wurk keeps per connection, for this path and for connection.py, is one
+:class:`ConnectionState` beside it (:func:`state_of`), never an attribute on
+redis-py's object. :func:`enabled` checks
 those assumptions once, at first use; when one does not hold it says why in one
 WARNING line and the whole process takes redis-py's public calls instead
 (``send_packed_command`` / ``read_response``, ``connect``, ``can_read``): slower,
@@ -50,6 +56,7 @@ import socket
 import struct
 import sys
 import threading
+import weakref
 from time import perf_counter
 from typing import Any
 
@@ -368,31 +375,104 @@ def finish_reply(client: Any, name: Any, reply: Any, options: dict[str, Any]) ->
 
 # -- the fast path itself ----------------------------------------------------------------------
 
-class _State:
-    """The reader for one socket; replaced whenever the connection reconnects."""
+class ConnectionState:
+    """What wurk keeps about one redis-py connection: the wrapper of our own around it.
 
-    __slots__ = ("sock", "reader", "buffer", "plain", "kernel_timeout", "owed", "spin_skip", "spin_misses")
+    It lives beside the connection, in a table keyed by the connection object
+    (:func:`state_of`), never as an attribute on it: redis-py owns its objects, and
+    the same table serves every connection whoever built its pool (wurk's pools, a
+    Sentinel pool, a django-redis pool handed to ``FastRedis``). An entry goes when
+    its connection is garbage-collected; a forked child starts with an empty table
+    (its parent's sockets are never its to read).
 
-    def __init__(self, sock: Any, parse_error: Any, encoder: Any = None) -> None:
-        self.sock = sock
-        # Replies to commands written by send_unanswered, read (and dropped) by the next
-        # exchange before its own. A new socket starts with none: the old one's went with it.
-        self.owed = 0
+    Two kinds of fields. Those of the socket (the reader, the replies still owed,
+    the kernel's timeout, polling counts) describe ``sock``, and are forgotten
+    together as soon as the connection holds another socket (:meth:`on_socket`):
+    a reconnect loses what the old one owed. Those of the connection (when it was
+    last used or set aside, whether the push watch armed it, whether it met
+    ``READONLY``) stay across reconnects; their owners are
+    :mod:`wurk_django.redis.connection` and :mod:`wurk_django.server.fetch.push_watch`.
+    """
+
+    __slots__ = ("sock", "reader", "buffer", "plain", "kernel_timeout", "owed", "spin_skip", "spin_misses",
+                 "used_at", "set_aside_at", "armed", "demoted", "ref")
+
+    def __init__(self) -> None:
+        #: The socket the fields below it describe (None: none yet).
+        self.sock: Any = None
+        #: The hiredis reader of :func:`exchange` for ``sock`` (None until the fast path reads on it).
+        self.reader: Any = None
+        self.buffer: bytearray | None = None
         # A plain TCP or Unix socket (not TLS, not a green-thread wrapper) can wait
         # with the kernel's timeout instead of Python's; see _wait_in_kernel.
-        self.plain = _KERNEL_TIMEOUTS and type(sock) is socket.socket
+        self.plain = False
         self.kernel_timeout: float | None = None
+        #: Replies to commands written by send_unanswered (or noted by note_owed) on
+        #: ``sock``, read (and dropped) before the next round trip's own.
+        self.owed = 0
         # Polling for replies (exchange's spin): round trips left that skip it, and how
         # many polls in a row ran out before their reply came (the skip doubles with each).
         self.spin_skip = 0
         self.spin_misses = 0
-        if encoder is not None and encoder.decode_responses:
-            # The replies a client built with decode_responses=True would give.
-            self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error,
-                                         encoding=encoder.encoding, errors=encoder.encoding_errors)
-        else:
-            self.reader = hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error)
-        self.buffer = bytearray(_BUFFER)
+        #: When wurk last gave the connection back to an idle stack (monotonic; 0.0: never).
+        self.used_at = 0.0
+        #: When it was last set aside in its pool and not taken back since (monotonic), or None.
+        self.set_aside_at: float | None = None
+        #: Whether the push watch's tracking is armed on it (kept open before the others).
+        self.armed = False
+        #: Whether it met ``READONLY`` and must dial again before its next command.
+        self.demoted = False
+        # The weak reference to the connection whose death drops this entry (see state_of).
+        self.ref: Any = None
+
+    def on_socket(self, sock: Any) -> None:
+        """The connection now holds ``sock``: forget what belonged to the previous socket."""
+        self.sock = sock
+        self.reader = self.buffer = None
+        self.plain = _KERNEL_TIMEOUTS and type(sock) is socket.socket
+        self.kernel_timeout = None
+        self.owed = self.spin_skip = self.spin_misses = 0
+
+
+# Connection id -> its state. Keyed by id, not by the object (a WeakKeyDictionary costs
+# a weak reference per lookup, on a path that looks up once per round trip); the weak
+# reference each entry holds drops it when the connection dies, before its id can be reused.
+_states: dict[int, ConnectionState] = {}
+# The connections whose class refuses weak references, kept alive so their ids stay theirs.
+_pinned: dict[int, Any] = {}
+
+
+def state_of(conn: Any) -> ConnectionState:
+    """``conn``'s :class:`ConnectionState`, made on first use."""
+    state = _states.get(id(conn))
+    return state if state is not None else _new_state(conn)
+
+
+def _new_state(conn: Any) -> ConnectionState:
+    key = id(conn)
+    state = _states.get(key)
+    if state is None:
+        state = ConnectionState()
+        try:
+            state.ref = weakref.ref(conn, lambda _ref, key=key: _states.pop(key, None))
+        except TypeError:  # a connection class with __slots__ and no __weakref__
+            _pinned[key] = conn
+        state = _states.setdefault(key, state)  # two threads first using one connection: one state
+    return state
+
+
+def known_state(conn: Any) -> ConnectionState | None:
+    """``conn``'s :class:`ConnectionState` if it has one yet (None: wurk never used it)."""
+    return _states.get(id(conn))
+
+
+def _forget_states() -> None:
+    # A forked child never reads its parent's sockets, nor writes on them.
+    _states.clear()
+    _pinned.clear()
+
+
+os.register_at_fork(after_in_child=_forget_states)
 
 
 def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False, spin: float = 0.0) -> list[Any]:
@@ -481,18 +561,30 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False,
     return replies
 
 
-def _socket_state(conn: Any) -> tuple[Any, _State]:
-    """``conn``'s socket (connecting first if it has none) and the reader kept beside it."""
+def _socket_state(conn: Any) -> tuple[Any, ConnectionState]:
+    """``conn``'s socket (connecting first if it has none) and the state kept beside it,
+    with a reader for that socket."""
     sock = conn._sock
     if sock is None:
         conn.connect()
         sock = conn._sock
-    state = conn.__dict__.get("_wurk_wire")
-    if state is None or state.sock is not sock:
+    state = _states.get(id(conn)) or _new_state(conn)
+    if state.sock is not sock:
+        state.on_socket(sock)
+    if state.reader is None:
         parser = getattr(conn, "_parser", None)
         parse_error = getattr(parser, "parse_error", None) or redis.ResponseError
-        state = conn.__dict__["_wurk_wire"] = _State(sock, parse_error, getattr(conn, "encoder", None))
+        state.reader = _reader(parse_error, getattr(conn, "encoder", None))
+        state.buffer = bytearray(_BUFFER)
     return sock, state
+
+
+def _reader(parse_error: Any, encoder: Any) -> Any:
+    if encoder is not None and encoder.decode_responses:
+        # The replies a client built with decode_responses=True would give.
+        return hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error,
+                              encoding=encoder.encoding, errors=encoder.encoding_errors)
+    return hiredis.Reader(protocolError=redis.InvalidResponse, replyError=parse_error)
 
 
 def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = False) -> None:
@@ -535,11 +627,9 @@ def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = 
 def owes(conn: Any) -> bool:
     """Whether replies written by :func:`send_unanswered` (or noted by :func:`note_owed`)
     on ``conn`` are still unread."""
-    state = conn.__dict__.get("_wurk_wire")
-    if state is not None and state.owed > 0 and state.sock is conn._sock:
-        return True
-    noted = conn.__dict__.get("_wurk_owed")
-    return noted is not None and noted[0] is getattr(conn, "_sock", None) and noted[1] > 0
+    state = _states.get(id(conn))
+    return state is not None and state.owed > 0 and state.sock is not None \
+        and state.sock is getattr(conn, "_sock", None)
 
 
 def can_owe(conn: Any) -> bool:
@@ -550,22 +640,24 @@ def can_owe(conn: Any) -> bool:
 
 def note_owed(conn: Any, count: int) -> None:
     """redis-py's path wrote ``count`` commands on ``conn`` whose replies are read later."""
+    state = state_of(conn)
     sock = conn._sock
-    noted = conn.__dict__.get("_wurk_owed")
-    before = noted[1] if noted is not None and noted[0] is sock else 0
-    conn.__dict__["_wurk_owed"] = (sock, before + count)
+    if state.sock is not sock:
+        state.on_socket(sock)
+    state.owed += count
 
 
 def take_owed(conn: Any) -> int:
     """How many replies redis-py's path must read (and drop) first on ``conn``: none when
     the socket they were owed on is gone."""
-    noted = conn.__dict__.pop("_wurk_owed", None)
-    if noted is None or noted[0] is None or noted[0] is not getattr(conn, "_sock", None):
+    state = _states.get(id(conn))
+    if state is None or not state.owed:
         return 0
-    return noted[1]
+    owed, state.owed = state.owed, 0
+    return owed if state.sock is not None and state.sock is getattr(conn, "_sock", None) else 0
 
 
-def _wait_in_kernel(state: _State, sock: socket.socket) -> None:
+def _wait_in_kernel(state: ConnectionState, sock: socket.socket) -> None:
     """Make ``sock`` blocking, with its timeout kept by the kernel (``SO_RCVTIMEO``,
     ``SO_SNDTIMEO``) instead of by Python.
 

@@ -149,12 +149,6 @@ def flush_output() -> None:
             pass
 
 
-def _reinit_global_locks() -> None:
-    # A co-hosted respawn forks while host threads may hold these locks; a lock
-    # copied in the held state would never be released in the child.
-    connection._lock = threading.Lock()
-
-
 def run_child(config: Config, *, index: int, parent_pid: int, quiet: bool,
               inherited_pipe: SignalPipe | None, unblock: Any = None) -> NoReturn:
     """Boot and run a worker in this freshly forked process, then ``os._exit``.
@@ -206,8 +200,10 @@ def check_redis(config: Config, attempts: int = BOOT_CHECK_ATTEMPTS, delay: floa
 
 
 def _serve(config: Config, *, index: int, parent_pid: int, quiet: bool, boot: _BootSignals) -> int:
-    _reinit_global_locks()
-    connection.reset()  # pools are per pid already; this drops any the fork hook missed
+    # The fork hook of wurk_django.redis.connection gave this process new locks and no pools
+    # (a co-hosted respawn forks while host threads may hold the parent's); this drops any
+    # pool it missed.
+    connection.reset()
     check_redis(config)
     child_forked.send(sender=config, index=index)
 

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from .. import keys, payload
-from ..conf import Config, get_config
+from .. import context, keys, payload
+from ..conf import Config
 from ..errors import WurkError
-from ..redis.connection import get_redis
 from . import death
 
 logger = logging.getLogger("wurk_django.worker")
@@ -72,7 +71,7 @@ def recovered(raw: bytes | str, pill: Pill | None = None, config: Config | None 
     """Tell the recovery callbacks that ``raw`` came back (``pill`` None) or was buried
     as a poison pill. A callback that raises is logged: recovery goes on regardless."""
     try:
-        configured = (config or get_config()).recovery_callback
+        configured = context.config(config).recovery_callback
     except Exception:  # a setting that cannot be read must not stop the reaper either
         logger.exception("RECOVERY_CALLBACK could not be read")
         configured = None
@@ -119,12 +118,12 @@ def _key(jid: str) -> str:
 def recovery_count(jid: str, redis: redis_lib.Redis | None = None) -> int:
     if not jid:
         return 0
-    return int((redis or get_redis()).get(_key(jid)) or 0)
+    return int(context.redis(redis).get(_key(jid)) or 0)
 
 
 def clear(jid: str, redis: redis_lib.Redis | None = None) -> None:
     if jid:
-        (redis or get_redis()).delete(_key(jid))
+        context.redis(redis).delete(_key(jid))
 
 
 def jid_of(raw: bytes) -> str | None:
@@ -143,7 +142,7 @@ def track(raw: bytes, queue: str, redis: redis_lib.Redis | None = None) -> Pill 
     INCR and EXPIRE are two plain commands, never replayed: a replay after a
     lost reply would count twice and could kill a healthy job.
     """
-    redis = redis or get_redis()
+    redis = context.redis(redis)
     try:
         job = payload.loads(raw)
     except Exception:
@@ -169,7 +168,7 @@ def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> Pill:
     logger.error("poison pill: %s (jid %s, queue %s)", error, pill.jid, pill.queue)
     score = None
     if job.get("dead") is not False:
-        job.setdefault("failed_at", (config or get_config()).wire_format.now())
+        job.setdefault("failed_at", context.config(config).wire_format.now())
         job["error_class"] = f"{Poisoned.__module__}.{Poisoned.__qualname__}"
         job["error_message"] = str(error)
         score = time.time()
@@ -179,7 +178,7 @@ def bury_pill(pill: Pill, raw: bytes, config: Config | None = None) -> Pill:
         stored = raw
     pill = dataclasses.replace(pill, job_string=pill.job_string or raw.decode("utf-8", "replace"),
                                dead_score=score)
-    death.die(job, error, reason=death.POISON, config=config or get_config(), raw=stored, now=score)
+    death.die(job, error, reason=death.POISON, config=context.config(config), raw=stored, now=score)
     info = {"jid": pill.jid, "klass": pill.klass, "count": pill.count, "queue": pill.queue}
     with _callbacks_lock:
         callbacks = list(_callbacks)

@@ -72,7 +72,8 @@ from ..client.writer import Writer
 from ..conf import Config
 from ..redis.connection import get_redis
 from ..redis.scripts import lua
-from . import buried, pidspace, poison
+from ..results import buried
+from . import pidspace, poison
 from .fetch.reliable import private_list
 from .fetch.slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL

@@ -22,47 +22,54 @@ import redis as redis_lib
 from .. import backtrace, keys, payload, signals
 from ..client.writer import Writer
 from ..conf import Config
-from ..errors import BookingFailed, Shutdown
+from ..errors import MESSAGE_LIMIT, BookingFailed, caused_by_shutdown, error_class_name, error_message  # noqa: F401 - theirs now
 from ..outcome import Outcome
 from ..reporting import report
 from . import death
 
 logger = logging.getLogger("wurk_django.worker")
 
-MESSAGE_LIMIT = 10_000
 # Redis unreachable: the booking is left to the caller, who keeps the job un-ACKed.
 TRANSIENT = (redis_lib.ConnectionError, redis_lib.TimeoutError)
-_UNREADABLE = "!!! ERROR MESSAGE THREW AN ERROR !!!"
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``module.QualName``, or the bare name for builtins (CORE-025)."""
-    cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
-def error_message(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not stop the booking
-        return _UNREADABLE
-    return text.encode("utf-8", "replace").decode("utf-8")[:MESSAGE_LIMIT]
-
-
-def caused_by_shutdown(exc: BaseException) -> bool:
-    """True when ``Shutdown`` is anywhere in the cause chain (CORE-121), cycle-safe."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, Shutdown):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def default_delay(count: int) -> int:
     return count**4 + 15
+
+
+# -- the retry limit: the one rule ----------------------------------------------
+
+
+def limit_of(job: dict, default: int, job_class: Any = None, exc: BaseException | None = None) -> int:
+    """How many retries ``job`` may have after failing with ``exc``.
+
+    A job class may decide per failure with a ``retry_limit(job, exc)`` class method
+    (a Celery task's ``self.retry(max_retries=N)`` does): a number, ``True`` for the
+    default, or ``None`` to leave it to the payload. Otherwise the payload's ``retry``
+    when it is a number, else ``default`` (``WURK["MAX_RETRIES"]``).
+    """
+    hook = getattr(job_class, "retry_limit", None) if job_class is not None and exc is not None else None
+    limit = hook(job, exc) if hook is not None else None
+    if limit is None:
+        limit = job.get("retry")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else default
+
+
+def exhausted(job: dict, limit: int, now: float | None = None) -> bool:
+    """Whether a failure of the run of ``job`` (the payload as fetched) ends it for good
+    rather than booking a retry: retries are off, its ``retry_for`` window has passed
+    since its first failure, or this failure's retry count reaches ``limit``. (A job's
+    ``retry_in`` hook may still end it sooner: ``"kill"`` or ``"discard"``.)"""
+    if not payload.truthy(job.get("retry")):
+        return True
+    now = time.time() if now is None else now
+    retry_for = job.get("retry_for")
+    if retry_for is not None:
+        first_failed = payload.epoch_seconds(job.get("failed_at")) or now
+        return first_failed + float(retry_for) < now
+    # The first failure is booked with retry_count 0, each later one adds one.
+    count = int(job.get("retry_count") or 0) + 1 if "retry_count" in job else 0
+    return count >= limit
 
 
 class Retrier:
@@ -117,12 +124,11 @@ class Retrier:
     # -- booking ----------------------------------------------------------
 
     def _attempt(self, job_class: Any, msg: dict, queue: str, exc: BaseException) -> Outcome:
-        retry = msg.get("retry")
-        max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else self.config.max_retries
+        now = time.time()
+        ends = exhausted(msg, limit_of(msg, self.config.max_retries, job_class, exc), now)
         msg["queue"] = msg.get("retry_queue") or queue
         msg["error_message"] = error_message(exc)
         msg["error_class"] = error_class_name(exc)
-        now = time.time()
         if "retry_count" in msg:
             msg["retried_at"] = self.config.wire_format.at(now)
             msg["retry_count"] = int(msg["retry_count"] or 0) + 1
@@ -132,13 +138,7 @@ class Retrier:
         count = msg["retry_count"]
         self._add_backtrace(msg, exc)
 
-        retry_for = msg.get("retry_for")
-        if retry_for is not None:
-            first_failed = payload.epoch_seconds(msg.get("failed_at")) or now
-            exhausted = first_failed + float(retry_for) < now
-        else:
-            exhausted = count >= max_retries
-        if exhausted:
+        if ends:
             return self._exhausted(job_class, msg, exc)
 
         delay = self._delay(job_class, count, exc, msg)

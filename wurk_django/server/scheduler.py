@@ -31,11 +31,12 @@ from ..client.operations import wake_args
 from ..conf import Config
 from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
+from ..processes import prune_processes
+from ..redis import pools
 from ..redis.connection import get_redis, send_commands
 from ..redis.scripts import script
 from . import death, subscriber
 from .outage import is_outage
-from .processes import prune_processes
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -116,7 +117,7 @@ class Scheduler:
     def start(self) -> None:
         self.loop.start()
         if self._listening is None:
-            db = get_redis(config=self.config).connection_pool.connection_kwargs.get("db", 0)
+            db = pools.database_of(get_redis(config=self.config))
             self._listening = subscriber.for_config(self.config).listen(schedule_wake_channel(db),
                                                                          self._heard_message)
 

@@ -37,7 +37,7 @@ from typing import Any
 import redis as redis_lib
 
 from ..conf import Config
-from ..redis import sentinel
+from ..redis import pools, sentinel
 from ..redis.connection import disconnect_quietly, get_redis
 from .threads import spawn
 
@@ -146,8 +146,7 @@ class Subscriber:
         disconnect_quietly(conn)
 
     def _dial(self, listeners: list[_Listener]) -> Any:
-        pool = get_redis("watch", pool_size=2, config=self.config).connection_pool
-        conn = pool.make_connection()
+        conn = pools.new_connection(get_redis("watch", pool_size=2, config=self.config).connection_pool)
         try:
             conn.connect()
             conn.send_command("CLIENT", "ID")

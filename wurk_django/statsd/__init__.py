@@ -48,7 +48,7 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from ..conf import get_config
+from .. import context
 from .client import UDPClient, format_metric
 from .settings import StatsdSettings
 
@@ -94,7 +94,7 @@ def _setting() -> StatsdSettings | None:
     if not django_settings.configured:
         return None  # a bare script: no metrics
     try:
-        return get_config().statsd
+        return context.config().statsd
     except Exception:  # bad settings: ``manage.py check`` and the worker's boot report them
         return None
 

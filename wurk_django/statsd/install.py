@@ -83,7 +83,7 @@ def _batch_succeeded(sender, duration: float, **_kw) -> None:
 
 
 def _poison(job: dict, exc: BaseException, reason: str) -> None:
-    from ..server.death import POISON  # here, not at the top: the client part must not load the engine
+    from ..death import POISON
 
     if client() is None:
         return
@@ -111,13 +111,18 @@ def install_client() -> None:
     client()  # with statsd on, building the client connects jobs.enqueued (connect_enqueued)
 
 
+def install_death() -> None:
+    """Count poison pills."""
+    from .. import death
+
+    death.register_handler("statsd", _poison, position=90)
+
+
 def install_server() -> None:
-    from ..server import death
     from ..server.run import observers
     from .observer import observe
 
     observers.register("statsd", observe)
-    death.register_handler("statsd", _poison, position=90)
     signals.job_expired.connect(_expired, weak=False, dispatch_uid="wurk_statsd_expired")
     signals.jobs_recovered.connect(_recovered_fetch, weak=False, dispatch_uid="wurk_statsd_recovered_fetch")
     signals.job_rate_limited.connect(_rate_limited, weak=False, dispatch_uid="wurk_statsd_rate_limited")

@@ -7,7 +7,7 @@ Each enqueue pushes one Sidekiq-format job::
      "args": [[42], {"copy": true}], "jid": "<TaskResult.id>", "retry": true,
      "task": {"priority": 0, "queue_name": "default", "backend": "default", ...}}
 
-and writes the result record (:mod:`.results`) in the same round trip.
+and writes the first result record (:mod:`wurk_django.results.record`) in the same round trip.
 
 Priority is two-level (DJ-015): a task with ``priority > 0`` goes to the end
 of its queue that workers take from next; every other priority is pushed
@@ -29,23 +29,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections import defaultdict
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import checks
 from django.db import transaction
 
-from .. import payload, testing
-from ..client.arguments import check_arguments
-from ..client.push import Client, _enqueued, normalize, validate
-from ..client.writer import AsyncWriter, Writer
-from ..conf import QUEUE_NAME, QUEUE_NAME_RULE, Config, get_config
-from ..middleware import client_chain
-from ..redis import shards
-from ..redis.connection import async_redis, get_redis
+from .. import context, payload
+from ..client.planning import Companions, Planned
+from ..client.push import Client
+from ..conf import QUEUE_NAME, QUEUE_NAME_RULE
+from ..redis.connection import async_redis
+from ..results.record import push_commands, waiting_state
 from . import results
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -91,43 +87,17 @@ def _valid_retry(value: Any) -> bool:
     return value is None or isinstance(value, bool) or (isinstance(value, int) and value >= 0)
 
 
-def _write_groups(jobs: list[dict], records: dict[str, dict[str, Any]],
-                  ttl: int) -> list[tuple[list[dict], list[tuple[Any, ...]], bool]]:
-    """``(jobs, extra commands, front)`` per round trip: the result records ride with
-    their jobs as extra commands, and high-priority tasks go to the end workers take
-    from next (``front``: RPUSH, DJ-015)."""
-    groups: dict[bool, list[dict]] = defaultdict(list)
-    for job in jobs:
-        front = "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
-        groups[front].append(job)
-    planned = []
-    for front, group in groups.items():
-        extra: list[tuple[Any, ...]] = []
-        for job in group:
-            record = records.get(job["jid"])
-            fields = [part for pair in results.encode(record).items() for part in pair] if record else []
-            if fields:
-                key = results.key(job["jid"])
-                extra += [("HSET", key, *fields), ("EXPIRE", key, ttl)]
-        planned.append((group, extra, front))
-    return planned
+def _companions(record: dict[str, Any], ttl: int) -> Companions:
+    """What a task's push carries: its result record, written in the push's round trip, and
+    the end workers take from next for a high-priority task (``RPUSH``, DJ-015)."""
 
+    def commands(job: dict) -> list[tuple[Any, ...]]:
+        return push_commands(job["jid"], record, ttl) if record else []
 
-class _TaskClient(Client):
-    """The normal client, plus the result record in the push round trip and RPUSH for high priority."""
+    def front(job: dict) -> bool:
+        return "at" not in job and (job.get("task") or {}).get("priority", 0) > 0
 
-    def __init__(self, records: dict[str, dict[str, Any]], ttl: int) -> None:
-        super().__init__()
-        self.records = records
-        self.ttl = ttl
-
-    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
-        # Extra commands on the one write path, so testing modes and the reliable-push buffer still apply.
-        if testing.intercept(jobs, self.config):
-            return
-        writer = Writer(config or self.config, self._redis)
-        for group, extra, front in _write_groups(jobs, self.records, self.ttl):
-            writer.push(group, extra=extra, front=front)
+    return Companions(commands=commands, front=front)
 
 
 class WurkBackend(BaseTaskBackend):
@@ -149,7 +119,7 @@ class WurkBackend(BaseTaskBackend):
     @property
     def enqueue_on_commit(self) -> bool:
         value = self.options.get("ENQUEUE_ON_COMMIT")
-        return get_config().enqueue_on_commit if value is None else bool(value)
+        return context.config().enqueue_on_commit if value is None else bool(value)
 
     def validate_task(self, task: Task) -> None:
         if isinstance(task.run_after, dt.timedelta):
@@ -192,8 +162,8 @@ class WurkBackend(BaseTaskBackend):
         }
         if task.run_after is not None:
             item["at"] = results.run_after_epoch(task.run_after)
-        record = {
-            "state": "scheduled" if task.run_after is not None else "enqueued",
+        first = {
+            "state": waiting_state(task.run_after is not None),
             "class": task.module_path,
             "task": meta,
             "args": result.args,
@@ -202,48 +172,50 @@ class WurkBackend(BaseTaskBackend):
             "worker_ids": [],
             "ttl": self.result_ttl,
         }
-        return result, item, record
+        return result, item, first
 
     def _after_push(self, result: TaskResult, record: dict[str, Any]) -> None:
         object.__setattr__(result, "enqueued_at", results.to_datetime(record.get("enqueued_at")))
         task_enqueued.send(type(self), task_result=result)
 
-    def _push(self, result: TaskResult, item: dict[str, Any], record: dict[str, Any]) -> None:
+    def _write(self, client: Client, planned: Planned | None, result: TaskResult, record: dict[str, Any]) -> None:
+        if planned is None:
+            return  # a client middleware stopped it
         record["enqueued_at"] = payload.now_ms()
-        client = _TaskClient({result.id: record}, self.result_ttl)
-        if client.push(item) is not None:
-            self._after_push(result, record)
+        client.write(planned)
+        self._after_push(result, record)
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        """Push the task; inside ``atomic()`` with ENQUEUE_ON_COMMIT, at commit (DJ-013, DJ-023)."""
+        """Push the task; inside ``atomic()`` with ENQUEUE_ON_COMMIT, at commit (DJ-013, DJ-023).
+        Either way through the push door: a bad option or argument raises here."""
         result, item, record = self._prepare(task, args, kwargs)
+        client = Client()
+        prepared = client.prepare(item, _companions(record, self.result_ttl))
         if self.enqueue_on_commit:
-            # Check the arguments now, so a bad one raises here and not at commit.
-            check_arguments(task.module_path, item["args"], get_config().on_complex_arguments)
-            transaction.on_commit(partial(self._push, result, item, record), using=self.database)
+            client.check(prepared)  # the error an immediate push raises, raised now
+            transaction.on_commit(lambda: self._write(client, client.finish(prepared), result, record),
+                                  using=self.database)
         else:
-            self._push(result, item, record)
+            self._write(client, client.finish(prepared), result, record)
         return result
 
     async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        """Native ``redis.asyncio`` push through the write path (DJ-017), unless a sync-only
-        feature is in play (on-commit, client middleware, a testing mode)."""
-        config = get_config()
-        if self.enqueue_on_commit or testing.mode(config) is not None:
+        """Native ``redis.asyncio`` push through the push door and the write path (DJ-017); the
+        client middleware runs in a thread when it applies (it may do blocking I/O), and
+        on-commit is left to the blocking :meth:`enqueue`."""
+        if self.enqueue_on_commit:
             return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
         result, item, record = self._prepare(task, args, kwargs)
-        validate(item)
-        job = normalize(item, config)
-        if client_chain(config).applies_to(job):
-            # A middleware (the user's, or a feature this task uses) may do blocking I/O.
-            return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
-        job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
-        record["enqueued_at"] = payload.now_ms()
-        writer = AsyncWriter(shards.route(config, queue=job["queue"]))  # WURK["QUEUE_SHARDS"], as enqueue()
-        for group, extra, front in _write_groups([job], {result.id: record}, self.result_ttl):
-            await writer.push(group, extra=extra, front=front)
-        _enqueued([job])
-        self._after_push(result, record)
+        client = Client()
+        prepared = client.prepare(item, _companions(record, self.result_ttl))
+        if client.middleware_applies(prepared):
+            planned = await sync_to_async(client.finish, thread_sensitive=True)(prepared)
+        else:
+            planned = client.finish(prepared)
+        if planned is not None:
+            record["enqueued_at"] = payload.now_ms()
+            await client.awrite(planned)
+            self._after_push(result, record)
         return result
 
     # -- results -----------------------------------------------------------
@@ -252,7 +224,7 @@ class WurkBackend(BaseTaskBackend):
         """The result from Redis, from any process (DJ-018)."""
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = results.read(get_redis(config=get_config()), result_id)
+        fields = results.read(context.redis(), result_id)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)
@@ -260,10 +232,10 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        raw = await async_redis(get_config()).hgetall(results.key(result_id))
-        if not raw:
+        fields = await results.aread(async_redis(context.config()), result_id)
+        if fields is None:
             raise TaskResultDoesNotExist(result_id)
-        return results.build_result(results.decode(raw), result_id)
+        return results.build_result(fields, result_id)
 
     # -- checks --------------------------------------------------------------
 

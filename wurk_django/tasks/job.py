@@ -2,50 +2,39 @@
 
 ``TaskJob`` is an ordinary registered job, so ``manage.py wurk`` needs
 nothing special to run tasks; retries, the dead set and middleware work as
-for any job. Around the call it keeps the result record up to date:
+for any job. Its result record is kept by the results feature
+(:mod:`wurk_django.results`): ``RUNNING`` as the attempt starts (``last_attempted_at``,
+``started_at`` the first time, this worker's id appended), then, once the run ends,
+``SUCCESSFUL`` with the JSON-normalised return value, or the error appended and
+``READY`` when the retry layer will retry the job, ``FAILED`` when it will not (or when
+the job dies any other way).
 
-* before: ``RUNNING``, ``last_attempted_at``, ``started_at`` (first attempt),
-  this worker's id appended; ``task_started`` is sent;
-* success: ``SUCCESSFUL`` with the JSON-normalised return value;
-* failure: the error appended, then ``READY`` when Sidekiq's rules will retry
-  the job or ``FAILED`` when this was the last attempt; ``task_finished`` is
-  sent from inside the ``except`` block, and the exception goes on to the
-  retry layer.
+Around the call ``task_started`` and ``task_finished`` are sent with the ``TaskResult``
+as the record will read: ``task_finished`` from inside the ``except`` block on a failure,
+its status decided by the one retry rule (:func:`wurk_django.server.retry.exhausted`),
+and the exception goes on to the retry layer.
 
-The last-attempt decision mirrors the retry layer from the payload alone
-(``retry``, ``retry_count``, ``retry_for``, ``WURK["MAX_RETRIES"]``). When the
-retry layer decides otherwise (a ``retry_in`` hook that kills, a discard), its
-``job_retried``/``job_died`` signals correct the record.
+Run in this process instead (``testing.execute``, the inline testing mode), the job
+writes its record itself through the same writer.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import time
 from typing import Any
 
-from .. import context, errors, payload, signals
+from .. import context, errors
 from ..asyncrun import run_coroutine
 from ..job import Job
+from ..outcome import Outcome
+from ..payload import now_ms as payload_now
+from ..results import record
+from ..results.record import set_worker_id, worker_id  # noqa: F401 - the worker runtime names itself here
 from . import results
 from .backend import WurkBackend
-from .compat import TaskContext, TaskResultStatus, normalize_json, task_backends, task_finished, task_started
-
-_worker_id: str | None = None
+from .compat import TaskContext, normalize_json, task_backends, task_finished, task_started
 
 # A worker stopping, or a task asking to resume later: the attempt did not fail.
 _NOT_A_FAILURE = (errors.Shutdown, errors.JobInterrupted, KeyboardInterrupt)
-
-
-def set_worker_id(value: str | None) -> None:
-    """Let the worker runtime name itself in ``TaskResult.worker_ids`` (e.g. its process identity)."""
-    global _worker_id
-    _worker_id = value[:64] if value else None
-
-
-def worker_id() -> str:
-    return _worker_id or f"{socket.gethostname()}:{os.getpid()}"[:64]
 
 
 class TaskFailed(Exception):
@@ -57,19 +46,14 @@ def _retry_in(count: int, exc: BaseException, job: dict) -> str | None:
     return "kill" if isinstance(exc, results.RefusedTask) else None
 
 
-def last_attempt(job: dict, max_retries: int, now: float | None = None) -> bool:
-    """True when a failure of this attempt ends the job, by the rules the retry layer applies."""
-    retry = job.get("retry")
-    if not payload.truthy(retry):
+def last_attempt(job_class: Any, job: dict, exc: BaseException) -> bool:
+    """True when this failure ends the job: the retry layer's rule, and a refused payload."""
+    if isinstance(exc, results.RefusedTask):
         return True
-    now = time.time() if now is None else now
-    limit = retry if isinstance(retry, int) and not isinstance(retry, bool) else max_retries
-    count = int(job.get("retry_count") or 0) + 1 if "retry_count" in job else 0
-    retry_for = job.get("retry_for")
-    if retry_for is not None:
-        first_failed = payload.epoch_seconds(job.get("failed_at")) or now
-        return first_failed + float(retry_for) < now
-    return count >= limit
+    from ..server import retry  # a task runs on a worker, or in a process running jobs inline
+
+    config = context.current().config
+    return retry.exhausted(job, retry.limit_of(job, config.max_retries, job_class, exc))
 
 
 def _sender(alias: str) -> type:
@@ -86,19 +70,28 @@ class TaskJob(Job):
     name = "wurk_django.tasks.TaskJob"
     retry_in = staticmethod(_retry_in)
 
+    @classmethod
+    def result_error(cls, exc: BaseException) -> BaseException:
+        """The record shows the task's own ``BaseException``, not the :class:`TaskFailed` carrying it."""
+        return exc.__cause__ if isinstance(exc, TaskFailed) and exc.__cause__ is not None else exc
+
     def perform(self, task_args: list | None = None, task_kwargs: dict | None = None) -> None:
         job = self.payload or {}
         jid = self.jid or job.get("jid")
         meta = job.get("task") or {}
-        ttl = int(meta.get("result_ttl") or results.DEFAULT_TTL)
-        redis = context.current().redis  # the Redis the job came from: its result lives beside it
         task_args = list(task_args or [])
         task_kwargs = dict(task_kwargs or {})
-        fields = self._start(redis, jid, job, meta, task_args, task_kwargs, ttl)
+        ctx = context.running()
+        here = ctx is None or ctx.unit is None  # not fetched by a worker: this job writes its record
+        attempt = record.begin_here(job, in_memory=False) if here else record.current()
+        if attempt is not None and attempt.jid != jid:
+            attempt = None
+        fields: dict[str, Any] = dict(attempt.fields) if attempt is not None else {"state": "running"}
         try:
             task = results.rebuild_task(results.load_task(job.get("wrapped")), meta)
         except results.RefusedTask as exc:
-            self._fail(redis, jid, fields, exc, ttl, final=True)
+            if here and attempt is not None:
+                attempt.end(Outcome.DEAD, exc)
             raise
         task_result = results.build_result(fields, jid, task=task)
         sender = _sender(meta.get("backend", task.backend))
@@ -112,84 +105,35 @@ class TaskJob(Job):
                 value = run_coroutine(value)
             value = normalize_json(value)  # a non-JSON return value fails the attempt (DJ-021)
         except _NOT_A_FAILURE:
-            fields["state"] = "interrupted"
-            results.write(redis, jid, {"state": "interrupted"}, ttl)
+            if here and attempt is not None:
+                attempt.end(Outcome.INTERRUPTED, None)
             raise
         except BaseException as exc:
-            final = last_attempt(job, context.current().config.max_retries)
-            fields = self._fail(redis, jid, fields, exc, ttl, final=final)
+            final = last_attempt(type(self), job, exc)
+            if here and attempt is not None:
+                attempt.end(Outcome.DEAD if final else Outcome.RETRIED, exc)
+            fields = {**fields, "state": "failed" if final else "retrying",
+                      "errors": [*(fields.get("errors") or []), results.error_of(exc)]}
+            if final:
+                fields["finished_at"] = payload_now()
             _apply(task_result, fields)
             task_finished.send(sender=sender, task_result=task_result)
             if isinstance(exc, Exception):
                 raise
             raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
-        now = payload.now_ms()
-        update = {"state": "complete", "finished_at": now, "return_value": value}
-        results.write(redis, jid, update, ttl)
-        fields.update(update)
+        record.returned(value)
+        if here and attempt is not None:
+            attempt.end(Outcome.SUCCEEDED, None)
+        fields.update({"state": "complete", "finished_at": payload_now(), "return_value": value})
         _apply(task_result, fields)
         task_finished.send(sender=sender, task_result=task_result)
-
-    def _start(self, redis: Any, jid: str, job: dict, meta: dict, task_args: list, task_kwargs: dict,
-               ttl: int) -> dict[str, Any]:
-        fields = results.read(redis, jid)
-        if fields is None:
-            # Expired while waiting for a retry, or pushed in fake mode: start again from the payload.
-            fields = {
-                "class": job.get("wrapped"), "task": meta, "args": task_args, "kwargs": task_kwargs,
-                "errors": [], "worker_ids": [], "ttl": ttl,
-                "enqueued_at": int((payload.epoch_seconds(job.get("enqueued_at") or job.get("created_at"))
-                                    or time.time()) * 1000),
-            }
-        now = payload.now_ms()
-        fields["state"] = "running"
-        fields["last_attempted_at"] = now
-        fields.setdefault("started_at", now)
-        fields["worker_ids"] = [*fields.get("worker_ids", []), worker_id()]
-        fields.pop("finished_at", None)
-        results.write(redis, jid, fields, ttl, drop=("finished_at",))
-        return fields
-
-    def _fail(self, redis: Any, jid: str, fields: dict, exc: BaseException, ttl: int, *, final: bool) -> dict:
-        fields = {**fields, "errors": [*fields.get("errors", []), results.error_of(exc)]}
-        fields["state"] = "failed" if final else "retrying"
-        if final:
-            fields["finished_at"] = payload.now_ms()
-        results.write(redis, jid, {k: fields[k] for k in ("state", "errors", "finished_at") if k in fields}, ttl)
-        return fields
 
 
 def _apply(task_result: Any, fields: dict[str, Any]) -> None:
     """Copy the record's outcome onto the ``TaskResult`` handed to signal receivers."""
     state = fields.get("state", "")
-    object.__setattr__(task_result, "status", results.STATUS_OF.get(state, TaskResultStatus.READY))
+    object.__setattr__(task_result, "status", results.status_of(state))
     object.__setattr__(task_result, "finished_at", results.to_datetime(fields.get("finished_at")))
     object.__setattr__(task_result, "errors", results.build_errors(fields.get("errors")))
     if state == "complete":
         object.__setattr__(task_result, "_return_value", fields.get("return_value"))
-
-
-def _correct(jid: Any, state: str) -> None:
-    if not results.valid_id(jid):
-        return
-    redis = context.current().redis  # where the job ran or died
-    fields = results.read(redis, jid)
-    if fields is None or fields.get("state") == state:
-        return
-    ttl = int(fields.get("ttl") or results.DEFAULT_TTL)
-    if state == "dead":
-        results.write(redis, jid, {"state": state, "finished_at": fields.get("finished_at") or payload.now_ms()}, ttl)
-    else:
-        results.write(redis, jid, {"state": state}, ttl, drop=("finished_at",))
-
-
-def _on_died(sender: Any, job: dict, **kwargs: Any) -> None:
-    _correct(job.get("jid"), "dead")
-
-
-def _on_retried(sender: Any, job: dict, **kwargs: Any) -> None:
-    _correct(job.get("jid"), "retrying")
-
-
-signals.job_died.connect(_on_died, sender=TaskJob, dispatch_uid="wurk_django.tasks.died")
-signals.job_retried.connect(_on_retried, sender=TaskJob, dispatch_uid="wurk_django.tasks.retried")

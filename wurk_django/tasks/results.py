@@ -1,33 +1,29 @@
-"""Task results in Redis: one hash per task at ``status:<jid>`` (DJ-018, DJ-019).
+"""Task results as Django's ``TaskResult``: a view of the result records the results
+feature keeps (:mod:`wurk_django.results`: one hash per task at ``status:<jid>``, DJ-018,
+DJ-019, written by :mod:`wurk_django.results.record` alone).
 
-The storage itself is :mod:`wurk_django.result_store` (shared with the Celery-style
-tasks, and free of ``django.tasks``); this module adds what Django's ``TaskResult``
-needs. The producer writes it in the same pipeline as the push; the worker updates
-it around every attempt; every write renews its expiry (``RESULT_TTL``).
-Fields (strings; timestamps are epoch milliseconds, structures are JSON):
+The backend's push writes the first record in the same round trip as the job; the
+worker's observer updates it around every attempt; every write renews its expiry
+(``RESULT_TTL``). What the ``django.tasks`` backend adds to a record:
 
-``state``        wurk's job state, see :data:`STATUS_OF`
 ``class``        the task's ``module_path``
-``task``         ``{"priority", "queue_name", "backend", "run_after" (ISO 8601), "takes_context", "retry"}``
+``task``         ``{"priority", "queue_name", "backend", "run_after" (ISO 8601), "takes_context", "retry",
+                 "result_ttl"}``
 ``args``/``kwargs``  what the task is called with
-``enqueued_at``, ``started_at``, ``last_attempted_at``, ``finished_at``
-``errors``       ``[{"exception_class_path", "traceback"}, ...]``, one per failed attempt
-``worker_ids``   one entry per started attempt
-``return_value`` only once ``state`` is ``complete``
-``ttl``          seconds each write keeps the record for
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import traceback as tb
 from typing import Any
 
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-# Re-exported: the backend and TaskJob use them as results.<name>.
-from ..result_store import DEFAULT_TTL, JID, decode, encode, key, read, valid_id, write  # noqa: F401
+# Re-exported: the backend uses them as results.<name>.
+from ..results.record import error_of  # noqa: F401
+from ..results.states import TASKS, of
+from ..results.store import DEFAULT_TTL, aread, decode, key, read, valid_id  # noqa: F401
 from .compat import (
     InvalidTask,
     InvalidTaskBackend,
@@ -38,17 +34,13 @@ from .compat import (
     TaskResultStatus,
 )
 
-#: wurk job states as Django sees them.
-STATUS_OF = {
-    "enqueued": TaskResultStatus.READY,
-    "scheduled": TaskResultStatus.READY,
-    "retrying": TaskResultStatus.READY,
-    "interrupted": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "complete": TaskResultStatus.SUCCESSFUL,
-    "failed": TaskResultStatus.FAILED,
-    "dead": TaskResultStatus.FAILED,
-}
+#: Record states as Django sees them (the one vocabulary's ``django.tasks`` names).
+STATUS_OF = {str(state): TaskResultStatus[name] for state, name in TASKS.items() if state is not None} | {
+    "dead": TaskResultStatus.FAILED}
+
+
+def status_of(state: str | None) -> TaskResultStatus:
+    return TaskResultStatus[TASKS[of(state)]]
 
 
 def task_meta(task: Task) -> dict[str, Any]:
@@ -128,14 +120,6 @@ def rebuild_task(target: Task, meta: dict[str, Any]) -> Task:
         return target
 
 
-def error_of(exc: BaseException) -> dict[str, str]:
-    kind = type(exc)
-    return {
-        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-        "traceback": "".join(tb.format_exception(exc)),
-    }
-
-
 def build_errors(stored: list[dict[str, str]] | None) -> list[TaskError]:
     return [TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"]) for e in stored or []]
 
@@ -148,7 +132,7 @@ def build_result(fields: dict[str, Any], jid: str, task: Task | None = None) -> 
             task = rebuild_task(load_task(fields.get("class")), meta)
         except RefusedTask as exc:
             raise TaskResultDoesNotExist(f"result {jid} belongs to a task that cannot be loaded: {exc}") from exc
-    status = STATUS_OF.get(fields.get("state", ""), TaskResultStatus.READY)
+    status = status_of(fields.get("state"))
     result = TaskResult(
         task=task,
         id=jid,

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import payload, testing
+from .. import context, payload, testing
 from ..client.arguments import check_arguments
-from ..conf import get_config
 from . import lock
 
 logger = logging.getLogger("wurk_django.client.push")
@@ -35,7 +34,7 @@ class UniqueClientMiddleware:
             return call_next()
         job["unique_for"] = ttl  # the payload carries whole seconds, whatever the caller gave
         lock.check_until(job.get("unique_until"))
-        config = get_config()
+        config = context.config()
         if redis is None or not lock.enabled(config) or testing.mode(config) in ("fake", "inline"):
             # Not enabled, or nothing will reach Redis (perform_inline, test modes): no lock.
             return call_next()

@@ -15,12 +15,17 @@ def install_client() -> None:
     middleware.register("client", "unique", UniqueClientMiddleware, position=-30)
 
 
+def install_death() -> None:
+    """Free a unique lock when the engine gives up on its job."""
+    from .. import death
+    from .lock import release_on_death
+
+    death.register_handler("unique", release_on_death, position=30)
+
+
 def install_server() -> None:
     from .. import middleware
-    from ..server import death
-    from .lock import release_on_death
     from .middleware import UniqueServerMiddleware
 
     # Inside decryption and batches, outside rate limiters (-20).
     middleware.register("server", "unique", UniqueServerMiddleware, position=-30)
-    death.register_handler("unique", release_on_death, position=30)

@@ -163,7 +163,7 @@ def release_on_death(job: dict, exc: BaseException, reason: str) -> None:
     """Death handler: a job the engine gave up on frees its lock; a kill by a person
     (admin or API) keeps it until it expires, as in Sidekiq Enterprise. Also where
     ``UNIQUE_JOBS`` is off: the pusher may have taken the lock all the same."""
-    from ..server import death
+    from .. import death
 
     if reason == death.MANUAL or isinstance(exc, death.JobKilled):
         return

@@ -12,7 +12,7 @@ import logging
 import time
 
 from .. import context
-from ..server.retry import error_class_name, error_message
+from ..errors import error_class_name, error_message
 from . import scripts
 from .middleware import step_of
 

@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import context as job_context
 from .. import payload
@@ -34,6 +35,9 @@ from ..batch.batch import Batch, new_bid
 from . import keys, scripts
 from .errors import InvalidWorkflow
 from .signature import Signature
+
+if TYPE_CHECKING:
+    from ..client.push import Client
 
 #: Most steps one workflow may have (its creation is one Redis transaction).
 MAX_STEPS = 5000
@@ -144,8 +148,12 @@ class Flow:
             raise InvalidWorkflow(f"workflows need Redis and a worker; testing mode {testing.mode(config)!r} "
                                   f"cannot run them (run the workflow's jobs with a worker in the test)")
         redis = job_context.redis()
-        from ..client.push import normalize, validate
+        from ..client.push import Client
 
+        # Every step goes through the push door now (validation, client middleware: a
+        # sealed argument is sealed, a unique lock taken; the argument check), so the
+        # scripts that push the steps later only move bytes that were planned here.
+        client = Client(redis=redis, config=config)
         wid = new_bid()
         now = time.time()
         dependents: dict[str, list[str]] = {name: [] for name in self.steps}
@@ -156,6 +164,7 @@ class Flow:
         wire: dict[str, str] = {}
         specs: dict[str, bytes] = {}
         roots: list[tuple[str, str]] = []
+        jids: dict[str, str] = {}
         for name in order:
             step = self.steps[name]
             signature = step.signature
@@ -164,32 +173,28 @@ class Flow:
             batch.callback_queue = self.callback_queue
             batch.on("success", STEP_DONE, {"workflow": wid, "step": name})
             batch.expires_in(EXPIRY)
-            jid = payload.new_jid()
-            item = {"class": signature.target, "args": [], **signature.options, "jid": jid, "bid": batch.bid,
-                    "wf": [wid, name]}
-            if signature.kwargs:
-                item["kwargs"] = signature.kwargs
-            try:
-                validate(item)
-                job = normalize(item, config)
-            except ValueError as exc:
-                raise InvalidWorkflow(f"step {name!r}: {exc}") from None
-            job.pop("args", None)
-            job.pop("enqueued_at", None)
+            # A signature may name its job's id (Celery's ``task_id``), so a caller knows
+            # every step's id before the workflow is written.
+            jid = signature.options.get("jid") or payload.new_jid()
+            if jid in jids:
+                raise InvalidWorkflow(f"step {name!r}: job id {jid!r} is already the id of step {jids[jid]!r}")
+            jids[jid] = name
+            job = _plan_step(client, step, {"class": signature.target, "args": list(signature.args),
+                                            **signature.options, "jid": jid, "bid": batch.bid, "wf": [wid, name],
+                                            **({"kwargs": signature.kwargs} if signature.kwargs else {})})
             queue = str(job["queue"])
-            head = payload.dumps(job).decode()[:-1] + ","
-            own_args = payload.dumps(signature.args).decode()[1:-1]
+            head = payload.dumps({k: v for k, v in job.items() if k not in ("args", "enqueued_at")}).decode()
+            own_args = payload.dumps(job["args"]).decode()[1:-1]
             wire[name] = "\n".join([step.mode, queue, ",".join(step.after), ",".join(dependents[name]), own_args,
-                                    head])
-            specs[name] = payload.dumps({**signature.to_dict(), "after": step.after, "mode": step.mode, "jid": jid,
-                                         "bid": batch.bid, "queue": queue})
-            for command in batch._first_write(now):
-                pipe.execute_command(*command)
+                                    head[:-1] + ","])
+            # The planned arguments (a sealed one sealed), never the signature's own.
+            specs[name] = payload.dumps({**signature.to_dict(), "args": job["args"], "kwargs": job.get("kwargs", {}),
+                                         "after": step.after, "mode": step.mode, "jid": jid, "bid": batch.bid,
+                                         "queue": queue})
             # The step's jid is the batch's one member from the start, so the batch waits
             # for that job however late the workflow pushes it.
-            pipe.sadd(batch_keys(batch.bid, "jids"), jid)
-            pipe.hset(batch_keys(batch.bid), mapping={"total": 1, "pending": 1})
-            pipe.expire(batch_keys(batch.bid, "jids"), EXPIRY)
+            for command in batch.creation_commands(now, members=[jid]):
+                pipe.execute_command(*command)
             if not step.after:
                 roots.append((name, queue))
         wf = keys.workflow(wid)
@@ -216,7 +221,31 @@ class Flow:
         return Workflow(wid)
 
 
-def batch_keys(bid: str, suffix: str | None = None) -> str:
-    from .. import keys as core_keys
+def _plan_step(client: Client, step: Step, item: dict) -> dict:
+    """The step's job through the push door, with its own arguments (the results of its
+    dependencies go in front of them when it is pushed)."""
+    from ..payload import truthy
 
-    return core_keys.batch(bid, suffix)
+    try:
+        prepared = client.prepare(item)
+    except ValueError as exc:
+        raise InvalidWorkflow(f"step {step.name!r}: {exc}") from None
+    if truthy(prepared.job.get("encrypt")) and step.mode != "none" and not step.signature.args:
+        # The sealed argument is the last one; here that would be a result known only later.
+        raise InvalidWorkflow(f"step {step.name!r}: an encrypt job's last argument is sealed when the workflow "
+                              f"is built, so give it its own arguments (the results of its dependencies go in "
+                              f"front of them), or make it immutable (.si())")
+    if prepared.job.get("unique_for") is not None and client.config.unique_jobs and step.mode != "none":
+        # The lock is keyed on the arguments as stored; a step given results has those
+        # only when it is pushed, so the worker could never release the lock taken here.
+        raise InvalidWorkflow(f"step {step.name!r}: a unique job (unique_for) that waits for other steps must be "
+                              f"immutable (.si()): its lock is keyed on its arguments, and the results given in "
+                              f"front of them are known only when it starts")
+    try:
+        planned = client.finish(prepared)
+    except ValueError as exc:
+        raise InvalidWorkflow(f"step {step.name!r}: {exc}") from None
+    if planned is None:
+        raise InvalidWorkflow(f"step {step.name!r}: a client middleware stopped its push (a unique job's "
+                              f"duplicate?); nothing of the workflow was written")
+    return planned.job

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 
-def install_server() -> None:
-    """Keep step results, record step deaths."""
-    from .. import middleware
-    from ..server import death
+def install_death() -> None:
+    """Record a workflow step's death."""
+    from .. import death
     from . import deaths
+
+    death.register_handler("workflow", deaths.on_death, position=35)
+
+
+def install_server() -> None:
+    """Keep step results."""
+    from .. import middleware
     from .middleware import POSITION, WorkflowServerMiddleware
 
     middleware.register("server", "workflow", WorkflowServerMiddleware, position=POSITION)
-    death.register_handler("workflow", deaths.on_death, position=35)
 
 
 def install_admin() -> None:

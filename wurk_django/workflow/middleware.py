@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import context as job_context
+from ..errors import caused_by_shutdown, error_class_name, error_message
 from ..redis.errors import ride_out
-from ..server.retry import caused_by_shutdown, error_class_name, error_message
 from . import keys, results, scripts
 
 logger = logging.getLogger("wurk_django.workflow")

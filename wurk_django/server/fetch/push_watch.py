@@ -49,8 +49,8 @@ import redis as redis_lib
 
 from ... import keys
 from ...conf import Config
-from ...redis import sentinel, wire
-from ...redis.connection import borrow, disconnect_quietly, get_redis, give_back, send_on
+from ...redis import pools, sentinel, wire
+from ...redis.connection import borrow, disconnect_quietly, get_redis, give_back, keep_open_first, send_on
 from ...redis.scripts import lua
 from .. import subscriber
 
@@ -244,7 +244,7 @@ class PushWatch:
         else:
             self._reader_lock.acquire()
             if self._reader is None:
-                self._reader = get_redis("watch", pool_size=2, config=self.config).connection_pool.make_connection()
+                self._reader = pools.new_connection(get_redis("watch", pool_size=2, config=self.config).connection_pool)
             conn = self._reader
         try:
             sentinel.follow_primary(conn)  # a moved primary: it dials the new one
@@ -274,9 +274,9 @@ class PushWatch:
             for old in list(armed):
                 if old is not conn:
                     armed.discard(old)
-                    old.__dict__.pop("_wurk_armed", None)
+                    keep_open_first(old, False)
         armed.add(conn)
-        conn._wurk_armed = True  # connection.trim_idle keeps it open before the others
+        keep_open_first(conn)  # connection.trim_idle keeps it open before the others
         reply = replies[2]
         index, queued = int(reply[0]), int(reply[1])
         return index, queued, (reply[2] if index else None)

@@ -20,6 +20,7 @@ from ...metrics.tracker import MetricsTracker
 from ...middleware import server_chain
 from ...outcome import Outcome
 from ...redis.connection import get_redis
+from ...revocation import revoked_error
 from ..fetch.reliable import ReliableFetch
 from ..retry import Retrier
 from ..state import WorkerState
@@ -139,7 +140,7 @@ class Manager:
     def _settle_abandoned(self, run: Run) -> None:
         revoked = run.revoked
         if revoked is not None:
-            error: BaseException = watchdog.revoked_error(revoked.by, revoked.at)
+            error: BaseException = revoked_error(revoked.by, revoked.at)
         else:
             error = HardTimeLimitExceeded(f"the job ran past its hard time limit (time_limit={run.job.get('time_limit')}s): "
                                           "its thread was abandoned and replaced")

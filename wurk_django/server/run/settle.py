@@ -35,6 +35,7 @@ from ...client.push import Client
 from ...errors import BookingFailed, Shutdown
 from ...outcome import ACKNOWLEDGED, Outcome
 from ...reporting import report
+from ...revocation import revoked_error
 from .. import death, invalid
 from ..retry import error_class_name, error_message
 from . import observers
@@ -204,8 +205,6 @@ def failed(job: dict, exc: BaseException, config: Any) -> None:
 
 def bury_revoked(ctx: Any, stop: StopRequest) -> None:
     """The dead set for a revoked job, its error naming who stopped it and when."""
-    from ..stopping.watchdog import revoked_error
-
     exc = revoked_error(stop.by, stop.at)
     logger.warning("job %s (%s): %s; moved to the dead set", ctx.job.get("jid"), ctx.job.get("class"), exc)
     death.die_as_fetched(ctx, exc, reason=death.MANUAL, error_class=error_class_name(exc),
@@ -229,8 +228,6 @@ def skip_revoked(ctx: Any, stop: StopRequest, pacing: GiveBacks, stop_flag: thre
     dead set without running it, then acknowledged."""
     outcome = revoked_outcome(ctx, stop)
     if outcome is Outcome.DEAD:
-        from ..stopping.watchdog import revoked_error
-
         ctx.outcome = outcome
         observers.settled(ctx, outcome, revoked_error(stop.by, stop.at))
         ctx.unit.acknowledge()

@@ -18,21 +18,14 @@ from typing import Any
 
 import orjson
 
+# The format is the push side's too (api/revoke.py): it lives outside the engine.
+from ...revocation import COMMAND, KEY, MARKER_TTL, marker  # noqa: F401
 from ...text import to_text
 
 logger = logging.getLogger("wurk_django.worker")
 
-KEY = "revoked"  # ZSET: member {"jid", "by", "at"} (JSON), score = when the marker lapses
-#: Seconds a marker lives: long enough for a job in flight to land somewhere and be seen.
-MARKER_TTL = 3600
-COMMAND = "REVOKE "
-
 #: jid -> (by, at) of the markers alive at the last beat, plus revokes heard since.
 jids: dict[str, tuple[str, float]] = {}
-
-
-def marker(jid: str, by: str | None, at: float) -> bytes:
-    return orjson.dumps({"jid": jid, "by": by or "", "at": at})
 
 
 def load(members: list[Any]) -> None:

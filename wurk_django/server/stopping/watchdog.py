@@ -21,7 +21,6 @@ or the dead set naming who revoked it. The watchdog sees runs and managers only.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
@@ -29,7 +28,8 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ... import time_limits
-from ...errors import JobRevoked, SoftTimeLimitExceeded
+from ...errors import SoftTimeLimitExceeded
+from ...revocation import revoked_error  # the format lives outside the engine (api/revoke.py)
 from ..run.run import ACTIVE, HardStop, Run
 
 if TYPE_CHECKING:
@@ -166,12 +166,6 @@ class Watchdog:
                        run.jid, run.job.get("class"),
                        f"revoke grace (stopped by {entry.revoked_by})" if revoke else "hard time limit")
         run.manager.abandon(run)
-
-
-def revoked_error(by: str | None, at: float) -> JobRevoked:
-    """The error a revoked job is recorded with: who stopped it and when (UTC)."""
-    when = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return JobRevoked(f"revoked by {by or 'an unnamed caller'} at {when}")
 
 
 WATCHDOG = Watchdog()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import keys
+from . import keys
 
 CLEANUP_LOCK_TTL = 60  # prune ``processes`` at most once a minute across the cluster
 BATCH = 100

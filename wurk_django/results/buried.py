@@ -1,14 +1,15 @@
 """Result records of jobs another runtime buried (issue 43 item 9).
 
 A Celery-style task or a ``django.tasks`` task keeps a result record
-(``status:<jid>``, :mod:`wurk_django.result_store`) that our workers update as the
+(``status:<jid>``, :mod:`.store`) that our workers update as the
 job runs, fails and dies. A Ruby Sidekiq process that takes such a job (a queue
 both languages serve) fails it (``NameError: uninitialized constant``), retries it
 and finally moves it to the dead set without a word to the record, which stayed
 PENDING for ever. This sweep reads the dead-set entries added since the last
 sweep (by score: when each died) and marks each record still waiting or running
-(``enqueued``, ``scheduled``, ``interrupted``, ``running``, ``retrying``) ``dead`` (FAILURE to
-Celery, FAILED to ``django.tasks``), with the entry's error appended.
+(``enqueued``, ``scheduled``, ``interrupted``, ``running``, ``retrying``) ``failed`` (FAILURE to
+Celery, FAILED to ``django.tasks``), with the entry's error appended, through the one
+writer (:func:`.record.buried_elsewhere`).
 
 It runs on the reaper's interval in the process that sweeps the private lists,
 so once per interval across the cluster, and reads only the new entries: one
@@ -24,8 +25,8 @@ import logging
 import time
 from typing import Any
 
-from .. import keys, payload, result_store
-from ..text import to_text
+from .. import keys, payload
+from . import record
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -33,13 +34,6 @@ SETTLE = 5.0  # seconds a dead entry waits before the sweep reads it
 FIRST_LOOK = 3600.0  # how far back the first sweep of a database reads
 BATCH = 500  # entries read per sweep at most; the rest wait for the next
 MARK_TTL = 30 * 86400
-OPEN_STATES = frozenset({"enqueued", "scheduled", "interrupted", "running", "retrying"})
-
-
-def has_record(job: Any) -> bool:
-    """Whether a payload asks for a result record: a Celery-style task's ``result_ttl``
-    or the ``django.tasks`` backend's ``task``."""
-    return isinstance(job, dict) and ("result_ttl" in job or "task" in job) and result_store.valid_id(job.get("jid"))
 
 
 def sweep(redis: Any, now: float | None = None) -> int:
@@ -70,26 +64,15 @@ def _settle(redis: Any, raw: bytes) -> int:
         job = payload.loads(raw)
     except Exception:
         return 0
-    if not has_record(job):
+    if not record.keeps_record(job):
         return 0
-    jid = job["jid"]
-    state, ttl_raw, stored = redis.hmget(result_store.key(jid), "state", "ttl", "errors")
-    if state is None or to_text(state) not in OPEN_STATES:
-        return 0  # expired, never written, or already final (our process that buried it wrote it)
-    ttl = int(to_text(ttl_raw)) if ttl_raw is not None and to_text(ttl_raw).isdigit() else result_store.DEFAULT_TTL
-    try:
-        errors = payload.loads(stored) if stored else []
-    except Exception:
-        errors = []
     error_class = str(job.get("error_class") or "unknown")
     message = str(job.get("error_message") or "")
     error = {"exception_class_path": error_class, "message": message,
              "traceback": f"{error_class}: {message}\n(moved to the dead set by a process that is not wurk_django)"}
     died = payload.epoch_seconds(job.get("failed_at"))
-    fields = {"state": "dead", "errors": [*(errors if isinstance(errors, list) else []), error],
-              "finished_at": int(died * 1000) if died else payload.now_ms()}
-    result_store.write(redis, jid, fields, ttl)
-    logger.warning("the result record of %s (jid %s) is marked dead: the job was buried (%s: %s) by a process "
-                   "that does not update it", job.get("class"), jid, error_class, message)
+    if not record.buried_elsewhere(redis, job, error, int(died * 1000) if died else payload.now_ms()):
+        return 0
+    logger.warning("the result record of %s (jid %s) is marked failed: the job was buried (%s: %s) by a process "
+                   "that does not update it", job.get("class"), job["jid"], error_class, message)
     return 1
-

@@ -1,0 +1,34 @@
+"""Plugs result records into the worker: the job observer that writes each attempt's
+start and end (:func:`.record.observe`), the death handler that settles a job's
+record wherever it dies (:func:`.record.died`) and a ``job_retried`` receiver for a
+retry booked outside the run's thread (:func:`.record.retried`). Pushing processes need nothing: the
+first record rides in the push's round trip, written by the producers (the Celery-style
+tasks, the ``django.tasks`` backend) through :mod:`.record`.
+"""
+
+from __future__ import annotations
+
+#: Observers are told in position order; the record's end is written before statsd's
+#: counters (0), which never depend on it.
+OBSERVER_POSITION = -10
+#: Among the death handlers: after the batch (which records the death first) and unique
+#: locks, so a reader that sees FAILURE finds the rest settled.
+DEATH_POSITION = 50
+
+
+def install_death() -> None:
+    """Settle a job's record wherever it dies (a kill or revoke from the data API too)."""
+    from .. import death
+    from . import record
+
+    death.register_handler("results", record.died, position=DEATH_POSITION)
+
+
+def install_server() -> None:
+    from .. import signals
+    from ..server.run import observers
+    from . import record
+
+    observers.register("results", record.observe, position=OBSERVER_POSITION)
+    # A retry booked by another thread than the run's (the watchdog): see record.retried.
+    signals.job_retried.connect(record.retried, weak=False, dispatch_uid="wurk_django.results.retried")
