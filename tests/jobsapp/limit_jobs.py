@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from wurk_django import Job, SoftTimeLimitExceeded
-from wurk_django.celery import shared_task
 from wurk_django.redis.connection import get_redis
 
 
@@ -165,18 +164,6 @@ class Tick(Job):
 
     def perform(self, n):
         get_redis().rpush("test:ticks", n)
-
-
-@shared_task(time_limit=1, max_retries=0)
-def overrun(key, seconds):
-    """A Celery task blocked in ``time.sleep`` past its hard limit; once the sleep returns it
-    swallows the stop and returns, late: the worker settled it already."""
-    try:
-        time.sleep(seconds)
-    except BaseException:
-        pass
-    get_redis().rpush(key, "woke")
-    return "late"
 
 
 class HoldsLease(Job):
