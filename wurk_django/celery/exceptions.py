@@ -10,8 +10,7 @@ class Retry(Exception):  # noqa: N818 - Celery's name, which task code already r
     """Raised by ``self.retry()``: this run ends and the job is booked for another attempt.
 
     The worker books it through the normal retry layer (the ``retry`` set, visible in the
-    admin), after ``countdown`` seconds (or at ``eta``), plus the jitter wurk adds to
-    every retry.
+    admin), after ``countdown`` seconds (or at ``eta``), within the scheduler's poll.
     """
 
     def __init__(self, message: str | None = None, exc: BaseException | None = None,

@@ -55,6 +55,10 @@ class CeleryJob(Job):
     #: Check each call's arguments against the function's signature (Celery's ``typing``).
     typing: ClassVar[bool] = True
 
+    #: A countdown is the time asked: the retry layer adds none of its own jitter (only
+    #: ``retry_jitter`` with ``retry_backoff`` randomises, as Celery documents).
+    retry_spread: ClassVar[bool] = False
+
     _request: Request | None = None
     _called_directly = False
 
