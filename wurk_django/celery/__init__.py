@@ -13,12 +13,12 @@ Sidekiq-format jobs (keyword arguments in the payload's ``kwargs``), run by
 docs/from-celery.md.
 """
 
-from . import states
+from . import exceptions, schedules, signals, states
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
 from .request import Request
 from .result import AsyncResult
 from .task import Task, shared_task, task
 
-__all__ = ["AsyncResult", "CeleryJob", "MaxRetriesExceededError", "Request", "Retry", "Task", "TaskError",
+__all__ = ["AsyncResult", "CeleryJob", "exceptions", "schedules", "signals", "MaxRetriesExceededError", "Request", "Retry", "Task", "TaskError",
            "TaskRevokedError", "TimeoutError", "shared_task", "states", "task"]
