@@ -105,3 +105,21 @@ def retried_twice(self, key):
     if self.request.retries < 2:
         raise self.retry(countdown=1)
     return self.request.retries
+
+
+@shared_task
+def beat_record(name=None, *, label=None):
+    """Fired by CELERY_BEAT_SCHEDULE entries (tests.celery_compat.worker_settings)."""
+    redis_client().rpush("test:beat", name or label)
+
+
+@shared_task(bind=True)
+def read_headers(self):
+    return self.request.headers
+
+
+@shared_task(bind=True, max_retries=1)
+def retry_once(self):
+    if self.request.retries < 1:
+        raise self.retry(exc=Flaky("once more"), countdown=0)
+    return "second"

@@ -21,6 +21,11 @@ class PublishSignals:
         from .job import CeleryJob
 
         name = job.get("class")
+        if isinstance(job_class, str):
+            from ..registry import registered
+
+            job_class = registered().get(job_class)
+        job_class = getattr(job_class, "job_class", job_class)  # a @shared_task object: its class
         if not (isinstance(job_class, type) and issubclass(job_class, CeleryJob)):
             return call_next()
         # Celery's message headers always name the call and the task; the others are the caller's.
