@@ -10,9 +10,8 @@ what a Celery project has (``CELERY_*``), chosen by the test through the environ
 import datetime as dt
 import os
 
-from tests.settings import *  # noqa: F403
-
 import tests.celery_compat.signal_receivers  # noqa: F401, E402 - connects at boot, before worker_ready
+from tests.settings import *  # noqa: F403
 from wurk_django.celery.schedules import crontab, schedule  # noqa: E402
 
 if os.environ.get("WURK_TEST_CELERY_BEAT"):
