@@ -75,7 +75,7 @@ def test_task_routes_and_default_queue_choose_the_queue(redis_db):
 def test_task_always_eager_runs_the_call_here(redis_db):
     with override_settings(CELERY_TASK_ALWAYS_EAGER=True):
         result = add.delay(2, 2)
-        assert result.get() == 4 and result.state == states.SUCCESS
+        assert result.get(timeout=1) == 4 and result.state == states.SUCCESS
         failed = fail.delay(1, "x")
         assert failed.state == states.FAILURE
         with override_settings(CELERY_TASK_EAGER_PROPAGATES=True), pytest.raises(Exception, match="x"):
