@@ -122,6 +122,9 @@ def test_rate_limit_holds_back_calls_over_the_rate(redis_db, worker_factory):
              message="two runs and three rescheduled calls")
     time.sleep(2)
     assert redis_db.llen("test:limited") == 2  # "2/m": the others wait in the schedule set
+    # ...held back about one slot of the rate (30 to 60 s for "2/m"), not the limiters' minutes.
+    for _raw, at in redis_db.zrange("schedule", 0, -1, withscores=True):
+        assert time.time() + 20 <= at <= time.time() + 61
 
 
 def test_rate_limit_is_refused_only_when_malformed():

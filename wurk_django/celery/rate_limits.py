@@ -3,12 +3,15 @@
 Celery counts a rate per worker process; wurk's limiters are shared by every process
 on the Redis, so ``"10/m"`` means at most 10 starts in any sliding minute across the
 cluster (a window limiter named ``celery:<task name>``, seen on the admin's Limits
-page). A call over the rate is not failed: the limiter middleware reschedules it, for
-as long as it takes, as Celery's worker holds it back.
+page). A call over the rate is not failed: the limiter middleware reschedules it one
+to two slots of the rate later (6 to 12 s for ``"10/m"``), for as long as a backlog
+needs, as Celery's worker holds it back.
 """
 
 from __future__ import annotations
 
+import functools
+import random
 import re
 from typing import Any
 
@@ -45,6 +48,18 @@ def limiter_for(task_name: str, rate: Any) -> Any:
     from .. import limiter
 
     count, period = parsed
-    # wait_timeout=0: a worker thread never sleeps for room; the job is rescheduled instead.
-    # reschedule=None: held back for as long as it takes, never sent to the dead set for it.
-    return limiter.window(f"celery:{task_name}", count, period, wait_timeout=0, reschedule=None)
+    # wait_timeout=0: a worker thread never sleeps for room; the job is rescheduled instead,
+    # after about one slot of the rate (not the limiters' default of minutes), for as many
+    # rounds as a backlog needs: Celery holds such calls back, it never fails them.
+    return limiter.window(f"celery:{task_name}", count, period, wait_timeout=0, reschedule=RESCHEDULE_ROUNDS,
+                          backoff=functools.partial(_next_slot, period / count))
+
+
+#: Rounds a call may be held back before it goes to the dead set (a backlog of hours).
+RESCHEDULE_ROUNDS = 100_000
+
+
+def _next_slot(slot: float, _limiter: Any, _job: dict, _exc: BaseException) -> float:
+    """Seconds until a held-back call tries again: one to two slots of the rate, at
+    random, so a backlog spreads over the window instead of returning at once."""
+    return max(slot * (1 + random.random()), 0.5)
