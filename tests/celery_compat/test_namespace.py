@@ -236,3 +236,23 @@ def test_a_worker_process_sends_worker_and_task_signals(redis_db, worker_factory
                                       "values": {"task_id": result.id, "args": [20, 22], "kwargs": {}}}
     assert by_name["task_postrun"]["values"]["state"] == "SUCCESS" and by_name["task_postrun"]["values"]["retval"] == 42
     assert by_name["task_success"]["values"] == {"result": 42}
+
+
+def test_task_revoked_fires_for_a_call_skipped_past_its_expires(redis_db, drain):
+    from wurk_django.celery import signals
+
+    heard = []
+
+    @signals.task_revoked.connect
+    def revoked(sender=None, **kwargs):
+        kwargs.pop("signal")
+        heard.append((sender, kwargs))
+
+    try:
+        result = add.apply_async((1, 2), expires=-1)
+        drain()
+    finally:
+        signals.task_revoked.disconnect(revoked)
+    [(sender, kwargs)] = heard
+    assert sender is add and set(kwargs) == {"request", "terminated", "signum", "expired"}
+    assert kwargs["request"].id == result.id and kwargs["expired"] is True and kwargs["terminated"] is False

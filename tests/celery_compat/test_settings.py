@@ -101,13 +101,15 @@ def test_check_names_every_celery_setting_wurk_does_not_read(settings):
 
     settings.CELERY_BROKER_URL = "redis://localhost:6379/0"
     settings.CELERY_WORKER_FANCY = True
+    settings.CELERY_ALWAYS_EAGER = True  # Celery 3's name
     settings.CELERY_TASK_ROUTES = {"a": {"queue": "b"}}  # read: no warning
     settings.CELERY_BEAT_SCHEDULE = {"bad": {"task": "t", "schedule": 45}}
     found = {(m.id, m.msg) for m in checks.run_checks(tags=["wurk"]) if m.id in ("wurk.W030", "wurk.E040")}
     messages = sorted(msg for _id, msg in found)
     assert any(m.startswith("CELERY_BROKER_URL is not read") and "WURK['REDIS_URL']" in m for m in messages)
     assert any(m.startswith("CELERY_WORKER_FANCY is not read") and "no effect" in m for m in messages)
-    assert not any("CELERY_TASK_ROUTES" in m for m in messages)
+    assert any(m.startswith("CELERY_ALWAYS_EAGER") and "rename it CELERY_TASK_ALWAYS_EAGER" in m for m in messages)
+    assert not any(m.startswith("CELERY_TASK_ROUTES") for m in messages)
     assert any(i == "wurk.E040" and "CELERY_BEAT_SCHEDULE['bad']" in m for i, m in found)
 
 

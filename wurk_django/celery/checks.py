@@ -51,6 +51,14 @@ NOT_READ = {
 }
 
 
+#: Celery 3's names of settings wurk reads under their Celery 4+ names.
+OLD_NAMES = {"ALWAYS_EAGER": "TASK_ALWAYS_EAGER", "EAGER_PROPAGATES_EXCEPTIONS": "TASK_EAGER_PROPAGATES",
+             "ROUTES": "TASK_ROUTES", "DEFAULT_QUEUE": "TASK_DEFAULT_QUEUE", "TASK_RESULT_EXPIRES": "RESULT_EXPIRES",
+             "CELERYBEAT_SCHEDULE": "BEAT_SCHEDULE"}
+for _old, _new in OLD_NAMES.items():
+    NOT_READ[_old] = f"it is Celery 3's name: rename it CELERY_{_new}, which wurk reads"
+
+
 def unread_settings() -> list[tuple[str, str]]:
     """``(setting, what happens to it)`` for each ``CELERY_*`` setting wurk does not read."""
     from django.conf import settings
@@ -59,9 +67,9 @@ def unread_settings() -> list[tuple[str, str]]:
         return []
     out = []
     for name in sorted(dir(settings)):
-        if not name.startswith("CELERY_") or not name.isupper():
+        if not (name.startswith("CELERY_") or name == "CELERYBEAT_SCHEDULE") or not name.isupper():
             continue
-        short = name[len("CELERY_"):]
+        short = name[len("CELERY_"):] if name.startswith("CELERY_") else name
         if short in celery_settings.READ:
             continue
         out.append((name, NOT_READ.get(short, "wurk_django does not read it; it has no effect")))
