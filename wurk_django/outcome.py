@@ -1,8 +1,8 @@
 """How a job's run ends: one value per run, settled in one place.
 
 The processor records the outcome on the job's :class:`~wurk_django.context.JobContext`
-(``ctx.outcome``) and ``Processor._settle`` acts on it: the acknowledgement,
-booking the retry, the job log line, the signals and the counters. Engine
+(``ctx.outcome``) and :func:`wurk_django.server.run.settle.settle` acts on it: the
+acknowledgement, booking the retry, the job log line, the signals and the counters. Engine
 control flow never travels as an exception through features: a server
 middleware that wants to know how the job ended reads
 ``context.current().outcome`` after ``call_next()`` returns (``None`` there

@@ -129,3 +129,64 @@ class AsyncHard(Job):
         record(f"{tag}:start")
         await asyncio.sleep(60)
         record(f"{tag}:not-interrupted")
+
+
+class LateWaker(Job):
+    """Blocked in one C call past its hard limit, then, once the sleep returns, swallows the
+    HardStop its thread was asked to raise and returns normally: a success that must count
+    for nothing, as its run was abandoned and settled already."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, tag, seconds=4):
+        record(f"{tag}:start")
+        try:
+            time.sleep(seconds)
+        except BaseException:
+            pass
+        record(f"{tag}:woke")
+
+
+class Stuck(Job):
+    """Blocked in ``time.sleep`` far past its hard limit: its thread stays abandoned."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, seconds=300):
+        time.sleep(seconds)
+        record("stuck:woke")
+
+
+class Tick(Job):
+    """A job of one Redis call: counts itself in ``test:ticks``."""
+
+    def perform(self, n):
+        get_redis().rpush("test:ticks", n)
+
+
+class HoldsLease(Job):
+    """Takes the one slot of a concurrent limiter, then sleeps in C past its hard limit."""
+
+    time_limit = 1
+    retry = 0
+
+    def perform(self, name, seconds):
+        from wurk_django import limiter
+
+        gate = limiter.Concurrent(name, 1, wait_timeout=0, lock_timeout=600, register=False)
+        gate.within_limit(time.sleep, seconds)
+
+
+class WantsLease(Job):
+    """Asks for the same limiter's slot, waiting up to ``wait`` seconds; records whether it got it."""
+
+    retry = 0
+
+    def perform(self, name, wait):
+        from wurk_django import limiter
+
+        gate = limiter.Concurrent(name, 1, wait_timeout=wait, lock_timeout=600, policy="ignore", register=False)
+        got = gate.within_limit(lambda: True)
+        record(f"lease:{'taken' if got else 'refused'}")

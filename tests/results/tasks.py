@@ -48,7 +48,9 @@ def celery_stuck(key):
     return _ignore_stops(key)
 
 
-@shared_task(autoretry_for=(Exception,), max_retries=1, default_retry_delay=0, time_limit=1)
+# The retry waits ten minutes: the test looks at the record while it waits, after the
+# abandoned thread came back (a retry run in between would be a new attempt to look at).
+@shared_task(autoretry_for=(Exception,), max_retries=1, default_retry_delay=600, time_limit=1)
 def celery_stuck_retried(key):
     return _ignore_stops(key)
 

@@ -260,3 +260,17 @@ def test_resume_pushes_a_step_left_waiting_with_nothing_to_wait_for(redis_db, wo
     work()
     assert wf.state == "succeeded" and ran(redis_db) == ["add:[4]", "add:[4, 5]"]
     assert [w.id for w in WorkflowSet()] == [wf.id]
+
+
+def test_a_signature_may_name_its_job_id_once(redis_db):
+    """A step's job id may be chosen by its signature (Celery's task_id, issue 44 item 1); one id twice is refused."""
+    flow = Flow("ids")
+    flow.step("a", Add.s(1, 2).set(jid="chosen-id"))
+    workflow = flow.run()
+    assert [step.jid for step in workflow.steps()] == ["chosen-id"]
+    twice = Flow("twice")
+    twice.step("a", Add.s(1, 2).set(jid="same-id"))
+    twice.step("b", Add.s(1, 2).set(jid="same-id"))
+    with pytest.raises(InvalidWorkflow, match="'same-id' is already the id of step 'a'"):
+        twice.run()
+    assert not redis_db.exists("status:same-id") and redis_db.zcard("workflows") == 1

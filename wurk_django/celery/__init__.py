@@ -14,11 +14,14 @@ docs/from-celery.md.
 """
 
 from . import exceptions, schedules, signals, states
+from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
 from .request import Request
-from .result import AsyncResult
+from .result import AsyncResult, GroupResult
 from .task import Task, shared_task, task
 
-__all__ = ["AsyncResult", "CeleryJob", "exceptions", "schedules", "signals", "MaxRetriesExceededError", "Request", "Retry", "Task", "TaskError",
-           "TaskRevokedError", "TimeoutError", "shared_task", "states", "task"]
+__all__ = ["AsyncResult", "CeleryJob", "GroupResult", "MaxRetriesExceededError", "Request", "Retry", "Signature",
+           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "exceptions", "group",
+           "maybe_signature", "schedules", "shared_task", "signals", "signature", "states", "subtask", "task", "xmap",
+           "xstarmap"]

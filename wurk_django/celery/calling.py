@@ -85,10 +85,10 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if unknown:
         raise TypeError(f"apply_async() got unknown options {sorted(unknown)}; known: {sorted(KNOWN)} "
                         f"(ignored: {sorted(IGNORED)})")
-    canvas = set(options) & CANVAS
+    canvas = set(options) & CANVAS - {"link_error"}
     if canvas:
-        raise TypeError(f"apply_async() options {sorted(canvas)} are Celery canvas callbacks: build the workflow "
-                        "with wurk_django.workflow (chain, group, chord); see docs/from-celery.md")
+        raise TypeError(f"apply_async() options {sorted(canvas)} are set by the canvas: call task.apply_async(link=...)"
+                        " or build it with wurk_django.celery's chain, group, chord; see docs/from-celery.md")
     out: dict[str, Any] = {}
     countdown, eta = options.get("countdown"), options.get("eta")
     if countdown is not None and eta is not None:
@@ -119,6 +119,9 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
         out["headers"] = dict(headers)  # the payload's "headers": the task reads self.request.headers
     if options.get("shadow") is not None:
         out["display_class"] = options["shadow"]
+    if options.get("link_error"):
+        # The errbacks ride in the payload (JSON signatures); the job's death calls them (see .errbacks).
+        out["link_error"] = list(options["link_error"])
     ignore = options.get("ignore_result")
     if not (job_class.ignore_result if ignore is None else ignore):
         out["result_ttl"] = job_class.result_ttl()

@@ -79,4 +79,17 @@ def install_server() -> None:
     signals.job_expired.connect(_revoked, weak=False, dispatch_uid="wurk_django.celery.revoked")
     signals.worker_shutdown.connect(_shutdown, weak=False, dispatch_uid="wurk_django.celery.shutdown")
     register_component("celery_ready", _Ready, position=READY_POSITION)
+    # The canvas's own tasks (celery.map, celery.starmap) are known to every worker by name.
+    from . import canvas  # noqa: F401
+
+    install_errbacks()
     beat.register_schedule()
+
+
+def install_errbacks() -> None:
+    """Call a dead call's ``link_error`` errbacks (see :mod:`.errbacks`), on a worker."""
+    from .. import death
+    from .errbacks import on_death
+
+    # After the results feature (50): an errback reading the call's result sees FAILURE.
+    death.register_handler("celery-errbacks", on_death, position=60)

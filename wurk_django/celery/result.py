@@ -28,10 +28,19 @@ class AsyncResult:
     ``PENDING`` for ever, as in Celery; :meth:`get` then waits until its ``timeout``.
     """
 
-    def __init__(self, id: str, task_name: str | None = None, *, config: Config | None = None) -> None:  # noqa: A002
+    def __init__(self, id: str, task_name: str | None = None, *, config: Config | None = None,  # noqa: A002
+                 parent: Any = None) -> None:
         self.id = store.check_id(id)
         self.task_name = task_name
         self._config = config  # the Redis (shard) the job was pushed to; the settings' when None
+        #: The result before this one in a chain (a chord's body: the header's GroupResult),
+        #: known to the result a canvas returned; ``None`` for one built from an id.
+        self.parent = parent
+        #: The results after this one in a chain, or of its ``link`` callbacks (a canvas's).
+        self.children: list[Any] | None = None
+        #: The workflow running this call when a canvas pushed it: ``get()`` then hears of
+        #: a failure of a step before it (Celery marks the rest of a failed chain failed).
+        self.workflow: Any = None
 
     @property
     def task_id(self) -> str:
@@ -56,6 +65,21 @@ class AsyncResult:
         if here is not None:
             return here
         return store.read(self._redis(), self.id)
+
+    @property
+    def name(self) -> str | None:
+        """The task's name, from its record (or the call that made this handle)."""
+        return (self._fields() or {}).get("class") or self.task_name
+
+    @property
+    def args(self) -> list | None:
+        """The call's positional arguments, when its record keeps them."""
+        return (self._fields() or {}).get("args")
+
+    @property
+    def kwargs(self) -> dict | None:
+        """The call's keyword arguments, when its record keeps them."""
+        return (self._fields() or {}).get("kwargs")
 
     @property
     def state(self) -> str:
@@ -121,6 +145,11 @@ class AsyncResult:
             fields = self._fields()
             if _state(fields) in states.READY_STATES:
                 break
+            failed_before = self._failed_before()
+            if failed_before is not None:
+                if propagate:
+                    raise _value(failed_before._fields())
+                return _value(failed_before._fields())
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"task {self.id} was not ready after {timeout} s (state {_state(fields)})")
             wait = pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic()))
@@ -132,6 +161,32 @@ class AsyncResult:
         return value
 
     wait = get
+
+    def _failed_before(self) -> AsyncResult | None:
+        """The failed call before this one in its workflow, once the workflow failed: its
+        steps after the failure never run, so this result would read PENDING for ever."""
+        if self.workflow is None or self.workflow.state != "failed":
+            return None
+        todo, seen = [self.parent], set()
+        while todo:
+            item = todo.pop(0)
+            if item is None or id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, GroupResult):
+                todo.extend(item.results)
+                todo.append(item.parent)
+            elif item.state in (states.FAILURE, states.REVOKED):
+                return item
+            else:
+                todo.append(item.parent)
+        return None
+
+    def collect(self) -> Any:
+        raise TypeError("AsyncResult.collect() is not supported: read .children and call .get() on each")
+
+    def then(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("AsyncResult.then() (promises) is not supported: chain the next task (a | b)")
 
     def revoke(self, terminate: bool = False, *, by: str | None = None) -> str:
         """Celery's ``revoke``: the task never runs if it still waits (queue, schedule, retry
@@ -146,6 +201,91 @@ class AsyncResult:
     def forget(self) -> None:
         """Delete the record now (it would expire after the task's ``result_expires``)."""
         record.forget(self._redis(), self.id)
+
+
+class GroupResult:
+    """The results of a group's calls, in the group's order (Celery's ``GroupResult``).
+
+    ``get()``/``join()`` wait for every one and return the list of values (the first
+    failure, in order, is raised); ``completed_count()`` counts the successful ones.
+    """
+
+    def __init__(self, id: str | None = None, results: list[Any] | None = None,  # noqa: A002
+                 parent: Any = None) -> None:
+        from .. import payload
+
+        self.id = id or payload.new_jid()
+        self.results: list[Any] = list(results or [])
+        self.parent = parent
+        self.workflow: Any = None
+
+    @property
+    def children(self) -> list[Any]:
+        return self.results
+
+    def __repr__(self) -> str:
+        return f"<GroupResult: {self.id} [{', '.join(r.id for r in self.results)}]>"
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Any:
+        return iter(self.results)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.results[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GroupResult) and other.id == self.id and other.results == self.results
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def completed_count(self) -> int:
+        """How many of the calls succeeded."""
+        return sum(1 for r in self.results if r.successful())
+
+    def ready(self) -> bool:
+        return all(r.ready() for r in self.results)
+
+    def waiting(self) -> bool:
+        return not self.ready()
+
+    def successful(self) -> bool:
+        return all(r.successful() for r in self.results)
+
+    def failed(self) -> bool:
+        return any(r.failed() for r in self.results)
+
+    def join(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5,
+             disable_sync_subtasks: bool = True) -> list[Any]:
+        """Wait for each call in order; the list of their values. ``timeout`` is for all of them."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        values = []
+        for result in self.results:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            values.append(result.get(timeout=left, propagate=propagate, interval=interval,
+                                     disable_sync_subtasks=disable_sync_subtasks))
+        return values
+
+    get = join
+
+    def forget(self) -> None:
+        for result in self.results:
+            result.forget()
+
+    def revoke(self, terminate: bool = False) -> None:
+        for result in self.results:
+            result.revoke(terminate=terminate)
+
+    def save(self) -> None:
+        raise TypeError("GroupResult.save() is not supported: keep the ids (group_result.id, [r.id for r in "
+                        "group_result.results]) and rebuild it with GroupResult(id, [AsyncResult(i) for i in ids])")
+
+    @classmethod
+    def restore(cls, id: str) -> GroupResult:  # noqa: A002
+        raise TypeError("GroupResult.restore() is not supported: no group is stored; rebuild it with "
+                        "GroupResult(id, [AsyncResult(i) for i in ids]) from the ids you kept")
 
 
 def _state(fields: dict[str, Any] | None) -> str:

@@ -87,6 +87,8 @@ class Task(JobFunction):
         """Push the call with Celery's options (``countdown``, ``eta``, ``expires``,
         ``queue``, ``task_id``, ``ignore_result``, ``soft_time_limit``, ``time_limit``,
         ``retry``/``retry_policy``...; see :mod:`.calling`)."""
+        if options.get("link") is not None or options.get("link_error") is not None:
+            return self.signature(args, kwargs).apply_async(**options)  # the canvas carries callbacks
         return calling.apply_async(self.job_class, args, kwargs, **options)
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
@@ -104,6 +106,43 @@ class Task(JobFunction):
         from django.db import transaction
 
         transaction.on_commit(functools.partial(self.apply_async, args, kwargs, **options), using=using)
+
+    # -- the canvas (Celery's signatures, see .canvas) ----------------------------------
+
+    def signature(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        """A :class:`~.canvas.Signature` of this call (Celery's ``task.signature(args, kwargs, **options)``)."""
+        from .canvas import Signature
+
+        immutable = bool(options.pop("immutable", False))
+        return Signature(self, args, kwargs, options, immutable=immutable)
+
+    subtask = signature
+
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """``task.s(*args, **kwargs)``: a signature; in a chain the previous result goes in front of ``args``."""
+        return self.signature(args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """An immutable signature: it runs with exactly these arguments, even in a chain."""
+        return self.signature(args, kwargs, immutable=True)
+
+    def map(self, it: Any) -> Any:
+        """One call running this task on each item (``~task.map(items)`` is the list of values)."""
+        from .canvas import xmap
+
+        return xmap(self, it)
+
+    def starmap(self, it: Any) -> Any:
+        """One call running this task with each item as its args."""
+        from .canvas import xstarmap
+
+        return xstarmap(self, it)
+
+    def chunks(self, it: Any, n: int) -> Any:
+        """The items in parts of ``n``, each part one call (a group): ``task.chunks(items, 10)()``."""
+        from .canvas import chunks
+
+        return chunks(self.s(), it, n)
 
     def apply(self, args: Any = None, kwargs: Any = None, **options: Any) -> AsyncResult:
         """Run the call in this process now; the result holds its value or its error."""

@@ -242,6 +242,14 @@ ROWS: tuple[Setting, ...] = (
             "the soft stop is raised in its thread, before its thread is abandoned and replaced (the hard stop). "
             "See docs/time-limits.md.", WORKER,
             type=NUMBER),
+    Setting("ABANDONED_THREADS_LIMIT", None,
+            lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+            "None or an integer >= 1",
+            "Job threads a worker process may have abandoned (a hard time limit, a revoke's grace) and still "
+            "stuck (each capsule counts its own) before it restarts itself: past it, the worker logs why, stops cleanly (exit 0, so its "
+            "supervisor or swarm starts a fresh process) and `/live` fails. `None`: the larger of the "
+            "capsule's concurrency and 16. See docs/time-limits.md.", WORKER,
+            type=int | None),
     Setting("MODE", "off",
             lambda v: v in MODES, " or ".join(f'"{m}"' for m in MODES),
             'Where a worker runs besides `manage.py wurk`: `"off"` (only the command), `"standalone"`, '

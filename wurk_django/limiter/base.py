@@ -67,22 +67,36 @@ class Held:
 class _Acquisition:
     """``with limiter.acquire() as held:``; the wait bounds only the entry, never the body."""
 
-    __slots__ = ("limiter", "kwargs", "held")
+    __slots__ = ("limiter", "kwargs", "held", "release")
 
     def __init__(self, limiter: Limiter, kwargs: dict[str, Any]) -> None:
         self.limiter = limiter
         self.kwargs = kwargs
         self.held: Held | None = None
+        self.release: Callable[[], None] | None = None
 
     def __enter__(self) -> Held:
         if self.limiter.unregistered:
             self.limiter._try_register()
         self.held = self.limiter._take(**self.kwargs)
+        if self.held.acquired:
+            self.release = self.limiter._release_once(self.held)
         return self.held
 
     def __exit__(self, *exc: Any) -> None:
-        if self.held is not None and self.held.acquired:
-            self.limiter._release(self.held)
+        if self.release is not None:
+            self.release()
+
+
+def _running_hold() -> Callable[[Callable[[], None]], Callable[[], None]] | None:
+    """The running worker job's ``Run.hold``, or None outside a worker's job."""
+    ctx = context.running()
+    if ctx is None or ctx.unit is None:
+        return None
+    from ..server.run import run as runs  # a worker's job: the engine is loaded already
+
+    current = runs.current()
+    return current.hold if current is not None else None
 
 
 # -- Redis access ----------------------------------------------------------------------
@@ -230,10 +244,11 @@ class Limiter:
         held = self._take(**mine)
         if not held.acquired:
             return None
+        release = self._release_once(held)
         try:
             return fn(*args, **kwargs)
         finally:
-            self._release(held)
+            release()
 
     def acquire(self, **kwargs: Any) -> _Acquisition:
         """``with limiter.acquire() as held:`` runs the body holding capacity.
@@ -249,6 +264,18 @@ class Limiter:
 
     def _take(self, **kwargs: Any) -> Held:
         raise NotImplementedError
+
+    def _release_once(self, held: Held) -> Callable[[], None]:
+        """How ``held`` is given back: by its holder as usual, or at once if the worker
+        abandons the job's thread first (a hard time limit, a revoke's grace), so a thread
+        stuck in C code does not keep the capacity until ``lock_timeout``; once either way."""
+        def release() -> None:
+            self._release(held)
+
+        if type(self)._give_back is Limiter._give_back:
+            return release  # nothing to give back: no bookkeeping either
+        hold = _running_hold()
+        return hold(release) if hold is not None else release
 
     def _release(self, held: Held) -> None:
         """Give back what ``held`` holds. A failure here is logged, not raised: the call

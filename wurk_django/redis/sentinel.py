@@ -96,12 +96,18 @@ class ServiceState:
         self.epoch = 0
         #: The primary this process's pools last moved to.
         self.following: Address | None = None
+        #: Counts the announcements acted on (a fence, its lifting, a promotion): an
+        #: answer of the sentinels asked for before the count moved is older than what
+        #: this process heard since, and must not undo it (see :func:`_ask`).
+        self.heard = 0
 
     def fence(self, old: Address) -> None:
         self.fenced, self.fenced_until = old, time.monotonic() + FENCE_SECONDS
+        self.heard += 1
 
     def lift(self) -> None:
         self.fenced = None
+        self.heard += 1
 
     def is_fenced(self, address: Address) -> bool:
         if self.fenced is None or self.fenced != address:
@@ -120,6 +126,7 @@ class ServiceState:
         self.promoted, self.replaced = new, old
         self.promoted_at, self.promoted_epoch = time.monotonic(), epoch
         self.fenced = None
+        self.heard += 1
 
     def forget(self, address: Address) -> None:
         """``address`` answered as a replica: stop preferring it."""
@@ -271,6 +278,9 @@ _listening: dict[threading.Thread, redis.Redis] = {}
 _stopped: set[threading.Thread] = set()
 _states: dict[str, ServiceState] = {}
 _asked: dict[str, float] = {}
+# Held while an answer or an announcement moves the pools: a check that no announcement
+# came since the question, then the move, with no announcement acted on in between.
+_switching = threading.RLock()
 
 
 def state_for(identity: str) -> ServiceState:
@@ -334,45 +344,65 @@ def _close_idle(each: BlockingSentinelPool) -> None:
 def _fence(target: RedisTarget, old: Address) -> None:
     """A replica is being promoted away from ``old``: nothing more goes to it."""
     state = state_for(target.identity)
-    if state.fenced == old:
-        return
-    state.fence(old)
+    with _switching:
+        if state.fenced == old:
+            return
+        state.fence(old)
+        for each in _pools_of(target):
+            if pools.heard_primary(each) == old:
+                pools.hear_primary(each, None)
+                _close_idle(each)
     logger.warning("Redis Sentinel: %s is failing over from %s:%s; writes wait for the new primary",
                    target.service, *old)
-    for each in _pools_of(target):
-        if pools.heard_primary(each) == old:
-            pools.hear_primary(each, None)
-            _close_idle(each)
 
 
-def _switch(target: RedisTarget, primary: Address, old: Address | None = None) -> None:
+def _switch(target: RedisTarget, primary: Address, old: Address | None = None, *,
+            asked_at: int | None = None) -> None:
     """Record ``primary`` on every pool of ``target`` and close their idle connections
-    to any other server; busy ones are closed at their next use."""
+    to any other server; busy ones are closed at their next use. ``old``: the primary
+    ``primary`` was heard promoted away from. ``asked_at``: the state's count of
+    announcements when the sentinels were asked for ``primary``; if one was acted on
+    since, the answer is older than it and changes nothing."""
     state = state_for(target.identity)
+    epoch = 0
     if old is not None:
+        # Asked before the lock is taken: the sentinels may take a while to answer.
         try:
             epoch = manager(target).newest(target.service)[0]
         except redis.RedisError:
             epoch = state.epoch + 1  # at least the configuration after the last one heard
-        state.promote(primary, old, max(epoch, state.epoch))
-    elif state.fenced is not None and state.fenced != primary:
-        state.lift()
-    previous, state.following = state.following, primary
-    for each in _pools_of(target):
-        if pools.heard_primary(each) != primary:
-            pools.hear_primary(each, primary)
-            _close_idle(each)
+    with _switching:
+        if asked_at is not None and state.heard != asked_at:
+            logger.debug("Redis Sentinel: an answer naming %s:%s came after a newer announcement; ignored", *primary)
+            return
+        if old is not None:
+            state.promote(primary, old, max(epoch, state.epoch))
+        elif state.fenced is not None and state.fenced != primary:
+            state.lift()
+        previous, state.following = state.following, primary
+        for each in _pools_of(target):
+            if pools.heard_primary(each) != primary:
+                pools.hear_primary(each, primary)
+                _close_idle(each)
     if previous is not None and previous != primary:
         logger.warning("Redis Sentinel: %s moved from %s:%s to %s:%s", target.service, *previous, *primary)
 
 
 def _ask(target: RedisTarget) -> None:
+    """Ask the sentinels for the primary and move the pools to it, unless an
+    announcement was acted on while the question was out. Three watchers and the
+    recheck run at once, and on a loaded machine a thread can sit for tens of
+    milliseconds between the answer and the move: an answer read before the
+    leader's fence or promotion, applied after it, moved every pool back to the
+    old primary (undoing the fence) until the next recheck."""
+    state = state_for(target.identity)
+    asked_at = state.heard
     try:
         host, port = manager(target).discover_master(target.service)
     except redis.RedisError as exc:
         logger.warning("Redis Sentinel: no primary for %s: %s", target.service, exc)
         return
-    _switch(target, (host, int(port)))
+    _switch(target, (host, int(port)), asked_at=asked_at)
 
 
 def on_event(target: RedisTarget, channel: str, data: str) -> None:
@@ -387,7 +417,8 @@ def on_event(target: RedisTarget, channel: str, data: str) -> None:
     if channel.startswith("-failover-abort"):
         # "master <name> <ip> <port>"
         if len(words) >= 2 and words[1] == target.service and state_for(target.identity).fenced is not None:
-            state_for(target.identity).lift()
+            with _switching:
+                state_for(target.identity).lift()
             logger.warning("Redis Sentinel: the failover of %s was aborted (%s)", target.service, channel)
             _ask(target)
         return
@@ -460,7 +491,9 @@ def stop_watchers(timeout: float = 3.0) -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _switching
     # Threads do not survive a fork: the child starts its own watchers with its first pool.
+    _switching = threading.RLock()  # another thread may have held it at the fork
     _managers.clear()
     _watchers.clear()
     _listening.clear()

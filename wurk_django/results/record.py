@@ -110,7 +110,14 @@ def error_of(exc: BaseException) -> dict[str, Any]:
 def first_fields(job: dict) -> dict[str, Any]:
     """The record a push writes for a job that asks for one: it is waiting."""
     return {"state": State.SCHEDULED if "at" in job else State.ENQUEUED, "class": job.get("class"),
-            "enqueued_at": payload.now_ms(), "ttl": ttl_of(job)}
+            "enqueued_at": payload.now_ms(), "ttl": ttl_of(job), **_call_of(job)}
+
+
+def _call_of(job: dict) -> dict[str, Any]:
+    """What a Celery-style call is called with (its ``AsyncResult.args``/``.kwargs``)."""
+    if "result_ttl" not in job or isinstance(job.get("task"), dict):
+        return {}
+    return {"args": list(job.get("args") or []), "kwargs": dict(job.get("kwargs") or {})}
 
 
 def waiting_state(scheduled: bool) -> State:
@@ -229,6 +236,7 @@ def _from_payload(job: dict, ttl: int) -> dict[str, Any]:
     enqueued = payload.epoch_seconds(job.get("enqueued_at") or job.get("created_at"))
     fields: dict[str, Any] = {"class": job.get("wrapped") or job.get("class"), "errors": [], "worker_ids": [],
                               "ttl": ttl, "enqueued_at": int(enqueued * 1000) if enqueued else payload.now_ms()}
+    fields.update(_call_of(job))
     if isinstance(job.get("task"), dict):
         # The django.tasks backend's task: its metadata and its call, as its push wrote them.
         args = job.get("args") or [[], {}]

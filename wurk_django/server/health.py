@@ -1,7 +1,10 @@
 """HTTP health probes for container orchestrators (``manage.py wurk --health-port``).
 
 ``GET /live`` answers 200 while the worker process is running and fetching,
-503 once it is quiet or stopping (a quiet process only ever stops).
+503 once it is quiet or stopping (a quiet process only ever stops), or once it
+can no longer fetch: more job threads abandoned by hard stops and still stuck than
+``ABANDONED_THREADS_LIMIT`` (it then restarts itself), or a job thread it could
+not replace.
 ``GET /ready`` answers 200 only while Redis answers a PING and the process is
 fetching: not quiet, and a processor came back from a fetch within the last
 30 seconds (or every processor is busy with a job). Anything else is 503 with
@@ -377,6 +380,11 @@ class HealthListener:
             return False, ["stopping"]
         if launcher.quieting:
             return False, ["quiet"]
+        # A process that can no longer fetch is of no use alive: too many job threads
+        # abandoned and stuck (it restarts itself), a job thread it could not replace.
+        trouble = [reason for manager in getattr(launcher, "managers", ()) for reason in manager.fetch_trouble()]
+        if trouble:
+            return False, trouble
         return True, []
 
     def ready(self) -> tuple[bool, list[str]]:

@@ -164,6 +164,7 @@ class Flow:
         wire: dict[str, str] = {}
         specs: dict[str, bytes] = {}
         roots: list[tuple[str, str]] = []
+        jids: dict[str, str] = {}
         for name in order:
             step = self.steps[name]
             signature = step.signature
@@ -172,7 +173,12 @@ class Flow:
             batch.callback_queue = self.callback_queue
             batch.on("success", STEP_DONE, {"workflow": wid, "step": name})
             batch.expires_in(EXPIRY)
-            jid = payload.new_jid()
+            # A signature may name its job's id (Celery's ``task_id``), so a caller knows
+            # every step's id before the workflow is written.
+            jid = signature.options.get("jid") or payload.new_jid()
+            if jid in jids:
+                raise InvalidWorkflow(f"step {name!r}: job id {jid!r} is already the id of step {jids[jid]!r}")
+            jids[jid] = name
             job = _plan_step(client, step, {"class": signature.target, "args": list(signature.args),
                                             **signature.options, "jid": jid, "bid": batch.bid, "wf": [wid, name],
                                             **({"kwargs": signature.kwargs} if signature.kwargs else {})})

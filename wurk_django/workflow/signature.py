@@ -19,7 +19,7 @@ from .. import payload
 
 #: Push options a signature may carry (the payload options of a job, as ``Job.set`` takes them).
 OPTION_NAMES = frozenset({"queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
-                          "display_class", "expires_in"})
+                          "display_class", "expires_in", "jid", "result_ttl", "link_error"})
 
 
 def _job_name(target: Any) -> str:

@@ -16,6 +16,7 @@ from wurk_django.conf import get_config
 from wurk_django.errors import JobInterrupted, Shutdown
 from wurk_django.middleware import server_chain
 from wurk_django.outcome import Outcome
+from wurk_django.server.run import observers
 from wurk_django.server.run.joblog import JobLogger
 from wurk_django.server.run.processor import Processor
 
@@ -75,13 +76,21 @@ def a_job(klass: type | str, **extra) -> dict:
 
 
 class Watched(Processor):
-    """The processor, keeping the context of the job it settled last."""
+    """The processor, keeping the context of the job it settled last (told by the
+    settlement's hook, which fires once per run with the final outcome)."""
 
     settled: context.JobContext | None = None
 
-    def _finish(self, ctx, log, started):
-        super()._finish(ctx, log, started)
-        self.settled = ctx
+    def process(self, unit):
+        def note(ctx, outcome, error):
+            assert ctx.outcome is outcome and ctx.error is error
+            self.settled = ctx
+
+        observers.on_settled("tests.server.run.test_outcome", note)
+        try:
+            super().process(unit)
+        finally:
+            observers.off_settled("tests.server.run.test_outcome")
 
 
 def run(job: dict, **patch) -> tuple[Unit, context.JobContext, object]:

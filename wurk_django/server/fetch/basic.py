@@ -10,6 +10,7 @@ Redis instead; both share this interface:
 * ``unit.requeue()`` — put it back, unrun, where it will be fetched next;
 * ``flush_acks()`` — send acknowledgements still held back;
 * ``release_thread_connection()`` — a processor thread is exiting;
+* ``abandon(unit)`` — the thread running ``unit`` was given up: take back what it holds;
 * ``bulk_requeue(units)`` — the hard-shutdown path, one pipeline;
 * ``terminate()`` — stop handing out work.
 """
@@ -91,6 +92,9 @@ class BasicFetch:
 
     def release_thread_connection(self) -> None:
         """Nothing is held per thread: every BRPOP checks a connection out of the pool."""
+
+    def abandon(self, unit: UnitOfWork) -> None:
+        """Nothing to take back from an abandoned thread: no slot, no connection held."""
 
     def bulk_requeue(self, units: list[UnitOfWork]) -> None:
         """Push in-flight jobs back to the fetch end of their queues (CORE-157)."""

@@ -149,6 +149,7 @@ class ReliableFetch:
         holder = _Holder()
         free = weakref.finalize(holder, _free_slot, weakref.ref(self), slot)
         free.atexit = False
+        slot.free = free
         local = self._local
         local.slot, local.holder, local.free = slot, holder, free
         return slot
@@ -197,6 +198,9 @@ class ReliableFetch:
         local.slot = local.holder = local.free = None
         if slot is None or slot.pid != os.getpid():
             return
+        if free is not None and not free.alive:
+            return  # taken back when this thread was abandoned: another thread may hold it now
+        slot.free = None
         self._give_back_ahead([slot])
         slot.clear_mark()
         slot.release_connection()
@@ -569,20 +573,23 @@ class ReliableFetch:
             self._stale()
             return 0
 
-    def settle_abandoned(self, unit: ReliableUnit) -> None:
-        """The thread that ran ``unit`` was abandoned (watchdog.py) after its job was booked:
-        acknowledge the job for it, with the ACKs parked in its slot, and hand back the
-        jobs that slot fetched ahead. Its slot stays with the abandoned thread, empty,
-        until that thread ends. Raises RedisError (the caller tries again; nothing is sent twice:
-        the parked ACKs are put back)."""
+    def abandon(self, unit: ReliableUnit) -> None:
+        """The thread that runs ``unit`` was abandoned (a hard stop): take its slot back now,
+        for the thread that may never come back to free it. The jobs the slot fetched ahead
+        go back to their queues, its connection to the pool, and the slot to the free ones,
+        where the replacement thread takes it. ``unit`` stays in the slot's private list
+        until its settlement acknowledges it (the ACK is parked in the slot and rides its
+        next holder's fetch), so a crash meanwhile hands it to the reaper."""
         slot = unit.slot
+        with self._lock:
+            free, slot.free = slot.free, None
+        if free is None or not free.detach():
+            return  # freed already (its thread ended)
         self._give_back_ahead([slot])
-        parked = slot.take_parked()
-        try:
-            send_commands(get_redis(config=self.config), ack_commands([*parked, unit]))
-        except Exception:
-            slot.put_back(parked)
-            raise
+        slot.clear_mark()
+        slot.release_connection()
+        slot.forget_pace()
+        self._put_free(slot)
 
     def terminate(self) -> None:
         """No more work; flush parked ACKs (errors reported, not raised) (PRO-134)."""

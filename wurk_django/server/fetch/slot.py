@@ -136,7 +136,7 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "marker", "marked", "_marked_at", "_keys", "_streak", "_last", "_brought")
+                 "marker", "marked", "free", "_marked_at", "_keys", "_streak", "_last", "_brought")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -148,6 +148,9 @@ class FetchSlot:
         self.reconciled = reconciled
         self.conn: Any = None
         self.pool: Any = None
+        # How the thread holding the slot frees it (weakref.finalize of its holder), so an
+        # abandonment can take the slot back from a thread that may never come back.
+        self.free: Any = None
         self._keys: dict[str, tuple[str, str]] = {}
         self.marker = keys.started(hostname(), pid, NONCE, number)
         self.marked: str | None = None  # the marker's value as last written, None when unknown

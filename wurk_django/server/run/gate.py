@@ -208,6 +208,15 @@ class RunGate:
             if self._passes.pop(threading.get_ident(), None) is not None and self._waiting:
                 self._cond.notify()
 
+    def release(self, ident: int | None) -> None:
+        """Take thread ``ident``'s pass back for it: its thread was abandoned (a hard stop)
+        and may never come back to give it itself."""
+        if not self.enabled or ident is None:
+            return
+        with self._cond:
+            if self._passes.pop(ident, None) is not None and self._waiting:
+                self._cond.notify()
+
     def open(self) -> None:
         """The worker is quieting: every waiter goes through at once (to hand its job back)."""
         with self._cond:

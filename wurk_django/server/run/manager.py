@@ -15,17 +15,27 @@ import redis as redis_lib
 
 from ... import asyncrun, payload
 from ...conf import Config
-from ...errors import Shutdown
+from ...errors import HardTimeLimitExceeded, Shutdown
 from ...metrics.tracker import MetricsTracker
 from ...middleware import server_chain
+from ...outcome import Outcome
 from ...redis.connection import get_redis
+from ...revocation import revoked_error
 from ..fetch.reliable import ReliableFetch
 from ..retry import Retrier
 from ..state import WorkerState
-from ..threads import raise_in_thread
+from ..stopping import watchdog
+from ..threads import raise_in_thread, spawn
 from .gate import RunGate
 from .joblog import JobLogger
 from .processor import Processor
+from .run import Run
+from .settle import settle
+
+#: Abandoned threads still stuck that a process keeps at least (ABANDONED_THREADS_LIMIT unset).
+ABANDONED_FLOOR = 16
+#: Seconds an abandoned thread has to unwind before it counts as stuck.
+UNWIND_GRACE = 1.0
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -55,6 +65,15 @@ class Manager:
         self._lock = threading.Lock()
         self._processors: set[Processor] = set()
         self._stopping = False
+        # Threads given up (a hard stop) that may still be stuck in their job: past the
+        # limit the process restarts itself (each one keeps its stack, its job's memory,
+        # whatever its job opened, until it unwinds).
+        self._abandoned: list[threading.Thread] = []
+        limit = getattr(config, "abandoned_threads_limit", None)
+        self.abandoned_limit = int(limit) if limit else max(int(config.concurrency), ABANDONED_FLOOR)
+        self.restarting: str | None = None  # why the process restarts itself, once it does
+        self.replace_failed = False
+        watchdog.MANAGERS.add(self)
 
     def redis(self) -> redis_lib.Redis:
         return get_redis(config=self.config)
@@ -78,15 +97,83 @@ class Manager:
             except Exception:
                 logger.exception("could not replace a processor; shutting down")
                 replacement = None
+                self.replace_failed = True
         if replacement is None:
             self._request_shutdown()
         else:
             replacement.start()
 
-    def replace(self, processor: Processor) -> None:
-        """``processor``'s thread was abandoned (a hard time limit, a revoke): a fresh
-        processor takes its place now; the abandoned one never calls back (watchdog.py)."""
-        self.processor_exited(processor)
+    def runs(self) -> list[Run]:
+        """The runs in progress on this manager's threads (a revoke looks for its jid here)."""
+        with self._lock:
+            processors = list(self._processors)
+        return [run for run in (p.current for p in processors) if run is not None]
+
+    def abandon(self, run: Run) -> None:
+        """The watchdog gave ``run``'s thread up (a hard time limit, a revoke's grace; the run
+        is in its abandoned phase already). Everything the thread held for the worker comes
+        back now: its fetch slot and that slot's connection, its run-gate pass, what its
+        features registered with :meth:`Run.hold`; a fresh processor takes its place, so the
+        worker keeps its full concurrency; and the run is settled, off the watchdog's thread
+        (a Redis outage then stalls that settlement only). Past the limit of abandoned
+        threads still stuck, the process restarts itself."""
+        with self._lock:
+            processor = next((p for p in self._processors if p.thread is run.thread), None)
+            if processor is not None:
+                processor.abandoned = processor.done = True
+            if run.thread is not None:
+                self._abandoned.append(run.thread)
+        try:
+            self._take_back_slot(run)
+            self.gate.release(run.thread.ident if run.thread is not None else None)
+            run.give_back_held()
+        finally:
+            if processor is not None:
+                self.processor_exited(processor)
+            spawn(f"{self.name}/settle-abandoned", lambda: self._settle_abandoned(run), self.config)
+
+    def _take_back_slot(self, run: Run) -> None:
+        abandon = getattr(self.fetcher, "abandon", None)  # a custom FETCH_CLASS may have none
+        if abandon is not None and run.ctx.unit is not None:
+            abandon(run.ctx.unit)
+
+    def _settle_abandoned(self, run: Run) -> None:
+        revoked = run.revoked
+        if revoked is not None:
+            error: BaseException = revoked_error(revoked.by, revoked.at)
+        else:
+            error = HardTimeLimitExceeded(f"the job ran past its hard time limit (time_limit={run.job.get('time_limit')}s): "
+                                          "its thread was abandoned and replaced")
+        settle(run, Outcome.FAILED, error)
+        # Counted a moment later: a thread that runs Python code unwinds at once (HardStop),
+        # and only the ones still stuck count against the limit.
+        time.sleep(UNWIND_GRACE)
+        self._check_abandoned()
+
+    def abandoned_alive(self) -> int:
+        """Abandoned threads still stuck in their job (those that unwound are forgotten)."""
+        with self._lock:
+            self._abandoned = [thread for thread in self._abandoned if thread.is_alive()]
+            return len(self._abandoned)
+
+    def _check_abandoned(self) -> None:
+        stuck = self.abandoned_alive()
+        if stuck <= self.abandoned_limit or self.restarting is not None or self._stopping:
+            return
+        self.restarting = (f"{stuck} abandoned job threads are still stuck, past the limit of "
+                           f"{self.abandoned_limit} (ABANDONED_THREADS_LIMIT)")
+        logger.error("%s: restarting the worker cleanly so a fresh process takes over (running jobs finish "
+                     "or are requeued; the stuck threads go with this process)", self.restarting)
+        self._request_shutdown()
+
+    def fetch_trouble(self) -> list[str]:
+        """Why this manager can no longer fetch, for ``/live``; empty while it can."""
+        reasons = []
+        if self.restarting is not None:
+            reasons.append(f"restarting: {self.restarting}")
+        if self.replace_failed:
+            reasons.append("a job thread could not be replaced")
+        return reasons
 
     def quiet(self) -> None:
         if self._stopping:

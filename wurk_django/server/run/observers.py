@@ -8,8 +8,9 @@ good part of the cost. Such a feature registers an observer here instead:
 * ``observer(job, queue)`` is called by the processor as the job starts (its
   payload parsed, before the middleware chain), and returns ``None`` (nothing
   to say about this job) or a callable ``end(outcome, error, elapsed_ms)``;
-* the processor calls that ``end`` once the run is over, before the outcome is
-  booked: ``outcome`` is the run's :class:`~wurk_django.outcome.Outcome`
+* the settlement (:mod:`.settle`) calls that ``end`` once the run is over, before
+  the outcome is booked, whoever settles it (the job's thread, or the watchdog for
+  a thread it abandoned at a hard time limit): ``outcome`` is the run's :class:`~wurk_django.outcome.Outcome`
   (``FAILED`` for a failure, whatever the retry layer then makes of it),
   ``error`` the exception or ``None``, ``elapsed_ms`` the run's duration,
   middleware included.
@@ -43,3 +44,43 @@ def unregister(name: str) -> None:
     global active
     _registered.pop(name, None)
     active = tuple(fn for _pos, fn in sorted(_registered.values(), key=lambda entry: entry[0]))
+
+
+# -- settled hooks ------------------------------------------------------------------
+#
+# Told once per run, after its outcome is booked and before the job is acknowledged,
+# whoever settled it (the job's thread, or the watchdog for a thread it abandoned):
+# ``hook(ctx, outcome, error)`` with the job's context, the final Outcome (RETRIED,
+# DEAD, DISCARDED, SUCCEEDED, PAUSED, RESCHEDULED, INTERRUPTED, GIVEN_BACK) and the
+# error the run failed with (None otherwise). A result record written here is
+# written from the settled outcome, never from a thread that came back late.
+
+Settled = Callable[[Any, Any, "BaseException | None"], None]
+
+_settled_registered: dict[str, tuple[int, Settled]] = {}
+#: The settled hooks in position order: what the settlement reads on every job.
+settled_hooks: tuple[Settled, ...] = ()
+
+
+def on_settled(name: str, hook: Settled, position: int = 0) -> None:
+    """Add (or replace, by ``name``) a hook told each run's final outcome once."""
+    global settled_hooks
+    _settled_registered[name] = (position, hook)
+    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+
+
+def off_settled(name: str) -> None:
+    global settled_hooks
+    _settled_registered.pop(name, None)
+    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+
+
+def settled(ctx: Any, outcome: Any, error: BaseException | None) -> None:
+    """Tell every settled hook; one that raises is reported, the others are still told."""
+    for hook in settled_hooks:
+        try:
+            hook(ctx, outcome, error)
+        except Exception as exc:
+            from ...reporting import report
+
+            report(exc, {"context": "settled hook", "jid": (ctx.job or {}).get("jid")}, ctx.config)

@@ -61,11 +61,10 @@ def command(text: str, config: Any) -> None:
     jids = {**jids, jid: (by, at)}  # a new dict: processors read it without a lock
     if not data.get("terminate"):
         return
-    from .watchdog import PROCESSORS, WATCHDOG
+    from .watchdog import MANAGERS, WATCHDOG
 
-    for processor in list(PROCESSORS):
-        ctx = processor.running
-        if ctx is not None and isinstance(ctx.job, dict) and ctx.job.get("jid") == jid:
-            if WATCHDOG.stop(processor, ctx, by, at, float(config.revoke_grace)):
+    for manager in list(MANAGERS):
+        for run in manager.runs():
+            if run.jid == jid and WATCHDOG.stop(run, by, at, float(config.revoke_grace)):
                 logger.warning("job %s revoked by %s: stopping it (soft now, hard after %ss)",
                                jid, by or "an unnamed caller", config.revoke_grace)
