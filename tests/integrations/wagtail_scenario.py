@@ -86,7 +86,7 @@ def run() -> dict[str, object]:
 
     def article(title: str, slug: str, body: str, image_id: int | None, publish: bool = True) -> int:
         with transaction.atomic():
-            page = ArticlePage(title=title, slug=slug, body=body, image_id=image_id)
+            page = ArticlePage(title=title, slug=slug, body=body, image_id=image_id, live=publish)
             home.refresh_from_db()
             home.add_child(instance=page)
             revision = page.save_revision()
@@ -109,10 +109,19 @@ def run() -> dict[str, object]:
     report = article("Lake report", "lake",
                      f'<p>See <a linktype="page" id="{harbour}">the harbour</a>.</p>', sunset)
     edit(harbour, body="<p>Ferries in the harbour.</p>")
-    with transaction.atomic():  # the lost rename: an image's new title must be searchable
-        renamed = Image.objects.get(pk=sunset)
-        renamed.title = "Sunrise over harbour"
-        renamed.save()
+    # The lost rename, through the admin's own image edit view: the new title must be searchable.
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    editor = get_user_model().objects.create_superuser("editor", "editor@example.com", "pw")
+    browser = Client()
+    browser.force_login(editor)
+    renamed = Image.objects.get(pk=sunset)
+    answer = browser.post(f"/cms/images/{sunset}/", {
+        "title": "Sunrise over harbour", "collection": renamed.collection_id, "tags": "",
+        "focal_point_x": "", "focal_point_y": "", "focal_point_width": "", "focal_point_height": ""})
+    if answer.status_code != 302:
+        raise SystemExit(f"the admin refused the rename: {answer.status_code} {answer.content[:2000]!r}")
     _settle()
     edit(report, title="Lake chronicle")
     article("Draft notes", "draft", "<p>Unpublished thoughts.</p>", None, publish=False)
@@ -128,11 +137,14 @@ def run() -> dict[str, object]:
                "images": sorted(i.title for i in Image.objects.search(term))}
         for term in ("harbour", "sunrise", "sunset", "lake", "chronicle", "report", "ferries", "boats", "draft")
     }
+    # Wagtail's API searches the same index.
+    api = {term: sorted(item["title"] for item in browser.get("/api/v2/pages/", {"search": term}).json()["items"])
+           for term in searches}
     index = sorted([entry.content_type.model, str(entry.object_id), entry.title, entry.body]
                    for entry in IndexEntry.objects.all())
     references = sorted([ref.base_content_type.model, str(ref.object_id), ref.to_content_type.model,
                          str(ref.to_object_id), ref.model_path] for ref in ReferenceIndex.objects.all())
-    return {"searches": searches, "index": index, "references": references, **_failures()}
+    return {"searches": searches, "api": api, "index": index, "references": references, **_failures()}
 
 
 if __name__ == "__main__":
