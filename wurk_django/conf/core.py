@@ -347,12 +347,14 @@ ROWS: tuple[Setting, ...] = (
             is_middleware, "a list of middleware classes or dotted paths",
             "Middleware run around every job execution (and by `perform_inline`), same forms.", CLIENT,
             parse=list, type=list),
-    Setting("ENQUEUE_ON_COMMIT", False,
-            lambda v: isinstance(v, bool), "True or False",
+    Setting("ENQUEUE_ON_COMMIT", None,
+            lambda v: v is None or isinstance(v, bool), "None, True or False",
             "Push inside a database transaction only once it commits (nothing is pushed on rollback). Per call: "
             '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
-            "deferred too (its jids are returned at once).", CLIENT,
-            type=bool),
+            "deferred too (its jids are returned at once). `None`: each door's own default, which is at once "
+            "for jobs and at commit for `django.tasks` (the backend's `OPTIONS[\"ENQUEUE_ON_COMMIT\"]` wins "
+            "over this setting).", CLIENT,
+            type=bool | None),
     Setting("TRANSACTIONAL_PUSH", None,
             lambda v: v is None or isinstance(v, bool), "None, True or False",
             "Another name for `ENQUEUE_ON_COMMIT` (after Sidekiq's `transactional_push!`): `True` turns it on "
