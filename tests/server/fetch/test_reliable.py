@@ -79,11 +79,12 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
     return sent
 
 
-def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
+def test_one_round_trip_and_three_commands_per_job(redis_db, monkeypatch):
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
-    ahead off: each fetch moves one job)."""
+    ahead off, ``FETCH_SIZE`` 1: each fetch moves one job)."""
     # Checks RUN-131: aCK = LREM + DEL counter, held per thread; RUN-860: hot-path caches, commands per job measured.
-    monkeypatch.setattr(fetch_slot, "PREFETCH", 1)
+    fetcher = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1, FETCH_SIZE=1))
+    monkeypatch.setattr(fetch_slot, "PREFETCH_AFTER", 0)  # it would fetch ahead from the first fetch on
     for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
@@ -103,6 +104,7 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     assert len(sent) == 51
     assert (commands["lmove"], commands["lrem"], commands["del"]) == (50, 50, 50)
     assert sum(commands.values()) == 150 and commands["blmove"] == 0
+    fetcher.terminate()
 
 
 @pytest.fixture

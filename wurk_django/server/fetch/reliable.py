@@ -585,6 +585,10 @@ class ReliableFetch:
         unrun and in their order, while its thread runs another (issue 42): one script
         per private list, so each job is in that list or in its queue at every moment.
         A job its thread takes meanwhile stays with it. Called from the fair watcher."""
+        if self._limit.full():
+            # Redis refuses writes (its memory limit): the script would be refused and the jobs
+            # held by no one until Redis has room. They stay with their thread meanwhile.
+            return 0
         taken = slot.take_ahead()
         if not taken:
             return 0
