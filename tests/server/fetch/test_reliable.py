@@ -17,6 +17,7 @@ from wurk_django.conf import Config
 from wurk_django.pause import PausedCache, pause, unpause
 from wurk_django.redis.connection import get_redis
 from wurk_django.server import poison
+from wurk_django.server.fetch import fair
 from wurk_django.server.fetch import reliable as reliable_fetch
 from wurk_django.server.fetch import slot as fetch_slot
 from wurk_django.server.fetch.reliable import ReliableFetch, private_list
@@ -110,8 +111,10 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, monkeypatch):
 @pytest.fixture
 def instant_jobs(monkeypatch):
     """Every job counts as short enough to fetch PREFETCH at once (the count does not
-    then depend on how fast this machine runs the test)."""
+    then depend on how fast this machine runs the test), and none outlives the bound past
+    which a thread hands back what it fetched ahead (this test is the "job" between fetches)."""
     monkeypatch.setattr(fetch_slot, "PREFETCH_AHEAD", 3600.0)
+    monkeypatch.setattr(fair, "BOUND", 3600.0)
 
 
 def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch, instant_jobs):
