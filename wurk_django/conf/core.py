@@ -213,6 +213,13 @@ ROWS: tuple[Setting, ...] = (
             "queues). With several queues (or one, at `-c 1`) and `FETCH_NOTIFICATIONS` working, idle threads "
             "look again only every 15 intervals: Redis tells them about pushes.", WORKER,
             type=NUMBER),
+    Setting("FETCH_SIZE", 16,
+            lambda v: is_int(v, 0), "an integer >= 0",
+            "Most jobs a thread moves from a busy queue in one round trip (fetching ahead, while its recent jobs "
+            "are short). `0` or `1`: one job per fetch, as Sidekiq does. A thread whose current job runs past 5 ms "
+            "hands the jobs it holds ahead back to their queue, so they never wait behind a long job; see "
+            "docs/reliability.md.", WORKER,
+            type=int),
     Setting("FETCH_NOTIFICATIONS", True,
             lambda v: isinstance(v, bool), "True or False",
             "Idle threads serving several queues (or one, at `-c 1`) are told by Redis (`CLIENT TRACKING`) when any "
