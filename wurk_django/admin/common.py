@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -25,6 +26,8 @@ from .access import can_manage
 DEFAULT_COUNT = 25  # rows a list page shows unless the query asks for another count (CORE-242)
 MAX_COUNT = 200  # the most rows one page may ask for, so a page never loads a whole set (DJ-055)
 ARGS_LIMIT = 120  # characters of arguments shown in a list row
+
+T = TypeVar("T")
 
 def url(request: HttpRequest, view_name: str, /, **kwargs: Any) -> str:
     """Reverse a Wurk page in the admin site serving this request."""
@@ -239,6 +242,24 @@ def pretty(value: Any) -> str:
 
 def when(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+
+
+def unreadable(key: str, exc: BaseException) -> dict[str, Any]:
+    """A list row standing for a record the page could not read: its Redis key and why."""
+    return {"unreadable": True, "key": key, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def each_row(items: Iterable[T], build: Callable[[T], dict[str, Any]], key: Callable[[T], str]) -> list[dict[str, Any]]:
+    """``build(item)`` for every item; an item it fails on (a record written by hand, by an
+    older or foreign version) becomes an :func:`unreadable` row naming ``key(item)``, so
+    one bad record never takes the whole list page down. The row keeps the ``item``."""
+    rows = []
+    for item in items:
+        try:
+            rows.append(build(item))
+        except Exception as exc:
+            rows.append({**unreadable(key(item), exc), "item": item})
+    return rows
 
 
 def redis():
