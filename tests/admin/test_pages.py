@@ -285,6 +285,23 @@ def test_metrics_pages_read_sidekiq_keys(admin_client, redis_db):
     assert detail.context["job"].total_ms == 900
 
 
+def test_metrics_shows_every_class_a_page_at_a_time(admin_client, redis_db):  # issue 45 item 3
+    from tests.metrics.test_query import sidekiq_flush
+
+    now = datetime.now(UTC)
+    sidekiq_flush(redis_db, now, {f"Job{n:02d}": {"p": 1, "ms": 1000 - n} for n in range(28)})
+    first = admin_client.get(BASE + "metrics/")
+    assert [r["name"] for r in first.context["rows"]] == [f"Job{n:02d}" for n in range(20)]
+    body = first.content.decode()
+    assert "28 in all" in body and 'href="?page=2&amp;count=20"' in body
+    second = admin_client.get(BASE + "metrics/?page=2&count=20")
+    assert [r["name"] for r in second.context["rows"]] == [f"Job{n:02d}" for n in range(20, 28)]
+    assert len(second.context["chart"]["series"]) == 5  # the chart still shows the top five
+    filtered = admin_client.get(BASE + "metrics/?substr=job0&period=2h&count=5")
+    assert [r["name"] for r in filtered.context["rows"]] == [f"Job0{n}" for n in range(5)]
+    assert 'href="?period=2h&amp;substr=job0&amp;page=2&amp;count=5"' in filtered.content.decode()
+
+
 def test_busy_pages_its_tables_and_shows_one_on_request_CORE_192(admin_client, redis_db):
     """``count`` (100 by default) and ``page`` window both tables; ``only=processes`` or
     ``only=jobs`` shows one; the cards still count every process."""
