@@ -324,3 +324,14 @@ def test_busy_pages_its_tables_and_shows_one_on_request_CORE_192(admin_client, r
     assert 'id="wurk-jobs"' not in processes_only and 'id="wurk-processes"' in processes_only
     junk = admin_client.get(BASE + "busy/?only=everything&page=x&count=-4").content.decode()
     assert 'id="wurk-jobs"' in junk and 'id="wurk-processes"' in junk  # bad values: the defaults
+
+
+def test_a_celery_call_shows_its_keyword_arguments_in_every_list(admin_client, redis_db):  # issue 45 item 3
+    call = job("tests.celery_compat.tasks.greet", args=["ann"], queue="celery_kw", kwargs={"greeting": "hi"})
+    enqueue(redis_db, call)
+    add_to_set(redis_db, "retry", {**failed("tests.celery_compat.tasks.greet", args=["bob"]),
+                                   "kwargs": {"punctuation": "?"}})
+    queue = admin_client.get(BASE + "queues/celery_kw/").content.decode()
+    assert '<code class="wurk-args">&quot;ann&quot;, greeting=&quot;hi&quot;</code>' in queue
+    retries = admin_client.get(BASE + "retries/").content.decode()
+    assert "&quot;bob&quot;, punctuation=&quot;?&quot;" in retries

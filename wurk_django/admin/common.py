@@ -183,15 +183,18 @@ def keep_query(request: HttpRequest, *names: str) -> dict[str, str]:
 # -- display -----------------------------------------------------------------------
 
 
-def short_args(args: list, limit: int = ARGS_LIMIT) -> str:
-    """Arguments as compact JSON, cut at ``limit`` characters. Escaping is the
-    template's job: this returns plain text."""
-    parts = []
-    for arg in args:
-        try:
-            parts.append(payload.dumps(arg).decode("utf-8"))
-        except TypeError:
-            parts.append(repr(arg))
+def _json_text(value: Any) -> str:
+    try:
+        return payload.dumps(value).decode("utf-8")
+    except TypeError:
+        return repr(value)
+
+
+def short_args(args: list, limit: int = ARGS_LIMIT, kwargs: dict | None = None) -> str:
+    """Arguments as compact JSON (keyword arguments as ``name=<JSON>``), cut at ``limit``
+    characters. Escaping is the template's job: this returns plain text."""
+    parts = [_json_text(arg) for arg in args]
+    parts += [f"{name}={_json_text(value)}" for name, value in (kwargs or {}).items()]
     text = ", ".join(parts)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -221,11 +224,15 @@ def call_text(name: str, args: list, kwargs: dict, limit: int = ARGS_LIMIT) -> s
 
 def args_text(record: Any, limit: int = ARGS_LIMIT) -> str:
     """The Arguments column: a task as a call (``add(2, 40)``), any other job as its
-    arguments in compact JSON."""
+    arguments in compact JSON, a Celery-style call's keyword arguments included."""
     if task_shaped(record) and not payload.truthy(record.item.get("encrypt")):
         name = str(record.item.get("wrapped") or record.klass).rsplit(".", 1)[-1]
         return call_text(name, record.item["args"][0], record.item["args"][1], limit)
-    return short_args(record.display_args, limit)
+    item = record.item if isinstance(record.item, dict) else {}
+    kwargs = item.get("kwargs")
+    if not isinstance(kwargs, dict) or payload.truthy(item.get("encrypt")):
+        kwargs = None  # a Celery-style call keeps its keyword arguments beside ``args``
+    return short_args(record.display_args, limit, kwargs=kwargs)
 
 
 def pretty(value: Any) -> str:
