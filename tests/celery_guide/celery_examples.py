@@ -435,22 +435,22 @@ def group_of_chains():
 
 @example("canvas")
 def task_map():
-    return (~xsum.map([range(10), range(100)]))
+    return ~xsum.map([list(range(10)), list(range(100))])
 
 
 @example("canvas")
 def task_starmap():
-    return (~add.starmap(zip(range(10), range(10))))
+    return ~add.starmap(list(zip(range(10), range(10))))
 
 
 @example("canvas")
 def task_chunks():
-    return add.chunks(zip(range(20), range(20)), 5)().get(timeout=T)
+    return add.chunks(list(zip(range(20), range(20))), 5)().get(timeout=T)
 
 
 @example("canvas")
 def chunks_group():
-    return add.chunks(zip(range(6), range(6)), 2).group().apply_async().get(timeout=T)
+    return add.chunks(list(zip(range(6), range(6))), 2).group().apply_async().get(timeout=T)
 
 
 @example("canvas")
