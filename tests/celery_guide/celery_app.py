@@ -9,7 +9,7 @@ from celery import Celery
 
 REDIS_URL = os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
-app = Celery("guide", broker=REDIS_URL, backend=REDIS_URL, include=["tests.celery_guide.celery_tasks", "tests.celery_guide.celery_base_tasks"])
+app = Celery("guide", broker=REDIS_URL, backend=REDIS_URL, include=[f"tests.celery_guide.celery_{m}" for m in ("tasks", "base_tasks", "limit_tasks", "logging_tasks", "signal_tasks", "rate_tasks")])
 app.conf.update(
     # The examples' queues: the default one and the one the routing example names.
     task_default_queue="default",

@@ -26,6 +26,7 @@ from tests.celery_guide.celery_tasks import (
     named_add,
     progress,
     quiet,
+    record,
     retry_twice,
     retry_without_exc,
     routed,
@@ -105,7 +106,7 @@ def expires_in_the_past_is_revoked():
 @example("calling")
 def link_callback_gets_the_result():
     key = f"guide:link:{uuid.uuid4()}"
-    add.apply_async((2, 2), link=mark.s(key))
+    add.apply_async((2, 2), link=record.s(key))
     wait_until(lambda: store().llen(key))
     return [int(v) for v in store().lrange(key, 0, -1)]
 
@@ -156,33 +157,37 @@ def bound_task_request():
     return got["id"] == res.id, got["args"], got["kwargs"], got["retries"], got["name"] == whoami.name
 
 
+#: A retry's wait: wurk adds jitter to a retry's countdown today (issue 44 item 3).
+T_RETRY = 90
+
+
 @example("tasks")
 def retry_then_succeed():
     key = f"guide:retry:{uuid.uuid4()}"
-    return retry_twice.delay(key).get(timeout=T)
+    return retry_twice.delay(key).get(timeout=T_RETRY)
 
 
 @example("tasks")
 def retries_exhausted_raise_the_exception():
-    return always_retry.delay().get(timeout=T)
+    return always_retry.delay().get(timeout=T_RETRY)
 
 
 @example("tasks")
 def retry_without_exc_raises_max_retries_exceeded():
-    return retry_without_exc.delay().get(timeout=T)
+    return retry_without_exc.delay().get(timeout=T_RETRY)
 
 
 @example("tasks")
 def autoretry_for():
     key = f"guide:auto:{uuid.uuid4()}"
-    return auto_retry.delay(key).get(timeout=T)
+    return auto_retry.delay(key).get(timeout=T_RETRY)
 
 
 @example("tasks")
 def autoretry_gives_up():
     res = auto_gives_up.delay()
     try:
-        res.get(timeout=T)
+        res.get(timeout=T_RETRY)
     except Exception as exc:
         return type(exc).__name__, res.state
     return "no error", res.state
@@ -221,6 +226,58 @@ def bound_task_on_a_base_class():
     from tests.celery_guide.celery_base_tasks import recorded_bound
 
     return recorded_bound.delay(7).get(timeout=T)
+
+
+@example("tasks")
+def soft_time_limit_lets_the_task_clean_up():
+    from tests.celery_guide.celery_limit_tasks import soft_limited
+
+    return soft_limited.delay().get(timeout=T)
+
+
+@example("tasks")
+def hard_time_limit_fails_the_task():
+    from tests.celery_guide.celery_limit_tasks import hard_limited
+
+    res = hard_limited.delay()
+    got = res.get(timeout=T, propagate=False)
+    return type(got).__name__, res.state
+
+
+@example("tasks")
+def task_logger():
+    from tests.celery_guide.celery_logging_tasks import logged
+
+    return logged.delay(2, 3).get(timeout=T)
+
+
+@example("tasks")
+def rate_limited_task():
+    from tests.celery_guide.celery_rate_tasks import limited
+
+    return [limited.delay(i).get(timeout=T) for i in range(2)]
+
+
+@example("tasks")
+def apply_runs_eagerly():
+    res = add.apply((2, 2))
+    return res.get(), res.successful()
+
+
+@example("tasks")
+def task_async_result_method():
+    return add.AsyncResult(add.delay(1, 2).id).get(timeout=T)
+
+
+@example("signals")
+def prerun_and_postrun_signals():
+    from tests.celery_guide.celery_signal_tasks import signalled
+
+    res = signalled.delay(21)
+    res.get(timeout=T)
+    key = f"guide:signals:{res.id}"
+    wait_until(lambda: store().llen(key) >= 2, timeout=5)
+    return [v.decode() for v in store().lrange(key, 0, -1)]
 
 
 # -- Results (tasks.rst, calling.rst: AsyncResult) ------------------------------------------
@@ -469,6 +526,29 @@ def chain_error_propagates():
     except Exception as exc:
         return type(exc).__name__
     return "no error"
+
+
+@example("results")
+def link_children():
+    res = add.apply_async((2, 2), link=add.s(16))
+    res.get(timeout=T)
+    wait_until(lambda: res.children, timeout=5)
+    return [child.get(timeout=T) for child in (res.children or [])]
+
+
+@example("results")
+def forget_a_result():
+    res = add.delay(2, 2)
+    res.get(timeout=T)
+    res.forget()
+    return AsyncResult(res.id).state
+
+
+@example("results")
+def collect_a_chain():
+    res = (add.s(1, 1) | add.s(2))()
+    res.get(timeout=T)
+    return sorted(value for _, value in res.collect() if isinstance(value, int))
 
 
 @example("canvas")

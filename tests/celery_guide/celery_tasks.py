@@ -106,6 +106,13 @@ def mark(key, value="ran"):
 
 
 @shared_task
+def record(result, key):
+    """A link callback: the parent's result comes first."""
+    store().rpush(key, result)
+    return result
+
+
+@shared_task
 def log_error(request, exc, traceback):
     store().rpush("guide:errors", f"{request.id}:{type(exc).__name__}")
 

@@ -48,14 +48,14 @@ def same(celery: dict[str, Any], wurk: dict[str, Any]) -> bool:
 
 
 class CeleryWorker:
-    """``celery -A tests.celery_guide.celery_app worker`` as a child process (threads pool),
-    on the test Redis; stopped by pid."""
+    """``celery -A tests.celery_guide.celery_app worker`` as a child process (the prefork
+    pool: Celery's time limits need it), on the test Redis; stopped by pid."""
 
     def __init__(self, queues: list[str]) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="celery-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.celery_guide.celery_app", "worker", "-P", "threads",
-             "-c", "8", "-Q", ",".join(queues), "--without-gossip", "--without-mingle", "-l", "info",
+            [sys.executable, "-m", "celery", "-A", "tests.celery_guide.celery_app", "worker", "-P", "prefork",
+             "-c", "4", "-Q", ",".join(queues), "--without-gossip", "--without-mingle", "-l", "info",
              "-n", f"guide-{os.getpid()}@%h"],
             cwd=str(ROOT), env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -1,10 +1,5 @@
-"""celery_base_tasks.py's source with only its imports changed (see wurk_tasks.py)."""
+"""celery_base_tasks.py's source run with only its imports changed to wurk_django.celery (moved.py)."""
 
-from __future__ import annotations
+from tests.celery_guide.moved import run_moved
 
-from pathlib import Path
-
-from tests.celery_guide.moved import moved_source
-
-exec(compile(moved_source(Path(__file__).with_name("celery_base_tasks.py"),  # noqa: S102
-                          {"tests.celery_guide.celery_tasks": "tests.celery_guide.wurk_tasks"}), __file__, "exec"))
+run_moved(globals(), __file__)

@@ -1,10 +1,5 @@
-"""celery_tasks.py's source run with only its imports changed to wurk_django.celery, and its
-Celery-only lines (the project's Celery app) deleted, as docs/from-celery.md says to."""
+"""celery_tasks.py's source run with only its imports changed to wurk_django.celery (moved.py)."""
 
-from __future__ import annotations
+from tests.celery_guide.moved import run_moved
 
-from pathlib import Path
-
-from tests.celery_guide.moved import moved_source
-
-exec(compile(moved_source(Path(__file__).with_name("celery_tasks.py")), __file__, "exec"))  # noqa: S102
+run_moved(globals(), __file__)
