@@ -67,11 +67,15 @@ def test_a_viewer_sees_no_stop_button_and_cannot_stop(client, viewer, redis_db):
 
 @pytest.mark.slow
 def test_stop_on_the_busy_page_stops_a_running_job_before_the_next_beat(admin_client, redis_db, worker_factory):
-    worker_factory("-c", "2", env=ENV)
+    worker = worker_factory("-c", "2", env=ENV)
     result = running(redis_db, "t:admin", the_process(redis_db))
     started = time.monotonic()
     response = admin_client.post(BASE + "busy/", {"action": "stop_job", "jid": result.id}, follow=True)
     assert "Stop sent for job" in response.content.decode()
-    elapsed = stops_fast(redis_db, "t:admin", result, started)
+    try:
+        elapsed = stops_fast(redis_db, "t:admin", result, started)
+    except AssertionError:
+        print(worker.output())
+        raise
     assert elapsed < BEFORE_NEXT_BEAT, f"stopped after {elapsed:.2f} s: it waited for the process's beat"
     assert _dead(redis_db)[result.id]["revoked_by"] == "admin"

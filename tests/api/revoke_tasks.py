@@ -56,10 +56,11 @@ def just_after_a_beat(redis_db, identity: str) -> None:
 
 
 def running(redis_db, key: str, identity: str, seconds: float = 10):
-    """Push ``loop_for``, wait until it runs, then for a fresh beat; its AsyncResult."""
-    result = loop_for.delay(key, seconds)
-    wait_for(lambda: "started" in notes(redis_db, key), timeout=60, message="the task running")
+    """Just after a beat, push ``loop_for`` and wait until it runs; its AsyncResult. The
+    task then has most of its ``seconds`` to run and the process most of a beat to wait."""
     just_after_a_beat(redis_db, identity)
+    result = loop_for.delay(key, seconds)
+    wait_for(lambda: "started" in notes(redis_db, key), timeout=30, interval=0.01, message="the task running")
     assert notes(redis_db, key) == ["started"], "the task must still run when it is revoked"
     return result
 
@@ -69,5 +70,5 @@ def stops_fast(redis_db, key: str, result, started: float) -> float:
     wait_for(lambda: result.state != "STARTED", timeout=30, interval=0.01, message="the task to end")
     elapsed = time.monotonic() - started
     assert result.state == "REVOKED", (result.state, notes(redis_db, key))
-    assert notes(redis_db, key) == ["started", "stopped"]
+    assert notes(redis_db, key) == ["started", "stopped"], notes(redis_db, key)
     return elapsed

@@ -52,7 +52,7 @@ def test_api_revoke_terminate_stops_a_running_task_and_its_record_reads_revoked(
     worker_factory("-c", "2", env=ENV)
     result = running(redis_db, "t:api", the_process(redis_db))
     started = time.monotonic()
-    assert revoke(result.id, by="ops", terminate=True) == RUNNING
+    assert revoke(result.id, by="ops", terminate=True) in (RUNNING, MARKED)  # the busy list is a beat behind
     elapsed = stops_fast(redis_db, "t:api", result, started)
     assert elapsed < BEFORE_NEXT_BEAT, f"stopped after {elapsed:.2f} s: it waited for a beat"
     # Read by another handle, as any process would: the record says REVOKED, the error names who.
@@ -89,7 +89,7 @@ def test_without_the_channel_the_heartbeat_still_brings_the_stop(redis_db, worke
     # Longer than two beats: the task still runs when the stop comes at the beat after the next.
     result = running(redis_db, "t:beat", identity, seconds=30)
     started = time.monotonic()
-    assert revoke(result.id, by="fallback", terminate=True) == RUNNING
+    assert revoke(result.id, by="fallback", terminate=True) in (RUNNING, MARKED)  # the busy list is a beat behind
     elapsed = stops_fast(redis_db, "t:beat", result, started)
     # Not heard at once (nothing listens on the channel): at the next beat, about 10 s on.
     assert BEFORE_NEXT_BEAT < elapsed < 2 * BEAT_INTERVAL, f"stopped after {elapsed:.2f} s"
