@@ -21,7 +21,9 @@ ENV = {"WURK_TEST_EXTRA": json.dumps({"IMPORT_ON_MISS": ["tests.api"]})}
 BEFORE_NEXT_BEAT = 4.0
 
 
-@shared_task
+# No retries: its failure ends the job, which is where a record once read FAILURE after a
+# revoke (the run's end wrote it before the revoke's death could write REVOKED).
+@shared_task(max_retries=0)
 def loop_for(key, seconds=10):
     """Notes its start, runs ``seconds``, notes a soft stop (and re-raises it) or its end."""
     redis_client().rpush(key, "started")
