@@ -33,6 +33,8 @@ WURK = {
     "CONCURRENCY": 10,
 }
 
+if os.environ.get("BENCH_FETCH_SIZE"):  # FETCH_SIZE: how many jobs one fetch moves (1: as Sidekiq)
+    WURK["FETCH_SIZE"] = int(os.environ["BENCH_FETCH_SIZE"])
 if os.environ.get("BENCH_GIL_GATE") in ("0", "1"):
     WURK["GIL_GATE"] = os.environ["BENCH_GIL_GATE"] == "1"
 

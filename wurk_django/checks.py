@@ -203,8 +203,16 @@ def check_tasks_framework(app_configs: Any = None, **kwargs: Any) -> list[checks
     return []
 
 
+def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A Celery project's ``CELERY_*`` settings: what wurk does with each (wurk_django.celery.checks)."""
+    from .celery.checks import check_celery_settings as check
+
+    return check(app_configs, **kwargs)
+
+
 def register() -> None:
     checks.register(check_settings, "wurk")
+    checks.register(check_celery_settings, "wurk")
     checks.register(check_tasks_framework, "wurk")
     checks.register(check_periodic, "wurk")
     checks.register(check_redis_server, "wurk", deploy=True)

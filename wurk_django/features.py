@@ -66,7 +66,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "periodic": (SERVER, ADMIN),
     "workflow": (DEATH, SERVER, ADMIN),
     "results": (DEATH, SERVER),
-    "celery": (SERVER,),
+    "celery": (CLIENT, SERVER),
 }
 
 _lock = threading.RLock()

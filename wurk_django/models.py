@@ -33,17 +33,20 @@ def _page_link(name: str, label: Any, key: str) -> type:
     return type(name, (Dashboard,), {"__module__": __name__, "Meta": meta, "page_key": key})
 
 
-PAGE_LINKS = [
-    _page_link("BusyPage", _("busy"), "busy"),
-    _page_link("QueuesPage", _("queues"), "queues"),
-    _page_link("ScheduledPage", _("scheduled"), "scheduled"),
-    _page_link("RetriesPage", _("retries"), "retries"),
-    _page_link("DeadPage", _("dead"), "dead"),
-    _page_link("MetricsPage", _("metrics"), "metrics"),
-    _page_link("BatchesPage", _("batches"), "batches"),
-    _page_link("LimitsPage", _("limits"), "limits"),
-    _page_link("PeriodicPage", _("periodic"), "periodic"),
-    _page_link("HistoricalPage", _("historical"), "history"),
-    _page_link("TasksPage", _("tasks"), "tasks"),
-    _page_link("ProfilesPage", _("profiles"), "profiles"),
-]
+# Bound to module names, so ``wurk_django.models.BusyPage`` imports like any model (Django's
+# shell auto-imports every model by its dotted path and complains about one it cannot find).
+BusyPage = _page_link("BusyPage", _("busy"), "busy")
+QueuesPage = _page_link("QueuesPage", _("queues"), "queues")
+ScheduledPage = _page_link("ScheduledPage", _("scheduled"), "scheduled")
+RetriesPage = _page_link("RetriesPage", _("retries"), "retries")
+DeadPage = _page_link("DeadPage", _("dead"), "dead")
+MetricsPage = _page_link("MetricsPage", _("metrics"), "metrics")
+BatchesPage = _page_link("BatchesPage", _("batches"), "batches")
+LimitsPage = _page_link("LimitsPage", _("limits"), "limits")
+PeriodicPage = _page_link("PeriodicPage", _("periodic"), "periodic")
+HistoricalPage = _page_link("HistoricalPage", _("historical"), "history")
+TasksPage = _page_link("TasksPage", _("tasks"), "tasks")
+ProfilesPage = _page_link("ProfilesPage", _("profiles"), "profiles")
+
+PAGE_LINKS = [BusyPage, QueuesPage, ScheduledPage, RetriesPage, DeadPage, MetricsPage,
+              BatchesPage, LimitsPage, PeriodicPage, HistoricalPage, TasksPage, ProfilesPage]

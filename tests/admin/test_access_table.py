@@ -178,10 +178,10 @@ def _make_data(redis_db) -> dict[str, list[dict[str, str]]]:
         "wurk_profile": [{"key": f"walk-{jid}"}], "wurk_profile_data": [{"key": f"walk-{jid}"}],
     }
     if TASKS_AVAILABLE:
-        from wurk_django.tasks import results
+        from wurk_django.results import store
 
         result = payload.new_jid()
-        results.write(redis_db, result, {
+        store.write(redis_db, result, {
             "state": "complete", "class": "tests.tasks.sample.add", "task": {"queue_name": "default"},
             "args": [2, 40], "kwargs": {}, "errors": [], "worker_ids": ["w1"], "enqueued_at": payload.now_ms(),
             "started_at": payload.now_ms(), "finished_at": payload.now_ms(), "return_value": 42}, 3600)

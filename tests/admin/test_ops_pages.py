@@ -137,6 +137,21 @@ def test_tasks_page_lists_filters_and_shows_results(admin_client, redis_db):
 
 
 @needs_tasks
+@pytest.mark.parametrize("field, value", [("started_at", "soon"), ("finished_at", str(10**20)), ("args", "{not json")])
+def test_one_unreadable_task_result_is_a_row_with_its_key(admin_client, redis_db, field, value):  # issue 45 item 3
+    ok, bad = payload.new_jid(), payload.new_jid()
+    _result(redis_db, ok)
+    _result(redis_db, bad)
+    redis_db.hset(f"status:{bad}", field, value)
+    response = admin_client.get(BASE + "tasks/")
+    html = response.content.decode()
+    assert response.status_code == 200 and f'<tr data-id="{ok}">' in html
+    row = html[html.index(f'<tr data-id="{bad}" class="wurk-unreadable">'):]
+    row = row[:row.index("</tr>")]
+    assert f"status:{bad}" in row and "unreadable" in row
+
+
+@needs_tasks
 def test_tasks_page_permissions(client, redis_db, viewer):
     assert client.get(BASE + "tasks/").status_code == 302  # to the login page
     client.force_login(viewer)

@@ -285,6 +285,23 @@ def test_metrics_pages_read_sidekiq_keys(admin_client, redis_db):
     assert detail.context["job"].total_ms == 900
 
 
+def test_metrics_shows_every_class_a_page_at_a_time(admin_client, redis_db):  # issue 45 item 3
+    from tests.metrics.test_query import sidekiq_flush
+
+    now = datetime.now(UTC)
+    sidekiq_flush(redis_db, now, {f"Job{n:02d}": {"p": 1, "ms": 1000 - n} for n in range(28)})
+    first = admin_client.get(BASE + "metrics/")
+    assert [r["name"] for r in first.context["rows"]] == [f"Job{n:02d}" for n in range(20)]
+    body = first.content.decode()
+    assert "28 in all" in body and 'href="?page=2&amp;count=20"' in body
+    second = admin_client.get(BASE + "metrics/?page=2&count=20")
+    assert [r["name"] for r in second.context["rows"]] == [f"Job{n:02d}" for n in range(20, 28)]
+    assert len(second.context["chart"]["series"]) == 5  # the chart still shows the top five
+    filtered = admin_client.get(BASE + "metrics/?substr=job0&period=2h&count=5")
+    assert [r["name"] for r in filtered.context["rows"]] == [f"Job0{n}" for n in range(5)]
+    assert 'href="?period=2h&amp;substr=job0&amp;page=2&amp;count=5"' in filtered.content.decode()
+
+
 def test_busy_pages_its_tables_and_shows_one_on_request_CORE_192(admin_client, redis_db):
     """``count`` (100 by default) and ``page`` window both tables; ``only=processes`` or
     ``only=jobs`` shows one; the cards still count every process."""
@@ -307,3 +324,14 @@ def test_busy_pages_its_tables_and_shows_one_on_request_CORE_192(admin_client, r
     assert 'id="wurk-jobs"' not in processes_only and 'id="wurk-processes"' in processes_only
     junk = admin_client.get(BASE + "busy/?only=everything&page=x&count=-4").content.decode()
     assert 'id="wurk-jobs"' in junk and 'id="wurk-processes"' in junk  # bad values: the defaults
+
+
+def test_a_celery_call_shows_its_keyword_arguments_in_every_list(admin_client, redis_db):  # issue 45 item 3
+    call = job("tests.celery_compat.tasks.greet", args=["ann"], queue="celery_kw", kwargs={"greeting": "hi"})
+    enqueue(redis_db, call)
+    add_to_set(redis_db, "retry", {**failed("tests.celery_compat.tasks.greet", args=["bob"]),
+                                   "kwargs": {"punctuation": "?"}})
+    queue = admin_client.get(BASE + "queues/celery_kw/").content.decode()
+    assert '<code class="wurk-args">&quot;ann&quot;, greeting=&quot;hi&quot;</code>' in queue
+    retries = admin_client.get(BASE + "retries/").content.decode()
+    assert "&quot;bob&quot;, punctuation=&quot;?&quot;" in retries

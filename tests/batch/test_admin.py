@@ -239,3 +239,17 @@ def test_batch_page_masks_encrypted_arguments(admin_client, redis_db):
     encryption.disable()
     assert "visible" in body and "[encrypted data]" in body
     assert "4242" not in body and '"iv"' not in body and "&quot;iv&quot;" not in body
+
+
+def test_a_batch_with_created_at_in_ms_is_an_unreadable_row_not_a_500(admin_client, redis_db):  # issue 45 item 3
+    from wurk_django import keys
+
+    good, bad = _batch("fine"), _batch("broken")
+    redis_db.hset(keys.batch(bad.bid), "created_at", "1764493577123")  # ms, not s: out of datetime's range
+    response = admin_client.get(BASE + "batches/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert f'data-bid="{good.bid}">' in body
+    row = body[body.index(f'data-bid="{bad.bid}" class="wurk-unreadable"'):]
+    row = row[:row.index("</tr>")]
+    assert "unreadable" in row and keys.batch(bad.bid) in row

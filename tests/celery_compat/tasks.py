@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.support import wait_for  # noqa: F401 - re-exported for the tests
 from wurk_django.celery import shared_task
 from wurk_django.redis.app import redis_client
@@ -94,3 +96,30 @@ def slow(self, key):
     while not redis_client().exists(key + ":go"):
         time.sleep(0.02)
     return "slow done"
+
+
+@shared_task(bind=True, max_retries=3)
+def retried_twice(self, key):
+    """Two ``self.retry(countdown=1)``, then done: Celery takes about 2 s for it."""
+    redis_client().rpush(key, f"{time.time():.3f}")
+    if self.request.retries < 2:
+        raise self.retry(countdown=1)
+    return self.request.retries
+
+
+@shared_task
+def beat_record(name=None, *, label=None):
+    """Fired by CELERY_BEAT_SCHEDULE entries (tests.celery_compat.worker_settings)."""
+    redis_client().rpush("test:beat", name or label)
+
+
+@shared_task(bind=True)
+def read_headers(self):
+    return self.request.headers
+
+
+@shared_task(bind=True, max_retries=1)
+def retry_once(self):
+    if self.request.retries < 1:
+        raise self.retry(exc=Flaky("once more"), countdown=0)
+    return "second"

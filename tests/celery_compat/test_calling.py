@@ -107,8 +107,10 @@ def test_publish_retry_policy_retries_the_push_while_redis_is_unreachable(redis_
 
 
 def test_decorator_refuses_what_it_cannot_honour():
-    with pytest.raises(TypeError, match="limiter"):
-        shared_task(rate_limit="10/m")(lambda: None)
+    with pytest.raises(ValueError, match="rate_limit must be like"):
+        shared_task(rate_limit="10 per minute")(lambda: None)
+    with pytest.raises(TypeError, match="base=DjangoTask"):
+        shared_task(base=object)(lambda: None)
     with pytest.raises(TypeError, match="max_retries"):
         shared_task(retry=3)(lambda: None)
     with pytest.raises(TypeError, match="exception classes"):

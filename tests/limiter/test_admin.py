@@ -54,8 +54,8 @@ def test_lists_every_limiter_with_its_status(admin_client, limiters):
 
 def test_filter_is_a_case_insensitive_substring_and_pages(admin_client, redis_db):
     for i in range(30):
-        limiter.bucket(f"Tenant-{i:02d}", 5, "minute")
-    limiter.bucket("other", 5, "minute")
+        limiter.bucket(f"Tenant-{i:02d}", 5, "minute").register()
+    limiter.bucket("other", 5, "minute").register()
     found = admin_client.get(PAGE + "?q=tenant-1").context["page"]
     assert [r["name"] for r in found.items] == [f"Tenant-{i}" for i in range(10, 20)]
     first = admin_client.get(PAGE + "?q=TENANT&count=25").context["page"]
@@ -66,8 +66,8 @@ def test_filter_is_a_case_insensitive_substring_and_pages(admin_client, redis_db
 
 
 def test_expired_names_are_swept_from_the_list(admin_client, redis_db):
-    limiter.window("gone", 1, "second")
-    limiter.window("kept", 1, "second")
+    limiter.window("gone", 1, "second").register()
+    limiter.window("kept", 1, "second").register()
     redis_db.delete("lmtr:gone")
     assert list(rows(admin_client.get(PAGE))) == ["kept"]
     assert redis_db.smembers("lmtr-list") == {b"kept"}

@@ -71,6 +71,8 @@ def test_window_takes_seconds_and_leaky_takes_seconds_or_units(redis_db):
 ])
 def test_options_json_and_fingerprint_match_ruby(make, text, redis_db):
     lim = make()
+    assert not redis_db.exists(f"lmtr:{lim.name}")  # defined: nothing written yet (issue 45 item 4)
+    lim.register()  # what its first use does
     assert lim.options_json == text
     assert lim.fingerprint == hashlib.sha256(f"{lim.type}|{lim.name}|{text}".encode()).hexdigest()
     meta = redis_db.hgetall(f"lmtr:{lim.name}")
@@ -96,6 +98,7 @@ def test_infinite_and_nan_are_refused():
 
 def test_registration_adds_to_the_list_only_when_metadata_is_new(redis_db):  # ENT-111
     lim = limiter.concurrent("erp", 3)
+    assert lim.register() == 1
     assert lim.register() == 0  # metadata already there: the list is not touched
     redis_db.srem("lmtr-list", "erp")
     assert lim.register() == 0  # still not re-added while the metadata lives
@@ -111,7 +114,7 @@ def test_register_false_writes_nothing(redis_db):
 
 def test_per_user_names_keep_the_list_bounded(redis_db):  # ENT-112
     for user_id in range(250):
-        limiter.window(f"stripe-{user_id}", 10, "second")
+        limiter.window(f"stripe-{user_id}", 10, "second").register()
     assert redis_db.scard("lmtr-list") == 250
     for user_id in range(240):
         redis_db.delete(f"lmtr:stripe-{user_id}")  # their metadata expired
@@ -123,6 +126,7 @@ def test_sweep_script_keeps_a_name_registered_again_meanwhile(redis_db):
     from wurk_django.limiter.base import run
 
     lim = limiter.concurrent("raced", 1)
+    lim.register()
     # The dashboard probed EXISTS and saw nothing; before its sweep, the name came back.
     assert run("list_sweep", ["lmtr-list", "lmtr:raced"], ["raced"]) == 0
     redis_db.delete("lmtr:raced")
@@ -132,6 +136,7 @@ def test_sweep_script_keeps_a_name_registered_again_meanwhile(redis_db):
 
 def test_build_from_metadata_has_no_side_effects(redis_db):  # ENT-142
     made = limiter.bucket("mailgun", 10, "minute", backoff=lambda *a: 5)
+    made.register()
     meta = listing.metadata("mailgun")
     redis_db.delete("lmtr:mailgun", "lmtr-list")
     rebuilt = limiter.build("mailgun", meta["type"], meta["options"])
@@ -156,7 +161,7 @@ def test_unlimited_always_runs_and_touches_no_redis(redis_db):  # ENT-129
     assert not redis_db.keys("*")
 
 
-def test_limiter_defined_while_redis_is_down_still_constructs(monkeypatch, caplog, redis_db):
+def test_limiter_used_while_redis_is_down_registers_at_the_next_use(monkeypatch, caplog, redis_db):
     from wurk_django.limiter import base
 
     def down(*_a, **_k):
@@ -164,10 +169,12 @@ def test_limiter_defined_while_redis_is_down_still_constructs(monkeypatch, caplo
 
     with monkeypatch.context() as patched:
         patched.setattr(base, "run", down)
-        lim = limiter.concurrent("early", 2)
-    assert lim.limit == 2 and lim.unregistered
+        lim = limiter.concurrent("early", 2)  # defining it does not even try (issue 45 item 4)
+        assert lim.limit == 2 and lim.unregistered and not caplog.text
+        # The first use tries; registration only feeds the dashboard, so the call goes on.
+        assert lim.within_limit(lambda: 7) == 7
     assert "could not register limiter 'early'" in caplog.text
-    assert not redis_db.exists("lmtr:early")
-    lim.within_limit(lambda: None)  # Redis is back: the first use registers it
+    assert lim.unregistered and not redis_db.exists("lmtr:early")
+    lim.within_limit(lambda: None)  # Redis is back: the next use registers it
     assert not lim.unregistered
     assert redis_db.sismember("lmtr-list", "early")

@@ -71,3 +71,21 @@ def flaky():
     if get_redis().incr("test:flaky") == 1:
         raise ConnectionError("first call fails")
     return "second time lucky"
+
+
+@task()
+def outlives_a_stop(seconds, where="c"):
+    """Sleeps ``seconds`` on its first call (longer than a worker's stop timeout), returns at
+    once afterwards (counts in Redis, so it works across processes). ``where="c"`` sleeps in
+    one C call, which the stop's interruption cannot reach; ``"python"`` in short sleeps,
+    between which it can."""
+    import time
+
+    if get_redis().incr("test:outlives") == 1:
+        if where == "c":
+            time.sleep(seconds)
+        else:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+    return "ran"

@@ -248,16 +248,19 @@ def test_invalid_per_task_retry_is_refused(backend):
         sample.fail_once_only.__class__(func=sample.plain_function, retry=-1)
 
 
+# -- after commit by default (DJ-023, issue 45 item 1) ----------------------------------
+
+
 @pytest.mark.django_db(transaction=True)
-def test_enqueue_on_commit_pushes_at_commit_with_the_final_id(settings, redis_db, queued):
-    # DJ-023
-    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
-                                  "OPTIONS": {"ENQUEUE_ON_COMMIT": True}}}
+def test_inside_atomic_a_task_is_pushed_when_it_commits_by_default(backend, redis_db, queued):
+    # Before: pushed at once, so a worker could run it before the rows it reads were committed.
     with transaction.atomic():
         result = sample.add.enqueue(1, 2)
         assert redis_db.dbsize() == 0
+        # The caller's result is usable now: READY, with its final id.
+        assert result.status == TaskResultStatus.READY and not result.is_finished
         assert result.enqueued_at is None
-        with pytest.raises(TaskResultDoesNotExist):
+        with pytest.raises(TaskResultDoesNotExist):  # nothing to find until it is pushed
             sample.add.get_result(result.id)
     assert result.enqueued_at is not None
     assert queued()["jid"] == result.id
@@ -265,9 +268,7 @@ def test_enqueue_on_commit_pushes_at_commit_with_the_final_id(settings, redis_db
 
 
 @pytest.mark.django_db(transaction=True)
-def test_enqueue_on_commit_rollback_pushes_nothing(settings, redis_db):
-    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
-                                  "OPTIONS": {"ENQUEUE_ON_COMMIT": True}}}
+def test_a_rollback_pushes_nothing_by_default(backend, redis_db):
     with pytest.raises(RuntimeError):
         with transaction.atomic():
             sample.add.enqueue(1, 2)
@@ -276,15 +277,102 @@ def test_enqueue_on_commit_rollback_pushes_nothing(settings, redis_db):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_enqueue_on_commit_follows_wurk_setting_and_checks_args_now(settings, redis_db):
-    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
-    settings.WURK = {**settings.WURK, "ENQUEUE_ON_COMMIT": True}
+def test_a_rolled_back_savepoint_drops_only_its_tasks(backend, redis_db, queued):
+    with transaction.atomic():
+        kept = sample.add.enqueue(1, 2)
+        try:
+            with transaction.atomic():
+                sample.add.enqueue(3, 4)
+                raise RuntimeError("inner")
+        except RuntimeError:
+            pass
+    assert queued()["jid"] == kept.id
+    assert redis_db.llen("queue:default") == 0
+
+
+def test_outside_a_transaction_a_task_is_pushed_at_once_without_touching_the_database(backend, redis_db,
+                                                                                     queued):
+    # No django_db mark: opening a database connection here would fail the test.
+    result = sample.add.enqueue(1, 2)
+    assert queued()["jid"] == result.id and result.enqueued_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("where", ["OPTIONS", "WURK"])
+def test_enqueue_on_commit_false_pushes_at_once_inside_atomic(settings, redis_db, queued, where):
+    if where == "OPTIONS":
+        settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
+                                      "OPTIONS": {"ENQUEUE_ON_COMMIT": False}}}
+    else:  # the global setting, set, is the backend's default
+        settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+        settings.WURK = {**settings.WURK, "ENQUEUE_ON_COMMIT": False}
+    with transaction.atomic():
+        result = sample.add.enqueue(1, 2)
+        assert queued()["jid"] == result.id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backends_option_wins_over_the_wurk_setting(settings, redis_db):
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend",
+                                  "OPTIONS": {"ENQUEUE_ON_COMMIT": True}}}
+    settings.WURK = {**settings.WURK, "ENQUEUE_ON_COMMIT": False}
+    with transaction.atomic():
+        sample.add.enqueue(1, 2)
+        assert redis_db.llen("queue:default") == 0
+    assert redis_db.llen("queue:default") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_arguments_are_checked_at_the_call_inside_atomic(backend, redis_db):
     with transaction.atomic():
         with pytest.raises(ValueError, match="native JSON"):
             sample.echo.enqueue({1: "x"})
         sample.add.enqueue(1, 2)
         assert redis_db.llen("queue:default") == 0
     assert redis_db.llen("queue:default") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_inside_atomic_waits_for_the_commit(backend, redis_db, queued):
+    # Sync code in atomic() awaiting aenqueue through async_to_sync: the coroutine runs in
+    # another thread, the transaction is the caller's.
+    from asgiref.sync import async_to_sync
+
+    with transaction.atomic():
+        result = async_to_sync(sample.add.aenqueue)(1, 2)
+        assert result.status == TaskResultStatus.READY
+        assert redis_db.dbsize() == 0
+    assert queued()["jid"] == result.id
+    assert sample.add.get_result(result.id).status == TaskResultStatus.READY
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_inside_a_rolled_back_atomic_pushes_nothing(backend, redis_db):
+    from asgiref.sync import async_to_sync
+
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            async_to_sync(sample.add.aenqueue)(1, 2)
+            raise RuntimeError("roll back")
+    assert redis_db.dbsize() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_from_an_async_view_in_sync_to_async_atomic_code(backend, redis_db, queued):
+    # An async view running its writes in sync_to_async(atomic code) that awaits the task.
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    def save_and_enqueue():
+        with transaction.atomic():
+            result = async_to_sync(sample.add.aenqueue)(1, 2)
+            assert redis_db.dbsize() == 0
+            return result
+
+    async def view():
+        return await sync_to_async(save_and_enqueue)()
+
+    result = asyncio.run(view())
+    assert queued()["jid"] == result.id
 
 
 def test_backend_check_reports_bad_options(settings):

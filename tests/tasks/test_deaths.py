@@ -50,8 +50,11 @@ def test_task_killed_as_a_poison_pill_ends_failed(backend, redis_db):
 
 
 @pytest.mark.parametrize("how", ["one", "all"])
-def test_task_killed_from_the_admin_ends_failed(backend, redis_db, client, db, how):
-    result = sample.fail.enqueue("later")
+def test_task_killed_from_the_admin_ends_failed(backend, redis_db, client, db, how,
+                                               django_capture_on_commit_callbacks):
+    # The test runs inside a transaction (db): the push waits for a commit, played here.
+    with django_capture_on_commit_callbacks(execute=True):
+        result = sample.fail.enqueue("later")
     raw = redis_db.rpop("queue:default")
     _running(redis_db, result.id)
     at = time.time() + 60

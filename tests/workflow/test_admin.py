@@ -9,7 +9,7 @@ import pytest
 from tests.admin.conftest import BASE, make_user
 from tests.jobsapp.workflow_jobs import Add, FailUntilFlag, Record
 from tests.workflow.conftest import ran
-from wurk_django.workflow import Flow, Workflow, chain, group
+from wurk_django.workflow import Flow, Workflow, chain, group, keys
 from wurk_django.workflow.graph import DRAW_LIMIT
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +84,17 @@ def test_a_big_workflow_is_drawn_one_box_per_level(admin_client, redis_db):
     body = admin_client.get(BASE + f"workflows/{wf.id}/").content.decode()
     svg = _picture(body)
     assert svg.count('class="wurk-wf-level"') == 1 and f"level 0: {DRAW_LIMIT + 1} steps" in svg
+
+
+@pytest.mark.parametrize("created_at", ["1764493577123", "yesterday"])  # in ms, not s; no number at all
+def test_one_malformed_workflow_shows_as_unreadable_and_the_list_still_renders(admin_client, redis_db, created_at):
+    good, bad = _diamond("fine"), _diamond("broken")  # issue 45 item 3
+    key = keys.workflow(bad.id)
+    redis_db.hset(key, "created_at", created_at)
+    listing = admin_client.get(BASE + "workflows/")
+    body = listing.content.decode()
+    assert listing.status_code == 200
+    assert f'href="{BASE}workflows/{good.id}/"' in body  # the good one as ever
+    row = body[body.index(f'data-workflow="{bad.id}"'):]
+    row = row[:row.index("</tr>")]
+    assert "wurk-unreadable" in body and "unreadable" in row and key in row

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -25,6 +26,8 @@ from .access import can_manage
 DEFAULT_COUNT = 25  # rows a list page shows unless the query asks for another count (CORE-242)
 MAX_COUNT = 200  # the most rows one page may ask for, so a page never loads a whole set (DJ-055)
 ARGS_LIMIT = 120  # characters of arguments shown in a list row
+
+T = TypeVar("T")
 
 def url(request: HttpRequest, view_name: str, /, **kwargs: Any) -> str:
     """Reverse a Wurk page in the admin site serving this request."""
@@ -180,15 +183,18 @@ def keep_query(request: HttpRequest, *names: str) -> dict[str, str]:
 # -- display -----------------------------------------------------------------------
 
 
-def short_args(args: list, limit: int = ARGS_LIMIT) -> str:
-    """Arguments as compact JSON, cut at ``limit`` characters. Escaping is the
-    template's job: this returns plain text."""
-    parts = []
-    for arg in args:
-        try:
-            parts.append(payload.dumps(arg).decode("utf-8"))
-        except TypeError:
-            parts.append(repr(arg))
+def _json_text(value: Any) -> str:
+    try:
+        return payload.dumps(value).decode("utf-8")
+    except TypeError:
+        return repr(value)
+
+
+def short_args(args: list, limit: int = ARGS_LIMIT, kwargs: dict | None = None) -> str:
+    """Arguments as compact JSON (keyword arguments as ``name=<JSON>``), cut at ``limit``
+    characters. Escaping is the template's job: this returns plain text."""
+    parts = [_json_text(arg) for arg in args]
+    parts += [f"{name}={_json_text(value)}" for name, value in (kwargs or {}).items()]
     text = ", ".join(parts)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -218,11 +224,15 @@ def call_text(name: str, args: list, kwargs: dict, limit: int = ARGS_LIMIT) -> s
 
 def args_text(record: Any, limit: int = ARGS_LIMIT) -> str:
     """The Arguments column: a task as a call (``add(2, 40)``), any other job as its
-    arguments in compact JSON."""
+    arguments in compact JSON, a Celery-style call's keyword arguments included."""
     if task_shaped(record) and not payload.truthy(record.item.get("encrypt")):
         name = str(record.item.get("wrapped") or record.klass).rsplit(".", 1)[-1]
         return call_text(name, record.item["args"][0], record.item["args"][1], limit)
-    return short_args(record.display_args, limit)
+    item = record.item if isinstance(record.item, dict) else {}
+    kwargs = item.get("kwargs")
+    if not isinstance(kwargs, dict) or payload.truthy(item.get("encrypt")):
+        kwargs = None  # a Celery-style call keeps its keyword arguments beside ``args``
+    return short_args(record.display_args, limit, kwargs=kwargs)
 
 
 def pretty(value: Any) -> str:
@@ -239,6 +249,24 @@ def pretty(value: Any) -> str:
 
 def when(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+
+
+def unreadable(key: str, exc: BaseException) -> dict[str, Any]:
+    """A list row standing for a record the page could not read: its Redis key and why."""
+    return {"unreadable": True, "key": key, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def each_row(items: Iterable[T], build: Callable[[T], dict[str, Any]], key: Callable[[T], str]) -> list[dict[str, Any]]:
+    """``build(item)`` for every item; an item it fails on (a record written by hand, by an
+    older or foreign version) becomes an :func:`unreadable` row naming ``key(item)``, so
+    one bad record never takes the whole list page down. The row keeps the ``item``."""
+    rows = []
+    for item in items:
+        try:
+            rows.append(build(item))
+        except Exception as exc:
+            rows.append({**unreadable(key(item), exc), "item": item})
+    return rows
 
 
 def redis():

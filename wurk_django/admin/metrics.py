@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 
 from ..metrics.query import BUCKET_LABELS, MetricsQuery, QueryResult
-from .common import render, url
+from .common import Page, keep_query, page_params, render, url
 
 #: period -> (minutes, hours) as Sidekiq's metrics page offers them
 PERIODS: dict[str, tuple[int | None, int | None]] = {
@@ -17,7 +17,7 @@ PERIODS: dict[str, tuple[int | None, int | None]] = {
     "24h": (None, 24), "48h": (None, 48), "72h": (None, 72),
 }
 DETAIL_PERIODS = ("1h", "2h", "4h", "8h")  # the histogram only exists per minute
-TOP = 20
+TOP = 20  # classes in one page of the table
 CHARTED = 5
 
 
@@ -41,8 +41,13 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     minutes, hours = PERIODS[period]
     substr = request.GET.get("substr", "").strip()
     result = MetricsQuery().top_jobs(substr or None, minutes=minutes, hours=hours)
-    top = result.top(TOP)
-    rows = [{
+    ranked = result.top(len(result.job_results))
+    # Every class seen, a page at a time (TOP a page unless ?count= says otherwise): the
+    # 21st class is on page 2, never silently left out.
+    number, count = page_params(request, default=TOP)
+    page = Page(number=number, count=count, total=len(ranked), base_query=keep_query(request, "period", "substr"))
+    top = ranked[page.start:page.start + count]
+    page.items = rows = [{
         "name": job.name,
         "url": url(request, "wurk_metrics_job", klass=job.name) + f"?period={period if period in DETAIL_PERIODS else '8h'}",
         "succeeded": job.succeeded,
@@ -56,7 +61,8 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         "periods": [{"key": p, "current": p == period} for p in PERIODS],
         "substr": substr,
         "rows": rows,
-        "chart": _chart(result, [job.name for job in top[:CHARTED]]),
+        "page": page,
+        "chart": _chart(result, [job.name for job in ranked[:CHARTED]]),
         "result": result,
     }
     return render(request, model_admin, "metrics.html", context, section="metrics", title=_("Metrics"))

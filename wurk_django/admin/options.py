@@ -15,7 +15,10 @@ from django.views.decorators.cache import never_cache
 
 from ..admin_pages import pages
 from ..redis.shards import via
-from . import builtin  # noqa: F401  (registers the core pages)
+from . import (
+    builtin,  # noqa: F401  (registers the core pages)
+    redis_down,
+)
 from .access import (  # noqa: F401  (kept importable from here)
     MANAGE_PERMISSION,
     TOKEN_ATTRIBUTE,
@@ -37,19 +40,25 @@ def secure_headers(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def _on_shard(request: HttpRequest, view: View, *args: Any, **kwargs: Any) -> HttpResponse:
+def _on_shard(request: HttpRequest, view: View, *args: Any, as_json: bool, **kwargs: Any) -> HttpResponse:
     """Run ``view`` (and render its template) on the shard the session selected, so
-    every Redis read of the page goes there."""
+    every Redis read of the page goes there. Redis unreachable: a 503 saying so
+    (:mod:`.redis_down`), a JSON one for an endpoint."""
     from .shard_select import selected
 
     shard = selected(request)
-    if shard is None:
-        return view(request, *args, **kwargs)
-    with via(shard):
-        response = view(request, *args, **kwargs)
-        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
-            response.render()  # a TemplateResponse renders lazily, after this block otherwise
-        return response
+    model_admin = args[0]
+
+    def run() -> HttpResponse:
+        if shard is None:
+            return view(request, *args, **kwargs)
+        with via(shard):
+            response = view(request, *args, **kwargs)
+            if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+                response.render()  # a TemplateResponse renders lazily, after this block otherwise
+            return response
+
+    return redis_down.guarded(request, shard, run, model_admin=model_admin, as_json=as_json)
 
 
 def _json_error(status: int, error: str) -> HttpResponse:
@@ -112,7 +121,7 @@ class WurkAdmin(ViewOnlyAdmin):
                     raise PermissionDenied("wurk_django.manage_jobs is needed to change jobs")
             if not authorize_hook(request):
                 raise PermissionDenied("refused by WURK['ADMIN_AUTHORIZE']")
-            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, as_json=False, **kwargs))
 
         # What the view takes, for tests/admin/test_access_table.py's walk of every URL.
         checked.wurk_methods = methods  # type: ignore[attr-defined]
@@ -147,7 +156,7 @@ class WurkAdmin(ViewOnlyAdmin):
                     return secure_headers(_json_error(403, "wurk_django.view_dashboard is needed"))
             if not authorize_hook(request):
                 return secure_headers(_json_error(403, "refused by WURK['ADMIN_AUTHORIZE']"))
-            return secure_headers(_on_shard(request, view, self, *args, **kwargs))
+            return secure_headers(_on_shard(request, view, self, *args, as_json=True, **kwargs))
 
         checked.wurk_methods = ("GET", "HEAD")  # type: ignore[attr-defined]
         checked.wurk_token = token  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from django.utils.translation import pgettext_lazy
 from ..results import store
 from ..tasks import results
 from ..tasks.results import STATUS_OF
-from .common import Page, call_text, keep_query, page_params, redis, render, url
+from .common import Page, call_text, each_row, keep_query, page_params, redis, render, url
 
 #: At most this many results are read to sort a listing; older ones are still
 #: reachable by id (the search box, or a job's link).
@@ -101,14 +101,18 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         name = klass.decode() if isinstance(klass, bytes) else (klass or "")
         if search and not results.valid_id(search) and search.lower() not in name.lower():
             continue
-        listed.append((int(enqueued or 0), jid))
+        try:
+            at = int(enqueued or 0)
+        except ValueError:
+            at = 0  # not a time: listed last, and shown as unreadable below
+        listed.append((at, jid))
     listed.sort(reverse=True)  # newest first
     window = listed[(number - 1) * count: number * count]
     pipe = client.pipeline(transaction=False)
     for _at, jid in window:
         pipe.hgetall(results.key(jid))
-    rows = [row(jid, results.decode(raw)) for (_at, jid), raw in zip(window, pipe.execute() if window else [],
-                                                                        strict=True) if raw]
+    fetched = [(jid, raw) for (_at, jid), raw in zip(window, pipe.execute() if window else [], strict=True) if raw]
+    rows = each_row(fetched, lambda pair: row(pair[0], results.decode(pair[1])), lambda pair: results.key(pair[0]))
     page = Page(number=number, count=count, total=len(listed), items=rows,
                 base_query=keep_query(request, "status", "q"))
     context = {

@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
 from .. import keys, payload
-from ..admin.common import Page, keep_query, page_params, redis, render, short_args, url, when
+from ..admin.common import Page, each_row, keep_query, page_params, redis, render, short_args, url, when
 from ..api.process import WorkSet
 from ..api.record import JobRecord
 from .fire import CALLBACK_CLASS
@@ -138,7 +138,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     else:
         total = batch_index.size
         statuses = batch_index.page(start, count)
-    rows = [_row(s) for s in statuses]
+    rows = each_row(statuses, _row, lambda status: keys.batch(status.bid))
     page = Page(number=number, count=count, total=total, items=rows, base_query=keep_query(request, "q", "tag", "kind"))
     context = {"page": page, "query": query, "tag": tag, "dead": dead, "looked": looked,
                "search_limit": SEARCH_LIMIT, "index_size": batch_index.size}

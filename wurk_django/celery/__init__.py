@@ -13,7 +13,7 @@ Sidekiq-format jobs (keyword arguments in the payload's ``kwargs``), run by
 docs/from-celery.md.
 """
 
-from . import states
+from . import exceptions, schedules, signals, states
 from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
@@ -22,5 +22,6 @@ from .result import AsyncResult, GroupResult
 from .task import Task, shared_task, task
 
 __all__ = ["AsyncResult", "CeleryJob", "GroupResult", "MaxRetriesExceededError", "Request", "Retry", "Signature",
-           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "group",
-           "maybe_signature", "shared_task", "signature", "states", "subtask", "task", "xmap", "xstarmap"]
+           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "exceptions", "group",
+           "maybe_signature", "schedules", "shared_task", "signals", "signature", "states", "subtask", "task", "xmap",
+           "xstarmap"]

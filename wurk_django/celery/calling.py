@@ -9,11 +9,12 @@
 ``ignore_result``  no result record for this call
 ``soft_time_limit`` / ``time_limit``  the payload keys the worker enforces
 ``shadow``         ``display_class`` (the name the admin shows)
+``headers``        the payload's ``headers`` (JSON), read by the task as ``self.request.headers``
 ``retry`` / ``retry_policy``  retry the push itself while Redis is unreachable
 =================  ==========================================================
 
 Transport options with no meaning on Redis lists (``priority``, ``routing_key``,
-``exchange``, ``serializer``, ``compression``, ``headers``...) are accepted and
+``exchange``, ``serializer``, ``compression``...) are accepted and
 ignored; anything else is refused with the list of what is known.
 """
 
@@ -32,6 +33,7 @@ from ..client.planning import Companions
 from ..job import Setter, _run_at
 from ..redis import shards
 from ..results import record, store
+from . import django_settings as settings
 from .result import AsyncResult
 
 if TYPE_CHECKING:
@@ -39,10 +41,10 @@ if TYPE_CHECKING:
 
 #: Accepted for Celery's sake; nothing on a Redis list corresponds to them.
 IGNORED = frozenset({"priority", "routing_key", "exchange", "exchange_type", "serializer", "compression",
-                     "headers", "delivery_mode", "mandatory", "immediate", "connection", "producer",
+                     "delivery_mode", "mandatory", "immediate", "connection", "producer",
                      "publisher", "add_to_parent", "reply_to", "time_to_live"})
 KNOWN = frozenset({"countdown", "eta", "expires", "queue", "task_id", "ignore_result", "soft_time_limit",
-                   "time_limit", "shadow", "retry", "retry_policy"})
+                   "time_limit", "shadow", "retry", "retry_policy", "headers"})
 CANVAS = frozenset({"link", "link_error", "chain", "group_id", "chord"})
 
 #: Celery's default policy for retrying a push (``retry=True``).
@@ -110,6 +112,11 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     for name in ("soft_time_limit", "time_limit"):
         if options.get(name) is not None:
             out[name] = options[name]
+    headers = options.get("headers")
+    if headers:
+        if not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a dict, not {headers!r}")
+        out["headers"] = dict(headers)  # the payload's "headers": the task reads self.request.headers
     if options.get("shadow") is not None:
         out["display_class"] = options["shadow"]
     if options.get("link_error"):
@@ -117,7 +124,7 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
         out["link_error"] = list(options["link_error"])
     ignore = options.get("ignore_result")
     if not (job_class.ignore_result if ignore is None else ignore):
-        out["result_ttl"] = int(job_class.result_expires)
+        out["result_ttl"] = job_class.result_ttl()
     return out
 
 
@@ -148,6 +155,8 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
                 **options: Any) -> AsyncResult | None:
     """Push one call; the :class:`AsyncResult` of it, or ``None`` when a client middleware
     dropped the push (a unique job's duplicate)."""
+    if settings.always_eager():
+        return _eager(job_class, args, kwargs, options)
     args, kwargs = check_call(job_class, args, kwargs)
     setter_options = options_for(job_class, options)
     policy = _policy(options.get("retry"), options.get("retry_policy"))
@@ -170,6 +179,17 @@ def apply_async(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None
     return AsyncResult(jid, job_class.job_name, config=target if target is not config else None)
 
 
+def _eager(job_class: type[CeleryJob], args: Any, kwargs: Any, options: Mapping[str, Any]) -> AsyncResult:
+    """``CELERY_TASK_ALWAYS_EAGER``: the call runs here, as ``apply()``; with
+    ``CELERY_TASK_EAGER_PROPAGATES`` its error is raised here too."""
+    options_for(job_class, options)  # the same checks as a push: a bad option fails here too
+    here = {k: options[k] for k in ("task_id", "queue", "soft_time_limit", "time_limit") if k in options}
+    result = apply(job_class, args, kwargs, **here)
+    if settings.eager_propagates() and result.failed():
+        result.get(propagate=True)
+    return result
+
+
 def _policy(retry: Any, policy: Any) -> dict[str, float]:
     if not retry and not (retry is None and policy):
         return {**DEFAULT_POLICY, "max_retries": 0}
@@ -190,7 +210,7 @@ def apply(job_class: type[CeleryJob], args: Any = None, kwargs: Any = None, task
     retries at once); the returned result holds its value or its exception."""
     args, kwargs = check_call(job_class, args, kwargs)
     jid = payload.new_jid() if task_id is None else store.check_id(task_id)
-    item_options = {"jid": jid, "result_ttl": int(job_class.result_expires)}
+    item_options = {"jid": jid, "result_ttl": job_class.result_ttl()}
     for name in ("queue", "soft_time_limit", "time_limit"):
         if options.get(name) is not None:
             item_options[name] = options[name]

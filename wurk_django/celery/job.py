@@ -21,6 +21,7 @@ from ..errors import JobInterrupted, Shutdown
 from ..job import Job
 from ..outcome import Outcome
 from ..results import record, store
+from . import django_settings as settings
 from . import retrying
 from .exceptions import MaxRetriesExceededError, Retry
 from .request import Request, retries_of
@@ -54,6 +55,12 @@ class CeleryJob(Job):
     expires: ClassVar[float | dt.timedelta | None] = None
     #: Check each call's arguments against the function's signature (Celery's ``typing``).
     typing: ClassVar[bool] = True
+    #: Celery's ``"10/m"``: kept by a limiter shared by the cluster (see :mod:`.rate_limits`).
+    rate_limit: ClassVar[str | int | None] = None
+
+    #: A countdown is the time asked: the retry layer adds none of its own jitter (only
+    #: ``retry_jitter`` with ``retry_backoff`` randomises, as Celery documents).
+    retry_spread: ClassVar[bool] = False
 
     _request: Request | None = None
     _called_directly = False
@@ -65,7 +72,23 @@ class CeleryJob(Job):
         the limit cannot be the class attribute wurk jobs use.)"""
         options = super().get_options()
         options["retry"] = True if cls.max_retries is None else cls.max_retries
+        # Celery's order: a route for the task's name, then its own queue=, then the default queue.
+        queue = settings.routed_queue(cls.job_name) or _own(cls, "queue") or settings.default_queue()
+        if queue:
+            options["queue"] = queue
+        limits = settings.time_limits()
+        for name, value in limits.items():
+            options.setdefault(name, value)
         return options
+
+    @classmethod
+    def result_ttl(cls) -> int:
+        """Seconds a result record is kept: the task's ``result_expires``, else
+        ``CELERY_RESULT_EXPIRES``, else one day."""
+        own = _own(cls, "result_expires")
+        if own is None:
+            own = settings.result_expires()
+        return int(cls.result_expires if own is None else own)
 
     @classmethod
     def retry_in(cls, count: int, exc: BaseException, job: dict) -> float | str:  # type: ignore[override]
@@ -132,7 +155,22 @@ class CeleryJob(Job):
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
         fn = type(self).fn
+        limiter = type(self).rate_limiter() if type(self).rate_limit and _on_worker() else None
+        if limiter is not None:
+            # Over the rate, the limiter raises OverLimit and its middleware reschedules
+            # the job; run here (apply(), eager), Celery ignores the rate too.
+            with limiter.acquire():
+                return fn(self, *args, **kwargs) if type(self).bind else fn(*args, **kwargs)
         return fn(self, *args, **kwargs) if type(self).bind else fn(*args, **kwargs)
+
+    @classmethod
+    def rate_limiter(cls) -> Any:
+        """The limiter keeping this task's ``rate_limit`` (made once), or ``None``."""
+        if "_limiter" not in cls.__dict__:
+            from . import rate_limits
+
+            cls._limiter = rate_limits.limiter_for(cls.job_name, cls.rate_limit)
+        return cls._limiter
 
     def run(self, args: list, kwargs: dict[str, Any] | None = None) -> Any:
         token = running.set(self)
@@ -143,8 +181,44 @@ class CeleryJob(Job):
         finally:
             running.reset(token)
 
+    def _announced_run(self, args: list, kwargs: dict[str, Any] | None) -> Any:
+        """One attempt, with Celery's task signals around it (:mod:`.signals`)."""
+        from . import signals
+
+        if not (signals.task_prerun.receivers or signals.task_postrun.receivers or signals.task_success.receivers
+                or signals.task_failure.receivers or signals.task_retry.receivers):
+            return super().run(args, kwargs)
+        task = type(self).task_object()
+        request = self.request
+        call = {"task_id": request.id, "args": list(args), "kwargs": dict(kwargs or {})}
+        signals.task_prerun.send(sender=task, task=task, **call)
+        try:
+            value = super().run(args, kwargs)
+        except _NOT_A_FAILURE:
+            raise
+        except Exception as exc:
+            einfo = signals.ExceptionInfo(exc)
+            if retrying.decide(type(self), request.retries, exc) is not None:
+                state = "RETRY"
+                signals.task_retry.send(sender=task, request=request, reason=_cause(exc), einfo=einfo)
+            else:
+                state = "FAILURE"
+                final = _cause(exc)
+                signals.task_failure.send(sender=task, exception=final, traceback=final.__traceback__,
+                                          einfo=einfo, **call)
+            signals.task_postrun.send(sender=task, task=task, retval=exc, state=state, **call)
+            raise
+        signals.task_success.send(sender=task, result=value)
+        signals.task_postrun.send(sender=task, task=task, retval=value, state="SUCCESS", **call)
+        return value
+
+    @classmethod
+    def task_object(cls) -> Any:
+        """The ``@shared_task`` object of this class: the ``sender`` of Celery's task signals."""
+        return cls.__dict__.get("_task") or cls
+
     def _run_on_worker(self, args: list, kwargs: dict[str, Any] | None) -> Any:
-        value = super().run(args, kwargs)
+        value = self._announced_run(args, kwargs)
         record.returned(value)  # the results feature writes it once the run has ended well
         return value
 
@@ -153,7 +227,7 @@ class CeleryJob(Job):
         while True:
             attempt = record.begin_here(job, in_memory=True)
             try:
-                value = super().run(args, kwargs)
+                value = self._announced_run(args, kwargs)
             except _NOT_A_FAILURE:
                 raise
             except Exception as exc:
@@ -174,6 +248,16 @@ class CeleryJob(Job):
                 record.returned(value)
                 attempt.end(Outcome.SUCCEEDED, None)
             return value
+
+
+def _own(cls: type, name: str) -> Any:
+    """An option the task's decorator set (not inherited from :class:`CeleryJob`)."""
+    for klass in cls.__mro__:
+        if klass is CeleryJob:
+            return None
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
 
 
 def _on_worker() -> bool:

@@ -21,7 +21,8 @@ class Request:
     """The call being run: ``id`` (the jid), ``task`` (its name), ``args``, ``kwargs``,
     ``retries`` (0 on the first run), ``queue``, ``eta`` and ``expires`` (epoch seconds
     or ``None``), ``is_eager`` (run in this process by ``apply()`` or a testing mode),
-    ``hostname``, ``delivery_info`` and ``bid`` (the batch, if any)."""
+    ``hostname``, ``delivery_info``, ``headers`` (the call's custom headers) and ``bid``
+    (the batch, if any)."""
 
     id: str | None = None
     task: str | None = None
@@ -36,6 +37,9 @@ class Request:
     hostname: str = field(default_factory=socket.gethostname)
     bid: str | None = None
     delivery_info: dict[str, Any] = field(default_factory=dict)
+    #: The call's custom headers (``apply_async(headers=...)``, or set by a
+    #: ``before_task_publish`` receiver); ``{}`` when it has none.
+    headers: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_payload(cls, job: dict, *, is_eager: bool) -> Request:
@@ -43,5 +47,6 @@ class Request:
         return cls(id=job.get("jid"), task=job.get("class"), args=list(job.get("args") or []),
                    kwargs=dict(job.get("kwargs") or {}), retries=retries_of(job), queue=queue,
                    eta=job.get("at"), expires=job.get("expiry"), is_eager=is_eager, bid=job.get("bid"),
+                   headers=dict(job.get("headers") or {}),
                    delivery_info={"routing_key": queue, "queue": queue, "redelivered": payload.truthy(
                        job.get("retry_count") is not None)})

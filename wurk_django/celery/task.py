@@ -17,11 +17,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from ..job import OPTION_NAMES, JobFunction
-from . import calling
+from . import calling, rate_limits
 from .job import CeleryJob, running
 from .request import Request
 from .result import AsyncResult
@@ -30,14 +31,14 @@ from .result import AsyncResult
 CELERY_OPTIONS = frozenset({"name", "queue", "bind", "max_retries", "default_retry_delay", "autoretry_for",
                             "dont_autoretry_for", "retry_kwargs", "retry_backoff", "retry_backoff_max",
                             "retry_jitter", "ignore_result", "result_expires", "soft_time_limit", "time_limit",
-                            "expires", "typing"})
+                            "expires", "typing", "rate_limit"})
 #: Accepted and ignored: wurk already behaves so, or nothing corresponds.
 IGNORED_OPTIONS = frozenset({"acks_late", "acks_on_failure_or_timeout", "reject_on_worker_lost", "track_started",
                              "serializer", "trail", "store_errors_even_if_ignored", "priority", "throws",
                              "send_events", "compression", "lazy"})
 REFUSED = {
-    "rate_limit": "use a wurk limiter (wurk_django.limiter, docs/limiters.md)",
-    "base": "custom Task base classes are not supported; subclass wurk_django.celery.CeleryJob instead",
+    "base": "custom Task base classes are not supported (base=Task and base=DjangoTask are accepted): "
+            "use the task signals (wurk_django.celery.signals) or subclass wurk_django.celery.CeleryJob",
     "retry": "use max_retries (the number of retries) with autoretry_for or self.retry()",
 }
 #: wurk's own job options, for a task that wants them (``tags``, ``retry_queue``...).
@@ -55,6 +56,7 @@ class Task(JobFunction):
     def __init__(self, fn: Callable[..., Any], job_class: type[CeleryJob]) -> None:
         super().__init__(fn, job_class)
         self.name = job_class.job_name
+        job_class._task = self  # the sender of Celery's task signals
 
     def __repr__(self) -> str:
         return f"<@task: {self.name}>"
@@ -88,6 +90,22 @@ class Task(JobFunction):
         if options.get("link") is not None or options.get("link_error") is not None:
             return self.signature(args, kwargs).apply_async(**options)  # the canvas carries callbacks
         return calling.apply_async(self.job_class, args, kwargs, **options)
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """``delay()`` once the current database transaction commits (at once outside one;
+        never if it rolls back), as Celery 5.4's ``DjangoTask`` does. Returns ``None``: the
+        call has no id until it is pushed."""
+        from django.db import transaction
+
+        transaction.on_commit(functools.partial(self.delay, *args, **kwargs))
+
+    def apply_async_on_commit(self, args: Any = None, kwargs: Any = None, using: str | None = None,
+                              **options: Any) -> None:
+        """``apply_async()`` once the transaction of database ``using`` commits (see
+        :meth:`delay_on_commit`)."""
+        from django.db import transaction
+
+        transaction.on_commit(functools.partial(self.apply_async, args, kwargs, **options), using=using)
 
     # -- the canvas (Celery's signatures, see .canvas) ----------------------------------
 
@@ -170,6 +188,8 @@ def _whole_seconds(name: str, value: Any) -> Any:
 
 
 def _class_attrs(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]:
+    if options.get("base") is Task:
+        options = {k: v for k, v in options.items() if k != "base"}  # every task is one already
     refused = set(options) & set(REFUSED)
     if refused:
         name = sorted(refused)[0]
@@ -193,6 +213,8 @@ def _class_attrs(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, A
             raise ValueError(f"max_retries must be an integer >= 0 or None, not {value!r}")
         elif name == "retry_kwargs" and not isinstance(value, dict):
             raise TypeError(f"retry_kwargs must be a dict, not {value!r}")
+        elif name == "rate_limit":
+            rate_limits.parse(value)  # a rate wurk cannot keep fails at the decorator
         attrs[name] = value
     if "<locals>" not in fn.__qualname__:
         attrs.setdefault("name", f"{fn.__module__}.{fn.__qualname__}")  # Celery's default: self.name reads it

@@ -213,6 +213,13 @@ ROWS: tuple[Setting, ...] = (
             "queues). With several queues (or one, at `-c 1`) and `FETCH_NOTIFICATIONS` working, idle threads "
             "look again only every 15 intervals: Redis tells them about pushes.", WORKER,
             type=NUMBER),
+    Setting("FETCH_SIZE", 16,
+            lambda v: is_int(v, 0), "an integer >= 0",
+            "Most jobs a thread moves from a busy queue in one round trip (fetching ahead, while its recent jobs "
+            "are short). `0` or `1`: one job per fetch, as Sidekiq does. A thread whose current job runs past 5 ms "
+            "hands the jobs it holds ahead back to their queue, so they never wait behind a long job; see "
+            "docs/reliability.md.", WORKER,
+            type=int),
     Setting("FETCH_NOTIFICATIONS", True,
             lambda v: isinstance(v, bool), "True or False",
             "Idle threads serving several queues (or one, at `-c 1`) are told by Redis (`CLIENT TRACKING`) when any "
@@ -347,12 +354,14 @@ ROWS: tuple[Setting, ...] = (
             is_middleware, "a list of middleware classes or dotted paths",
             "Middleware run around every job execution (and by `perform_inline`), same forms.", CLIENT,
             parse=list, type=list),
-    Setting("ENQUEUE_ON_COMMIT", False,
-            lambda v: isinstance(v, bool), "True or False",
+    Setting("ENQUEUE_ON_COMMIT", None,
+            lambda v: v is None or isinstance(v, bool), "None, True or False",
             "Push inside a database transaction only once it commits (nothing is pushed on rollback). Per call: "
             '`set(on_commit=True)` or `set(on_commit="alias")` for another database. `perform_bulk` is '
-            "deferred too (its jids are returned at once).", CLIENT,
-            type=bool),
+            "deferred too (its jids are returned at once). `None`: each door's own default, which is at once "
+            "for jobs and at commit for `django.tasks` (the backend's `OPTIONS[\"ENQUEUE_ON_COMMIT\"]` wins "
+            "over this setting).", CLIENT,
+            type=bool | None),
     Setting("TRANSACTIONAL_PUSH", None,
             lambda v: v is None or isinstance(v, bool), "None, True or False",
             "Another name for `ENQUEUE_ON_COMMIT` (after Sidekiq's `transactional_push!`): `True` turns it on "

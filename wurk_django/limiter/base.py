@@ -159,18 +159,19 @@ class Limiter:
         #: Tests set a function returning epoch seconds (read from Redis TIME and then
         #: advanced) to drive the scripts' clock; None: the scripts read TIME.
         self.clock: Callable[[], float] | None = None
-        #: True while registration is owed: it failed at construction and is tried again at the first use.
-        self.unregistered = False
-        if register:
-            self._try_register()
+        #: True while registration is owed. Defining a limiter never talks to Redis (it is
+        #: usually defined at module level, and importing a module must work, and stay
+        #: fast, with Redis down): it registers at its first use, and again at the next
+        #: use if that failed.
+        self.unregistered = register
 
     def _try_register(self) -> None:
         try:
             self.register()
             self.unregistered = False
         except Exception as exc:
-            # Registration only feeds the dashboard's list: a limiter defined at import
-            # time must not break the import when Redis (or settings) are not ready yet.
+            # Registration only feeds the dashboard's list: the call itself goes on (and
+            # fails on its own if Redis is really gone).
             self.unregistered = True
             logger.warning("could not register limiter %r yet (%s); it works all the same", self.name, exc)
 

@@ -97,13 +97,20 @@ def _check_class(name: str) -> None:
         pass  # registered while apps load: the worker checks it again at boot
 
 
+def _apps_ready() -> bool:
+    from django.apps import apps
+
+    return apps.ready
+
+
 def register(cron: str, job: Any, *, tz: Any = None, **options: Any) -> Loop:
     """Register a periodic job from code, e.g. in ``AppConfig.ready()``::
 
         periodic.register("0 4 * * *", "shop.jobs.Nightly", queue="low", args=["x"], tz="Asia/Tokyo")
 
     Validates at once (``ValueError`` for a bad cron string, class or option),
-    stores the loop in Redis when it can, and remembers it so every worker
+    stores the loop in Redis when it can (not while Django is still loading its
+    apps: no Redis then), and remembers it so every worker
     booting this code registers it again (with ``WURK["PERIODIC"]``, as one block).
     Options are job options (``queue``, ``retry``, ``args``, ...) plus ``paused``
     (the initial state only) and ``label``; ``tz`` is an IANA zone name
@@ -113,6 +120,11 @@ def register(cron: str, job: Any, *, tz: Any = None, **options: Any) -> Loop:
     _check_class(loop.klass)
     with _code_lock:
         _code[loop.lid] = (cron, loop.klass, tz, dict(options))
+    if not _apps_ready():
+        # Called while Django loads (``AppConfig.ready()``, a module import): no Redis
+        # then, so every ``manage.py`` command stays quiet and fast with Redis down;
+        # each worker stores the loops it remembers when it boots.
+        return loop
     try:
         _persist(loop)
     except Exception as exc:  # no Redis yet: the worker stores it at boot

@@ -1,7 +1,9 @@
 """Plugs result records into the worker: the job observer that writes each attempt's
 start and end (:func:`.record.observe`), the death handler that settles a job's
-record wherever it dies (:func:`.record.died`) and a ``job_retried`` receiver for a
-retry booked outside the run's thread (:func:`.record.retried`). Pushing processes need nothing: the
+record wherever it dies (:func:`.record.died`), a ``job_retried`` receiver for a
+retry booked outside the run's thread (:func:`.record.retried`), and a
+``worker_exit`` receiver for runs a stop put back whose thread never came out
+(:func:`.record.stopped`). Pushing processes need nothing: the
 first record rides in the push's round trip, written by the producers (the Celery-style
 tasks, the ``django.tasks`` backend) through :mod:`.record`.
 """
@@ -32,3 +34,5 @@ def install_server() -> None:
     observers.register("results", record.observe, position=OBSERVER_POSITION)
     # A retry booked by another thread than the run's (the watchdog): see record.retried.
     signals.job_retried.connect(record.retried, weak=False, dispatch_uid="wurk_django.results.retried")
+    # A run the stop put back while its thread never came out of it: see record.stopped.
+    signals.worker_exit.connect(record.stopped, weak=False, dispatch_uid="wurk_django.results.stopped")

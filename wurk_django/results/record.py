@@ -15,6 +15,8 @@ A job keeps a record when its payload asks for one: a Celery-style task's
   :mod:`wurk_django.server.retry`), ``interrupted`` or ``scheduled``; a run a revoke
   stopped writes no end of its own: the settlement buries it, and :func:`died` writes
   ``revoked``;
+* a run the worker's stop could not interrupt (its thread asleep in C code) is put back
+  on its queue by the stop; as the worker exits, :func:`stopped` writes its ``interrupted``;
 * a death, wherever it happens (retries used up, a kill from the admin, a poison pill,
   a revoke, a hard time limit), reaches :func:`died`, the death handler this feature
   installs: ``failed`` (``revoked`` for a revoke) with its error, once;
@@ -57,6 +59,9 @@ _current: ContextVar[Attempt | None] = ContextVar("wurk_result_attempt", default
 #: thread ever comes back, changes nothing.
 _live: dict[str, Attempt] = {}
 _worker_id: str | None = None
+#: How a run ends when its job goes back to its queue to run again (a stop, a pause, a
+#: job handed back unrun): its record reads ``interrupted`` (django.tasks: READY).
+PUT_BACK = frozenset({Outcome.INTERRUPTED, Outcome.PAUSED, Outcome.GIVEN_BACK})
 
 
 # -- which jobs keep a record --------------------------------------------------------
@@ -208,9 +213,38 @@ class Attempt:
             return
         if fields is not None and of(fields.get("state")) in FINAL:
             return  # a death seen elsewhere (the watchdog, a revoke) settled it first
+        if outcome in PUT_BACK and self._overtaken(fields):
+            return
         update, drop = self._ending(outcome, error, fields or self.fields)
         if update:
             self.save(update, drop=drop)
+
+    def put_back(self) -> None:
+        """The worker stopped while this attempt's thread was still in its run (asleep in C
+        code, out of reach of the stop's interruption): the stop put the job back on its
+        queue, so the record reads ``interrupted``, as a run cut short on its own thread
+        does. Once: the thread, if it ever comes back, changes nothing."""
+        _settled(self)
+        if self.done:
+            return
+        self.done = True
+        try:
+            fields = self.load()
+        except _UNREACHABLE as exc:
+            _lost(self.jid, exc)
+            return
+        if fields is not None and (of(fields.get("state")) in FINAL or self._overtaken(fields)):
+            return
+        self.save({"state": State.INTERRUPTED})
+
+    def _overtaken(self, fields: dict[str, Any] | None) -> bool:
+        """Whether a later attempt started since this one (the job put back was taken by
+        another worker before this end was written): that attempt's record is not ours to
+        change."""
+        if not fields:
+            return False
+        ours = self.fields.get("last_attempted_at")
+        return ours is not None and fields.get("last_attempted_at") not in (None, ours)
 
     def _ending(self, outcome: Any, error: BaseException | None,
                 fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -219,7 +253,7 @@ class Attempt:
             return {"state": State.COMPLETE, "return_value": self.value, "finished_at": now}, ()
         if outcome is Outcome.RESCHEDULED:
             return {"state": State.SCHEDULED}, ()
-        if outcome in (Outcome.INTERRUPTED, Outcome.PAUSED, Outcome.GIVEN_BACK):
+        if outcome in PUT_BACK:
             return {"state": State.INTERRUPTED}, ()
         if outcome is Outcome.FAILED:
             # Told before the retry layer booked it: the retry rule says what it will do.
@@ -373,6 +407,15 @@ def retried(sender: Any, job: dict, exception: BaseException | None = None, **kw
         attempt.error_written = True
         update["errors"] = [*(fields.get("errors") or []), error_of(_shown_error(exception))]
     _write(store.write, redis, job["jid"], update, ttl_of(job), drop=("finished_at",))
+
+
+def stopped(sender: Any, **kwargs: Any) -> None:
+    """Receiver of ``worker_exit``: the worker stopped. An attempt still running here is
+    one whose thread the stop could not interrupt; the stop put its job back on its queue
+    (or left it for the reaper to put back), so it will run again: its record reads
+    ``interrupted`` (READY) instead of ``running`` until it does."""
+    for attempt in list(_live.values()):
+        attempt.put_back()
 
 
 def _settled(attempt: Attempt) -> None:

@@ -147,11 +147,21 @@ class Retrier:
             return self._died(job_class, msg, exc, death.DISCARDED)
         if delay == "kill":
             return self._exhausted(job_class, msg, exc)
-        retry_at = now + delay + self._rng.randrange(10 * (count + 1))
+        retry_at = now + delay + self._spread(job_class, count)
         Writer(self.config).add_to_set(keys.RETRY, [(msg, retry_at)])
         logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
         signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
         return Outcome.RETRIED
+
+    def _spread(self, job_class: Any, count: int) -> float:
+        """The random seconds added to a retry's delay so that many jobs failing together
+        do not all come back in the same second (Sidekiq's rule: below 10 x (count + 1)).
+        A job class whose ``retry_in`` already means an exact time (a Celery task's
+        countdown; its own ``retry_jitter`` decides any randomness) sets
+        ``retry_spread = False`` and gets none."""
+        if job_class is not None and getattr(job_class, "retry_spread", True) is False:
+            return 0.0
+        return self._rng.randrange(10 * (count + 1))
 
     def _add_backtrace(self, msg: dict, exc: BaseException) -> None:
         option = msg.get("backtrace")
@@ -164,7 +174,7 @@ class Retrier:
             lines = lines[:option]
         msg["error_backtrace"] = backtrace.compress(lines)
 
-    def _delay(self, job_class: Any, count: int, exc: BaseException, msg: dict) -> int | str:
+    def _delay(self, job_class: Any, count: int, exc: BaseException, msg: dict) -> float | str:
         """Seconds until the next try, or ``"discard"``/``"kill"`` from the job's hook (CORE-123)."""
         hook = getattr(job_class, "retry_in", None) if job_class is not None else None
         if hook is None:
@@ -178,7 +188,8 @@ class Retrier:
         if result in ("discard", "kill"):
             return result
         if isinstance(result, (int, float)) and not isinstance(result, bool) and result > 0:
-            return int(result)
+            # Fractions are kept: a hook asking for 1.5 s (or Celery's "now", 0.001 s) gets it.
+            return int(result) if isinstance(result, int) else float(result)
         return default_delay(count)
 
     def _exhausted(self, job_class: Any, msg: dict, exc: BaseException) -> Outcome:

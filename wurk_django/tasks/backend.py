@@ -20,8 +20,9 @@ OPTIONS:
 ``RESULT_TTL``        seconds a result is kept after its last change (86400)
 ``RETRY``             Sidekiq ``retry`` for tasks without their own: True
                       (``WURK["MAX_RETRIES"]``), an attempt count, or False
-``ENQUEUE_ON_COMMIT`` push when the surrounding transaction commits
-                      (default: ``WURK["ENQUEUE_ON_COMMIT"]``)
+``ENQUEUE_ON_COMMIT`` inside ``atomic()``, push when the transaction commits and
+                      never on rollback; outside one, at once (default: True, unless
+                      ``WURK["ENQUEUE_ON_COMMIT"]`` says otherwise). False: at once always
 ``DATABASE``          the database alias whose transaction that is ("default")
 """
 
@@ -118,8 +119,19 @@ class WurkBackend(BaseTaskBackend):
 
     @property
     def enqueue_on_commit(self) -> bool:
+        """Whether a task enqueued inside ``atomic()`` waits for the commit: this alias's
+        option, else ``WURK["ENQUEUE_ON_COMMIT"]`` when it is set, else True. Apps enqueue
+        inside their own transactions (Wagtail's admin does); a task pushed before the
+        commit runs on rows a worker cannot see yet, or that a rollback never writes."""
         value = self.options.get("ENQUEUE_ON_COMMIT")
-        return context.config().enqueue_on_commit if value is None else bool(value)
+        if value is None:
+            value = context.config().enqueue_on_commit
+        return True if value is None else bool(value)
+
+    def _in_transaction(self) -> bool:
+        # Asked of this thread's connection without opening it: outside atomic() a task is
+        # pushed at once, and a process with no database at hand never touches one.
+        return transaction.get_connection(self.database).in_atomic_block
 
     def validate_task(self, task: Task) -> None:
         if isinstance(task.run_after, dt.timedelta):
@@ -185,29 +197,41 @@ class WurkBackend(BaseTaskBackend):
         client.write(planned)
         self._after_push(result, record)
 
+    def _defer(self, client: Client, prepared: Any, result: TaskResult, record: dict[str, Any]) -> bool:
+        """Inside ``atomic()`` on this thread: the push waits for the commit (none on
+        rollback) and True; else False, to push now."""
+        if not self._in_transaction():
+            return False
+        client.check(prepared)  # the error an immediate push raises, raised now
+        transaction.on_commit(lambda: self._write(client, client.finish(prepared), result, record),
+                              using=self.database)
+        return True
+
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        """Push the task; inside ``atomic()`` with ENQUEUE_ON_COMMIT, at commit (DJ-013, DJ-023).
-        Either way through the push door: a bad option or argument raises here."""
+        """Push the task: inside ``atomic()``, when it commits (unless ENQUEUE_ON_COMMIT is
+        False); outside, now (DJ-013, DJ-023). Either way through the push door: a bad
+        option or argument raises here. The result is READY at once, with its final id."""
         result, item, record = self._prepare(task, args, kwargs)
         client = Client()
         prepared = client.prepare(item, _companions(record, self.result_ttl))
-        if self.enqueue_on_commit:
-            client.check(prepared)  # the error an immediate push raises, raised now
-            transaction.on_commit(lambda: self._write(client, client.finish(prepared), result, record),
-                                  using=self.database)
-        else:
+        if not (self.enqueue_on_commit and self._defer(client, prepared, result, record)):
             self._write(client, client.finish(prepared), result, record)
         return result
 
     async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Native ``redis.asyncio`` push through the push door and the write path (DJ-017); the
-        client middleware runs in a thread when it applies (it may do blocking I/O), and
-        on-commit is left to the blocking :meth:`enqueue`."""
-        if self.enqueue_on_commit:
-            return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
+        client middleware runs in a thread when it applies (it may do blocking I/O).
+
+        A transaction belongs to a sync thread (async code has no ``atomic()``). With
+        ENQUEUE_ON_COMMIT, when sync code awaits this call through ``async_to_sync``, the
+        push waits for the commit of an ``atomic()`` open there (asked in that thread, with
+        ``sync_to_async``). Otherwise, as in an async view, it goes now, natively."""
         result, item, record = self._prepare(task, args, kwargs)
         client = Client()
         prepared = client.prepare(item, _companions(record, self.result_ttl))
+        if self.enqueue_on_commit and _sync_caller() and await sync_to_async(self._defer, thread_sensitive=True)(
+                client, prepared, result, record):
+            return result
         if client.middleware_applies(prepared):
             planned = await sync_to_async(client.finish, thread_sensitive=True)(prepared)
         else:
@@ -262,6 +286,17 @@ class WurkBackend(BaseTaskBackend):
                                           hint=f"a queue name must be {QUEUE_NAME_RULE}", obj=obj,
                                           id="wurk.E032"))
         return found
+
+
+def _sync_caller() -> bool:
+    """Whether this coroutine runs for sync code waiting in ``async_to_sync``, in a thread
+    that may be inside ``atomic()`` (asgiref names that code's executor while it waits)."""
+    from asgiref.sync import AsyncToSync
+
+    executors = getattr(AsyncToSync, "executors", None)
+    if executors is None:
+        return True  # an asgiref that does not say: ask that thread
+    return getattr(executors, "current", None) is not None
 
 
 def _due(delay: dt.timedelta) -> dt.datetime:

@@ -10,8 +10,8 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.translation import gettext as _
 
-from ..admin.common import Page, page_params, render, short_args, url, when
-from . import graph
+from ..admin.common import Page, each_row, page_params, render, short_args, url, when
+from . import graph, keys
 from .errors import CannotRetry
 from .status import Workflow, WorkflowSet
 
@@ -23,13 +23,18 @@ RESULT_SHOWN = 300  # characters of a result shown in the table
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     number, count = page_params(request)
     workflows = WorkflowSet()
-    rows = workflows.summaries((number - 1) * count, count)
-    for row in rows:
-        row["created"] = when(row["created_at"])
-        row["percent"] = round(100 * row["succeeded"] / row["total"]) if row["total"] else 0
-        row["state_label"] = graph.state_label(row["state"]) if row["state"] != "expired" else _("expired")
+    rows = each_row(workflows.summaries((number - 1) * count, count), _list_row, lambda row: keys.workflow(row["id"]))
     page = Page(number=number, count=count, total=len(workflows), items=rows)
     return render(request, model_admin, "workflows.html", {"page": page}, section=SECTION, title=_("Workflows"))
+
+
+def _list_row(row: dict[str, Any]) -> dict[str, Any]:
+    if row.get("unreadable"):
+        return row
+    row["created"] = when(row["created_at"])  # a time in ms (not s) is out of range: unreadable
+    row["percent"] = round(100 * row["succeeded"] / row["total"]) if row["total"] else 0
+    row["state_label"] = graph.state_label(row["state"]) if row["state"] != "expired" else _("expired")
+    return row
 
 
 def _workflow(wid: str) -> Workflow:

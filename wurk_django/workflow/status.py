@@ -257,7 +257,11 @@ class WorkflowSet:
         rows = []
         for wid, values in zip(wids, pipe.execute(), strict=True):
             state, description, created, total, succeeded, failed = (_or_empty(v) for v in values)
-            rows.append({"id": wid, "state": state or "expired", "description": description,
-                         "created_at": float(created) if created else None, "total": int(total or 0),
-                         "succeeded": int(succeeded or 0), "failed": int(failed or 0)})
+            try:
+                rows.append({"id": wid, "state": state or "expired", "description": description,
+                             "created_at": float(created) if created else None, "total": int(total or 0),
+                             "succeeded": int(succeeded or 0), "failed": int(failed or 0)})
+            except ValueError as exc:  # a field that is no number: the list shows the row as unreadable
+                rows.append({"id": wid, "unreadable": True, "key": keys.workflow(wid),
+                             "reason": f"{type(exc).__name__}: {exc}"})
         return rows

@@ -17,6 +17,7 @@ from wurk_django.conf import Config
 from wurk_django.pause import PausedCache, pause, unpause
 from wurk_django.redis.connection import get_redis
 from wurk_django.server import poison
+from wurk_django.server.fetch import fair
 from wurk_django.server.fetch import reliable as reliable_fetch
 from wurk_django.server.fetch import slot as fetch_slot
 from wurk_django.server.fetch.reliable import ReliableFetch, private_list
@@ -79,11 +80,12 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
     return sent
 
 
-def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatch):
+def test_one_round_trip_and_three_commands_per_job(redis_db, monkeypatch):
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
-    ahead off: each fetch moves one job)."""
+    ahead off, ``FETCH_SIZE`` 1: each fetch moves one job)."""
     # Checks RUN-131: aCK = LREM + DEL counter, held per thread; RUN-860: hot-path caches, commands per job measured.
-    monkeypatch.setattr(fetch_slot, "PREFETCH", 1)
+    fetcher = ReliableFetch(Config(QUEUES=["default", "low"], FETCH_POLL_INTERVAL=1, FETCH_SIZE=1))
+    monkeypatch.setattr(fetch_slot, "PREFETCH_AFTER", 0)  # it would fetch ahead from the first fetch on
     for i in range(52):
         redis_db.lpush("queue:default", _job(f"{i:024d}"))
     # Warm up: connect, read the paused set (cached 2 s), open this thread's fetch connection.
@@ -103,13 +105,16 @@ def test_one_round_trip_and_three_commands_per_job(redis_db, fetcher, monkeypatc
     assert len(sent) == 51
     assert (commands["lmove"], commands["lrem"], commands["del"]) == (50, 50, 50)
     assert sum(commands.values()) == 150 and commands["blmove"] == 0
+    fetcher.terminate()
 
 
 @pytest.fixture
 def instant_jobs(monkeypatch):
     """Every job counts as short enough to fetch PREFETCH at once (the count does not
-    then depend on how fast this machine runs the test)."""
+    then depend on how fast this machine runs the test), and none outlives the bound past
+    which a thread hands back what it fetched ahead (this test is the "job" between fetches)."""
     monkeypatch.setattr(fetch_slot, "PREFETCH_AHEAD", 3600.0)
+    monkeypatch.setattr(fair, "BOUND", 3600.0)
 
 
 def test_a_deep_queue_is_fetched_several_jobs_per_round_trip(redis_db, fetcher, monkeypatch, instant_jobs):

@@ -30,7 +30,10 @@ are in the private list like any fetched job (a crash loses none: the reaper
 moves them back), and the same thread runs them next without a round trip; their
 ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
 per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
-counters. A thread that stops hands back the jobs it fetched ahead, unrun.
+counters. A thread that stops hands back the jobs it fetched ahead, unrun, and
+so does a thread whose current job outlives a few milliseconds, or that holds
+jobs of a queue paused since (fair.py): no job waits behind a long one.
+``FETCH_SIZE`` caps how many jobs one fetch moves.
 """
 
 from __future__ import annotations
@@ -55,16 +58,18 @@ from ...redis.connection import get_redis, send_commands, send_on
 from ...redis.scripts import lua
 from ..outage import OutageLog
 from ..state import NONCE, hostname
+from .fair import AheadWatch
 from .memory_limit import FETCH_AT_LIMIT, MemoryLimit
 from .one_blocker import OneBlocker
 from .push_watch import QUIET_POLLS, PushWatch
 from .queues import QueueOrder
-from .slot import FetchSlot, ReliableUnit, ack_commands, requeue_command
+from .slot import MARK_TTL, OLDEST, FetchSlot, ReliableUnit, ack_commands, requeue_command
 
 logger = logging.getLogger("wurk_django.worker")
 
 ERROR_BACKOFF = 1.0
 FETCH_FIRST = lua("fetch_first")
+HAND_BACK = lua("hand_back_ahead")
 
 
 def private_list(queue: str, pid: int | None = None, slot: int = 0) -> str:
@@ -121,6 +126,8 @@ class ReliableFetch:
         # Bumped whenever a job may sit in a private list with no slot holding it; each
         # slot checks its lists once when it sees a generation it has not checked.
         self._generation = 0
+        # Hands back the jobs a slot holds behind a long job, or of a paused queue (fair.py).
+        self._fair = AheadWatch(lambda: self._slots, self.hand_back, self._paused.get, self._done, config)
 
     # -- slots ------------------------------------------------------------
 
@@ -284,6 +291,7 @@ class ReliableFetch:
                 # could not be recorded would be fetched and fail again at once. It waits.
                 self._reconcile(slot)
             if slot.ahead:
+                slot.started = time.monotonic()  # before the take: the rest are behind this job now
                 unit = slot.next_ahead()
                 if unit is not None:
                     slot.mark_started(unit)
@@ -400,7 +408,9 @@ class ReliableFetch:
                         last = len(units) - 1
                         for position, unit in enumerate(units[1:], 1):
                             unit.mark = f"{last - position}|{name}"
+                        slot.started = time.monotonic()
                         slot.ahead.extend(units[1:])
+                        self._fair.holding()
                     return units[0]
                 continue
             # The rest of the queues in one round trip, in order (PRO-122).
@@ -570,6 +580,39 @@ class ReliableFetch:
         except redis_lib.RedisError as exc:
             logger.warning("could not hand back %d job(s) fetched ahead (%s); a reconcile or the reaper will",
                            len(taken), exc)
+            self._stale()
+            return 0
+
+    def hand_back(self, slot: FetchSlot) -> int:
+        """Give the jobs ``slot`` fetched ahead back to the fetch end of their queues,
+        unrun and in their order, while its thread runs another (issue 42): one script
+        per private list, so each job is in that list or in its queue at every moment.
+        A job its thread takes meanwhile stays with it. Called from the fair watcher."""
+        if self._limit.full():
+            # Redis refuses writes (its memory limit): the script would be refused and the jobs
+            # held by no one until Redis has room. They stay with their thread meanwhile.
+            return 0
+        taken = slot.take_ahead()
+        if not taken:
+            return 0
+        marked = slot.marked
+        groups: dict[str, list[ReliableUnit]] = {}
+        for unit in taken:
+            groups.setdefault(unit.private, []).append(unit)
+        commands = []
+        for units in groups.values():
+            first = units[0]
+            # The running job is named by its place from the head of its list, where the
+            # jobs fetched after it sat: once they are gone it is at the head.
+            named = marked if marked and marked != OLDEST and marked.endswith(f"|{first.queue}") else ""
+            commands.append(HAND_BACK.command(
+                keys=[first.private, first.queue_key, slot.marker],
+                args=[named, f"0|{first.queue}", MARK_TTL, *(unit.job for unit in units)]))
+        try:
+            return sum(int(r or 0) for r in Writer(self.config).send(commands))
+        except redis_lib.RedisError as exc:
+            # Still in the private list, held by no one: the slot's next reconcile gives them back.
+            logger.warning("could not hand back %d job(s) fetched ahead (%s); a reconcile will", len(taken), exc)
             self._stale()
             return 0
 

@@ -43,7 +43,8 @@ from ..state import NONCE, hostname
 
 logger = logging.getLogger("wurk_django.worker")
 
-#: Most jobs one fetch moves when the queue is deep and the jobs are short.
+#: Most jobs one fetch moves when the queue is deep and the jobs are short (the
+#: ``FETCH_SIZE`` setting's default).
 PREFETCH = 16
 #: Consecutive fetches that all hit before a thread fetches ahead.
 PREFETCH_AFTER = 2
@@ -136,7 +137,7 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "marker", "marked", "free", "_marked_at", "_keys", "_streak", "_last", "_brought")
+                 "marker", "marked", "free", "started", "most", "_marked_at", "_keys", "_streak", "_last", "_brought")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -151,6 +152,12 @@ class FetchSlot:
         # How the thread holding the slot frees it (weakref.finalize of its holder), so an
         # abandonment can take the slot back from a thread that may never come back.
         self.free: Any = None
+        # When the thread's current job started (monotonic): written before it takes a
+        # job fetched ahead, or fetches ahead, so the fair watcher (fair.py) can tell a
+        # job that outlives its bound while others wait behind it.
+        self.started = 0.0
+        # The most jobs one fetch moves: FETCH_SIZE (0 and 1 both mean one at a time).
+        self.most = max(1, int(getattr(config, "fetch_size", PREFETCH)))
         self._keys: dict[str, tuple[str, str]] = {}
         self.marker = keys.started(hostname(), pid, NONCE, number)
         self.marked: str | None = None  # the marker's value as last written, None when unknown
@@ -257,14 +264,14 @@ class FetchSlot:
     def fetch_count(self) -> int:
         """How many jobs this slot's next fetch moves: once its last ``PREFETCH_AFTER``
         fetches all hit, with short jobs in between, about ``PREFETCH_AHEAD`` seconds
-        of its jobs (at least 2, at most ``PREFETCH``); else one."""
-        if self._streak < PREFETCH_AFTER:
+        of its jobs (at least 2, at most ``FETCH_SIZE``); else one."""
+        if self._streak < PREFETCH_AFTER or self.most == 1:
             return 1
         # The jobs of the last fetch have all run since: their time, per job.
         per_job = (time.monotonic() - self._last) / self._brought
         if per_job >= PREFETCH_MAX_GAP:
             return 1
-        return min(PREFETCH, max(2, round(PREFETCH_AHEAD / max(per_job, 1e-6))))
+        return min(self.most, max(2, round(PREFETCH_AHEAD / max(per_job, 1e-6))))
 
     def fetched(self, wanted: int, got: int) -> None:
         now = time.monotonic()

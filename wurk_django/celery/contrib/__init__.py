@@ -1,0 +1,1 @@
+"""``celery.contrib``: only :mod:`.django.task` (``DjangoTask``) has a counterpart here."""

@@ -1,0 +1,1 @@
+"""``celery.contrib.django``: see :mod:`.task`."""

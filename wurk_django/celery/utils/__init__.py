@@ -1,0 +1,1 @@
+"""``celery.utils``: only :mod:`.log` (``get_task_logger``) has a counterpart here."""
