@@ -162,7 +162,6 @@ class Launcher:
         wire.spin_off()
         events.fire("startup", self)
         try:
-            self.revoke_channel.start()
             for manager in self.managers:
                 manager.start()
             # Built here, once the processors are fetching, so that a feature's modules
@@ -172,6 +171,7 @@ class Launcher:
             if self.reaper is not None:
                 self.reaper.start()
             self.scheduler.start()
+            self.revoke_channel.start()
             for _name, component in self.components:
                 component.start()
             self.metrics_loop.start()
