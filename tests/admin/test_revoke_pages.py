@@ -1,12 +1,15 @@
 """Stop on the Busy page, Cancel on a queued and a scheduled job (issue 27 item 4): each asks
-for confirmation and revokes the job under the signed-in user's name."""
+for confirmation and revokes the job under the signed-in user's name. Stop reaches a job
+running in a real worker process at once, not at the process's next beat (issue 44 item 3)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from tests.api.revoke_tasks import BEFORE_NEXT_BEAT, ENV, running, stops_fast, the_process
 from wurk_django import payload
 
 from .conftest import BASE, add_to_set, enqueue, heartbeat, job
@@ -60,3 +63,19 @@ def test_a_viewer_sees_no_stop_button_and_cannot_stop(client, viewer, redis_db):
     assert 'value="stop_job"' not in client.get(BASE + "busy/").content.decode()
     assert client.post(BASE + "busy/", {"action": "stop_job", "jid": "v" * 24}).status_code == 403
     assert redis_db.llen(f"{identity}-signals") == 0 and redis_db.zcard("revoked") == 0
+
+
+@pytest.mark.slow
+def test_stop_on_the_busy_page_stops_a_running_job_before_the_next_beat(admin_client, redis_db, worker_factory):
+    worker = worker_factory("-c", "2", env=ENV)
+    result = running(redis_db, "t:admin", the_process(redis_db))
+    started = time.monotonic()
+    response = admin_client.post(BASE + "busy/", {"action": "stop_job", "jid": result.id}, follow=True)
+    assert "Stop sent for job" in response.content.decode()
+    try:
+        elapsed = stops_fast(redis_db, "t:admin", result, started)
+    except AssertionError:
+        print(worker.output())
+        raise
+    assert elapsed < BEFORE_NEXT_BEAT, f"stopped after {elapsed:.2f} s: it waited for the process's beat"
+    assert _dead(redis_db)[result.id]["revoked_by"] == "admin"

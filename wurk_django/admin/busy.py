@@ -26,8 +26,9 @@ def stop_job(request: HttpRequest) -> None:
         messages.error(request, _("No job named."))
         return
     revoke(jid, by=request.user.get_username() or None, terminate=True)
-    messages.success(request, _("Stop sent for job %(jid)s: its process raises the soft stop at its next beat, "
-                                "then stops it for good after the grace period.") % {"jid": jid})
+    messages.success(request, _("Stop sent for job %(jid)s: its process raises the soft stop at once (at its next "
+                                "beat if it cannot hear now), then stops it for good after the grace period.")
+                     % {"jid": jid})
 
 
 def _signal(request: HttpRequest) -> None:

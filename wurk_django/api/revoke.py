@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from .. import context, keys, payload, revocation
+from ..redis import pools
 from ..text import to_text
 from ._base import RedisClient, conn
 from .process import SIGNAL_TTL, ProcessSet, WorkSet
@@ -35,17 +36,21 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
     """Revoke job ``jid``; returns where it was found (one of the constants above).
 
     First a short-lived marker (``revocation.MARKER_TTL``) that every worker process
-    reads at its heartbeat and checks before running a job: a job in flight between
-    lists while this looks (the scheduler moving it, a worker's fetch) never runs.
+    checks before running a job: a job in flight between lists while this looks (the
+    scheduler moving it, a worker's fetch) never runs. The same round trip publishes
+    the revoke on the revoke channel, which every worker process hears at once (within
+    milliseconds): with ``terminate``, the process running the job stops it then.
     Then the schedule and the retry set (``ZSCAN``), then every queue (one atomic
     server-side delete per queue), in the direction jobs flow: a job moving on
     meanwhile is found at a later step. Found there, it goes to the dead set now.
 
-    Otherwise, if it is running and ``terminate`` is true, the process running it is
-    asked (through its signal list, read at its next beat, within 10 s) to raise
-    ``SoftTimeLimitExceeded`` in the job's thread, then, ``WURK["REVOKE_GRACE"]``
-    seconds later, to abandon the thread and replace it; the process records the dead
-    entry. Without ``terminate`` a running job runs on (the marker stays).
+    Otherwise, if it is running and ``terminate`` is true, the process running it raises
+    ``SoftTimeLimitExceeded`` in the job's thread as it hears the revoke, then,
+    ``WURK["REVOKE_GRACE"]`` seconds later, abandons the thread and replaces it; the
+    process records the dead entry and the result record (if any) reads revoked. The
+    command also goes through the process's signal list, read at its next heartbeat
+    (within 10 s): the fallback for a process whose subscription was down when the
+    revoke was published. Without ``terminate`` a running job runs on (the marker stays).
     """
     if not isinstance(jid, str) or not jid.strip():
         raise ValueError(f"revoke needs a non-empty jid, not {jid!r}")
@@ -53,9 +58,13 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
         raise ValueError(f"revoke's 'by' must be a string naming who revokes, not {by!r}")
     client = conn(redis)
     at = time.time()
+    command = revocation.command(jid, by, at, terminate=terminate)
     pipe = client.pipeline(transaction=True)
     pipe.zadd(revocation.KEY, {revocation.marker(jid, by, at): at + revocation.MARKER_TTL})
     pipe.zremrangebyscore(revocation.KEY, "-inf", at)
+    # After the marker, in the same MULTI: a process that hears this finds the marker there
+    # at its next beat too, so what it heard is never undone by a beat that read before it.
+    pipe.publish(revocation.channel(pools.database_of(client)), command)
     pipe.execute()
     exc = revocation.revoked_error(by, at)
     for where, jobs in ((SCHEDULED, ScheduledSet(redis=redis)), (RETRY, RetrySet(redis=redis))):
@@ -72,7 +81,6 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
             return QUEUED
     if not terminate:
         return MARKED
-    command = revocation.command(jid, by, at, terminate=True)
     work = WorkSet(redis=redis).find_work(jid)
     # Not listed as running yet (the busy lists are a beat behind): every live process is told.
     targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=redis)]

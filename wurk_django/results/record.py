@@ -12,7 +12,9 @@ A job keeps a record when its payload asks for one: a Celery-style task's
   :class:`~wurk_django.outcome.Outcome` and error), writes the end: ``complete`` with
   the value the job returned (:func:`returned`), ``retrying`` with the error appended,
   ``failed`` with it when the failure ends the job (the retry rule of
-  :mod:`wurk_django.server.retry`), ``interrupted`` or ``scheduled``;
+  :mod:`wurk_django.server.retry`), ``interrupted`` or ``scheduled``; a run a revoke
+  stopped writes no end of its own: the settlement buries it, and :func:`died` writes
+  ``revoked``;
 * a run the worker's stop could not interrupt (its thread asleep in C code) is put back
   on its queue by the stop; as the worker exits, :func:`stopped` writes its ``interrupted``;
 * a death, wherever it happens (retries used up, a kill from the admin, a poison pill,
@@ -34,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import traceback as tb
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -198,6 +201,11 @@ class Attempt:
         if self.done:
             return
         self.done = True
+        if outcome is not Outcome.INTERRUPTED and _revoked_run():
+            # Stopped by a revoke, however the job ended after the soft stop: the settlement
+            # buries it as revoked, and the death handler (died) writes ``revoked`` then. A
+            # ``failed`` written here first would be final, and stay.
+            return
         try:
             fields = self.load()
         except _UNREACHABLE as exc:
@@ -264,6 +272,14 @@ class Attempt:
             if self.redis is None:
                 update["exception"] = shown  # run here: the very exception, for apply().get()
         return update, ("finished_at",) if not final else ()
+
+
+def _revoked_run() -> bool:
+    """Whether the worker's run being settled now was stopped by a revoke. Read only where
+    the worker's run module is loaded (a worker): a process that only pushes has no runs."""
+    runs = sys.modules.get("wurk_django.server.run.run")
+    run = runs.current() if runs is not None else None
+    return run is not None and run.revoked is not None
 
 
 def _from_payload(job: dict, ttl: int) -> dict[str, Any]:

@@ -148,7 +148,8 @@ class Heartbeat:
             for name in names:
                 pipe.hset(name, mapping=work)
                 pipe.expire(name, TTL)
-        # The live revoke markers (revocations.py): a processor checks jobs against them.
+        # The live revoke markers (revocations.py): a processor checks jobs against them. The
+        # revoke channel brings new ones at once (revoke_channel.py); this read is the fallback.
         pipe.zrangebyscore(revocations.KEY, time.time(), "+inf")
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
@@ -163,6 +164,7 @@ class Heartbeat:
         })
         pipe.expire(key, TTL)
         pipe.rpop(keys.signals_list(key), 10)
+        read_at = time.monotonic()  # revokes heard on the channel from now on may be missing from this read
         try:
             replies = pipe.execute()
         except redis_lib.OutOfMemoryError:
@@ -178,7 +180,7 @@ class Heartbeat:
         # spell, the boot) are closed: an idle worker holds a few, not one per thread.
         trim_idle()
         existed = replies[-4]
-        revocations.load(replies[-6])
+        revocations.load(replies[-6], read_at)
         if self._announce and not existed:
             self._announce = False
             events.fire("heartbeat", self.launcher)

@@ -32,6 +32,7 @@ from .run.gate import RunGate
 from .run.manager import HARD_SHUTDOWN_WAIT, Manager
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
+from .stopping.revoke_channel import RevokeChannel
 from .threads import spawn
 from .timer import TimerLoop
 
@@ -102,6 +103,8 @@ class Launcher:
         self._on_signal = on_signal or self._dashboard_signal
         self.heartbeat = Heartbeat(self, self._on_signal)
         self.heartbeat_loop = TimerLoop("heartbeat", self.heartbeat.beat, lambda: BEAT_INTERVAL)
+        # Revokes heard at once on the subscribed connection; the beat reads them too (the fallback).
+        self.revoke_channel = RevokeChannel(config, self.heartbeat_loop.wake)
         # Only a fetcher with private lists leaves anything to reap.
         # It sweeps the queues of every capsule at boot (PRO-138).
         self.reaper = (Reaper(self.queue_names, config.reaper_interval, config.reaper_orphan_grace, config=config)
@@ -168,6 +171,7 @@ class Launcher:
             if self.reaper is not None:
                 self.reaper.start()
             self.scheduler.start()
+            self.revoke_channel.start()
             for _name, component in self.components:
                 component.start()
             self.metrics_loop.start()
@@ -254,7 +258,7 @@ class Launcher:
         # components in reverse start order (periodic loops before the leader lock goes).
         steps = [self.scheduler.loop.join, self.spool_loop.stop, self.metrics_loop.stop, self.metrics.flush,
                  *[component.stop for _name, component in reversed(self.components)],
-                 self._stop_reaper, self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
+                 self._stop_reaper, self.revoke_channel.stop, self._stop_heartbeat, self._final_flush, self.heartbeat.clear]
         for step in steps:
             try:
                 step()

@@ -1,12 +1,14 @@
-"""The process's one subscribed connection: push-watch notices and schedule wake-ups share it.
+"""The process's one subscribed connection: push-watch notices, schedule wake-ups and revokes share it.
 
 Why one: a connection that has subscribed can do nothing else (RESP2), and every
-connection is a client Redis carries. A worker listens on two channels:
+connection is a client Redis carries. A worker listens on three channels:
 ``__redis__:invalidate``, where Redis's key tracking says a watched queue was written
-(push_watch.py), and ``wake-schedule:<db>``, where pushes into the retry and schedule
-sets announce their earliest due time (scheduler.py). They used to hold a connection
-each; one per process and Redis serves both, so an idle ``-c 1`` worker holds two
-connections in all, this one and its pool's one, as many as an idle Sidekiq.
+(push_watch.py), ``wake-schedule:<db>``, where pushes into the retry and schedule
+sets announce their earliest due time (scheduler.py), and ``wurk-revoke:<db>``,
+where a revoke announces itself (stopping/revoke_channel.py). The first two used to
+hold a connection each; one per process and Redis serves all, so an idle ``-c 1``
+worker holds two connections in all, this one and its pool's one, as many as an
+idle Sidekiq.
 
 Contract: :meth:`Subscriber.listen` adds a channel with three callbacks, all called on
 the subscriber's own thread, which must not wait on Redis: ``on_message(data)`` for each

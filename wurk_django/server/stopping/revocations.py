@@ -2,17 +2,26 @@
 
 :func:`wurk_django.api.revoke.revoke` writes a short-lived marker per jid in the
 ``revoked`` sorted set (member: ``{"jid", "by", "at"}``, score: when the marker
-lapses) and, for a job that may be running, sends ``REVOKE <json>`` through the
-process's dashboard signal list. Each heartbeat reads the live markers into
-:data:`jids`; a processor checks a job against it before running it only while
-it is non-empty (one truthiness test per job otherwise), so a job revoked while
-it was in flight between lists (moved by the scheduler, fetched ahead into a
-private list) is recorded as revoked instead of run.
+lapses), publishes ``REVOKE <json>`` on the revoke channel in the same round trip
+and, for a job that may be running, sends the same command through the process's
+dashboard signal list. The process hears the channel at once
+(:mod:`.revoke_channel`, on its one subscribed connection) and the signal list at
+its next heartbeat (the fallback while the subscription is down): both end in
+:func:`command`, which remembers the jid and, to terminate, hands the running job
+to the watchdog; a second hearing of the same revoke changes nothing.
+
+Each heartbeat reads the live markers into :data:`jids`, keeping what the channel
+brought since the beat's read (the marker is written before the publish, so a
+later beat finds it). A processor checks a job against :data:`jids` before running
+it only while it is non-empty (one truthiness test per job otherwise), so a job
+revoked while it was in flight between lists (moved by the scheduler, fetched
+ahead into a private list) is recorded as revoked instead of run.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -26,17 +35,28 @@ logger = logging.getLogger("wurk_django.worker")
 
 #: jid -> (by, at) of the markers alive at the last beat, plus revokes heard since.
 jids: dict[str, tuple[str, float]] = {}
+#: jid -> (by, at, when heard, monotonic) of revokes heard since the last beat's read began.
+_heard: dict[str, tuple[str, float, float]] = {}
+_lock = threading.Lock()
 
 
-def load(members: list[Any]) -> None:
-    """The heartbeat read the live markers: they replace what this process knew."""
+def load(members: list[Any], read_at: float | None = None) -> None:
+    """The heartbeat read the live markers: they replace what this process knew, but for
+    the revokes heard after ``read_at`` (``time.monotonic()`` as the beat's read was
+    sent), whose markers that read may have missed."""
     global jids
     found: dict[str, tuple[str, float]] = {}
     for member in members or ():
         parsed = _parse(member)
         if parsed is not None:
             found[parsed[0]] = parsed[1:]
-    jids = found
+    with _lock:
+        for jid, (by, at, heard_at) in list(_heard.items()):
+            if read_at is not None and heard_at >= read_at:
+                found.setdefault(jid, (by, at))
+            else:
+                del _heard[jid]  # the read came after it: its marker was there, or has lapsed
+        jids = found
 
 
 def _parse(member: Any) -> tuple[str, str, float] | None:
@@ -58,7 +78,9 @@ def command(text: str, config: Any) -> None:
         logger.warning("ignoring an unreadable revoke command %r", text)
         return
     global jids
-    jids = {**jids, jid: (by, at)}  # a new dict: processors read it without a lock
+    with _lock:
+        _heard[jid] = (by, at, time.monotonic())
+        jids = {**jids, jid: (by, at)}  # a new dict: processors read it without a lock
     if not data.get("terminate"):
         return
     from .watchdog import MANAGERS, WATCHDOG

@@ -91,14 +91,19 @@ class Watchdog:
 
     def stop(self, run: Run, by: str, at: float, grace: float) -> bool:
         """Stop ``run`` (a revoke): the soft stop now, the hard one after ``grace`` seconds.
-        False if that run is over already."""
-        if run.phase not in ACTIVE:
+        False if that run is over already, or a revoke stops it already: the same revoke
+        heard twice (on the revoke channel, then through the signal list at the next beat)
+        must not raise the soft stop again in a job that caught the first one, nor put off
+        its hard stop."""
+        if run.phase not in ACTIVE or run.revoked is not None:
             return False
         now = time.monotonic()
         with self._cond:
             entry = self._watches.get(run)
             if entry is None:
                 entry = Watch(run, None, None)
+            elif entry.revoked_by is not None:
+                return False
             entry.revoked_by, entry.revoked_at = by, at
             entry.soft_at, entry.soft_done = now, False
             entry.hard_at = now + grace if entry.hard_at is None else min(entry.hard_at, now + grace)
