@@ -31,11 +31,29 @@ def _pages() -> list[Path]:
     return [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").glob("*.md") if page.name not in EXEMPT)]
 
 
+def _folders(files: list[str]) -> set[str]:
+    """Every folder of the repository, and every folder of the package by its own name."""
+    found = set()
+    for path in files:
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            found.add("/".join(parts[:depth]))
+        if parts and parts[0] == "wurk_django":
+            for depth in range(2, len(parts) + 1):
+                found.add("/".join(parts[1:depth]))
+    return found
+
+
 def _missing(text: str, files: list[str]) -> list[tuple[int, str]]:
-    """(line, name) of each file ``text`` names that is not among ``files``."""
+    """(line, name) of each file ``text`` names that is not among ``files``. A path whose
+    first folder is none of ours (``myapp/limits.py``, ``proj/celery.py``) is a file of
+    the user's project in an example, not ours: it is not looked for."""
     found = []
+    folders = _folders(files)
     for match in NAMED.finditer(text):
         name = match.group(1).lstrip("./")
+        if "/" in name and name.split("/", 1)[0] not in folders:
+            continue
         if not any(path == name or path.endswith("/" + name) for path in files):
             found.append((text.count("\n", 0, match.start()) + 1, match.group(1)))
     return found
@@ -50,5 +68,6 @@ def test_every_source_file_a_page_names_exists():
 
 def test_a_moved_files_old_name_is_caught_and_its_new_one_passes():
     files = ["wurk_django/server/run/processor.py", "wurk_django/lua/fire.lua"]
-    text = "See `server/processor.py`,\nthen `run/processor.py`, `processor.py` and `lua/fire.lua`; not `fire2.lua`."
-    assert _missing(text, files) == [(1, "server/processor.py"), (2, "fire2.lua")]
+    text = ("See `server/processor.py`,\nthen `run/processor.py`, `processor.py` and `lua/fire.lua`; not `fire2.lua`"
+            " nor `server/fetch_slot.py`; `myapp/limits.py` is the user's.")
+    assert _missing(text, files) == [(1, "server/processor.py"), (2, "fire2.lua"), (2, "server/fetch_slot.py")]
