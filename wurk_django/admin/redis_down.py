@@ -44,10 +44,11 @@ def shown_url(url: str) -> str:
 
 
 def _url_of(shard: str | None) -> str:
-    from ..conf import base_config
+    from .. import context
 
     try:
-        return shown_url(base_config().for_shard(shard).redis_url)
+        # The shard's own config: for_shard starts from the settings' root config.
+        return shown_url(context.config().for_shard(shard).redis_url)
     except Exception:  # a settings problem is not what this page is about
         return "(unknown)"
 
