@@ -22,9 +22,17 @@ NAMED = re.compile(r"`([A-Za-z0-9_./-]+\.(?:py|lua))`")
 def _repository_files() -> list[str]:
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
     if listed.returncode == 0 and listed.stdout:
-        return listed.stdout.splitlines()
-    # Not a git checkout (an unpacked sdist): walk the tree instead.
-    return [str(path.relative_to(ROOT)) for path in ROOT.rglob("*") if path.is_file()]
+        files = listed.stdout.splitlines()
+    else:  # not a git checkout (an unpacked sdist, CI's copy of the tree): walk it instead
+        files = [str(path.relative_to(ROOT)) for path in ROOT.rglob("*") if path.is_file()]
+    if not any(path.startswith("wurk_django/") for path in files):
+        # The installed-wheel suite runs from a copy of the tree without the package: its
+        # files are those of the package as installed.
+        import wurk_django
+
+        package = Path(wurk_django.__file__).resolve().parent
+        files += [f"wurk_django/{path.relative_to(package)}" for path in package.rglob("*") if path.is_file()]
+    return files
 
 
 def _pages() -> list[Path]:
