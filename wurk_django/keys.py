@@ -147,8 +147,9 @@ HELD_SLOT = 1_000_000
 
 def started(host: str, pid: int, nonce: str, slot: int) -> str:
     """STRING naming which job fetch slot ``slot`` of a process is running: ``*`` for the
-    oldest in its private lists, or ``<index>|<queue>`` for the job at ``index`` from the
-    head of its list of ``queue``. Not a ``queue:`` key, so no Sidekiq Pro reaper
+    oldest in its private lists, or ``-<n>|<queue>`` for the job ``LINDEX -<n>`` names in
+    its list of ``queue`` (``-1`` the oldest; an earlier version wrote ``<index>|<queue>``,
+    counted from the head). Not a ``queue:`` key, so no Sidekiq Pro reaper
     mistakes it for a private list."""
     return f"super_fetch:started:{host}|{pid}|{nonce}|{slot}"
 

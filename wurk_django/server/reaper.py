@@ -536,16 +536,20 @@ def _reclaim_counted(redis: redis_lib.Redis, private: str, public: str, holding:
 def _running(marker: bytes | None, queue: str, length: int) -> int | None:
     """Which entry of a slot's list of ``queue`` (``length`` entries, the newest at 0)
     was running, by the slot's marker: None when there is no marker (then any may
-    have been), -1 when none was."""
+    have been), -1 when none was. The marker counts from the oldest end (``-1|q``, as
+    ``LINDEX`` does); a process of an earlier version counted from the newest (``0|q``)."""
     if marker is None:
         return None
     text = marker.decode("utf-8", "replace") if isinstance(marker, bytes) else str(marker)
     if text == OLDEST:
         return length - 1
     index, _, name = text.partition("|")
-    if name != queue or not index.isdigit():
+    from_oldest = index.startswith("-")
+    digits = index[1:] if from_oldest else index
+    if name != queue or not digits.isdigit():
         return -1
-    return int(index) if int(index) < length else -1
+    place = length - int(digits) if from_oldest else int(digits)
+    return place if 0 <= place < length else -1
 
 
 def _enqueued_at(raw: bytes) -> float:
