@@ -29,8 +29,8 @@ recent jobs, up to ``fetch_slot.PREFETCH``. The extra jobs
 are in the private list like any fetched job (a crash loses none: the reaper
 moves them back), and the same thread runs them next without a round trip; their
 ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
-per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
-counters. A thread that stops hands back the jobs it fetched ahead, unrun, and
+per 16 jobs, with an LMOVE and an LREM per job, one DEL for all 16 poison
+counters and one LLEN (which places each job for its "running" marker). A thread that stops hands back the jobs it fetched ahead, unrun, and
 so does a thread whose current job outlives a few milliseconds, or that holds
 jobs of a queue paused since (fair.py): no job waits behind a long one.
 ``FETCH_SIZE`` caps how many jobs one fetch moves.
