@@ -170,3 +170,15 @@ def test_rate_limit_is_refused_only_when_malformed():
     assert rate_limits.parse(None) is None and rate_limits.parse("0/m") is None
     with pytest.raises(ValueError, match="rate_limit must be like"):
         rate_limits.parse("ten a minute")
+
+
+def test_the_guide_names_every_setting_the_check_explains():
+    """docs/from-celery.md's settings table has a row for each setting wurk.W030 explains,
+    with the check's own words, so the page and the warning cannot drift apart."""
+    from tests.support import ROOT
+    from wurk_django.celery.checks import NOT_READ, OLD_NAMES
+
+    page = (ROOT / "docs" / "from-celery.md").read_text()
+    missing = [name for name, what in NOT_READ.items()
+               if name not in OLD_NAMES and f"| `CELERY_{name}` | {what} |" not in page]
+    assert not missing, f"docs/from-celery.md lacks the rows of {missing}"
