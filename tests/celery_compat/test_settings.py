@@ -178,7 +178,7 @@ def test_the_guide_names_every_setting_the_check_explains():
     from tests.support import ROOT
     from wurk_django.celery.checks import NOT_READ, OLD_NAMES
 
-    page = (ROOT / "docs" / "from-celery.md").read_text()
+    page = (ROOT / "docs" / "from-celery.md").read_text().replace("`", "")  # the page marks code, the check cannot
     missing = [name for name, what in NOT_READ.items()
-               if name not in OLD_NAMES and f"| `CELERY_{name}` | {what} |" not in page]
+               if name not in OLD_NAMES and f"| CELERY_{name} | {what} |" not in page]
     assert not missing, f"docs/from-celery.md lacks the rows of {missing}"
