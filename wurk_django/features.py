@@ -57,6 +57,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "unique": (CLIENT, DEATH, SERVER),
     "encryption": (CLIENT, SERVER),
     "expiry": (SERVER,),
+    "deadline": (SERVER,),
     "limiter": (SERVER, ADMIN),
     "statsd": (CLIENT, DEATH, SERVER),
     "otel": (CLIENT, SERVER),
