@@ -26,6 +26,7 @@ or the dead set naming who revoked it. The watchdog sees runs and managers only.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -93,10 +94,11 @@ class Watchdog:
         """Stop ``run`` at ``at`` (epoch seconds: the job's ``deadline``) as at a hard time
         limit, unless its ``time_limit`` stops it sooner. Joins the run's watch for its time
         limits when it has one (the processor hands those over first)."""
-        now = time.monotonic()
-        # A wall-clock deadline becomes a point on the monotonic clock the thread sleeps on,
-        # bounded like a time limit so no value can overflow its wait.
-        hard_at = now + min(max(at - time.time(), 0.0), time_limits.MAX_SECONDS)
+        if not math.isfinite(at):
+            return  # no time (a foreign payload's NaN or infinity): nothing to stop at
+        # A wall-clock deadline becomes a point on the monotonic clock the thread sleeps on.
+        # However far, it cannot overflow the wait: one wait is at most _LONGEST_WAIT.
+        hard_at = time.monotonic() + max(at - time.time(), 0.0)
         with self._cond:
             entry = self._watches.get(run)
             if entry is None:
