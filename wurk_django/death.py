@@ -43,7 +43,8 @@ POISON = "poison"  # recovered from crashed workers too many times
 INVALID = "invalid"  # a payload that cannot run (not JSON, not an object, no class/args...)
 SCHEDULER = "scheduler"  # a due job the scheduler could not push
 MANUAL = "manual"  # killed from the admin or the data API
-REASONS = (EXHAUSTED, NO_RETRY, DISCARDED, POISON, INVALID, SCHEDULER, MANUAL)
+DEADLINE = "deadline"  # its deadline passed before it started, or before its retry (issue 47 item 5)
+REASONS = (EXHAUSTED, NO_RETRY, DISCARDED, POISON, INVALID, SCHEDULER, MANUAL, DEADLINE)
 _NOT_STORED = (NO_RETRY, DISCARDED)
 # ``dead: false`` is the job's wish about its own failures. A payload that cannot
 # run, a due job that could not be pushed and a kill by a person did not fail:

@@ -92,6 +92,13 @@ class HardTimeLimitExceeded(WurkError):
     inside the job itself."""
 
 
+class DeadlineExceeded(WurkError):
+    """The error a job is booked with when its ``deadline`` passed: it was not started by
+    then (the dead set, or discarded with ``deadline_action="discard"``), or it was still
+    running (its thread abandoned and replaced, as at a hard time limit). Never raised
+    inside the job itself."""
+
+
 class JobRevoked(WurkError):
     """The error a revoked job is recorded with in the dead set (who stopped it, and when)."""
 

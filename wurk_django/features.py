@@ -55,8 +55,10 @@ PARTS: tuple[str, ...] = (CLIENT, DEATH, SERVER, ADMIN)
 BUILTIN: dict[str, tuple[str, ...]] = {
     "batch": (CLIENT, DEATH, SERVER, ADMIN),
     "unique": (CLIENT, DEATH, SERVER),
+    "policies": (CLIENT,),
     "encryption": (CLIENT, SERVER),
     "expiry": (SERVER,),
+    "deadline": (SERVER,),
     "limiter": (SERVER, ADMIN),
     "statsd": (CLIENT, DEATH, SERVER),
     "otel": (CLIENT, SERVER),

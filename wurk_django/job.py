@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import context, payload, registry, time_limits
+from . import context, payload, policies, registry, time_limits
 from .asyncrun import run_coroutine
 from .conf import VIA
 from .middleware import server_chain as build_server_chain
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
                 "display_class", "expires_in", "unique_for", "unique_until", "encrypt", "soft_time_limit",
-                "time_limit")
+                "time_limit", "debounce_for", "debounce_max_wait", "throttle_for")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
 _client_class: Any = None  # wurk_django.client.push.Client, once imported (see Setter._client)
 
@@ -236,6 +236,13 @@ class Job:
     #: Seconds (at most a day) after which the job's thread is abandoned and the job booked as failed
     #: (docs/time-limits.md).
     time_limit: ClassVar[float | dt.timedelta | None] = None
+    #: Debounce (issue 47 item 3): a burst of pushes becomes one job, with the last push's
+    #: arguments, run this many seconds after the last push (docs/jobs.md#debounce-and-throttle).
+    debounce_for: ClassVar[float | dt.timedelta | None] = None
+    #: A debounced burst runs at the latest this many seconds after its first push (default: 10 x debounce_for).
+    debounce_max_wait: ClassVar[float | dt.timedelta | None] = None
+    #: Throttle (issue 47 item 3): one push admitted per slot of this many seconds; the others are dropped.
+    throttle_for: ClassVar[float | dt.timedelta | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
     #: The Redis shard (a name in ``WURK["SHARDS"]``) this class's jobs are pushed to;
@@ -272,6 +279,7 @@ class Job:
             reason = time_limits.problem(limit, value)
             if reason:
                 raise TypeError(f"{dotted}: {reason}")
+        policies.check_class(dotted, cls)
         registry.register(cls, dotted, own_name or "")
 
     @classmethod

@@ -21,6 +21,7 @@ from typing import Any
 import redis as redis_lib
 
 from .. import context, payload, registry, signals, testing, time_limits
+from .. import deadline as deadlines
 from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
@@ -174,6 +175,8 @@ def _template(item: dict, config: Config) -> dict:
         job["expiry"] = payload.epoch_seconds(job["created_at"]) + seconds
         plain = False  # its expiry counts from each job's own creation
     time_limits.normalize(job)
+    if "deadline" in job or "deadline_action" in job:
+        deadlines.normalize(job)  # issue 47 item 5: epoch seconds, and never before its run time
     check_options(job)
     if plain:
         cache[job_class] = (options, job.copy())
@@ -360,6 +363,8 @@ class Client:
                     job["at"] = at
                 if "at" in job and not _finite(job["at"]):
                     raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {job['at']!r}")
+                if "deadline" in job:
+                    deadlines.check_at(job)
                 planned = self.finish(Prepared(_fill(job), target))  # the door's second half, per job
                 if planned is None:
                     jids.append(None)
@@ -385,6 +390,8 @@ class Client:
         for when in (at if isinstance(at, list) else [at]):
             if when is not None and not _finite(when):
                 raise ValueError(f"job 'at' must be a finite number of epoch seconds, not {when!r}")
+            if when is not None and "deadline" in template:
+                deadlines.check_at({**template, "at": when})
 
     def _through_middleware(self, job: dict, target: Config | None = None, *,
                             in_process: bool = False) -> dict | None:

@@ -20,9 +20,10 @@ from typing import Any
 import redis as redis_lib
 
 from .. import backtrace, keys, payload, signals
+from .. import deadline as deadlines
 from ..client.writer import Writer
 from ..conf import Config
-from ..errors import MESSAGE_LIMIT, BookingFailed, caused_by_shutdown, error_class_name, error_message  # noqa: F401 - theirs now
+from ..errors import MESSAGE_LIMIT, BookingFailed, DeadlineExceeded, caused_by_shutdown, error_class_name, error_message  # noqa: F401 - theirs now
 from ..outcome import Outcome
 from ..reporting import report
 from . import death
@@ -58,11 +59,15 @@ def limit_of(job: dict, default: int, job_class: Any = None, exc: BaseException 
 def exhausted(job: dict, limit: int, now: float | None = None) -> bool:
     """Whether a failure of the run of ``job`` (the payload as fetched) ends it for good
     rather than booking a retry: retries are off, its ``retry_for`` window has passed
-    since its first failure, or this failure's retry count reaches ``limit``. (A job's
-    ``retry_in`` hook may still end it sooner: ``"kill"`` or ``"discard"``.)"""
+    since its first failure, this failure's retry count reaches ``limit``, or its
+    ``deadline`` has passed. (A job's ``retry_in`` hook may still end it sooner:
+    ``"kill"`` or ``"discard"``; a retry due after the deadline ends it too.)"""
     if not payload.truthy(job.get("retry")):
         return True
     now = time.time() if now is None else now
+    deadline = job.get("deadline")
+    if deadline is not None and deadlines.passed(deadline, now):
+        return True
     retry_for = job.get("retry_for")
     if retry_for is not None:
         first_failed = payload.epoch_seconds(job.get("failed_at")) or now
@@ -138,7 +143,10 @@ class Retrier:
         count = msg["retry_count"]
         self._add_backtrace(msg, exc)
 
+        deadline = msg.get("deadline")
         if ends:
+            if deadline is not None and deadlines.passed(deadline, now):
+                return self._past_deadline(job_class, msg, exc, now)
             return self._exhausted(job_class, msg, exc)
 
         delay = self._delay(job_class, count, exc, msg)
@@ -148,6 +156,8 @@ class Retrier:
         if delay == "kill":
             return self._exhausted(job_class, msg, exc)
         retry_at = now + delay + self._spread(job_class, count)
+        if deadline is not None and deadlines.passed(deadline, retry_at):
+            return self._past_deadline(job_class, msg, exc, retry_at)
         Writer(self.config).add_to_set(keys.RETRY, [(msg, retry_at)])
         logger.debug("retry %s of %s jid=%s at %.0f", count, msg.get("class"), msg.get("jid"), retry_at)
         signals.send(signals.job_retried, job_class or msg.get("class"), job=msg, exception=exc, retry_at=retry_at)
@@ -192,7 +202,16 @@ class Retrier:
             return int(result) if isinstance(result, int) else float(result)
         return default_delay(count)
 
-    def _exhausted(self, job_class: Any, msg: dict, exc: BaseException) -> Outcome:
+    def _past_deadline(self, job_class: Any, msg: dict, exc: BaseException, retry_at: float) -> Outcome:
+        """The job's next try would come after its ``deadline``: it ends now, in the dead set
+        (or discarded, with ``deadline_action="discard"``), its message saying why."""
+        if not isinstance(exc, DeadlineExceeded):
+            msg["error_message"] = (f"{msg['error_message']} (not retried: its retry at "
+                                    f"{deadlines.shown(retry_at)} would be past its deadline "
+                                    f"{deadlines.shown(float(msg['deadline']))})")
+        return self._exhausted(job_class, msg, exc, death.DEADLINE)
+
+    def _exhausted(self, job_class: Any, msg: dict, exc: BaseException, reason: str = death.EXHAUSTED) -> Outcome:
         """Retries are over: hook, then the morgue unless discarded, then death handlers (CORE-126)."""
         hook = getattr(job_class, "retries_exhausted", None) if job_class is not None else None
         outcome = None
@@ -201,11 +220,12 @@ class Retrier:
                 outcome = hook(msg, exc)
             except Exception as hook_exc:
                 report(hook_exc, {"context": "Error calling retries_exhausted", "job": msg}, self.config)
-        if msg.get("dead") is False or outcome == "discard":
+        if (msg.get("dead") is False or outcome == "discard"
+                or (reason == death.DEADLINE and deadlines.discards(msg))):
             msg["discarded_at"] = self.config.wire_format.now()
             return self._died(job_class, msg, exc, death.DISCARDED)
         logger.info("adding dead %s job %s", msg.get("class"), msg.get("jid"))
-        death.die(msg, exc, reason=death.EXHAUSTED, config=self.config, job_class=job_class)
+        death.die(msg, exc, reason=reason, config=self.config, job_class=job_class)
         return Outcome.DEAD
 
     def _died(self, job_class: Any, msg: dict, exc: BaseException, reason: str) -> Outcome:

@@ -14,8 +14,9 @@ from typing import Any
 import redis as redis_lib
 
 from ... import asyncrun, payload
+from ... import deadline as deadlines
 from ...conf import Config
-from ...errors import HardTimeLimitExceeded, Shutdown
+from ...errors import DeadlineExceeded, HardTimeLimitExceeded, Shutdown
 from ...metrics.tracker import MetricsTracker
 from ...middleware import server_chain
 from ...outcome import Outcome
@@ -141,6 +142,9 @@ class Manager:
         revoked = run.revoked
         if revoked is not None:
             error: BaseException = revoked_error(revoked.by, revoked.at)
+        elif any(stop.kind == "deadline" for stop in run.stops):
+            error = DeadlineExceeded(f"the job ran past its deadline {deadlines.shown(float(run.job['deadline']))}: "
+                                     "its thread was abandoned and replaced")
         else:
             error = HardTimeLimitExceeded(f"the job ran past its hard time limit (time_limit={run.job.get('time_limit')}s): "
                                           "its thread was abandoned and replaced")

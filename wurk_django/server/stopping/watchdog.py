@@ -8,6 +8,10 @@ and the thread is started only when the first watch arrives. It sleeps until the
 nearest deadline of the jobs it watches (woken only when a new one is nearer), so
 many limited jobs cost one wake-up per deadline that actually passes, not a timer each.
 
+A job's ``deadline`` (issue 47 item 5) joins its watch as a hard deadline
+(:meth:`Watchdog.watch_deadline`, from the deadline feature's middleware), and is
+settled as one with :class:`~wurk_django.errors.DeadlineExceeded`.
+
 At a soft deadline the run is asked to stop: :class:`~wurk_django.errors.SoftTimeLimitExceeded`
 is raised in its thread (an ``async def`` job's task is cancelled instead). At the
 hard deadline the run is *abandoned* (:meth:`Run.abandon`, under the run's lock,
@@ -22,6 +26,7 @@ or the dead set naming who revoked it. The watchdog sees runs and managers only.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -48,12 +53,14 @@ RETRY_EVERY = 1.0
 class Watch:
     """One running job under watch: its run and its deadlines."""
 
-    __slots__ = ("run", "soft_at", "hard_at", "soft_done", "revoked_by", "revoked_at")
+    __slots__ = ("run", "soft_at", "hard_at", "hard_kind", "soft_done", "revoked_by", "revoked_at")
 
     def __init__(self, run: Run, soft_at: float | None, hard_at: float | None) -> None:
         self.run = run
         self.soft_at = soft_at
         self.hard_at = hard_at
+        #: What ``hard_at`` is: the job's ``time_limit`` ("hard") or its ``deadline``.
+        self.hard_kind = "hard"
         self.soft_done = False
         self.revoked_by: str | None = None
         self.revoked_at: float | None = None
@@ -82,6 +89,23 @@ class Watchdog:
         entry = Watch(run, now + soft if soft is not None else None, now + hard if hard is not None else None)
         self._add(entry)
         return entry
+
+    def watch_deadline(self, run: Run, at: float) -> None:
+        """Stop ``run`` at ``at`` (epoch seconds: the job's ``deadline``) as at a hard time
+        limit, unless its ``time_limit`` stops it sooner. Joins the run's watch for its time
+        limits when it has one (the processor hands those over first)."""
+        if not math.isfinite(at):
+            return  # no time (a foreign payload's NaN or infinity): nothing to stop at
+        # A wall-clock deadline becomes a point on the monotonic clock the thread sleeps on.
+        # However far, it cannot overflow the wait: one wait is at most _LONGEST_WAIT.
+        hard_at = time.monotonic() + max(at - time.time(), 0.0)
+        with self._cond:
+            entry = self._watches.get(run)
+            if entry is None:
+                entry = Watch(run, None, None)
+            if entry.hard_at is None or hard_at < entry.hard_at:
+                entry.hard_at, entry.hard_kind = hard_at, "deadline"
+        self._add(entry)
 
     def unwatch(self, run: Run) -> None:
         """The run ended: forget its watch. No notify: a thread waiting for its deadline
@@ -165,11 +189,13 @@ class Watchdog:
     def _abandon(self, entry: Watch) -> None:
         run = entry.run
         revoke = entry.revoked_by is not None
-        if not run.abandon("revoke" if revoke else "hard", entry.revoked_by, entry.revoked_at):
+        kind = "revoke" if revoke else entry.hard_kind
+        if not run.abandon(kind, entry.revoked_by, entry.revoked_at):
             return  # it ended meanwhile: its thread settles it
         logger.warning("job %s (%s) reached its %s: its thread is abandoned and replaced",
                        run.jid, run.job.get("class"),
-                       f"revoke grace (stopped by {entry.revoked_by})" if revoke else "hard time limit")
+                       f"revoke grace (stopped by {entry.revoked_by})" if revoke
+                       else "deadline" if kind == "deadline" else "hard time limit")
         run.manager.abandon(run)
 
 

@@ -1,0 +1,112 @@
+"""The push side of debounce and throttle: a client middleware and a write hook.
+
+The middleware decides at the push: a throttled push takes its slot or is dropped
+(``None`` for the caller); a debounced push is given its run time, which makes it a
+scheduled job. The write hook then writes that scheduled job with ``debounce.lua``
+instead of a plain ``ZADD``, in the push's own round trip, so the pending job's
+replacement and the schedule entry are one atomic step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from .. import context, keys, testing
+from ..client.operations import Operation, Schedule
+from ..redis.scripts import lua
+from . import DEBOUNCE, MAX_WAIT, MAX_WAIT_FACTOR, THROTTLE, UNIQUE, debounce_key, first_push, seconds, throttle_key
+
+logger = logging.getLogger("wurk_django.client.push")
+
+DEBOUNCE_LUA = lua("policies/lua/debounce")
+THROTTLE_LUA = lua("policies/lua/throttle")
+#: How long a debounce key's state outlives the longest a burst can last, in seconds.
+STATE_SLACK = 60
+
+
+def _max_wait(job: dict, quiet: float) -> float:
+    value = job.get(MAX_WAIT)
+    return quiet * MAX_WAIT_FACTOR if value is None else seconds(MAX_WAIT, value)
+
+
+class PolicyClientMiddleware:
+    """Throttle: take the slot or drop the push. Debounce: give the job its run time."""
+
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return job.get(DEBOUNCE) is not None or job.get(THROTTLE) is not None
+
+    def __call__(self, job_class: Any, job: dict, queue: str, redis: Any, call_next: Any) -> Any:
+        if not first_push(job):
+            return call_next()
+        debounce, throttle = job.get(DEBOUNCE), job.get(THROTTLE)
+        both = [name for name in (UNIQUE, DEBOUNCE, THROTTLE) if job.get(name) not in (None, False)]
+        if len(both) > 1:
+            raise ValueError(f"job {job['class']} has {' and '.join(both)}: one push policy at most "
+                             "(unique, debounce or throttle)")
+        config = context.config()
+        if redis is None or testing.mode(config) in ("fake", "inline"):
+            return call_next()  # nothing reaches Redis: no policy to keep
+        if throttle is not None:
+            return self._throttle(job, redis, call_next)
+        quiet = job[DEBOUNCE] = seconds(DEBOUNCE, debounce)
+        job[MAX_WAIT] = _max_wait(job, quiet)
+        if job.get("bid"):
+            raise ValueError(f"job {job['class']} is debounced (debounce_for): it cannot join a batch, "
+                             "whose count would wait for a job a later push replaces")
+        if "at" in job:
+            raise ValueError(f"job {job['class']} is debounced (debounce_for={quiet:g}s): it runs after its "
+                             "quiet time, so perform_in/perform_at cannot choose a time")
+        job["at"] = time.time() + quiet  # a scheduled job; the write hook writes it with debounce.lua
+        return call_next()
+
+    @staticmethod
+    def _throttle(job: dict, redis: Any, call_next: Any) -> Any:
+        period = job[THROTTLE] = seconds(THROTTLE, job[THROTTLE])
+        now = time.time()
+        slot = int(now // period)
+        key = throttle_key(job, slot)
+        lifetime = max(1, math.ceil((slot + 1) * period - now)) + 1
+        taken, holder = THROTTLE_LUA(redis, [key], [job["jid"], lifetime])
+        holder = holder.decode() if isinstance(holder, bytes) else holder
+        if not taken and holder != job["jid"]:
+            logger.info("throttled %s dropped (jid=%s; jid=%s took this %gs slot)", job["class"], job["jid"],
+                        holder, period)
+            return None
+        try:
+            result = call_next()
+        except BaseException:
+            redis.delete(key)  # the push did not happen: the slot is free again
+            raise
+        if not result:
+            redis.delete(key)
+        return result
+
+
+def write_hook(ops: list[Operation]) -> list[Operation]:
+    """Write each debounced job's first push with ``debounce.lua`` (one atomic step)."""
+    for op in ops:
+        # A quick look first (this runs on every push): a scheduled job with debounce_for at all.
+        if type(op) is Schedule and op.job is not None and op.job.get(DEBOUNCE) is not None:
+            break
+    else:
+        return ops
+    out: list[Operation] = []
+    for op in ops:
+        job = op.job if type(op) is Schedule else None
+        if (job is None or job.get(DEBOUNCE) is None or op.into != keys.SCHEDULE or op.via is not None
+                or not first_push(job)):
+            out.append(op)
+            continue
+        quiet = float(job[DEBOUNCE])
+        max_wait = float(job.get(MAX_WAIT) or quiet * MAX_WAIT_FACTOR)
+        now = op.at - quiet
+        lifetime = math.ceil(max_wait + quiet) + STATE_SLACK
+        out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE],
+                                                          [op.raw, repr(now), repr(quiet), repr(max_wait),
+                                                           lifetime])))
+    return out

@@ -1,0 +1,24 @@
+-- Debounce one push in one step (issue 47 item 3): the pending job of a key is an ordinary
+-- member of the schedule set; a new push takes its place (the last payload wins) and fires
+-- after `quiet` seconds, but never later than `max_wait` seconds after the burst's first push.
+-- KEYS[1] the key's state hash (member, first); KEYS[2] the schedule set.
+-- ARGV[1] the new member (the job's bytes); ARGV[2] now (epoch seconds); ARGV[3] quiet;
+-- ARGV[4] max_wait; ARGV[5] the state's lifetime in whole seconds.
+-- Returns {score, replaced}: when the job fires, and 1 when it took a pending job's place.
+local now, quiet, max_wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local state = redis.call("hmget", KEYS[1], "member", "first")
+local first, replaced = now, 0
+-- Only a pending job still in the set belongs to this burst; one already promoted has run
+-- (or is running), and this push starts a new burst.
+if state[1] and redis.call("zrem", KEYS[2], state[1]) == 1 then
+  first = tonumber(state[2]) or now
+  replaced = 1
+end
+local at = now + quiet
+if at > first + max_wait then
+  at = first + max_wait
+end
+redis.call("zadd", KEYS[2], at, ARGV[1])
+redis.call("hset", KEYS[1], "member", ARGV[1], "first", tostring(first))
+redis.call("expire", KEYS[1], ARGV[5])
+return {tostring(at), replaced}
