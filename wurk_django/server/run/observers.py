@@ -28,6 +28,12 @@ from typing import Any
 Ending = Callable[[Any, "BaseException | None", float], None]
 Observer = Callable[[dict, str], "Ending | None"]
 
+
+def _in_order(registered: dict[str, tuple[int, Any]]) -> tuple[Any, ...]:
+    """The registered callables, lowest position first (what the hot path iterates)."""
+    return tuple(fn for _pos, fn in sorted(registered.values(), key=lambda entry: entry[0]))
+
+
 _registered: dict[str, tuple[int, Observer]] = {}
 #: The observers in position order: what the processor reads on every job.
 active: tuple[Observer, ...] = ()
@@ -37,13 +43,13 @@ def register(name: str, observer: Observer, position: int = 0) -> None:
     """Add (or replace, by ``name``) a job observer; lower positions are told first."""
     global active
     _registered[name] = (position, observer)
-    active = tuple(fn for _pos, fn in sorted(_registered.values(), key=lambda entry: entry[0]))
+    active = _in_order(_registered)
 
 
 def unregister(name: str) -> None:
     global active
     _registered.pop(name, None)
-    active = tuple(fn for _pos, fn in sorted(_registered.values(), key=lambda entry: entry[0]))
+    active = _in_order(_registered)
 
 
 # -- settled hooks ------------------------------------------------------------------
@@ -66,13 +72,13 @@ def on_settled(name: str, hook: Settled, position: int = 0) -> None:
     """Add (or replace, by ``name``) a hook told each run's final outcome once."""
     global settled_hooks
     _settled_registered[name] = (position, hook)
-    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+    settled_hooks = _in_order(_settled_registered)
 
 
 def off_settled(name: str) -> None:
     global settled_hooks
     _settled_registered.pop(name, None)
-    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+    settled_hooks = _in_order(_settled_registered)
 
 
 def settled(ctx: Any, outcome: Any, error: BaseException | None) -> None:
