@@ -44,6 +44,7 @@ def test_runs_jobs_from_several_queues(redis_db, worker_factory):
 
 
 def test_failing_job_is_booked_in_retry_with_sidekiq_fields(redis_db, worker_factory):
+    # CORE-053: the member is the job with its error fields, scored at the next attempt.
     jid = FailingJob.perform_async("kaboom")
     before = time.time()
     worker_factory("-c", "2")
