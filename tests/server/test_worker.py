@@ -169,6 +169,7 @@ def test_ruby_sidekiq_7_and_8_payloads_are_processed(redis_db, worker_factory):
 
 
 def test_unknown_keys_survive_a_retry(redis_db, worker_factory):
+    # CORE-037: `locale`, `cattr` and any other key pass through untouched.
     job = json.loads(fixture_raw("sidekiq8_unknown_keys"))
     job["class"] = "tests.jobsapp.jobs.FailingJob"
     redis_db.lpush("queue:default", json.dumps(job, separators=(",", ":")))
