@@ -22,6 +22,7 @@ def launcher(redis_db):
 
 
 def test_core_057_058_a_beat_lists_the_process_and_writes_its_hash_for_60_s(redis_db, launcher):
+    # ENT-003: the identity in `processes` is the state's own.
     """CORE-057: the beat adds the identity to ``processes``; CORE-058: the ``<identity>``
     hash holds the heartbeat fields and expires in 60 s unless beaten again."""
     identity = launcher.state.identity
