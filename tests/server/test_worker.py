@@ -83,6 +83,7 @@ def test_exhausted_retries_land_in_dead(redis_db, worker_factory):
 
 
 def test_term_during_a_long_job_puts_it_back_on_its_queue(redis_db, worker_factory):
+    # CORE-158: the job goes back as it was pushed, so it restarts from scratch.
     jid = SlowJob.perform_async(60, "long")
     worker = worker_factory("-c", "1", "-t", "2")
     wait_for(lambda: redis_db.lrange("test:started", 0, -1) == [b"long"], message="the slow job to start")
