@@ -334,6 +334,25 @@ def test_paused_queue_is_skipped_and_the_local_pause_is_seen_at_once(redis_db, f
     assert fetcher.retrieve_work().queue == "default"
 
 
+def test_with_every_queue_paused_a_fetch_sends_its_acks_and_sleeps_instead(redis_db, fetcher):
+    """CORE-109: when pausing leaves no queue to fetch from, the fetch moves nothing: it
+    sends the acknowledgements it held and waits a poll interval, then returns no job."""
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()  # parked: it would ride the next fetch's move
+    redis_db.lpush("queue:default", _job("b" * 24))
+    redis_db.lpush("queue:low", _job("c" * 24))
+    pause("default")
+    pause("low")
+    try:
+        assert fetcher.retrieve_work() is None
+        assert redis_db.llen("queue:default") == 1 and redis_db.llen("queue:low") == 1
+        assert not redis_db.exists(private_list("default"))  # the held ACK went out
+    finally:
+        unpause("default")
+        unpause("low")
+
+
 def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
     """RUN-702: the paused-set cache is read again after 2 s, and a local pause is seen at once."""
     cache = PausedCache()
