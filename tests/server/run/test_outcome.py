@@ -122,6 +122,7 @@ def failed_signals():
 
 
 def test_success(redis_db, failed_signals):
+    # CORE-113: a run that returns is acknowledged.
     unit, where, observed = run(a_job(Fine))
     assert where.outcome is Outcome.SUCCEEDED and observed is None  # None inside: settled afterwards
     assert unit.acked == 1 and not unit.requeued and where.error is None and not failed_signals
@@ -129,6 +130,7 @@ def test_success(redis_db, failed_signals):
 
 
 def test_a_failure_is_booked_as_a_retry(redis_db, failed_signals):
+    # CORE-113: a failure the retry layer booked is acknowledged; job_failed gets the job's own error.
     job = a_job(Broken)
     unit, where, observed = run(job)
     assert where.outcome is Outcome.RETRIED and observed == RAISED
@@ -171,12 +173,14 @@ def test_a_rate_limited_job_is_rescheduled_by_the_limiter(redis_db, failed_signa
 
 
 def test_a_shutdown_is_neither_acked_nor_given_back(redis_db):
+    # CORE-113: a shutdown is not acknowledged (the stop requeued it).
     unit, where, _observed = run(a_job(Stopped))
     assert where.outcome is Outcome.INTERRUPTED and not unit.acked and not unit.requeued
     assert redis_db.zcard("retry") == 0
 
 
 def test_redis_down_while_booking_gives_the_job_back(redis_db):
+    # CORE-113: a booking Redis refused is not acknowledged: the job goes back to its queue.
     def down(*_args):
         raise redis_lib.ConnectionError("down")
 
