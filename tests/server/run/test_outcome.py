@@ -54,6 +54,13 @@ class Limited(Job):
         raise limiter.OverLimit(limiter.concurrent("outcome-test", 1, backoff=lambda *_a: 60))
 
 
+class SeesItself(Job):
+    def perform(self, *args):
+        BUSY.append(STATE[0].work_snapshot())
+
+
+BUSY: list[dict] = []
+STATE: list = []
 SEEN: list[list] = []
 RAISED = "raised"
 
@@ -244,3 +251,21 @@ def test_a_job_that_cannot_be_handed_back_at_quiet_leaves_its_thread_running(red
     assert reported == [(redis_lib.ConnectionError, {"context": "handing back a job it will not run",
                                                       "jid": None})]
     assert unit.acked == 0 and processor.unit is None
+
+
+def test_a_run_is_busy_while_it_runs_and_counted_as_processed_and_failed(redis_db):
+    """CORE-112 / RUN-123: while a job runs its thread has a busy entry (queue, payload,
+    run_at), gone once the run is settled; every run counts as processed and one that did
+    not succeed as failed too (a failure, and a job that asked to resume, as Sidekiq counts
+    an interrupted iterable job's skip)."""
+    manager = processor_manager()
+    STATE[:] = [manager.state]
+    BUSY.clear()
+    processor = Processor(manager)
+    job = a_job(SeesItself)
+    for unit in (Unit(job), Unit(a_job(Broken)), Unit(a_job(Resumable))):
+        processor.process(unit)
+    [(tid, entry)] = BUSY[0].items()
+    assert payload.loads(entry)["queue"] == "default" and payload.loads(payload.loads(entry)["payload"])["jid"] == job["jid"]
+    assert manager.state.work_snapshot() == {}
+    assert manager.state.take_counts() == (3, 2)
