@@ -73,3 +73,25 @@ def test_core_254_a_clean_stop_removes_the_process_and_both_hashes(redis_db, lau
     launcher.heartbeat.clear()
     assert not redis_db.sismember("processes", identity)
     assert redis_db.exists(identity, keys.work(identity)) == 0
+
+
+def test_core_156_quiet_is_idempotent_stops_the_poller_and_later_beats_say_quiet(redis_db, launcher):
+    """CORE-156: quiet fires the ``quiet`` event once however often it is asked, terminates
+    the scheduled-set poller, and the beats that follow write ``quiet="true"``. (A real
+    worker told TSTP fetching nothing more: tests/server/test_worker.py.)"""
+    from wurk_django import signals
+
+    quiets = []
+
+    def on_quiet(sender, launcher, **kwargs):
+        quiets.append(launcher)
+
+    signals.worker_quiet.connect(on_quiet)
+    try:
+        launcher.quiet()
+        launcher.quiet()
+    finally:
+        signals.worker_quiet.disconnect(on_quiet)
+    assert quiets == [launcher] and launcher.scheduler.loop.done
+    launcher.heartbeat.beat()
+    assert redis_db.hget(launcher.state.identity, "quiet") == b"true"

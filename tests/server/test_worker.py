@@ -113,6 +113,7 @@ def test_clean_stop_leaves_nothing_in_redis(redis_db, worker_factory):
 
 
 def test_tstp_stops_new_fetches(redis_db, worker_factory):
+    # CORE-156: a worker told TSTP fetches nothing more and keeps beating.
     worker = worker_factory("-c", "2")
     identity = _identity(redis_db)
     worker.signal(signal.SIGTSTP)
