@@ -47,6 +47,26 @@ def test_fetch_moves_the_job_into_the_private_list(redis_db, fetcher):
     assert redis_db.llen("queue:default") == 0
 
 
+def test_the_fetched_bytes_are_kept_for_the_ack_and_the_requeue(redis_db, fetcher):
+    """PRO-002 / RUN-830 / PRO-124: the unit keeps the payload exactly as the move returned
+    it (bytes, never parsed or re-serialized by the fetcher), with its public and private
+    keys and queue name: a payload that a re-serialization would change (spaces, key order,
+    an escaped character, 1.0) is acknowledged and requeued by those bytes."""
+    odd = b'{ "jid" : "odd000000000000000000000", "class":"X", "args":[1.0, "\\u00e9"], "queue":"default"}'
+    redis_db.lpush("queue:default", odd, odd.replace(b"odd0", b"odd1"))
+    unit = fetcher.retrieve_work()
+    assert unit.job == odd and isinstance(unit.job, bytes)
+    assert (unit.queue, unit.queue_key, unit.private) == ("default", "queue:default", private_list("default"))
+    assert unit.jid in (None, "")  # the processor fills it in after parsing, not the fetcher
+    unit.acknowledge()
+    again = fetcher.retrieve_work()
+    fetcher.flush_acks()
+    assert redis_db.lrange(unit.private, 0, -1) == [again.job]  # the ACK's LREM matched the bytes
+    again.requeue()
+    assert redis_db.lrange("queue:default", 0, -1) == [odd.replace(b"odd0", b"odd1")]
+    assert redis_db.llen(unit.private) == 0
+
+
 def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetcher):
     """PRO-150: the recovery counter is per jid and an ACK clears it (its 72 h TTL is not checked here)."""
     redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
@@ -81,6 +101,7 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
 
 
 def test_one_round_trip_and_three_commands_per_job(redis_db, monkeypatch):
+    # RUN-830: the ACK and the move go in one pipeline with no MULTI around them.
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
     ahead off, ``FETCH_SIZE`` 1: each fetch moves one job)."""
     # Checks RUN-131: aCK = LREM + DEL counter, held per thread; RUN-860: hot-path caches, commands per job measured.
