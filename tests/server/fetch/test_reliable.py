@@ -68,6 +68,7 @@ def test_the_fetched_bytes_are_kept_for_the_ack_and_the_requeue(redis_db, fetche
 
 
 def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetcher):
+    # PRO-130: the ACK is the LREM of the payload plus the DEL of its poison counter.
     """PRO-150: the recovery counter is per jid and an ACK clears it (its 72 h TTL is not checked here)."""
     redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
     first = fetcher.retrieve_work()

@@ -149,6 +149,7 @@ def test_a_failure_is_booked_as_a_retry(redis_db, failed_signals):
 
 @pytest.mark.parametrize("retry, outcome, dead", [(False, Outcome.DISCARDED, 0), (0, Outcome.DEAD, 1)])
 def test_retries_off_or_used_up(redis_db, retry, outcome, dead):
+    # PRO-130: a job moved to dead or discarded is acknowledged; success, a booked retry and a re-push too, a shutdown not (the tests around it).
     unit, where, _observed = run(a_job(Broken, retry=retry))
     assert where.outcome is outcome and unit.acked == 1
     assert redis_db.zcard("dead") == dead and redis_db.zcard("retry") == 0
