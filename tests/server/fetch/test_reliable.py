@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 import time
 from collections import Counter
@@ -238,6 +239,30 @@ def test_slots_start_again_from_zero_after_a_fork(fetcher):
     finally:
         release.set()
         thread.join(10)
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_fetches_into_lists_named_with_its_own_pid(redis_db, fetcher):
+    """PRO-111 / RUN-132: the private-list names a fetcher computed (and cached) before a
+    fork are not used by the child: its fetch goes into a list stamped with its own pid,
+    which a reaper can judge, not one that reads as the still-living parent's."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    mine = fetcher.retrieve_work()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, fetcher.retrieve_work().private.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 20)
+    theirs = os.read(read, 512).decode() if ready else ""
+    os.close(read)
+    os.waitpid(child, 0)
+    assert mine.private.endswith(f"|{os.getpid()}|{NONCE}|0")
+    assert theirs == f"queue:default|{hostname()}|{child}|{NONCE}|0"
+    assert redis_db.lrange(theirs, 0, -1) == [_job("b" * 24)]
 
 
 def test_a_thread_that_exits_frees_its_slot_even_without_releasing_it(redis_db, fetcher):
