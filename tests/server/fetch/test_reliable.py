@@ -442,6 +442,21 @@ def test_reaper_recovers_every_slot_of_a_dead_process(redis_db):
     assert set(redis_db.lrange("queue:default", 0, -1)) == {_job(str(n) * 24) for n in range(3)}
 
 
+def test_a_dead_processs_list_in_the_legacy_shape_is_reclaimed(redis_db):
+    """PRO-113: a private list named in Pro's documented shape, ``queue:<q>|<host>|<pid>|<idx>``
+    (no nonce), is still judged by its host and pid and reclaimed when its process is gone."""
+    legacy = f"queue:default|elsewhere|{_dead_pid()}|0"
+    alive = "queue:default|elsewhere|424242|0"
+    owner = "elsewhere:424242:abcdef012345"  # a live process of that host, in the heartbeat set
+    redis_db.sadd("processes", owner)
+    redis_db.hset(owner, mapping={"info": "{}", "beat": time.time()})
+    redis_db.lpush(legacy, _job("a" * 24))
+    redis_db.lpush(alive, _job("b" * 24))
+    assert Reaper(["default"], grace=0).sweep(full=True) == 1
+    assert not redis_db.exists(legacy) and redis_db.lrange("queue:default", 0, -1) == [_job("a" * 24)]
+    assert redis_db.lrange(alive, 0, -1) == [_job("b" * 24)]  # its owner is alive: left alone
+
+
 def test_the_lists_of_one_crash_go_back_spaced_as_one(redis_db):
     """A dead process's lists for one queue (one per thread) are the jobs of one crash:
     they go back spaced apart as a whole, so no two of them are fetched together again
