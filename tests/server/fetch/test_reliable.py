@@ -433,10 +433,13 @@ def _dead_pid() -> int:
 
 
 def test_reaper_recovers_every_slot_of_a_dead_process(redis_db):
+    """PRO-137: the boot sweep takes no lock: it reclaims while another process holds the
+    reaper's cluster lock."""
     pid = _dead_pid()
     lists = [private_list("default", pid, slot) for slot in (0, 3, 12)]
     for n, key in enumerate(lists):
         redis_db.lpush(key, _job(str(n) * 24))
+    redis_db.set("super_fetch:reaper", "another process", ex=60)
     assert Reaper(["default"], grace=0).boot_sweep() == 3
     assert not any(redis_db.exists(key) for key in lists)
     assert set(redis_db.lrange("queue:default", 0, -1)) == {_job(str(n) * 24) for n in range(3)}
