@@ -363,3 +363,16 @@ def test_core_195_196_the_retries_and_scheduled_pages_bulk_actions_on_selected_k
     assert redis_db.zcard("retry") == 0
     assert "r0" in [payload.loads(m)["jid"] for m in redis_db.lrange("queue:default", 0, -1)]
     assert [payload.loads(m)["jid"] for m in redis_db.zrange("dead", 0, -1)] == ["r2"]
+
+
+def test_core_063_the_busy_page_badges_the_process_dear_leader_names(admin_client, redis_db):
+    """CORE-063: the dashboard only reads ``dear-leader``: the process it names gets the
+    leader badge, the others none."""
+    heartbeat(redis_db)
+    heartbeat(redis_db, identity="web.2:4343:def456")
+    redis_db.set("dear-leader", "web.1:4242:abc123")
+    body = admin_client.get(BASE + "busy/").content.decode()
+    assert body.count('<span class="wurk-badge">leader</span>') == 1
+    assert redis_db.get("dear-leader") == b"web.1:4242:abc123"
+    redis_db.delete("dear-leader")
+    assert '<span class="wurk-badge">leader</span>' not in admin_client.get(BASE + "busy/").content.decode()
