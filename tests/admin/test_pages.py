@@ -376,3 +376,19 @@ def test_core_063_the_busy_page_badges_the_process_dear_leader_names(admin_clien
     assert redis_db.get("dear-leader") == b"web.1:4242:abc123"
     redis_db.delete("dear-leader")
     assert '<span class="wurk-badge">leader</span>' not in admin_client.get(BASE + "busy/").content.decode()
+
+
+@pytest.mark.parametrize("page", ["", "busy/", "queues/", "queues/default/", "scheduled/", "retries/", "dead/",
+                                  "metrics/"])
+def test_core_180_every_page_has_the_summary_bar(admin_client, redis_db, page):
+    """CORE-180: each page shows the summary bar from ``Stats``: Processed, Failed, Busy,
+    Enqueued, Retries, Scheduled, Dead, with their values."""
+    redis_db.mset({"stat:processed": 31, "stat:failed": 4})
+    enqueue(redis_db, job(), job())
+    add_to_set(redis_db, "retry", failed())
+    add_to_set(redis_db, "dead", failed(jid="d1"))
+    add_to_set(redis_db, "dead", failed(jid="d2"))
+    body = admin_client.get(BASE + page).content.decode()
+    shown = dict(re.findall(r'<dd data-stat="(\w+)">([^<]*)</dd>', body))
+    assert shown == {"processed": "31", "failed": "4", "busy": "0", "enqueued": "2", "retries": "1",
+                     "scheduled": "0", "dead": "2"}
