@@ -400,6 +400,19 @@ def test_with_every_queue_paused_a_fetch_sends_its_acks_and_sleeps_instead(redis
         unpause("low")
 
 
+def test_quiet_sends_the_held_acks_and_fetches_nothing_more(redis_db, fetcher):
+    """PRO-134 / PRO-132: quieting the fetcher (``terminate``) sets its done flag and sends the
+    ACKs it held back; it is one-way: later fetches move nothing and return no job."""
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()
+    assert redis_db.llen(unit.private) == 1  # parked
+    fetcher.terminate()
+    assert redis_db.llen(unit.private) == 0
+    redis_db.lpush("queue:default", _job("b" * 24))
+    assert fetcher.retrieve_work() is None and redis_db.llen("queue:default") == 1
+
+
 def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
     """RUN-702: the paused-set cache is read again after 2 s, and a local pause is seen at once."""
     cache = PausedCache()
