@@ -144,3 +144,37 @@ def test_the_counters_mean_what_they_say(redis_db):
     scripts.ack_complete(redis_db, BID, "j2")
     fields = _hash(redis_db)
     assert (fields["total"], fields["pending"], fields["failures"]) == ("2", "2", "0")
+
+
+def test_the_open_batch_is_per_thread_and_per_task_and_restored_on_exit(redis_db):
+    """PRO-006: the batch whose ``jobs()`` block is open lives in a ``ContextVar``: another
+    thread does not see it, a change made in an asyncio task stays in that task, and
+    leaving a nested block restores the outer one (then none)."""
+    import asyncio
+    import threading
+
+    from wurk_django.batch import Batch
+    from wurk_django.batch.context import current_batch
+
+    outer, inner = Batch(), Batch()
+    seen: dict[str, object] = {}
+    with outer.jobs():
+        assert current_batch.get() is outer
+        with inner.jobs():
+            assert current_batch.get() is inner
+            thread = threading.Thread(target=lambda: seen.update(thread=current_batch.get()))
+            thread.start()
+            thread.join(10)
+
+            async def in_a_task():
+                seen["task"] = current_batch.get()
+
+            async def elsewhere():
+                current_batch.set(None)  # a task of its own: its context is a copy
+                await asyncio.create_task(in_a_task())
+
+            asyncio.run(elsewhere())
+            assert current_batch.get() is inner  # the task's change stayed in the task
+        assert current_batch.get() is outer
+    assert current_batch.get() is None
+    assert seen == {"thread": None, "task": None}
