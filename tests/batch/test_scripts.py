@@ -1,6 +1,6 @@
 """The batch scripts one by one, on a real Redis (PRO-270..280): what each writes and
 returns, including the cases a whole batch's run rarely reaches (a morgue retry, a
-missing hash, a sibling finishing at the same time)."""
+missing hash, a sibling finishing at the same time); and where the open batch is kept."""
 
 from __future__ import annotations
 
