@@ -163,12 +163,16 @@ def test_an_unknown_class_is_booked_from_the_payload(redis_db):
 
 
 def test_a_job_that_asks_to_resume_is_pushed_again(redis_db, failed_signals):
-    job = a_job(Resumable)
+    """CORE-252: an interrupted (resumable) job is pushed again through the client: to the
+    back of its queue (``LPUSH``, behind the jobs waiting), with a new ``enqueued_at``."""
+    job = a_job(Resumable, enqueued_at=1)
+    redis_db.lpush("queue:default", payload.dumps(a_job(Fine)))  # a job already waiting
     unit, where, observed = run(job)
     assert observed is Outcome.PAUSED  # the middleware saw a run that returned, not an exception
     assert where.outcome is Outcome.PAUSED and unit.acked == 1 and not failed_signals
-    (again,) = redis_db.lrange("queue:default", 0, -1)
-    assert payload.loads(again)["jid"] == job["jid"]
+    again, waiting = redis_db.lrange("queue:default", 0, -1)
+    assert payload.loads(again)["jid"] == job["jid"] and payload.loads(waiting)["jid"] != job["jid"]
+    assert payload.loads(again)["enqueued_at"] > 1
 
 
 def test_a_rate_limited_job_is_rescheduled_by_the_limiter(redis_db, failed_signals):
