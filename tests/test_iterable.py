@@ -43,6 +43,25 @@ def test_a_failure_saves_the_cursor_and_the_retry_resumes_there(redis_db):
     assert _list(redis_db, "test:hooks") == ["start", "stop", "resume", "stop", "complete"]
 
 
+def test_core_064_223_the_state_hash_holds_executions_cursor_runtime_and_keeps_its_first_expiry(redis_db):
+    """CORE-064: ``it-<jid>`` holds ``ex``, ``c`` and ``rt`` (``cancelled`` once cancelled) for
+    30 days; CORE-223: a save writes them with ``EXPIRE ... NX``, so a later save does not push
+    the expiry back."""
+    key = "it-" + "d" * 24
+    with pytest.raises(RuntimeError):
+        _run([6, 0, 3])
+    state = redis_db.hgetall(key)
+    assert {b"ex", b"c", b"rt"} <= set(state) and float(state[b"rt"]) >= 0
+    assert 29 * 86400 < redis_db.ttl(key) <= 30 * 86400
+    redis_db.expire(key, 1000)
+    redis_db.delete("test:failed-once")
+    with pytest.raises(RuntimeError):
+        _run([6, 0, 4])  # resumes at 3, fails at 4: saved again
+    assert redis_db.hget(key, "ex") == b"2" and redis_db.ttl(key) <= 1000
+    CountJob.cancel("d" * 24)
+    assert redis_db.hget(key, "cancelled")
+
+
 def test_interrupted_job_saves_its_place_and_asks_to_be_pushed_again(redis_db):
     stop = threading.Event()
     stop.set()

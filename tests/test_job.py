@@ -112,14 +112,19 @@ def test_job_decorator_refuses_unknown_options():
 
 
 def test_job_decorator_hooks_are_plain_functions():
+    """CORE-129: ``retry_in=`` and ``retries_exhausted=`` are options of ``@job``."""
     def delay(count, exc, job):
         return 10 * (count + 1)
 
-    @job(retry=3, retry_in=delay, name="HookedJob")
+    def exhausted(job, exc):
+        return "discard"
+
+    @job(retry=3, retry_in=delay, retries_exhausted=exhausted, name="HookedJob")
     def hooked():
         pass
 
     assert hooked.job_class.retry_in(1, None, {}) == 20
+    assert hooked.job_class.retries_exhausted({}, None) == "discard"
     assert registry.resolve("HookedJob") is hooked.job_class
 
 

@@ -204,3 +204,22 @@ def test_the_push_side_imports_no_engine_module():
     engine = sorted(path for target, path in reached.items()
                     if target == "wurk_django.server" or target.startswith("wurk_django.server."))
     assert engine == []
+
+
+def test_stopping_sees_the_run_and_the_manager_never_the_processor():
+    """Issue 41 item 1: the watchdog, revocations and the async raise (server/stopping/)
+    reach a job through its run and its manager; no module there imports the processor
+    (lazily or for typing) or names ``Processor`` or its private ``_failed``, so a stop
+    cannot become a second way to settle a run."""
+    stopping = [m for m in MODULES if m.startswith("wurk_django.server.stopping.")]
+    assert "wurk_django.server.stopping.watchdog" in stopping
+    imports = [(e.source, e.line) for m in stopping for e in EDGES[m]
+               if e.target == "wurk_django.server.run.processor"]
+    assert imports == []
+    named = []
+    for module in stopping:
+        for node in ast.walk(ast.parse(MODULES[module][0].read_text())):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in ("Processor", "_failed"):
+                named.append((module, node.lineno, name))
+    assert named == []

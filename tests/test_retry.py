@@ -57,6 +57,7 @@ def test_retry_queue_replaces_the_queue(redis_db, retrier):
 
 
 def test_retry_false_runs_death_handlers_without_the_morgue(redis_db):
+    # CORE-015: `retry: false` means no retry and no morgue.
     died = []
     retrier = Retrier(Config(DEATH_HANDLERS=[lambda job, exc: died.append((job["jid"], str(exc)))]))
     exc = _fail()
@@ -88,8 +89,11 @@ class Hooked(Job):
         job["exhausted_hook"] = True
 
 
-@pytest.mark.parametrize("outcome,where", [(120, "retry"), ("kill", "dead"), ("discard", None), ("nonsense", "retry")])
+@pytest.mark.parametrize("outcome,where", [(120, "retry"), ("kill", "dead"), ("discard", None), ("default", "retry"),
+                                           ("nonsense", "retry")])
 def test_retry_in_hook(redis_db, retrier, outcome, where):
+    """CORE-129: a ``retry_in`` hook's seconds, or the strings "kill", "discard" and "default"
+    (anything else is the default too)."""
     Hooked.outcome = outcome
     now = time.time()
     book(retrier, _raw(retry=5), _fail(), Hooked)
@@ -99,7 +103,7 @@ def test_retry_in_hook(redis_db, retrier, outcome, where):
     (member, score), = redis_db.zrange(where, 0, -1, withscores=True)
     if outcome == 120:
         assert now + 120 - 1 <= score < now + 120 + 10 + 1  # CORE-123 + jitter
-    if outcome == "nonsense":
+    if outcome in ("default", "nonsense"):
         assert now + 15 - 1 <= score < now + 15 + 10 + 1  # anything else: the default delay
     if where == "dead":
         assert json.loads(member).get("exhausted_hook") is True  # the kill path runs the hook
@@ -127,6 +131,7 @@ def test_retry_for_ignores_the_count(redis_db, retrier):
 
 
 def test_backtrace_option_limits_frames_and_round_trips(redis_db, retrier):
+    """CORE-026: ``backtrace: N`` keeps the first N frames, innermost first."""
     def deep(n):
         if n == 0:
             raise ValueError("deep")
@@ -140,6 +145,14 @@ def test_backtrace_option_limits_frames_and_round_trips(redis_db, retrier):
     lines = decompress(json.loads(redis_db.zrange("retry", 0, -1)[0])["error_backtrace"])
     assert len(lines) == 2
     assert lines[0].endswith(":in 'deep'") and "test_retry.py" in lines[0]  # innermost first
+    # CORE-026: without the option no backtrace is kept; with true, every frame is.
+    redis_db.delete("retry")
+    book(retrier, _raw(jid="e" * 24), error)
+    book(retrier, _raw(jid="f" * 24, backtrace=True), error)
+    entries = {entry["jid"]: entry for entry in map(json.loads, redis_db.zrange("retry", 0, -1))}
+    assert "error_backtrace" not in entries["e" * 24]
+    every = decompress(entries["f" * 24]["error_backtrace"])
+    assert sum(line.endswith(":in 'deep'") for line in every) == 6 and len(every) == 7  # 6 deep + the test
 
 
 def test_dead_set_trims_by_size_and_age(redis_db):
@@ -172,6 +185,8 @@ def test_shutdown_in_the_cause_chain_is_shutdown(retrier):
 
 def test_the_one_retry_rule_says_when_a_failure_ends_the_job():
     # The rule the retry layer books by, and the result records read (issue 41 item 5).
+    # CORE-015: true is MAX_RETRIES (25) retries, N is N, false none.
+    assert limit_of({"retry": True}, 25) == 25 and limit_of({"retry": 7}, 25) == 7
     assert exhausted({"retry": False}, 25)
     assert exhausted({"retry": 0}, limit_of({"retry": 0}, 25))
     assert not exhausted({"retry": True}, 25)

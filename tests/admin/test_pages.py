@@ -143,6 +143,7 @@ def test_queue_pages_newest_first_and_oldest_first(admin_client, redis_db):
 
 
 def test_retries_listed_due_first_and_dead_newest_first(admin_client, redis_db):
+    # CORE-195: Retries lists the next retry first; CORE-197: Dead lists the newest death first.
     now = time.time()
     for i, offset in enumerate((30, 10, 20)):
         add_to_set(redis_db, "retry", failed(jid=f"r{i}"), at=now + offset)
@@ -169,6 +170,7 @@ def test_substring_filter_counts_all_matches(admin_client, redis_db):
 
 
 def test_job_detail_shows_every_field_and_decoded_backtrace(admin_client, redis_db):
+    # CORE-195: a retry's detail page shows its fields and the decoded backtrace.
     lines = ["app/jobs.py:12:in 'perform'", "wurk_django/server/run/processor.py:88:in 'run'"]
     backtrace = base64.b64encode(zlib.compress(payload.dumps(lines))).decode()
     item = failed(jid="abc", error_backtrace=backtrace, custom_field={"tenant": "<acme>"}, bid="b-1")
@@ -214,6 +216,7 @@ def test_single_job_actions(admin_client, redis_db):
 
 
 def test_bulk_actions_on_selected_keys(admin_client, redis_db):
+    # CORE-197: selected dead jobs are retried or deleted; kill is not a Dead action.
     keys = []
     for i in range(5):
         at = add_to_set(redis_db, "dead", failed(jid=f"d{i}"), at=1000.5 + i)
@@ -228,6 +231,7 @@ def test_bulk_actions_on_selected_keys(admin_client, redis_db):
 
 
 def test_all_actions_need_confirmation_then_run_server_side(admin_client, redis_db):
+    # CORE-195: retry and kill every retry; CORE-196: add every scheduled job to its queue; CORE-197: delete every dead job.
     for i in range(7):
         add_to_set(redis_db, "retry", failed(jid=f"r{i}", retry_count=1), at=1000 + i)
         add_to_set(redis_db, "schedule", job(jid=f"s{i}"), at=2000 + i)
@@ -256,6 +260,7 @@ def test_enqueue_all_keeps_unreadable_members(admin_client, redis_db):
 
 
 def test_unreadable_dead_member_can_be_seen_and_deleted(admin_client, redis_db):
+    # CORE-197: one dead entry's page, even unreadable, and its actions.
     redis_db.zadd("dead", {b"{broken": 1234.5})
     page = admin_client.get(BASE + "dead/")
     assert page.context["page"].items[0]["key"] == "1234.5-"
@@ -335,3 +340,55 @@ def test_a_celery_call_shows_its_keyword_arguments_in_every_list(admin_client, r
     assert '<code class="wurk-args">&quot;ann&quot;, greeting=&quot;hi&quot;</code>' in queue
     retries = admin_client.get(BASE + "retries/").content.decode()
     assert "&quot;bob&quot;, punctuation=&quot;?&quot;" in retries
+
+
+def test_core_195_196_the_retries_and_scheduled_pages_bulk_actions_on_selected_keys(admin_client, redis_db):
+    """CORE-196: Scheduled lists by run time, soonest first, and its selected entries can be
+    deleted or added to their queue; CORE-195: selected retries can be retried, deleted or
+    killed (the Dead page's own bulk actions are checked above)."""
+    now = time.time()
+    scheduled = {f"s{i}": add_to_set(redis_db, "schedule", job(jid=f"s{i}"), at=now + offset)
+                 for i, offset in enumerate((300, 100, 200))}
+    assert [r["jid"] for r in admin_client.get(BASE + "scheduled/").context["page"].items] == ["s1", "s2", "s0"]
+    key = {jid: f"{payload.score(at)}-{jid}" for jid, at in scheduled.items()}
+    admin_client.post(BASE + "scheduled/", {"action": "delete", "key": [key["s0"]]})
+    admin_client.post(BASE + "scheduled/", {"action": "add_to_queue", "key": [key["s1"]]})
+    assert [payload.loads(m)["jid"] for m in redis_db.zrange("schedule", 0, -1)] == ["s2"]
+    assert [payload.loads(m)["jid"] for m in redis_db.lrange("queue:default", 0, -1)] == ["s1"]
+    retries = {f"r{i}": add_to_set(redis_db, "retry", failed(jid=f"r{i}"), at=now + 60 + i) for i in range(3)}
+    key = {jid: f"{payload.score(at)}-{jid}" for jid, at in retries.items()}
+    admin_client.post(BASE + "retries/", {"action": "retry", "key": [key["r0"]]})
+    admin_client.post(BASE + "retries/", {"action": "delete", "key": [key["r1"]]})
+    admin_client.post(BASE + "retries/", {"action": "kill", "key": [key["r2"]]})
+    assert redis_db.zcard("retry") == 0
+    assert "r0" in [payload.loads(m)["jid"] for m in redis_db.lrange("queue:default", 0, -1)]
+    assert [payload.loads(m)["jid"] for m in redis_db.zrange("dead", 0, -1)] == ["r2"]
+
+
+def test_core_063_the_busy_page_badges_the_process_dear_leader_names(admin_client, redis_db):
+    """CORE-063: the dashboard only reads ``dear-leader``: the process it names gets the
+    leader badge, the others none."""
+    heartbeat(redis_db)
+    heartbeat(redis_db, identity="web.2:4343:def456")
+    redis_db.set("dear-leader", "web.1:4242:abc123")
+    body = admin_client.get(BASE + "busy/").content.decode()
+    assert body.count('<span class="wurk-badge">leader</span>') == 1
+    assert redis_db.get("dear-leader") == b"web.1:4242:abc123"
+    redis_db.delete("dear-leader")
+    assert '<span class="wurk-badge">leader</span>' not in admin_client.get(BASE + "busy/").content.decode()
+
+
+@pytest.mark.parametrize("page", ["", "busy/", "queues/", "queues/default/", "scheduled/", "retries/", "dead/",
+                                  "metrics/"])
+def test_core_180_every_page_has_the_summary_bar(admin_client, redis_db, page):
+    """CORE-180: each page shows the summary bar from ``Stats``: Processed, Failed, Busy,
+    Enqueued, Retries, Scheduled, Dead, with their values."""
+    redis_db.mset({"stat:processed": 31, "stat:failed": 4})
+    enqueue(redis_db, job(), job())
+    add_to_set(redis_db, "retry", failed())
+    add_to_set(redis_db, "dead", failed(jid="d1"))
+    add_to_set(redis_db, "dead", failed(jid="d2"))
+    body = admin_client.get(BASE + page).content.decode()
+    shown = dict(re.findall(r'<dd data-stat="(\w+)">([^<]*)</dd>', body))
+    assert shown == {"processed": "31", "failed": "4", "busy": "0", "enqueued": "2", "retries": "1",
+                     "scheduled": "0", "dead": "2"}

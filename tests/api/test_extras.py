@@ -29,6 +29,7 @@ def profile(redis_db, key: str, expires: float, started: int, jid: str) -> None:
 
 def test_profile_set_prunes_expired_and_lists_newest_first(redis_db):
     # CORE-171: ZREMRANGEBYSCORE profiles -inf now; ZRANGE profiles +inf 0 BYSCORE REV; HMGET fields.
+    # CORE-070: readers prune `profiles` by score.
     now = time.time()
     profile(redis_db, "tok1-j1", now + 100, 1_700_000_000, "j1")
     profile(redis_db, "tok2-j2", now + 500, 1_700_000_400, "j2")

@@ -79,6 +79,7 @@ def test_iteration_merges_heartbeat_fields_sorted_and_skips_missing_info(redis_d
 def test_process_accessors(redis_db):
     # CORE-168: tag, labels, identity, queues (capsule weight keys), weights, capsules, version,
     # embedded, stopping, leader.
+    # CORE-063: the data API reads dear-leader and never writes it.
     beat(redis_db, "host:1:aa", quiet="true")
     beat(redis_db, "old:2:bb", capsules=None, queues=["low", "high"], weights=[{"low": 1, "high": 2}])
     redis_db.set("dear-leader", "host:1:aa")

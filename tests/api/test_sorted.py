@@ -258,6 +258,7 @@ def test_reschedule_moves_by_the_difference(redis_db):
 
 def test_kill_moves_to_dead_trims_and_notifies(redis_db):
     # CORE-165 / CORE-141 / CORE-140: ZADD dead now, both trims, death handlers get RuntimeError.
+    # CORE-054: the dead entry is the stored bytes scored at the death, and the set is trimmed on insert.
     now = time.time()
     zadd(redis_db, "dead", job("ancient"), now - 10_000)  # older than dead_timeout below
     for i in range(4):

@@ -136,6 +136,7 @@ def test_repush_of_sidekiq7_payload_keeps_float_created_at(redis_db, pinned):  #
     ],
 )
 def test_validate_refuses(item, match):
+    # CORE-011: `class` is required, a non-empty name or a Job class.
     with pytest.raises(ValueError, match=match):
         validate(item)
 
@@ -164,6 +165,7 @@ def test_invalid_push_writes_nothing(redis_db):
 
 
 def test_bare_string_class_gets_global_defaults():  # CORE-043
+    # CORE-015: `retry` is always in a pushed payload.
     job = normalize({"class": "Ruby::Job", "args": []}, Config({}))
     assert job["retry"] is True and job["queue"] == "default"
     assert list(job) == ["retry", "queue", "class", "args", "jid", "created_at"]
@@ -182,6 +184,7 @@ def test_class_options_then_item_options():
 
 
 def test_registered_name_pushed_as_a_string_gets_its_options():
+    # CORE-011: a registry name pushed as a string is resolved to its class.
     job = normalize({"class": "tests.jobsapp.jobs.add_numbers", "args": [1, 2]}, Config({}))
     assert job["queue"] == "functions"
 

@@ -3,14 +3,18 @@
 The specification is not part of the repository, so these checks cannot tell whether a
 row is right. They hold what can be held without it: every requirement has one
 well-formed row under the spec file its prefix names, every status is one of the five
-words, every path the page names exists, a finished row names a test that exists and
-mentions the requirement's ID (issue 41 item 7), a row that is not finished says why in
-words, and the summary counts and the "not full" lists are those of the rows.
+words, every path the page names exists, a finished row names a test file that exists and
+says it checks the requirement, its ID in a test's name, a docstring or a comment (issue
+41 item 7), a row that is not finished says why in words, and the summary counts and the "not full" lists are those of the rows.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import io
 import re
+import tokenize
 from collections import Counter
 from pathlib import Path
 
@@ -109,11 +113,63 @@ def test_a_full_row_names_what_does_it_and_what_shows_it():
         assert any(p.startswith(TESTS_OR_DOCS) for p in paths), f"{row[0]}: no test or page shows it"
 
 
+@functools.cache
+def _docstrings(source: str) -> str:
+    """The module's, its classes' and its tests' docstrings, as one text."""
+    said, todo = [], [ast.parse(source)]
+    while todo:  # the module, its classes and functions, and theirs: not every expression
+        node = todo.pop()
+        said.append(ast.get_docstring(node) or "")
+        todo += [child for child in node.body
+                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return "\n".join(said)
+
+
+def _in_a_comment(line: str, requirement: str) -> bool:
+    # The line alone is enough to find its comment; a line inside a multi-line string
+    # does not tokenize (or gives no comment), and docstrings are read apart.
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return any(tok.type == tokenize.COMMENT and re.search(rf"{requirement}(?!\d)", tok.string) for tok in tokens)
+
+
+def _says(source: str, requirement: str) -> bool:
+    """Whether a test module says it checks ``requirement``: the ID in a test's (or a
+    class's) name (``test_core_153_...``), in a comment or in a docstring. An ID only
+    inside a string the test uses as data, or in code, does not count: it does not say
+    what the test checks."""
+    as_name = requirement.lower().replace("-", "_")
+    if re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+(?:\w*_)?{as_name}(?:_\w*)?\s*[(:]", source,
+                 re.MULTILINE | re.IGNORECASE):
+        return True
+    if requirement not in source:
+        return False
+    if any(_in_a_comment(line, requirement) for line in source.splitlines() if requirement in line):
+        return True
+    return re.search(rf"{requirement}(?!\d)", _docstrings(source)) is not None
+
+
 def _names_the_id(path: str, requirement: str) -> bool:
+    """A named test file (not a folder: a row names the file that checks it) says it
+    checks ``requirement``."""
     where = ROOT / path
-    if where.is_dir():
-        return any(requirement in f.read_text(errors="replace") for f in where.rglob("*.py"))
-    return where.is_file() and requirement in where.read_text(errors="replace")
+    return where.is_file() and where.suffix == ".py" and _says(where.read_text(errors="replace"), requirement)
+
+
+@pytest.mark.parametrize("source, says", [
+    ("def test_core_153_slow_beats_warn():\n    pass\n", True),
+    ('def test_warns():\n    """CORE-153: five slow beats warn."""\n', True),
+    ('"""Slow beats (CORE-153)."""\n', True),
+    ("def test_warns():  # CORE-153\n    pass\n", True),
+    ('def test_warns():\n    assert label("CORE-153")\n', False),
+    ("def test_core_1530():\n    pass\n", False),
+    ("def test_warns():  # CORE-1530\n    pass\n", False),
+    ("def test_warns():\n    pass\n", False),
+])
+def test_the_check_reads_names_docstrings_and_comments_only(source, says):
+    assert _says(source, "CORE-153") is says
 
 
 def test_a_full_row_names_a_test_that_names_the_requirement():

@@ -54,7 +54,8 @@ def test_throughput_rollup_sums_classes_and_windows(redis_db):
 
 
 def test_queue_rollup_and_queue_history(redis_db):
-    """ENT-505: queue size/latency rollup `qm|`."""
+    """ENT-505: queue size/latency rollup `qm|`. ENT-506: ``queue_history`` gives each queue's
+    points (at, size, latency), gap-filled."""
     old = payload.dumps({"class": "A", "args": [], "jid": "j1", "enqueued_at": int((NOW - 42.5) * 1000)})
     redis_db.sadd("queues", "default", "empty", "bad")
     redis_db.lpush("queue:default", old, payload.dumps({"class": "A", "args": [], "jid": "j2"}))  # old at the tail
@@ -72,6 +73,7 @@ def test_queue_rollup_and_queue_history(redis_db):
 
 
 def test_history_query_is_gap_filled_and_clamped(redis_db):
+    # ENT-506: history(bucket, window) gap-filled with zeros, clamped to retention, bucket checked.
     sidekiq_flush(redis_db, _at(10, 6), {"A": {"p": 4, "f": 1, "ms": 30}})
     rollup_throughput(redis_db, now=NOW)
     points = history.history("1m", 300, now=NOW)
@@ -85,6 +87,7 @@ def test_history_query_is_gap_filled_and_clamped(redis_db):
 
 
 def test_snapshots_stream_and_statsd_gauges(redis_db):
+    # ENT-502: a snapshot's fields in the stream, unknown ones passed through, read oldest first.
     from wurk_django.statsd.client import UDPClient
 
     udp = UDPListener(7941)
@@ -107,6 +110,19 @@ def test_snapshots_stream_and_statsd_gauges(redis_db):
         assert udp.wait_for("sidekiq.queue.latency:")[0] == "sidekiq.queue.latency:0|g|#queue:default"
     finally:
         udp.close()
+
+
+def test_the_stream_is_trimmed_to_about_its_cap_and_read_oldest_first(redis_db):
+    """ENT-502: each snapshot is an ``XADD history:metrics MAXLEN ~ cap`` (10,000 by default):
+    the stream stays near its cap, not one entry per tick for ever; ``recent()`` reads the
+    newest ``limit`` points, oldest first."""
+    from wurk_django.history.rollup import STREAM_CAP
+
+    assert STREAM_CAP == 10_000
+    for i in range(300):
+        snapshot(redis_db, collector=lambda i=i: {"processed": i}, cap=10)
+    assert 10 <= redis_db.xlen(keys.HISTORY_STREAM) < 300  # "~": trimmed by whole stream nodes
+    assert [p["processed"] for p in history.recent(3)] == [297, 298, 299]
 
 
 def _launcher(identity: str, leader=None):

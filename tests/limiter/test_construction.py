@@ -178,3 +178,20 @@ def test_limiter_used_while_redis_is_down_registers_at_the_next_use(monkeypatch,
     lim.within_limit(lambda: None)  # Redis is back: the next use registers it
     assert not lim.unregistered
     assert redis_db.sismember("lmtr-list", "early")
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: limiter.concurrent("r-concurrent", 1, reschedule=n),
+    lambda n: limiter.bucket("r-bucket", 1, "second", reschedule=n),
+    lambda n: limiter.window("r-window", 1, "second", reschedule=n),
+    lambda n: limiter.leaky("r-leaky", 1, "second", reschedule=n),
+    lambda n: limiter.points("r-points", 10, 1, reschedule=n),
+])
+def test_every_type_takes_reschedule_and_the_middleware_uses_it(make):
+    """ENT-105: ``reschedule`` is accepted on all five types and is the cap the limiter
+    middleware reschedules a job up to (0: an ordinary failure at once)."""
+    from wurk_django.limiter.middleware import cap_of
+
+    assert cap_of(make(7)) == 7 and cap_of(make(0)) == 0
+    with pytest.raises(ValueError, match="-1"):
+        make(-1)

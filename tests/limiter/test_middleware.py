@@ -134,6 +134,7 @@ def test_cap_action_retry_hands_the_error_to_the_retry_pipeline(redis_db):
 
 
 def test_reschedule_zero_is_an_ordinary_failure(redis_db):  # ENT-151 step 4
+    # ENT-105: with reschedule=0 an over-limit run is an ordinary failure.
     erp = limiter.concurrent("erp", 1, reschedule=0)
     with pytest.raises(limiter.OverLimit):
         run(a_job(), limiter.OverLimit(erp))

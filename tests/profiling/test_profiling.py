@@ -78,6 +78,7 @@ def test_reads_a_vernier_shaped_profile_and_the_gecko_layout():
 
 
 def test_middleware_stores_successful_runs_only(redis_db):
+    # CORE-070: the `profiles` member is `<token>-<jid>`, scored at now + 86,400.
     chain = server_chain(get_config())
     job = {"class": "tests.jobsapp.jobs.SlowJob", "args": [], "jid": "a" * 24, "profile": "slow-one"}
     before = time.time()

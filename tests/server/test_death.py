@@ -113,6 +113,7 @@ def _processor(config: Config) -> Processor:
 def test_unparseable_payload_is_stored_with_the_bytes_received_and_the_reason(redis_db, deaths, raw):
     # CORE-110 and issue 12: nothing of what was received is lost (the text is the entry's only
     # argument), and the entry says why it is there.
+    # CORE-054: a payload that does not parse is stored in dead as the raw string.
     handled = []
     config = Config(DEATH_HANDLERS=[lambda job, exc: handled.append((job, exc))])
     unit = _Unit(raw)

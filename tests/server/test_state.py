@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import threading
 
 import pytest
 
-from wurk_django.server.state import thread_id
+from wurk_django.server.state import identity, thread_id
 
 
 def test_thread_id_is_stable_per_thread_and_unique_across_live_threads():
@@ -43,3 +45,27 @@ def test_a_forked_child_gets_its_own_id_for_the_same_thread():
     os.close(read)
     os.waitpid(pid, 0)
     assert child and child != parent
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_the_identity_is_host_pid_nonce_and_a_fork_keeps_the_nonce(monkeypatch):
+    """ENT-003: ``<hostname>:<pid>:<nonce>``, the host from ``$DYNO`` when set, the nonce 12
+    lowercase hex characters made once and inherited by a forked child (whose pid differs).
+    The heartbeat lists this same identity in ``processes`` (tests/server/test_heartbeat_keys.py)."""
+    monkeypatch.setenv("DYNO", "web.1")
+    host, pid, nonce = identity().split(":")
+    assert (host, pid) == ("web.1", str(os.getpid())) and re.fullmatch(r"[0-9a-f]{12}", nonce)
+    monkeypatch.delenv("DYNO")
+    assert identity().split(":")[0] == socket.gethostname()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, identity().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    theirs = os.read(read, 256).decode()
+    os.close(read)
+    os.waitpid(child, 0)
+    assert theirs == f"{socket.gethostname()}:{child}:{nonce}"

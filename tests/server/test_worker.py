@@ -44,6 +44,7 @@ def test_runs_jobs_from_several_queues(redis_db, worker_factory):
 
 
 def test_failing_job_is_booked_in_retry_with_sidekiq_fields(redis_db, worker_factory):
+    # CORE-053: the member is the job with its error fields, scored at the next attempt.
     jid = FailingJob.perform_async("kaboom")
     before = time.time()
     worker_factory("-c", "2")
@@ -82,6 +83,7 @@ def test_exhausted_retries_land_in_dead(redis_db, worker_factory):
 
 
 def test_term_during_a_long_job_puts_it_back_on_its_queue(redis_db, worker_factory):
+    # CORE-158: the job goes back as it was pushed, so it restarts from scratch.
     jid = SlowJob.perform_async(60, "long")
     worker = worker_factory("-c", "1", "-t", "2")
     wait_for(lambda: redis_db.lrange("test:started", 0, -1) == [b"long"], message="the slow job to start")
@@ -111,6 +113,7 @@ def test_clean_stop_leaves_nothing_in_redis(redis_db, worker_factory):
 
 
 def test_tstp_stops_new_fetches(redis_db, worker_factory):
+    # CORE-156: a worker told TSTP fetches nothing more and keeps beating.
     worker = worker_factory("-c", "2")
     identity = _identity(redis_db)
     worker.signal(signal.SIGTSTP)
@@ -168,6 +171,7 @@ def test_ruby_sidekiq_7_and_8_payloads_are_processed(redis_db, worker_factory):
 
 
 def test_unknown_keys_survive_a_retry(redis_db, worker_factory):
+    # CORE-037: `locale`, `cattr` and any other key pass through untouched.
     job = json.loads(fixture_raw("sidekiq8_unknown_keys"))
     job["class"] = "tests.jobsapp.jobs.FailingJob"
     redis_db.lpush("queue:default", json.dumps(job, separators=(",", ":")))

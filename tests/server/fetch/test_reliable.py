@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 import time
 from collections import Counter
@@ -47,7 +48,28 @@ def test_fetch_moves_the_job_into_the_private_list(redis_db, fetcher):
     assert redis_db.llen("queue:default") == 0
 
 
+def test_the_fetched_bytes_are_kept_for_the_ack_and_the_requeue(redis_db, fetcher):
+    """PRO-002 / RUN-830 / PRO-124: the unit keeps the payload exactly as the move returned
+    it (bytes, never parsed or re-serialized by the fetcher), with its public and private
+    keys and queue name: a payload that a re-serialization would change (spaces, key order,
+    an escaped character, 1.0) is acknowledged and requeued by those bytes."""
+    odd = b'{ "jid" : "odd000000000000000000000", "class":"X", "args":[1.0, "\\u00e9"], "queue":"default"}'
+    redis_db.lpush("queue:default", odd, odd.replace(b"odd0", b"odd1"))
+    unit = fetcher.retrieve_work()
+    assert unit.job == odd and isinstance(unit.job, bytes)
+    assert (unit.queue, unit.queue_key, unit.private) == ("default", "queue:default", private_list("default"))
+    assert unit.jid in (None, "")  # the processor fills it in after parsing, not the fetcher
+    unit.acknowledge()
+    again = fetcher.retrieve_work()
+    fetcher.flush_acks()
+    assert redis_db.lrange(unit.private, 0, -1) == [again.job]  # the ACK's LREM matched the bytes
+    again.requeue()
+    assert redis_db.lrange("queue:default", 0, -1) == [odd.replace(b"odd0", b"odd1")]
+    assert redis_db.llen(unit.private) == 0
+
+
 def test_ack_rides_the_next_fetch_and_resets_the_poison_counter(redis_db, fetcher):
+    # PRO-130: the ACK is the LREM of the payload plus the DEL of its poison counter.
     """PRO-150: the recovery counter is per jid and an ACK clears it (its 72 h TTL is not checked here)."""
     redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
     first = fetcher.retrieve_work()
@@ -81,6 +103,7 @@ def _count_round_trips(monkeypatch) -> list[list[str]]:
 
 
 def test_one_round_trip_and_three_commands_per_job(redis_db, monkeypatch):
+    # RUN-830: the ACK and the move go in one pipeline with no MULTI around them.
     """RUN-701: per job on a busy queue, one pipeline of LREM + DEL + LMOVE (fetching
     ahead off, ``FETCH_SIZE`` 1: each fetch moves one job)."""
     # Checks RUN-131: aCK = LREM + DEL counter, held per thread; RUN-860: hot-path caches, commands per job measured.
@@ -218,6 +241,30 @@ def test_slots_start_again_from_zero_after_a_fork(fetcher):
         thread.join(10)
 
 
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_fetches_into_lists_named_with_its_own_pid(redis_db, fetcher):
+    """PRO-111 / RUN-132: the private-list names a fetcher computed (and cached) before a
+    fork are not used by the child: its fetch goes into a list stamped with its own pid,
+    which a reaper can judge, not one that reads as the still-living parent's."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    mine = fetcher.retrieve_work()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, fetcher.retrieve_work().private.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 20)
+    theirs = os.read(read, 512).decode() if ready else ""
+    os.close(read)
+    os.waitpid(child, 0)
+    assert mine.private.endswith(f"|{os.getpid()}|{NONCE}|0")
+    assert theirs == f"queue:default|{hostname()}|{child}|{NONCE}|0"
+    assert redis_db.lrange(theirs, 0, -1) == [_job("b" * 24)]
+
+
 def test_a_thread_that_exits_frees_its_slot_even_without_releasing_it(redis_db, fetcher):
     """The processor releases its slot as it exits; a thread that ends without doing so
     (killed by an error in between) frees it too, with what it still held: the next
@@ -334,6 +381,38 @@ def test_paused_queue_is_skipped_and_the_local_pause_is_seen_at_once(redis_db, f
     assert fetcher.retrieve_work().queue == "default"
 
 
+def test_with_every_queue_paused_a_fetch_sends_its_acks_and_sleeps_instead(redis_db, fetcher):
+    """CORE-109: when pausing leaves no queue to fetch from, the fetch moves nothing: it
+    sends the acknowledgements it held and waits a poll interval, then returns no job."""
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()  # parked: it would ride the next fetch's move
+    redis_db.lpush("queue:default", _job("b" * 24))
+    redis_db.lpush("queue:low", _job("c" * 24))
+    pause("default")
+    pause("low")
+    try:
+        assert fetcher.retrieve_work() is None
+        assert redis_db.llen("queue:default") == 1 and redis_db.llen("queue:low") == 1
+        assert not redis_db.exists(private_list("default"))  # the held ACK went out
+    finally:
+        unpause("default")
+        unpause("low")
+
+
+def test_quiet_sends_the_held_acks_and_fetches_nothing_more(redis_db, fetcher):
+    """PRO-134 / PRO-132: quieting the fetcher (``terminate``) sets its done flag and sends the
+    ACKs it held back; it is one-way: later fetches move nothing and return no job."""
+    redis_db.lpush("queue:default", _job("a" * 24))
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()
+    assert redis_db.llen(unit.private) == 1  # parked
+    fetcher.terminate()
+    assert redis_db.llen(unit.private) == 0
+    redis_db.lpush("queue:default", _job("b" * 24))
+    assert fetcher.retrieve_work() is None and redis_db.llen("queue:default") == 1
+
+
 def test_paused_cache_lasts_two_seconds_for_other_processes(redis_db):
     """RUN-702: the paused-set cache is read again after 2 s, and a local pause is seen at once."""
     cache = PausedCache()
@@ -367,13 +446,31 @@ def _dead_pid() -> int:
 
 
 def test_reaper_recovers_every_slot_of_a_dead_process(redis_db):
+    """PRO-137: the boot sweep takes no lock: it reclaims while another process holds the
+    reaper's cluster lock."""
     pid = _dead_pid()
     lists = [private_list("default", pid, slot) for slot in (0, 3, 12)]
     for n, key in enumerate(lists):
         redis_db.lpush(key, _job(str(n) * 24))
+    redis_db.set("super_fetch:reaper", "another process", ex=60)
     assert Reaper(["default"], grace=0).boot_sweep() == 3
     assert not any(redis_db.exists(key) for key in lists)
     assert set(redis_db.lrange("queue:default", 0, -1)) == {_job(str(n) * 24) for n in range(3)}
+
+
+def test_a_dead_processs_list_in_the_legacy_shape_is_reclaimed(redis_db):
+    """PRO-113: a private list named in Pro's documented shape, ``queue:<q>|<host>|<pid>|<idx>``
+    (no nonce), is still judged by its host and pid and reclaimed when its process is gone."""
+    legacy = f"queue:default|elsewhere|{_dead_pid()}|0"
+    alive = "queue:default|elsewhere|424242|0"
+    owner = "elsewhere:424242:abcdef012345"  # a live process of that host, in the heartbeat set
+    redis_db.sadd("processes", owner)
+    redis_db.hset(owner, mapping={"info": "{}", "beat": time.time()})
+    redis_db.lpush(legacy, _job("a" * 24))
+    redis_db.lpush(alive, _job("b" * 24))
+    assert Reaper(["default"], grace=0).sweep(full=True) == 1
+    assert not redis_db.exists(legacy) and redis_db.lrange("queue:default", 0, -1) == [_job("a" * 24)]
+    assert redis_db.lrange(alive, 0, -1) == [_job("b" * 24)]  # its owner is alive: left alone
 
 
 def test_the_lists_of_one_crash_go_back_spaced_as_one(redis_db):

@@ -9,6 +9,7 @@ import re
 import orjson
 import pytest
 
+from wurk_django.conf import Config
 from wurk_django.server.logwriter import BatchingStreamHandler
 from wurk_django.server.run import joblog
 from wurk_django.server.run.joblog import JobLogger, JSONFormatter, PlainFormatter
@@ -42,7 +43,8 @@ def test_worker_setup_takes_the_direct_route_and_writes_the_documented_line(work
     handler, stream = worker_logging
     _alone(handler)
     assert joblog._direct_route() == (handler, handler.formatter)
-    log = JobLogger(["bid", "tags"], skip=False)
+    # CORE-034: a job's `bid` is logged by default (LOGGED_JOB_ATTRIBUTES' default).
+    log = JobLogger(Config({}).logged_job_attributes, skip=False)
     ctx = log.context({"jid": "abc123", "class": "app.jobs.Send", "bid": "b1", "queue": "q"})
     log.start(ctx)
     log.done(ctx, 0)

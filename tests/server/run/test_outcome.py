@@ -54,6 +54,13 @@ class Limited(Job):
         raise limiter.OverLimit(limiter.concurrent("outcome-test", 1, backoff=lambda *_a: 60))
 
 
+class SeesItself(Job):
+    def perform(self, *args):
+        BUSY.append(STATE[0].work_snapshot())
+
+
+BUSY: list[dict] = []
+STATE: list = []
 SEEN: list[list] = []
 RAISED = "raised"
 
@@ -122,6 +129,7 @@ def failed_signals():
 
 
 def test_success(redis_db, failed_signals):
+    # CORE-113: a run that returns is acknowledged.
     unit, where, observed = run(a_job(Fine))
     assert where.outcome is Outcome.SUCCEEDED and observed is None  # None inside: settled afterwards
     assert unit.acked == 1 and not unit.requeued and where.error is None and not failed_signals
@@ -129,6 +137,7 @@ def test_success(redis_db, failed_signals):
 
 
 def test_a_failure_is_booked_as_a_retry(redis_db, failed_signals):
+    # CORE-113: a failure the retry layer booked is acknowledged; job_failed gets the job's own error.
     job = a_job(Broken)
     unit, where, observed = run(job)
     assert where.outcome is Outcome.RETRIED and observed == RAISED
@@ -140,6 +149,7 @@ def test_a_failure_is_booked_as_a_retry(redis_db, failed_signals):
 
 @pytest.mark.parametrize("retry, outcome, dead", [(False, Outcome.DISCARDED, 0), (0, Outcome.DEAD, 1)])
 def test_retries_off_or_used_up(redis_db, retry, outcome, dead):
+    # PRO-130: a job moved to dead or discarded is acknowledged; success, a booked retry and a re-push too, a shutdown not (the tests around it).
     unit, where, _observed = run(a_job(Broken, retry=retry))
     assert where.outcome is outcome and unit.acked == 1
     assert redis_db.zcard("dead") == dead and redis_db.zcard("retry") == 0
@@ -153,12 +163,16 @@ def test_an_unknown_class_is_booked_from_the_payload(redis_db):
 
 
 def test_a_job_that_asks_to_resume_is_pushed_again(redis_db, failed_signals):
-    job = a_job(Resumable)
+    """CORE-252: an interrupted (resumable) job is pushed again through the client: to the
+    back of its queue (``LPUSH``, behind the jobs waiting), with a new ``enqueued_at``."""
+    job = a_job(Resumable, enqueued_at=1)
+    redis_db.lpush("queue:default", payload.dumps(a_job(Fine)))  # a job already waiting
     unit, where, observed = run(job)
     assert observed is Outcome.PAUSED  # the middleware saw a run that returned, not an exception
     assert where.outcome is Outcome.PAUSED and unit.acked == 1 and not failed_signals
-    (again,) = redis_db.lrange("queue:default", 0, -1)
-    assert payload.loads(again)["jid"] == job["jid"]
+    again, waiting = redis_db.lrange("queue:default", 0, -1)
+    assert payload.loads(again)["jid"] == job["jid"] and payload.loads(waiting)["jid"] != job["jid"]
+    assert payload.loads(again)["enqueued_at"] > 1
 
 
 def test_a_rate_limited_job_is_rescheduled_by_the_limiter(redis_db, failed_signals):
@@ -171,12 +185,14 @@ def test_a_rate_limited_job_is_rescheduled_by_the_limiter(redis_db, failed_signa
 
 
 def test_a_shutdown_is_neither_acked_nor_given_back(redis_db):
+    # CORE-113: a shutdown is not acknowledged (the stop requeued it).
     unit, where, _observed = run(a_job(Stopped))
     assert where.outcome is Outcome.INTERRUPTED and not unit.acked and not unit.requeued
     assert redis_db.zcard("retry") == 0
 
 
 def test_redis_down_while_booking_gives_the_job_back(redis_db):
+    # CORE-113: a booking Redis refused is not acknowledged: the job goes back to its queue.
     def down(*_args):
         raise redis_lib.ConnectionError("down")
 
@@ -240,3 +256,21 @@ def test_a_job_that_cannot_be_handed_back_at_quiet_leaves_its_thread_running(red
     assert reported == [(redis_lib.ConnectionError, {"context": "handing back a job it will not run",
                                                       "jid": None})]
     assert unit.acked == 0 and processor.unit is None
+
+
+def test_a_run_is_busy_while_it_runs_and_counted_as_processed_and_failed(redis_db):
+    """CORE-112 / RUN-123: while a job runs its thread has a busy entry (queue, payload,
+    run_at), gone once the run is settled; every run counts as processed and one that did
+    not succeed as failed too (a failure, and a job that asked to resume, as Sidekiq counts
+    an interrupted iterable job's skip)."""
+    manager = processor_manager()
+    STATE[:] = [manager.state]
+    BUSY.clear()
+    processor = Processor(manager)
+    job = a_job(SeesItself)
+    for unit in (Unit(job), Unit(a_job(Broken)), Unit(a_job(Resumable))):
+        processor.process(unit)
+    [(tid, entry)] = BUSY[0].items()
+    assert payload.loads(entry)["queue"] == "default" and payload.loads(payload.loads(entry)["payload"])["jid"] == job["jid"]
+    assert manager.state.work_snapshot() == {}
+    assert manager.state.take_counts() == (3, 2)

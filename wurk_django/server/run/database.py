@@ -10,7 +10,7 @@ were a measurable part of the per-job cost (RUN-706). A thread is marked when
 Django opens a connection in it (``connection_created`` is sent synchronously,
 in the connecting thread) and unmarked once the guard finds every one of its
 connections closed, which is after each job under the default ``CONN_MAX_AGE = 0``.
-The same mark tells the run gate (run_gate.py, ``GIL_GATE``) that the thread's jobs
+The same mark tells the run gate (gate.py, ``GIL_GATE``) that the thread's jobs
 wait on the database: they stop counting against its limit.
 """
 

@@ -25,10 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...positioned import Positioned
+
 Ending = Callable[[Any, "BaseException | None", float], None]
 Observer = Callable[[dict, str], "Ending | None"]
 
-_registered: dict[str, tuple[int, Observer]] = {}
+
+_registered: Positioned[Observer] = Positioned()
 #: The observers in position order: what the processor reads on every job.
 active: tuple[Observer, ...] = ()
 
@@ -36,14 +39,14 @@ active: tuple[Observer, ...] = ()
 def register(name: str, observer: Observer, position: int = 0) -> None:
     """Add (or replace, by ``name``) a job observer; lower positions are told first."""
     global active
-    _registered[name] = (position, observer)
-    active = tuple(fn for _pos, fn in sorted(_registered.values(), key=lambda entry: entry[0]))
+    _registered.add(name, observer, position)
+    active = tuple(_registered.ordered)
 
 
 def unregister(name: str) -> None:
     global active
-    _registered.pop(name, None)
-    active = tuple(fn for _pos, fn in sorted(_registered.values(), key=lambda entry: entry[0]))
+    _registered.remove(name)
+    active = tuple(_registered.ordered)
 
 
 # -- settled hooks ------------------------------------------------------------------
@@ -52,12 +55,12 @@ def unregister(name: str) -> None:
 # whoever settled it (the job's thread, or the watchdog for a thread it abandoned):
 # ``hook(ctx, outcome, error)`` with the job's context, the final Outcome (RETRIED,
 # DEAD, DISCARDED, SUCCEEDED, PAUSED, RESCHEDULED, INTERRUPTED, GIVEN_BACK) and the
-# error the run failed with (None otherwise). A result record written here is
-# written from the settled outcome, never from a thread that came back late.
+# error the run failed with (None otherwise). What a hook writes comes from the
+# settled outcome, never from a thread that came back late.
 
 Settled = Callable[[Any, Any, "BaseException | None"], None]
 
-_settled_registered: dict[str, tuple[int, Settled]] = {}
+_settled_registered: Positioned[Settled] = Positioned()
 #: The settled hooks in position order: what the settlement reads on every job.
 settled_hooks: tuple[Settled, ...] = ()
 
@@ -65,14 +68,14 @@ settled_hooks: tuple[Settled, ...] = ()
 def on_settled(name: str, hook: Settled, position: int = 0) -> None:
     """Add (or replace, by ``name``) a hook told each run's final outcome once."""
     global settled_hooks
-    _settled_registered[name] = (position, hook)
-    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+    _settled_registered.add(name, hook, position)
+    settled_hooks = tuple(_settled_registered.ordered)
 
 
 def off_settled(name: str) -> None:
     global settled_hooks
-    _settled_registered.pop(name, None)
-    settled_hooks = tuple(fn for _pos, fn in sorted(_settled_registered.values(), key=lambda entry: entry[0]))
+    _settled_registered.remove(name)
+    settled_hooks = tuple(_settled_registered.ordered)
 
 
 def settled(ctx: Any, outcome: Any, error: BaseException | None) -> None:

@@ -122,7 +122,7 @@ class Processor:
 
     def _handle_in_turn(self, unit: Any) -> None:
         """``GIL_GATE`` while the gate limits: wait for this thread's turn among those running
-        short jobs (run_gate.py), and keep the turn only while the next job is in hand."""
+        short jobs (gate.py), and keep the turn only while the next job is in hand."""
         self.unit = unit  # waiting, it holds the job: --burst and a hard stop must see it
         if database.holds_connection():
             self.gate.leave()  # its jobs wait on the database: they do not count

@@ -14,7 +14,8 @@ order, it
 4. counts it (``stat:processed``/``stat:failed`` through the worker state, and the
    job metrics);
 5. tells the *settled hooks* the final outcome, exactly once per run
-   (:func:`~.observers.on_settled`: where a result record is written from);
+   (:func:`~.observers.on_settled`; no built-in feature registers one: the results
+   feature writes a record from the observer's end and its death handler);
 6. acknowledges the job, or gives it back to its queue when its outcome could not
    be recorded; never when a hard shutdown requeued it already.
 
