@@ -50,8 +50,8 @@ def wurk_seconds(value: object) -> str:
 @register.simple_tag
 def wurk_breadcrumbs_are_a_list() -> bool:
     """Whether this Django's admin writes its breadcrumbs as ``<ol class="breadcrumbs">``
-    (Django 6.0 and later) rather than ``<div class="breadcrumbs">`` with ``›`` between the
-    links (5.2): each version's stylesheet styles only its own markup."""
+    (Django 6.1 and later) rather than ``<div class="breadcrumbs">`` with ``›`` between the
+    links (5.2, 6.0): each version's stylesheet styles only its own markup."""
     import django
 
-    return django.VERSION >= (6, 0)
+    return django.VERSION >= (6, 1)
