@@ -23,11 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 VERSION = f"{django.VERSION[0]}{django.VERSION[1]}"
 
-#: A Wurk page (its path under the dashboard) and its entry's label in the sidebar.
-PAGES = [("", "Dashboard"), ("busy/", "Busy"), ("queues/", "Queues"), ("scheduled/", "Scheduled"),
-         ("retries/", "Retries"), ("dead/", "Dead"), ("metrics/", "Metrics"), ("batches/", "Batches"),
-         ("workflows/", "Workflows"), ("limits/", "Limits"), ("periodic/", "Periodic")]
-
 BREADCRUMBS = """(() => {
   const bar = document.querySelector('.breadcrumbs');
   const box = bar.getBoundingClientRect();
@@ -79,15 +74,24 @@ def filled(redis_db):
 
         RecordJob.perform_async("in a batch")
     workflow = chain(Add.s(1), Add.s(2)).run("two steps")
-    return {"workflow": workflow.id, "jid": payload.new_jid()}
+    at = add_to_set(redis_db, "retry", failed("billing.jobs.RefundJob", jid="f" * 24), at=time.time() + 30)
+    # Detail pages, beside every tab's page: (path under the dashboard, the sidebar entry they belong to).
+    return [(f"workflows/{workflow.id}/", "Workflows"), (f"batches/{batch.bid}/", "Batches"),
+            (f"batches/{workflow.steps()[1].bid}/", "Batches"), ("queues/default/", "Queues"),
+            (f"retries/job/{payload.score(at)}-{'f' * 24}/", "Retries")]
 
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_fits_and_follows_the_admin(page, filled, width):  # noqa: F811
     page.set_viewport_size({"width": width, "height": 900})
-    paths = [*PAGES, (f"workflows/{filled['workflow']}/", "Workflows")]
+    page.goto(page.base + BASE)
+    # Every tab this process has (the features' too), then the detail pages.
+    tabs = page.evaluate("[...document.querySelectorAll('.wurk-tabs a.wurk-tab')]"
+                         ".map(a => [a.getAttribute('href'), a.textContent.trim()])")
+    assert len(tabs) >= 12, tabs
+    paths = [(href[len(BASE):], label) for href, label in tabs] + filled
     problems = []
-    for path, label in paths:
+    for n, (path, label) in enumerate(paths):
         page.goto(page.base + BASE + path)
         crumbs = page.evaluate(BREADCRUMBS)
         # The breadcrumbs are the admin's bar under the header: coloured, holding their links,
@@ -102,7 +106,8 @@ def test_every_page_fits_and_follows_the_admin(page, filled, width):  # noqa: F8
         fit = page.evaluate(OVERFLOW)
         if fit["scroll"] > width or fit["cut"] or fit["wrapped"]:
             problems.append(f"{path or 'dashboard'}: {fit}")
-        shot(page, f"layout-{VERSION}-{width}-{path.strip('/').replace('/', '-') or 'dashboard'}")
+        name = path.split("/")[0] or "dashboard"
+        shot(page, f"layout-{VERSION}-{width}-{name}" + (f"-detail-{n}" if path.count("/") > 1 else ""))
     assert not problems, "\n".join(problems)
 
 
