@@ -147,15 +147,32 @@ HELD_SLOT = 1_000_000
 
 def started(host: str, pid: int, nonce: str, slot: int) -> str:
     """STRING naming which job fetch slot ``slot`` of a process is running: ``*`` for the
-    oldest in its private lists, or ``<index>|<queue>`` for the job at ``index`` from the
-    head of its list of ``queue``. Not a ``queue:`` key, so no Sidekiq Pro reaper
+    oldest in its private lists, or ``-<n>|<queue>`` for the job ``LINDEX -<n>`` names in
+    its list of ``queue`` (``-1`` the oldest; an earlier version wrote ``<index>|<queue>``,
+    counted from the head). Not a ``queue:`` key, so no Sidekiq Pro reaper
     mistakes it for a private list."""
     return f"super_fetch:started:{host}|{pid}|{nonce}|{slot}"
 
 
 def paced(queue: str) -> str:
-    """Short lock: one suspected job of ``queue`` goes back per reaper interval."""
+    """STRING: the jid of the suspected job of ``queue`` given back last, alone; the next
+    one waits until it finished or crashed again (at most ``RELEASE_WAIT`` seconds, the
+    key's TTL). wurk_django only."""
     return f"super_fetch:reaper:paced:{queue}"
+
+
+#: ZSET: the held lists (:data:`HELD_SLOT`) that hold jobs, scored by when the death
+#: that held their first job was found; read every few seconds while it is not empty,
+#: by the process that gives held jobs back and by the admin's Held page. wurk_django only.
+HELD_INDEX = "super_fetch:held"
+#: STRING: a short lock, so one process at a time gives held jobs back. wurk_django only.
+HELD_LOCK = "super_fetch:held:lock"
+
+
+def crashes(jid: str) -> str:
+    """LIST of ``<host>:<pid>:<nonce>|<epoch seconds>``, one per crash a job was running in
+    (the newest last, 72 h TTL, the last 10 kept): why a held job is held. wurk_django only."""
+    return f"super_fetch:crashes:{jid}"
 
 
 def recovered(jid: str) -> str:

@@ -119,6 +119,26 @@ def test_decorator_refuses_what_it_cannot_honour():
         shared_task(colour="red")(lambda: None)
 
 
+def test_amqp_message_options_are_accepted_and_read_back_as_on_celery():
+    """django-celery-email's ``@shared_task(queue=..., delivery_mode=1, rate_limit=...)``:
+    the AMQP-only option is ignored (a Redis list keeps every job) but reads back."""
+    task = shared_task(name="tests.celery_compat.amqp", queue="mail", delivery_mode=1, rate_limit="50/m")(
+        lambda: None)
+    assert (task.queue, task.delivery_mode, task.rate_limit) == ("mail", 1, "50/m")
+    with pytest.raises(AttributeError, match="not given routing_key"):
+        task.routing_key  # noqa: B018 - the read is the test
+
+
+def test_tuples_travel_as_lists_as_celerys_json_sends_them(redis_db):
+    """An email's ``(name, content, mimetype)`` attachment tuples: Celery's JSON serializer
+    sends them as lists; so does a push, where a plain wurk job refuses a tuple."""
+    result = greet.delay(("bob", ("a", 1)), greeting=("hi",))
+    item = _one(redis_db, "celery_kw")
+    assert item["jid"] == result.id and item["args"] == [["bob", ["a", 1]]] and item["kwargs"] == {"greeting": ["hi"]}
+    with pytest.raises(ValueError, match="native JSON"):
+        greet.delay({1, 2})  # a set is no more JSON on Celery: still refused at the call
+
+
 def test_calling_the_task_runs_the_function_here(redis_db):
     assert add(2, 3) == 5 and redis_db.dbsize() == 0
     assert add.name == "tests.celery_compat.tasks.add" and add.max_retries == 3

@@ -51,6 +51,8 @@ def test_chain_called_gives_the_last_result_and_its_parents(redis_db, worker):
     assert res.parent.parent.parent is None
     assert res.parent.children == [res] and res.name == "tests.celery_compat.canvas_tasks.add"
     assert res.args == [8, 8] and res.kwargs == {}  # the record knows the call, results in front
+    first = res.parent.parent
+    assert [(r.id, value) for r, value in first.collect(timeout=T)] == [(first.id, 4), (res.parent.id, 8), (res.id, 16)]
     assert chain(add.s(4, 4), mul.s(8), mul.s(10)).apply_async().get(timeout=T) == 640
     assert chain(add.s(4, 4), mul.s(8)).apply_async().get(timeout=T) == 64
 
@@ -173,6 +175,18 @@ def test_group_result_save_and_restore_are_refused():
         GroupResult.restore("x")
 
 
+def test_the_children_of_a_result_not_ready_are_an_incomplete_stream(redis_db):
+    from wurk_django.celery.exceptions import IncompleteStream
+
+    waiting = AsyncResult("w" * 24)  # nothing ran it: PENDING
+    waiting.children = [AsyncResult("c" * 24)]
+    walk = waiting.iterdeps()
+    assert next(walk) == (None, waiting)
+    with pytest.raises(IncompleteStream):
+        next(walk)
+    assert [r.id for _, r in waiting.iterdeps(intermediate=True)] == [waiting.id]  # its children wait for it
+
+
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: chain(add.s(1, 1), add.s(2)).apply_async(countdown=5), "countdown.*lone signature"),
     (lambda: chain(add.s(1, 1), add.s(2).set(eta=1)).apply_async(), "eta.*lone signature"),
@@ -189,7 +203,6 @@ def test_group_result_save_and_restore_are_refused():
     (lambda: add.apply_async((1, 1), chord=add.s()), "canvas"),
     (lambda: add.apply_async((1, 1), link=chain(add.s(1))), "task signatures"),
     (lambda: AsyncResult("abc").then(print), "chain the next task"),
-    (lambda: AsyncResult("abc").collect(), "children"),
     (lambda: add.chunks([(1, 1)], 0), "n is a number of items"),
 ])
 def test_refusals_name_the_alternative(redis_db, call, match):

@@ -30,6 +30,34 @@ CELERY_EXCEPTIONS = ("CeleryError", "TaskError", "ImproperlyConfigured", "Securi
                      "CPendingDeprecationWarning")
 
 
+#: Issue 44 item 1's list: each module application code imports from Celery, and its names.
+IMPORTED = {
+    "": ("shared_task", "Task", "signature", "chain", "group", "chord", "chunks", "states", "exceptions",
+         "current_app", "Signature", "xmap", "xstarmap", "maybe_signature"),
+    ".result": ("AsyncResult", "GroupResult"),
+    ".canvas": ("Signature", "signature", "chain", "group", "chord", "chunks", "xmap", "xstarmap",
+                "maybe_signature"),
+    ".schedules": ("crontab", "schedule", "solar"),
+    ".signals": ("before_task_publish", "after_task_publish", "task_prerun", "task_postrun", "task_success",
+                 "task_failure", "task_retry", "task_revoked", "worker_process_init", "worker_ready",
+                 "worker_shutdown"),
+    ".utils.log": ("get_task_logger",),
+    ".contrib.django.task": ("DjangoTask",),
+}
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTED))
+def test_each_module_celery_code_imports_has_its_names_under_wurk_django_celery(module):
+    import importlib
+    import importlib.util
+
+    ours = importlib.import_module(f"wurk_django.celery{module}")
+    assert [n for n in IMPORTED[module] if not hasattr(ours, n)] == []
+    if importlib.util.find_spec("celery") is not None:  # the test extra installs the reference
+        theirs = importlib.import_module(f"celery{module}")
+        assert [n for n in IMPORTED[module] if not hasattr(theirs, n)] == []  # the names are Celery's
+
+
 def test_states_and_exceptions_have_every_name_celery_5_exports():
     from wurk_django import SoftTimeLimitExceeded
     from wurk_django.celery import exceptions, states

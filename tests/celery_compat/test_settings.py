@@ -113,6 +113,39 @@ def test_check_names_every_celery_setting_wurk_does_not_read(settings):
     assert any(i == "wurk.E040" and "CELERY_BEAT_SCHEDULE['bad']" in m for i, m in found)
 
 
+def test_check_leaves_another_apps_celery_prefixed_settings_alone(settings):
+    """django-celery-email's CELERY_EMAIL_BACKEND is that app's setting, read by it: the
+    check does not call it "no effect" (tests/celery_project runs that project)."""
+    from django.core import checks
+
+    settings.CELERY_EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.CELERYD_CONCURRENCY = 4  # Celery 3's worker setting: Celery's, named
+    names = {m.msg.split()[0] for m in checks.run_checks(tags=["wurk"]) if m.id == "wurk.W030"}
+    assert "CELERYD_CONCURRENCY" in names and "CELERY_EMAIL_BACKEND" not in names
+
+
+def test_current_app_conf_sets_and_reads_the_settings_wurk_reads(redis_db):
+    """``celery.current_app.conf.task_always_eager = True`` (a test's setUp on Celery) makes
+    calls run here; a name wurk does not read is refused saying what becomes of it."""
+    from wurk_django.celery import current_app
+
+    conf = current_app.conf
+    assert conf.task_always_eager is False
+    conf.task_always_eager = True
+    try:
+        assert conf.task_always_eager is True and conf["task_always_eager"] is True
+        assert add.delay(2, 3).get(timeout=1) == 5
+        with override_settings(CELERY_TASK_DEFAULT_QUEUE="low"):
+            assert conf.task_default_queue == "low"
+        with pytest.raises(AttributeError, match="WURK\\['REDIS_URL'\\]"):
+            conf.broker_url = "redis://elsewhere"
+    finally:
+        del conf.task_always_eager
+    assert conf.task_always_eager is False
+    assert redis_db.dbsize() == 0  # the eager call pushed nothing
+    assert current_app.tasks["tests.celery_compat.tasks.add"] is add
+
+
 def test_rate_limit_holds_back_calls_over_the_rate(redis_db, worker_factory):
     from tests.celery_compat.limited_tasks import limited
 
@@ -137,3 +170,15 @@ def test_rate_limit_is_refused_only_when_malformed():
     assert rate_limits.parse(None) is None and rate_limits.parse("0/m") is None
     with pytest.raises(ValueError, match="rate_limit must be like"):
         rate_limits.parse("ten a minute")
+
+
+def test_the_guide_names_every_setting_the_check_explains():
+    """docs/from-celery.md's settings table has a row for each setting wurk.W030 explains,
+    with the check's own words, so the page and the warning cannot drift apart."""
+    from tests.support import ROOT
+    from wurk_django.celery.checks import NOT_READ, OLD_NAMES
+
+    page = (ROOT / "docs" / "from-celery.md").read_text().replace("`", "")  # the page marks code, the check cannot
+    missing = [name for name, what in NOT_READ.items()
+               if name not in OLD_NAMES and f"| CELERY_{name} | {what} |" not in page]
+    assert not missing, f"docs/from-celery.md lacks the rows of {missing}"

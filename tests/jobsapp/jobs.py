@@ -77,6 +77,16 @@ class TraceJob(Job):
         record("test:runs", self.jid)
 
 
+class TurnJob(Job):
+    """Notes its start and its end in one list, ``test:turns``, so a test can tell whether
+    two of them ever ran at once."""
+
+    def perform(self, seconds, marker):
+        record("test:turns", f"start:{marker}")
+        time.sleep(seconds)
+        record("test:turns", f"end:{marker}")
+
+
 class KillerJob(Job):
     """Kills its own worker process, as a segfaulting C extension would."""
 

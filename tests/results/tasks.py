@@ -55,6 +55,25 @@ def celery_stuck_retried(key):
     return _ignore_stops(key)
 
 
+def _busy(key: str, seconds: float) -> str:
+    """Note the start, then run ``seconds`` in short sleeps (a stop is raised between them)."""
+    redis_client().rpush(key, "started")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "done"
+
+
+@shared_task(soft_time_limit=1)
+def celery_soft_unhandled(key):
+    return _busy(key, 30)  # the soft limit's exception is not caught: the task fails with it
+
+
+@shared_task
+def celery_busy(key, seconds):
+    return _busy(key, seconds)
+
+
 if AVAILABLE:
     from wurk_django.tasks import task as wurk_task
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.results import tasks
 from tests.support import wait_for
-from wurk_django.celery import states
+from wurk_django.celery import exceptions, states
 from wurk_django.results import store
 
 
@@ -30,7 +30,7 @@ def test_a_job_killed_by_its_hard_time_limit_reads_failure_with_its_error_for_go
     assert fields["state"] == "failed" and "return_value" not in fields
     [error] = fields["errors"]
     assert error["exception_class_path"].endswith("HardTimeLimitExceeded")
-    with pytest.raises(Exception, match="hard time limit"):
+    with pytest.raises(exceptions.TimeLimitExceeded, match="hard time limit"):  # what Celery code catches
         result.get(timeout=5)
 
 

@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..admin_pages import Page, register
 from ..tasks.compat import AVAILABLE as TASKS_AVAILABLE
-from . import bulk, busy, dashboard, metrics, queues, sets, shard_select
+from . import bulk, busy, dashboard, held, metrics, queues, sets, shard_select
 from .queue_url import QueueNameConverter
 
 register_converter(QueueNameConverter, "wurk_queue")
@@ -27,6 +27,10 @@ def _dashboard_urls(admin):
 
 def _busy_urls(admin):
     return [path("busy/", admin.wrap(busy.index, methods=POST), name="wurk_busy")]
+
+
+def _held_urls(admin):
+    return [path("held/", admin.wrap(held.index, methods=POST), name="wurk_held")]
 
 
 def _queues_urls(admin):
@@ -79,6 +83,8 @@ def _none(admin):
 register(Page("dashboard", _("Dashboard"), "wurk_django_dashboard_changelist", _dashboard_urls, 10))
 register(Page("busy", _("Busy"), "wurk_busy", _busy_urls, 20))
 register(Page("queues", _("Queues"), "wurk_queues", _queues_urls, 30))
+# No tab (a tab needs an admin index entry, a model): the Busy page links to it.
+register(Page("held", _("Held"), "wurk_held", _held_urls, 25, tab=False))
 register(Page("scheduled", _("Scheduled"), "wurk_set", _sets_urls, 40, url_kwargs={"kind": "scheduled"}))
 register(Page("retries", _("Retries"), "wurk_set", _none, 50, url_kwargs={"kind": "retries"}))
 register(Page("dead", _("Dead"), "wurk_set", _none, 60, url_kwargs={"kind": "dead"}))

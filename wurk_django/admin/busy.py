@@ -9,9 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from .. import keys
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
 from ..api.revoke import revoke
-from .common import Page, args_text, keep_query, page_params, redirect_back, render, url, when
+from .common import Page, args_text, keep_query, page_params, redirect_back, redis, render, url, when
 
 ACTIONS = ("quiet", "stop")
 BUSY_COUNT = 100  # rows per page of each table, as Sidekiq's Busy page
@@ -154,5 +155,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "rss_kb": rss,
         },
         "any_signalable": any(not p["embedded"] for p in processes),
+        # Lists of jobs held back as poison-pill suspects (their page: held.py).
+        "held_lists": int(redis().zcard(keys.HELD_INDEX) or 0),
     }
     return render(request, model_admin, "busy.html", context, section="busy", title=_("Busy"))

@@ -14,6 +14,7 @@ docs/from-celery.md.
 """
 
 from . import exceptions, schedules, signals, states
+from .app import current_app
 from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import MaxRetriesExceededError, Retry, TaskError, TaskRevokedError, TimeoutError
 from .job import CeleryJob
@@ -22,6 +23,6 @@ from .result import AsyncResult, GroupResult
 from .task import Task, shared_task, task
 
 __all__ = ["AsyncResult", "CeleryJob", "GroupResult", "MaxRetriesExceededError", "Request", "Retry", "Signature",
-           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "exceptions", "group",
+           "Task", "TaskError", "TaskRevokedError", "TimeoutError", "chain", "chord", "chunks", "current_app", "exceptions", "group",
            "maybe_signature", "schedules", "shared_task", "signals", "signature", "states", "subtask", "task", "xmap",
            "xstarmap"]

@@ -128,6 +128,17 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     return out
 
 
+def _tuples_as_lists(value: Any) -> Any:
+    """``value`` with every tuple (a namedtuple too) made a list, as Celery's JSON serializer
+    sends it: code passing ``(name, content, mimetype)`` tuples works on Celery, and the
+    task receives lists there too. Anything else not JSON is still refused by the push."""
+    if isinstance(value, (list, tuple)):
+        return [_tuples_as_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _tuples_as_lists(v) for k, v in value.items()}
+    return value
+
+
 def check_call(job_class: type[CeleryJob], args: Any, kwargs: Any) -> tuple[list, dict]:
     """``args`` and ``kwargs`` as a list and a dict, bound to the function's signature
     (Celery's ``typing``) so a wrong call fails here, not on a worker."""
@@ -139,7 +150,7 @@ def check_call(job_class: type[CeleryJob], args: Any, kwargs: Any) -> tuple[list
         raise TypeError(f"{job_class.job_name}: args must be a list or tuple, not {args!r:.200}")
     if not isinstance(kwargs, Mapping):
         raise TypeError(f"{job_class.job_name}: kwargs must be a dict, not {kwargs!r:.200}")
-    args, kwargs = list(args), dict(kwargs)
+    args, kwargs = _tuples_as_lists(list(args)), _tuples_as_lists(dict(kwargs))
     if job_class.typing:
         signature = job_class.__dict__.get("_signature")
         if signature is None:

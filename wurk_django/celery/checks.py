@@ -59,15 +59,41 @@ for _old, _new in OLD_NAMES.items():
     NOT_READ[_old] = f"it is Celery 3's name: rename it CELERY_{_new}, which wurk reads"
 
 
+#: The first word of every setting of Celery 5 under the ``CELERY_`` namespace, and of its
+#: Celery 3 names. A ``CELERY_*`` setting starting otherwise belongs to another app sharing
+#: the prefix (django-celery-email's ``CELERY_EMAIL_BACKEND``): it is not Celery's, wurk
+#: does not speak for it.
+CELERY_WORDS = frozenset({
+    # Celery 5's namespaces and top-level names
+    "ACCEPT", "ARANGODB", "AZUREBLOCKBLOB", "BEAT", "BROKER", "CACHE", "CASSANDRA", "CONTROL", "COSMOSDBSQL",
+    "COUCHBASE", "DATABASE", "ELASTICSEARCH", "ENABLE", "EVENT", "GCS", "IMPORTS", "INCLUDE", "MONGODB", "REDIS",
+    "RESULT", "S3", "SECURITY", "TASK", "TIMEZONE", "WORKER",
+    # Celery 3's names (CELERY_ALWAYS_EAGER, CELERY_DEFAULT_QUEUE, CELERY_ROUTES...)
+    "ACKS", "ALLOW", "ALWAYS", "ANNOTATIONS", "CREATE", "DEFAULT", "DISABLE", "EAGER", "IGNORE", "INHERIT", "MAX",
+    "MESSAGE", "QUEUE", "QUEUES", "REDIRECT", "REJECT", "REMOTE", "REPR", "RETRY", "ROUTES", "SEND", "STORE",
+    "TRACK"})
+
+
+def is_celery_setting(name: str) -> bool:
+    """Whether Django setting ``name`` is one of Celery's (``CELERY_TASK_ROUTES``,
+    ``CELERYD_CONCURRENCY``, ``CELERYBEAT_SCHEDULE``), not another app's ``CELERY_EMAIL_*``."""
+    if not name.isupper():
+        return False
+    if name.startswith(("CELERYD_", "CELERYBEAT_")):
+        return True
+    return name.startswith("CELERY_") and name[len("CELERY_"):].split("_")[0] in CELERY_WORDS
+
+
 def unread_settings() -> list[tuple[str, str]]:
-    """``(setting, what happens to it)`` for each ``CELERY_*`` setting wurk does not read."""
+    """``(setting, what happens to it)`` for each of Celery's ``CELERY_*`` settings wurk
+    does not read (another app's setting sharing the prefix is left alone)."""
     from django.conf import settings
 
     if not settings.configured:
         return []
     out = []
     for name in sorted(dir(settings)):
-        if not (name.startswith("CELERY_") or name == "CELERYBEAT_SCHEDULE") or not name.isupper():
+        if not is_celery_setting(name):
             continue
         short = name[len("CELERY_"):] if name.startswith("CELERY_") else name
         if short in celery_settings.READ:

@@ -32,10 +32,18 @@ READ = frozenset({"BEAT_SCHEDULE", "TIMEZONE", "TASK_ROUTES", "TASK_DEFAULT_QUEU
                   "TASK_EAGER_PROPAGATES", "TASK_TIME_LIMIT", "TASK_SOFT_TIME_LIMIT", "RESULT_EXPIRES"})
 
 
+#: Values set on ``current_app.conf`` (:mod:`.app`) in this process, by setting suffix: they
+#: win over Django's settings, as values set on Celery's ``app.conf`` do.
+OVERRIDES: dict[str, Any] = {}
+
+
 def setting(name: str, default: Any = None) -> Any:
-    """``settings.CELERY_<name>``, or ``default`` (also without Django settings)."""
+    """``current_app.conf``'s value of ``name`` where one was set, else
+    ``settings.CELERY_<name>``, or ``default`` (also without Django settings)."""
     from django.conf import settings
 
+    if name in OVERRIDES:
+        return OVERRIDES[name]
     if not settings.configured:
         return default
     return getattr(settings, f"CELERY_{name}", default)

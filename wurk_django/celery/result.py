@@ -9,6 +9,8 @@ import importlib
 import json
 import sys
 import time
+from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from .. import context, registry
@@ -16,7 +18,7 @@ from ..conf import Config
 from ..results import record, store
 from ..results.states import celery_name
 from . import states
-from .exceptions import TaskError, TaskRevokedError, TimeoutError
+from .exceptions import IncompleteStream, TaskError, TaskRevokedError, TimeoutError
 
 
 class AsyncResult:
@@ -182,8 +184,26 @@ class AsyncResult:
                 todo.append(item.parent)
         return None
 
-    def collect(self) -> Any:
-        raise TypeError("AsyncResult.collect() is not supported: read .children and call .get() on each")
+    def iterdeps(self, intermediate: bool = False) -> Iterator[tuple[Any, Any]]:
+        """``(parent, result)`` for this result and, once each is ready, its children,
+        breadth first (Celery's order). A result not ready yet whose children are asked for
+        raises ``IncompleteStream``, unless ``intermediate``. The children are those the
+        canvas call that returned this result knew (``.children``); a result read back by
+        its id alone has none."""
+        todo: deque[tuple[Any, Any]] = deque([(None, self)])
+        while todo:
+            parent, node = todo.popleft()
+            yield parent, node
+            if node.ready():
+                todo.extend((node, child) for child in (node.children or ()))
+            elif not intermediate:
+                raise IncompleteStream(f"{node!r} is not ready: its children are not known yet")
+
+    def collect(self, intermediate: bool = False, **kwargs: Any) -> Iterator[tuple[Any, Any]]:
+        """``(result, value)`` for this result and its children (:meth:`iterdeps`'s order),
+        each value from ``get(**kwargs)``, as Celery's ``collect()``."""
+        for _parent, node in self.iterdeps(intermediate=intermediate):
+            yield node, node.get(**kwargs)
 
     def then(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("AsyncResult.then() (promises) is not supported: chain the next task (a | b)")

@@ -35,7 +35,11 @@ CELERY_OPTIONS = frozenset({"name", "queue", "bind", "max_retries", "default_ret
 #: Accepted and ignored: wurk already behaves so, or nothing corresponds.
 IGNORED_OPTIONS = frozenset({"acks_late", "acks_on_failure_or_timeout", "reject_on_worker_lost", "track_started",
                              "serializer", "trail", "store_errors_even_if_ignored", "priority", "throws",
-                             "send_events", "compression", "lazy"})
+                             "send_events", "compression", "lazy",
+                             # AMQP message properties: a Redis list has no exchanges, routing
+                             # keys or persistence modes (every job is kept until it ran).
+                             "delivery_mode", "routing_key", "exchange", "exchange_type"})
+IGNORED_NOTE = "wurk already behaves so, or a Redis list has nothing that corresponds"
 REFUSED = {
     "base": "custom Task base classes are not supported (base=Task and base=DjangoTask are accepted): "
             "use the task signals (wurk_django.celery.signals) or subclass wurk_django.celery.CeleryJob",
@@ -77,6 +81,12 @@ class Task(JobFunction):
     def __getattr__(self, name: str) -> Any:
         if name in CELERY_OPTIONS or name in JOB_OPTIONS:
             return getattr(self.job_class, name)
+        if name in IGNORED_OPTIONS:
+            # Celery shows every option as a task attribute; an ignored one reads as given.
+            ignored = self.job_class.__dict__.get("ignored_options", {})
+            if name in ignored:
+                return ignored[name]
+            raise AttributeError(f"{self.name} was not given {name}= (wurk ignores it: {IGNORED_NOTE})")
         return super().__getattr__(name)
 
     def delay(self, *args: Any, **kwargs: Any) -> AsyncResult | None:
@@ -200,6 +210,9 @@ def _class_attrs(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, A
                         f"wurk's {sorted(JOB_OPTIONS)}")
     attrs: dict[str, Any] = {"__module__": fn.__module__, "__qualname__": fn.__qualname__, "__doc__": fn.__doc__,
                              "fn": staticmethod(fn)}
+    ignored = {name: value for name, value in options.items() if name in IGNORED_OPTIONS}
+    if ignored:
+        attrs["ignored_options"] = ignored  # readable as task attributes, as on Celery
     for name, value in options.items():
         if name in IGNORED_OPTIONS:
             continue

@@ -42,10 +42,11 @@ a crash (PRO-150..156). The jobs it fetched ahead and never started, and those
 that finished with their ACK still parked, go straight back, uncounted. A job
 running when the process died goes back at once the first time; a job already
 suspected in an earlier crash waits in the dead process's held list
-(:data:`wurk_django.keys.HELD_SLOT`) and goes back alone, one per queue per
-reaper interval, the likeliest pill first. So a pill cannot bring the same
-neighbours down with it three times, even when nothing else is queued to space
-them apart. A list with no marker (a Sidekiq Pro process, or a marker that
+(:data:`wurk_django.keys.HELD_SLOT`) and goes back alone, the likeliest pill
+first: the next one of its queue once the one before finished or crashed again
+(:mod:`.suspects`, looked at every few seconds while any is held). So a pill
+cannot bring the same neighbours down with it three times, even when nothing
+else is queued to space them apart. A list with no marker (a Sidekiq Pro process, or a marker that
 expired under a job longer than an hour) is judged as Pro judges it: each of
 its jobs counts.
 
@@ -63,6 +64,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import threading
 import time
 
 import redis as redis_lib
@@ -74,6 +76,7 @@ from ..redis.connection import get_redis
 from ..redis.scripts import lua
 from ..results import buried
 from . import pidspace, poison
+from . import suspects as suspected
 from .fetch.reliable import private_list
 from .fetch.slot import OLDEST, requeue_command
 from .heartbeat import BEAT_INTERVAL
@@ -145,15 +148,28 @@ class Reaper:
         self.loop = TimerLoop("wurk-reaper", self.tick, lambda: self.interval, first_wait=off_the_beat(interval))
         self.boot_thread = None
         self._no_idletime = False  # set once the server refused OBJECT IDLETIME: the fallback from then on
+        # The thread giving held suspects back while some are held (started processes only:
+        # a Reaper made to sweep once, as tests and tools do, starts no thread).
+        self._running = False
+        self._stopped = threading.Event()
+        self._held_lock = threading.Lock()
+        self._held_thread: threading.Thread | None = None
+        self._held_wanted = False
 
     def start(self) -> None:
+        self._running = True
+        self._stopped.clear()
         self.loop.start()
         self.boot_thread = spawn("boot-reclaim", self.boot_sweep)
 
     def stop(self) -> None:
+        self._stopped.set()
         self.loop.stop()
         if self.boot_thread is not None:
             self.boot_thread.join(5)
+        held = self._held_thread
+        if held is not None:
+            held.join(5)
 
     def boot_sweep(self) -> int:
         try:
@@ -177,6 +193,8 @@ class Reaper:
         # Taken even after a sweep of everything, so a Ruby process skips its hourly scan too.
         if redis.set(keys.REAPER_FULL_LOCK, 1, nx=True, ex=FULL_INTERVAL) and not swept:
             self.sweep(full=True)
+        if redis.exists(keys.HELD_INDEX):
+            self.watch_held()  # held by a process that died since, or whose watcher stopped
         if swept:
             # The process sweeping for the cluster also marks the records of jobs a Ruby process buried.
             try:
@@ -270,9 +288,103 @@ class Reaper:
                 held.setdefault(public, []).append(name)
             if self._no_idletime:
                 redis.hdel(keys.REAPER_QUIET, *lists)
-        for public, lists in held.items():
-            moved += self._release_suspect(redis, public, lists)
+        names = [name for lists in held.values() for name in lists]
+        if names:
+            pipe = redis.pipeline(transaction=False)
+            for name in names:
+                pipe.llen(name)
+            suspected.note_held(redis, [name for name, length in zip(names, pipe.execute(), strict=True) if length])
+            released, left = self.release_held()
+            moved += released
+            if left:
+                self.watch_held()
         return moved
+
+    # -- held suspects (issue 42 item 4) ------------------------------------------------
+
+    def watch_held(self) -> None:
+        """Look at the held lists every ``suspected.TICK`` seconds until none holds a job
+        (in a started reaper; one thread at most)."""
+        if not self._running or self._stopped.is_set():
+            return
+        with self._held_lock:
+            self._held_wanted = True
+            if self._held_thread is None:
+                self._held_thread = spawn("wurk-held", self._watch_held)
+
+    def _watch_held(self) -> None:
+        while not self._stopped.wait(suspected.TICK):
+            with self._held_lock:
+                self._held_wanted = False
+            try:
+                _released, left = self.release_held()
+            except redis_lib.RedisError as exc:
+                logger.warning("could not look at the held suspects (%s); looking again in %ss", exc, suspected.TICK)
+                continue
+            except Exception:
+                logger.exception("could not look at the held suspects; looking again in %ss", suspected.TICK)
+                continue
+            with self._held_lock:
+                if not left and not self._held_wanted:
+                    self._held_thread = None
+                    return
+        with self._held_lock:
+            self._held_thread = None
+
+    def release_held(self) -> tuple[int, int]:
+        """For each queue with held suspects, give the next one back alone if its turn came
+        (:meth:`_release_suspect`); one process at a time across the cluster. Returns
+        (jobs moved, held lists that still hold jobs)."""
+        redis = get_redis(config=self.config)
+        lists = suspected.held_lists(redis)
+        if not lists:
+            return 0, 0
+        # A pass takes milliseconds; the lock's TTL only covers a process that dies in one.
+        if not redis.set(keys.HELD_LOCK, 1, nx=True, ex=10):
+            return 0, len(lists)  # another process looks now
+        try:
+            return self._release_held(redis, lists)
+        finally:
+            redis.delete(keys.HELD_LOCK)
+
+    def _release_held(self, redis: redis_lib.Redis, lists: list[tuple[str, float]]) -> tuple[int, int]:
+        by_queue: dict[str, list[str]] = {}
+        for name, _since in lists:
+            parsed = parse_private(name)
+            if parsed is None or not name.endswith(f"|{keys.HELD_SLOT}"):
+                redis.zrem(keys.HELD_INDEX, name)  # not a held list: nothing to give back from it
+                continue
+            by_queue.setdefault(parsed[0], []).append(name)
+        moved = 0
+        for public, names in by_queue.items():
+            moved += self._release_suspect(redis, public, names)
+        left = sum(1 for names in by_queue.values() for name in names if not suspected.forget_if_empty(redis, name))
+        return moved, left
+
+    def release_now(self, held_list: str, jid: str, by: str | None = None,
+                    redis: redis_lib.Redis | None = None) -> str | None:
+        """The Held page's "release now": give ``jid`` back from ``held_list`` at once,
+        counted as its crash is (so its third crash buries it all the same), without
+        waiting for its turn. ``"released"``, ``"buried"``, or None when it is not held
+        there any more."""
+        parsed = parse_private(held_list)
+        if parsed is None or not held_list.endswith(f"|{keys.HELD_SLOT}") or not jid:
+            return None
+        redis = redis or get_redis(config=self.config)
+        public = parsed[0]
+        outcome = None
+        for raw in redis.lrange(held_list, 0, -1):
+            if poison.jid_of(raw) != jid:
+                continue
+            result = self._give_back(redis, held_list, public, raw, 1)
+            if result != -1:
+                outcome = "buried" if result >= poison.RECOVERY_THRESHOLD else "released"
+                logger.warning("%s (jid %s), held as a poison-pill suspect, %s now%s", _class_of(raw), jid,
+                               "buried as a poison pill" if outcome == "buried" else "given back",
+                               f" by {by}" if by else "")
+            break
+        suspected.forget_if_empty(redis, held_list)
+        return outcome
 
     def _recover(self, redis: redis_lib.Redis, owner: tuple[str, str, int, str | None], lists: set[str]) -> int:
         """Give back the jobs of one dead process's lists for one queue, judged by what its
@@ -306,10 +418,14 @@ class Reaper:
         commands = [requeue_command(name, held, raw) for name, raw, _ in suspects]
         commands += [requeue_command(name, public, raw) for name, raw in reversed(in_order)]
         results = Writer(self.config, redis).send(commands) if commands else []
+        running: list[str] = []
         for (_name, raw, known), result in zip(suspects, results, strict=False):
             if int(result or 0) and known:
-                logger.warning("%s (jid %s) was running when process %s died", _class_of(raw), poison.jid_of(raw),
-                               pid)
+                jid = poison.jid_of(raw)
+                logger.warning("%s (jid %s) was running when process %s died", _class_of(raw), jid, pid)
+                if jid:
+                    running.append(jid)
+        suspected.note_crashes(redis, running, _identity(owner))
         given = [raw for (_name, raw), result in zip(reversed(in_order), results[len(suspects):], strict=True)
                  if int(result or 0)]
         given.reverse()  # the oldest first, as they now sit from the fetch end
@@ -340,38 +456,69 @@ class Reaper:
 
     def _release_suspect(self, redis: redis_lib.Redis, public: str, lists: list[str]) -> int:
         """Give back one job of ``public`` suspected in more than one crash, the one with
-        the most recoveries (the likeliest pill), at most once per reaper interval
-        across the cluster: it runs with none of its fellow suspects beside it."""
-        candidates: list[tuple[int, str, bytes]] = []
+        the most recoveries (the likeliest pill), once its turn came: it runs with none
+        of its fellow suspects beside it. One it buries (its third crash) never runs, so
+        the next goes at once. Returns how many jobs moved."""
+        candidates: list[tuple[int, str, bytes, str | None]] = []
         for held in lists:
             for raw in reversed(redis.lrange(held, 0, -1)):  # the oldest first, among equals
                 jid = poison.jid_of(raw)
                 count = int(redis.get(keys.recovered(jid)) or 0) if jid else 0
-                candidates.append((count, held, raw))
-        if not candidates:
-            return 0
-        if not redis.set(keys.paced(public[len(keys.QUEUE_PREFIX):]), 1, nx=True, ex=max(int(self.interval), 1)):
-            return 0
-        count, held, raw = max(candidates, key=lambda candidate: candidate[0])
-        released = self._reclaim(redis, held, public, raw, 1)
-        if released:
-            logger.warning("gave back %s (jid %s), suspected in %d crash(es), on its own", _class_of(raw),
-                           poison.jid_of(raw), count)
-        return released
+                candidates.append((count, held, raw, jid))
+        queue = public[len(keys.QUEUE_PREFIX):]
+        moved = 0
+        turn = bool(candidates) and self._turn(redis, queue, candidates)
+        while candidates and turn:
+            best = max(candidates, key=lambda candidate: candidate[0])
+            candidates.remove(best)
+            count, held, raw, jid = best
+            result = self._give_back(redis, held, public, raw, 1)
+            if result == -1:
+                continue  # another reclaimer moved it first
+            moved += 1
+            if result >= poison.RECOVERY_THRESHOLD:
+                continue  # buried, never to run: the next one's turn is now
+            if jid:
+                # Its turn ends when it finished (its ACK deletes its count) or crashed again.
+                redis.set(keys.paced(queue), jid, ex=suspected.RELEASE_WAIT)
+            logger.warning("gave back %s (jid %s), suspected in %d crash(es), on its own", _class_of(raw), jid,
+                           count + 1)
+            break
+        return moved
+
+    @staticmethod
+    def _turn(redis: redis_lib.Redis, queue: str, candidates: list[tuple[int, str, bytes, str | None]]) -> bool:
+        """Whether the next held suspect of ``queue`` may go back: the one given back before
+        it (``keys.paced``) finished, or crashed again and is held once more, or was given
+        back ``RELEASE_WAIT`` seconds ago (the key lapsed)."""
+        last = redis.get(keys.paced(queue))
+        if last is None:
+            return True
+        jid = last.decode("utf-8", "replace") if isinstance(last, bytes) else str(last)
+        if jid == "1":
+            return False  # an earlier version's lock: one suspect per reaper interval, until it lapses
+        if any(candidate[3] == jid for candidate in candidates):
+            return True
+        return not redis.exists(keys.recovered(jid))
 
     def _reclaim(self, redis: redis_lib.Redis, private: str, public: str, raw: bytes, spacing: int) -> int:
         """Move ``raw`` from ``private`` back to ``public``, counting a recovery; bury it
         when that makes it a poison pill. 1 if this call moved it."""
+        return 0 if self._give_back(redis, private, public, raw, spacing) == -1 else 1
+
+    def _give_back(self, redis: redis_lib.Redis, private: str, public: str, raw: bytes, spacing: int) -> int:
+        """:meth:`_reclaim`, returning the job's recovery count (0: not counted; at the
+        threshold or over, it was buried), or -1 when another reclaimer moved it first."""
         queue = public[len(keys.QUEUE_PREFIX):]
         holding = private_list(queue, slot=keys.HELD_SLOT)
-        result = _reclaim_counted(redis, private, public, holding, raw, spacing)
+        result = int(_reclaim_counted(redis, private, public, holding, raw, spacing))
         if result == -1:
-            return 0  # another reclaimer moved it first
+            return -1  # another reclaimer moved it first
         if result >= poison.RECOVERY_THRESHOLD:
             self._bury(poison.Pill(poison.jid_of(raw), _class_of(raw), int(result), queue, ""), raw, holding)
         else:
             poison.recovered(raw, None, self.config)
-        return 1
+        return result
 
     @staticmethod
     def _gather(redis: redis_lib.Redis, lists: set[str]) -> str:
@@ -536,16 +683,20 @@ def _reclaim_counted(redis: redis_lib.Redis, private: str, public: str, holding:
 def _running(marker: bytes | None, queue: str, length: int) -> int | None:
     """Which entry of a slot's list of ``queue`` (``length`` entries, the newest at 0)
     was running, by the slot's marker: None when there is no marker (then any may
-    have been), -1 when none was."""
+    have been), -1 when none was. The marker counts from the oldest end (``-1|q``, as
+    ``LINDEX`` does); a process of an earlier version counted from the newest (``0|q``)."""
     if marker is None:
         return None
     text = marker.decode("utf-8", "replace") if isinstance(marker, bytes) else str(marker)
     if text == OLDEST:
         return length - 1
     index, _, name = text.partition("|")
-    if name != queue or not index.isdigit():
+    from_oldest = index.startswith("-")
+    digits = index[1:] if from_oldest else index
+    if name != queue or not digits.isdigit():
         return -1
-    return int(index) if int(index) < length else -1
+    place = length - int(digits) if from_oldest else int(digits)
+    return place if 0 <= place < length else -1
 
 
 def _enqueued_at(raw: bytes) -> float:

@@ -196,8 +196,8 @@ def test_fetch_size_is_a_setting_issue_42():
 
 def test_hand_back_puts_the_held_jobs_at_the_fetch_end_in_order_issue_42(redis_db):
     """One script per list: the jobs leave the private list for the fetch end of the queue,
-    the next one to run first, and the marker that names the running job by its place
-    follows it to the head of the list."""
+    the next one to run first; the marker naming the running job by its place from the
+    oldest end still names it."""
     from wurk_django.conf import get_config
     from wurk_django.server.fetch.reliable import ReliableFetch
     from wurk_django.server.fetch.slot import ReliableUnit
@@ -209,14 +209,15 @@ def test_hand_back_puts_the_held_jobs_at_the_fetch_end_in_order_issue_42(redis_d
     moved = [redis_db.lmove(public, private, "RIGHT", "LEFT") for _ in range(4)]
     assert moved == [b"j0", b"j1", b"j2", b"j3"]
     units = [ReliableUnit("default", public, private, job, slot) for job in moved]
-    slot.ahead.extend(units[2:])  # j1 runs, named by its place: behind j2 and j3
-    redis_db.set(slot.marker, "2|default")
-    slot.marked = "2|default"
+    slot.ahead.extend(units[2:])  # j1 runs, named by its place: second from the oldest end
+    redis_db.set(slot.marker, "-2|default")
+    slot.marked = "-2|default"
     assert fetcher.hand_back(slot) == 2
     assert not slot.ahead
     assert redis_db.lrange(private, 0, -1) == [b"j1", b"j0"]
     # Fetched from the right: j2, then j3, then the job that was behind them.
     assert redis_db.lrange(public, 0, -1) == [b"later", b"j3", b"j2"]
-    assert redis_db.get(slot.marker) == b"0|default"
+    assert redis_db.get(slot.marker) == b"-2|default"
+    assert redis_db.lindex(private, -2) == b"j1"
     assert fetcher.hand_back(slot) == 0
     fetcher.terminate()

@@ -708,3 +708,66 @@ def test_a_job_suspected_again_goes_back_alone(redis_db, monkeypatch):
     assert reaper.boot_sweep() == 1
     assert not redis_db.exists(held)
     assert redis_db.get("super_fetch:recovered:" + "once".ljust(24, "x")) == b"2"
+
+
+@pytest.mark.parametrize("handed_back_first", [True, False])
+def test_a_hand_back_beside_a_start_leaves_the_running_job_named(redis_db, fetcher, instant_jobs, handed_back_first):
+    """The fair watcher hands back the jobs a thread holds ahead while that thread starts
+    the next one (the thread took it from the deque first): whichever of the two writes
+    reaches Redis first, the marker names the job that runs, so its crash counts. The
+    marker used to count from the newest end, which the hand-back shortens: the job
+    started beside a hand-back was then named by a place past the list's end, and a
+    poison pill's death went uncounted (a fourth worker killed in CI)."""
+    for i in range(40):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+    first = fetcher.retrieve_work()  # this fetch moved several jobs; the first runs
+    slot = fetcher._mine()
+    assert len(slot.ahead) >= 2
+    first.acknowledge()  # parked: still in the list
+    unit = slot.next_ahead()  # the thread starts the next one...
+    if handed_back_first:
+        assert fetcher.hand_back(slot) >= 1  # ...the watcher hands back the rest first
+        slot.mark_started(unit)
+    else:
+        slot.mark_started(unit)
+        assert fetcher.hand_back(slot) >= 1
+    slot.release_connection()  # the marker's reply read: Redis ran it
+    assert redis_db.lrange(unit.private, 0, -1) == [unit.job, first.job]
+    # The process dies now: the reaper counts the running job, and it only.
+    parsed = parse_private(unit.private)
+    assert parsed is not None
+    moved = Reaper(["default"], grace=0)._recover(redis_db, parsed, {unit.private})
+    assert moved == 2
+    jid = json.loads(unit.job)["jid"]
+    counted = [key.decode() for key in redis_db.keys("super_fetch:recovered:*")]
+    assert counted == [f"super_fetch:recovered:{jid}"]
+
+
+def test_jobs_fetched_ahead_are_named_past_a_stray_job_and_after_its_reconcile(redis_db, fetcher, instant_jobs):
+    """A job left in the private list (a lost reply) sits on the oldest side of a fetch:
+    the jobs fetched ahead are named by their places counted past it, and once a
+    reconcile gives it back, by their new places."""
+    for i in range(40):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+    slot = fetcher._mine()
+    public, private = slot.keys("default")
+    stray = _job("stray".ljust(24, "x"))
+    redis_db.rpush(private, stray)  # moved by a command whose reply was lost
+    first = fetcher.retrieve_work()
+    assert len(slot.ahead) >= 2
+    first.acknowledge()
+
+    def named(unit) -> bytes:
+        index, _, queue = unit.mark.partition("|")
+        assert queue == "default"
+        return redis_db.lindex(private, int(index))
+
+    assert [named(unit) for unit in slot.ahead] == [unit.job for unit in slot.ahead]
+    fetcher._stale()
+    fetcher._reconcile(slot)
+    assert stray in redis_db.lrange(public, 0, -1)
+    assert [named(unit) for unit in slot.ahead] == [unit.job for unit in slot.ahead]

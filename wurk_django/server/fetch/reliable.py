@@ -29,8 +29,8 @@ recent jobs, up to ``fetch_slot.PREFETCH``. The extra jobs
 are in the private list like any fetched job (a crash loses none: the reaper
 moves them back), and the same thread runs them next without a round trip; their
 ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
-per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
-counters. A thread that stops hands back the jobs it fetched ahead, unrun, and
+per 16 jobs, with an LMOVE and an LREM per job, one DEL for all 16 poison
+counters and one LLEN (which places each job for its "running" marker). A thread that stops hands back the jobs it fetched ahead, unrun, and
 so does a thread whose current job outlives a few milliseconds, or that holds
 jobs of a queue paused since (fair.py): no job waits behind a long one.
 ``FETCH_SIZE`` caps how many jobs one fetch moves.
@@ -63,7 +63,7 @@ from .memory_limit import FETCH_AT_LIMIT, MemoryLimit
 from .one_blocker import OneBlocker
 from .push_watch import QUIET_POLLS, PushWatch
 from .queues import QueueOrder
-from .slot import MARK_TTL, OLDEST, FetchSlot, ReliableUnit, ack_commands, requeue_command
+from .slot import FetchSlot, ReliableUnit, ack_commands, requeue_command, tail_mark
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -375,12 +375,17 @@ class ReliableFetch:
                 parked = slot.take_parked()
                 acked = ack_commands(parked)
                 marks = slot.oldest_mark()
+                # With jobs fetched ahead, the list's length after the moves: each job's place
+                # counted from the oldest end, which is how its marker names it when it starts.
+                length = [("LLEN", private)] if count > 1 else []
                 try:
-                    replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count], raise_errors=False)
+                    replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count, *length],
+                                      raise_errors=False)
                 except Exception:
                     slot.put_back(parked)
                     slot.mark_unknown()
                     raise
+                after = _length_after(replies.pop()) if length else None
                 acks = replies[:len(acked)]
                 if any(isinstance(reply, redis_lib.ResponseError) for reply in acks):
                     slot.put_back(parked)
@@ -397,17 +402,19 @@ class ReliableFetch:
                         # None started: each says where it sits when it does.
                         held = [ReliableUnit(name, public, private, job, slot) for job in moved]
                         for position, unit in enumerate(held):
-                            unit.mark = f"{len(held) - 1 - position}|{name}"
+                            unit.mark = tail_mark(_oldest_place(after, len(held)) + position, name)
                         slot.ahead.extend(held)
                     raise refused
                 units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
                 slot.fetched(count, len(units))
                 if units:
                     if len(units) > 1:
-                        # Each pushed onto the head of the list: the last one fetched is at 0.
-                        last = len(units) - 1
+                        # Each pushed onto the head of the list, behind the ones fetched before:
+                        # counted from the oldest end, a job's place stays put when the jobs
+                        # fetched after it are handed back (fair.py) while it runs.
+                        oldest = _oldest_place(after, len(units))
                         for position, unit in enumerate(units[1:], 1):
-                            unit.mark = f"{last - position}|{name}"
+                            unit.mark = tail_mark(oldest + position, name)
                         slot.started = time.monotonic()
                         slot.ahead.extend(units[1:])
                         self._fair.holding()
@@ -595,19 +602,16 @@ class ReliableFetch:
         taken = slot.take_ahead()
         if not taken:
             return 0
-        marked = slot.marked
         groups: dict[str, list[ReliableUnit]] = {}
         for unit in taken:
             groups.setdefault(unit.private, []).append(unit)
-        commands = []
-        for units in groups.values():
-            first = units[0]
-            # The running job is named by its place from the head of its list, where the
-            # jobs fetched after it sat: once they are gone it is at the head.
-            named = marked if marked and marked != OLDEST and marked.endswith(f"|{first.queue}") else ""
-            commands.append(HAND_BACK.command(
-                keys=[first.private, first.queue_key, slot.marker],
-                args=[named, f"0|{first.queue}", MARK_TTL, *(unit.job for unit in units)]))
+        # The running job's marker is left alone: it counts the job's place from the
+        # oldest end of the list, and the jobs handed back all sit on the newest side of
+        # it. (It used to count from the newest end and this script rewrote it; a job its
+        # thread started meanwhile then kept a place past the list's end, and its crash
+        # went uncounted.)
+        commands = [HAND_BACK.command(keys=[units[0].private, units[0].queue_key], args=[unit.job for unit in units])
+                    for units in groups.values()]
         try:
             return sum(int(r or 0) for r in Writer(self.config).send(commands))
         except redis_lib.RedisError as exc:
@@ -671,3 +675,15 @@ class ReliableFetch:
                 Writer(self.config).send([("DEL", *markers)])
             except redis_lib.RedisError:
                 logger.debug("could not delete the running markers; they lapse on their own")
+
+
+def _length_after(reply: object) -> int | None:
+    """The ``LLEN`` reply of a fetch ahead, None when it is not a length."""
+    return reply if isinstance(reply, int) and not isinstance(reply, bool) else None
+
+
+def _oldest_place(length: int | None, moved: int) -> int:
+    """The place, from the oldest end of the private list, of the first of ``moved`` jobs
+    one fetch pushed onto its head: 0 when the list held nothing else (the usual case:
+    the ACKs before the moves emptied it), or when its length is unknown."""
+    return max(length - moved, 0) if length is not None else 0

@@ -21,8 +21,9 @@ And it tells Redis which of its jobs is running (``super_fetch:started:...``, se
 a crash against that job only: not against the jobs fetched ahead behind it, which
 never started, nor against those that finished with their ACK still parked. Each
 fetch says "the oldest job in my lists" for nothing extra (one more command in its
-round trip); starting a job fetched ahead says where it sits, in a write whose reply
-is read with the next fetch's, so it costs no wait.
+round trip); starting a job fetched ahead says where it sits, counted from the oldest
+end of its list, in a write whose reply is read with the next fetch's, so it costs no
+wait. Only the thread holding the slot writes its marker.
 """
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ MARK_TTL = 3600
 OLDEST = "*"
 
 
+def tail_mark(place: int, queue: str) -> str:
+    """The marker naming the job at ``place`` from the oldest end of this slot's list of
+    ``queue`` (0: the oldest), as ``LINDEX`` counts from that end: ``-1|q``, ``-2|q``...
+    Counted from that end because a fetch pushes onto the other one, and the jobs the
+    fair watcher hands back (fair.py) all sit on that other side of the running job:
+    neither moves it, and no other thread ever has to rewrite the marker."""
+    return f"-{place + 1}|{queue}"
+
+
 class ReliableUnit:
     __slots__ = ("queue", "queue_key", "private", "job", "slot", "jid", "mark")
 
@@ -73,8 +83,9 @@ class ReliableUnit:
         self.job = job  # the exact bytes LMOVE returned: the ACK removes these (PRO-002)
         self.slot = slot
         self.jid: str | None = None
-        # For a job fetched ahead: where it sits in its list when it starts (the marker
-        # value); None for the first job of a fetch, which the fetch itself marked.
+        # For a job fetched ahead: where it sits in its list, from the oldest end, when it
+        # starts (the marker value, see tail_mark); None for the first job of a fetch,
+        # which the fetch itself marked.
         self.mark: str | None = None
 
     def acknowledge(self) -> None:
@@ -303,12 +314,33 @@ class FetchSlot:
         client = get_redis(config=self.config)
         contents = send_commands(client, [("LRANGE", private, 0, -1) for _, private in pairs])
         commands = []
+        kept: dict[str, list[bytes]] = {}  # private -> the jobs that stay, the newest first
         for (public, private), jobs in zip(pairs, contents, strict=True):
             for raw in jobs:
                 if known[raw] > 0:
                     known[raw] -= 1
+                    kept.setdefault(private, []).append(raw)
                 else:
                     commands.append(requeue_command(private, public, raw))
         if not commands:
             return 0
-        return sum(int(r or 0) for r in Writer(self.config, client).send(commands))
+        given = sum(int(r or 0) for r in Writer(self.config, client).send(commands))
+        if given:
+            self._place_ahead(kept)
+        return given
+
+    def _place_ahead(self, kept: dict[str, list[bytes]]) -> None:
+        """A reconcile took jobs out from under the jobs fetched ahead (a stray job sits on
+        the oldest side of them): name each by its new place from the oldest end. A copy
+        of the same bytes that went back too leaves the place one off, which can only
+        blur a crash's count."""
+        for private, jobs in kept.items():
+            oldest_first = jobs[::-1]
+            used: set[int] = set()
+            for unit in list(self.ahead):
+                if unit.private != private or unit.mark is None:
+                    continue
+                place = next((i for i, raw in enumerate(oldest_first) if raw == unit.job and i not in used), None)
+                if place is not None:
+                    used.add(place)
+                    unit.mark = tail_mark(place, unit.queue)

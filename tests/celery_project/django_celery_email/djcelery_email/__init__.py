@@ -1,0 +1,1 @@
+from .__about__ import *  # noqa
