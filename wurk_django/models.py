@@ -11,6 +11,8 @@ class Dashboard(models.Model):
     """The admin's "Wurk" entry. Unmanaged: the migration creates no table, only
     the content type and the two permissions below."""
 
+    page_key = "dashboard"  # the ``admin_pages`` key of the page this entry leads to
+
     class Meta:
         managed = False
         default_permissions = ()
@@ -42,6 +44,7 @@ RetriesPage = _page_link("RetriesPage", _("retries"), "retries")
 DeadPage = _page_link("DeadPage", _("dead"), "dead")
 MetricsPage = _page_link("MetricsPage", _("metrics"), "metrics")
 BatchesPage = _page_link("BatchesPage", _("batches"), "batches")
+WorkflowsPage = _page_link("WorkflowsPage", _("workflows"), "workflows")
 LimitsPage = _page_link("LimitsPage", _("limits"), "limits")
 PeriodicPage = _page_link("PeriodicPage", _("periodic"), "periodic")
 HistoricalPage = _page_link("HistoricalPage", _("historical"), "history")
@@ -49,4 +52,4 @@ TasksPage = _page_link("TasksPage", _("tasks"), "tasks")
 ProfilesPage = _page_link("ProfilesPage", _("profiles"), "profiles")
 
 PAGE_LINKS = [BusyPage, QueuesPage, ScheduledPage, RetriesPage, DeadPage, MetricsPage,
-              BatchesPage, LimitsPage, PeriodicPage, HistoricalPage, TasksPage, ProfilesPage]
+              BatchesPage, WorkflowsPage, LimitsPage, PeriodicPage, HistoricalPage, TasksPage, ProfilesPage]

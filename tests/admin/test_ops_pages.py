@@ -4,6 +4,7 @@ arguments shown as a call, the django.tasks results page."""
 from __future__ import annotations
 
 import json
+import re
 
 import django
 import pytest
@@ -81,9 +82,15 @@ def test_pages_carry_the_csp_nonce(client, redis_db):
               "style-src": [CSP.SELF, CSP.NONCE], "object-src": [CSP.NONE], "base-uri": [CSP.NONE]}
     csp = "django.middleware.csp.ContentSecurityPolicyMiddleware"
     middleware = [*settings.MIDDLEWARE, *([] if csp in settings.MIDDLEWARE else [csp])]
+    from tests.jobsapp.workflow_jobs import Add
+    from wurk_django.workflow import chain
+
     client.force_login(make_user("cspuser", superuser=True))
+    workflow = chain(Add.s(1), Add.s(2)).run()
+    step_batch = workflow.steps()[0].bid  # a batch's page loads batch.js too (issue 45 item 3)
     with override_settings(MIDDLEWARE=middleware, SECURE_CSP=strict):
-        for page in ("", "busy/", "queues/", "retries/", "tasks/"):  # Django 6: the Tasks page exists
+        for page in ("", "busy/", "queues/", "retries/", "tasks/",  # Django 6: the Tasks page exists
+                     f"workflows/{workflow.id}/", f"batches/{step_batch}/"):
             response = client.get(BASE + page)
             header = response.headers["Content-Security-Policy"]
             nonce = header.split("'nonce-")[1].split("'")[0]
@@ -91,6 +98,8 @@ def test_pages_carry_the_csp_nonce(client, redis_db):
             assert f'wurk.js" defer nonce="{nonce}"' in html, page
             assert f'wurk.css" nonce="{nonce}"' in html, page
             assert "<script>" not in html and " style=" not in html and "onclick" not in html, page
+            scripts = re.findall(r"<script [^>]*wurk_django/[^>]*>", html)
+            assert scripts and all(f'nonce="{nonce}"' in tag for tag in scripts), (page, scripts)
 
 
 needs_tasks = pytest.mark.skipif(not TASKS_AVAILABLE, reason="neither django.tasks (Django 6+) nor the django-tasks backport")

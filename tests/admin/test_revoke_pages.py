@@ -39,7 +39,7 @@ def test_cancel_a_queued_job_from_its_queue_page(admin_client, redis_db):
     item = job("ReportJob", jid="q" * 24)
     enqueue(redis_db, item)
     body = admin_client.get(BASE + "queues/default/").content.decode()
-    assert 'value="cancel"' in body and "Cancel this job?" in body
+    assert 'value="cancel"' in body and "Revoke this job?" in body
     response = admin_client.post(BASE + "queues/default/action/", {"action": "cancel", "jid": "q" * 24}, follow=True)
     assert "cancelled" in response.content.decode()
     assert redis_db.llen("queue:default") == 0
@@ -51,7 +51,7 @@ def test_cancel_a_scheduled_job_from_its_page(admin_client, redis_db):
     at = add_to_set(redis_db, "schedule", job("ReportJob", jid="s" * 24), at=None)
     key = f"{payload.score(at)}-{'s' * 24}"
     body = admin_client.get(BASE + f"scheduled/job/{key}/").content.decode()
-    assert 'value="cancel"' in body and "data-confirm=\"Cancel this job?" in body
+    assert 'value="cancel"' in body and "data-confirm=\"Revoke this job?" in body
     admin_client.post(BASE + f"scheduled/job/{key}/", {"action": "cancel"})
     assert redis_db.zcard("schedule") == 0
     assert _dead(redis_db)["s" * 24]["revoked_by"] == "admin"

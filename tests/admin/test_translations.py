@@ -238,12 +238,12 @@ def _pages(data: dict) -> dict[str, list[str]]:
     pages = {
         "": ["Traités aujourd'hui", "Latence de la file default", "Historique", "En service depuis"],
         "busy/": ["Jobs en cours", "Dernier battement", "en marche", "Tout mettre au repos", "il y a"],
-        "queues/": ["Latence", "Mettre en pause", "Vider"],
-        "queues/default/": ["Plus récents d'abord", "3 jobs, latence", "Supprimer"],
+        "queues/": ["Latence", "Mettre en pause", "Tout supprimer définitivement"],
+        "queues/default/": ["Plus récents d'abord", "3 jobs, latence", "Supprimer définitivement"],
         "scheduled/": ["Exécution à", "Mettre en file", "Tout mettre en file"],
         "retries/": ["Prochain essai", "Réessayer maintenant", "Sélection\u00a0:"],
         "dead/": ["Mort à", "Tout réessayer"],
-        f"retries/job/{data['retry_key']}/": ["Prochain essai", "Retour à Réessais", "Tuer"],
+        f"retries/job/{data['retry_key']}/": ["Prochain essai", "Retour à Réessais", "Envoyer aux morts"],
         "retries/job/1.0-nosuchjob/": ["Ce job n'est plus dans Réessais"],
         "dead/all/retry/": ["Tout réessayer\u00a0?", "Cela s'applique à chaque job de Morts", "Annuler"],
         f"bulk/{data['token']}/": ["Tout réessayer", "0 sur 1 job fait", "Retour"],
@@ -293,7 +293,7 @@ def test_messages_after_actions_are_in_french(french, everything, redis_db):
     response = french.post(BASE + "busy/", {"action": "quiet", "identity": "nope:1:x"}, follow=True)
     assert "Aucun processus actif nope:1:x." in response.content.decode()
     response = french.post(BASE + f"retries/job/{everything['retry_key']}/", {"action": "kill"}, follow=True)
-    assert "Tuer\u00a0: 1 job." in response.content.decode()
+    assert "Envoyer aux morts\u00a0: 1 job." in response.content.decode()
 
 
 @pytest.mark.django_db

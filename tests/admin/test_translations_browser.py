@@ -23,7 +23,7 @@ ENGLISH = {
     "Processes", "Utilization", "Live", "History", "Uptime", "Memory", "Host", "Tag", "Started",
     "Last beat", "State", "Quiet all", "Stop all", "Quiet", "Stop", "Running jobs", "Process", "Queue",
     "Class", "Size", "Latency", "Pause", "Unpause", "Clear", "Delete", "Retry now", "Add to queue",
-    "Kill", "Next retry", "Error", "Filter", "Schedule", "Time zone", "Last run", "Next run",
+    "Kill", "Delete for good", "Move to Dead", "Revoke", "Delete all for good", "Next retry", "Error", "Filter", "Schedule", "Time zone", "Last run", "Next run",
     "Enqueue now", "Periodic jobs", "Live poll", "Home",
 }
 KEY_LABELS = ".wurk-tabs a, #wurk-summary dt, .wurk-card h3, .wurk-panel h2, thead th, #wurk-root button, #wurk-fields th"
@@ -96,7 +96,7 @@ def _walk(tab, retry: dict, at: float) -> None:
 
     # Queues: a confirm text, then an action and its flashed message.
     tab.goto(tab.base + BASE + "queues/")
-    tab.click("#wurk-queues button:has-text('Vider')")
+    tab.click("#wurk-queues button:has-text('Tout supprimer définitivement')")
     assert tab.confirms[-1] == "Supprimer le job de default (1)\u00a0?"
     assert tab.locator("#wurk-queues tr[data-queue=default] [data-size]").inner_text() == "1"  # dismissed
     tab.click("#wurk-queues button:has-text('Mettre en pause')")
@@ -111,7 +111,8 @@ def _walk(tab, retry: dict, at: float) -> None:
     assert "Prochain essai" in header and "Retour à Réessais" in header
     assert "RuntimeError: connection refused" in tab.locator("#wurk-error").inner_text()
     buttons = tab.locator(".wurk-actions button").all_inner_texts()
-    assert buttons == ["Réessayer maintenant", "Mettre en file", "Supprimer", "Tuer", "Annuler"]
+    assert buttons == ["Réessayer maintenant", "Mettre en file", "Supprimer définitivement", "Envoyer aux morts",
+                       "Révoquer"]
     assert_no_english(tab)
     shot(tab, "fr-job")
 

@@ -254,3 +254,49 @@ def test_a_batch_with_created_at_in_ms_is_an_unreadable_row_not_a_500(admin_clie
     row = body[body.index(f'data-bid="{bad.bid}" class="wurk-unreadable"'):]
     row = row[:row.index("</tr>")]
     assert "unreadable" in row and keys.batch(bad.bid) in row
+
+
+def _rows(body: str) -> dict[str, str]:
+    """Each row of the Batches table by its bid."""
+    import re
+
+    table = body[body.index('id="wurk-batches"'):]
+    table = table[:table.index("</table>")]
+    return dict(re.findall(r'<tr data-bid="([^"]+)">(.*?)</tr>', table, re.S))
+
+
+def test_workflow_steps_batches_are_hidden_until_asked_for_and_link_their_workflow(admin_client, redis_db):
+    # Issue 45 item 3: a site using workflows had 54 of 56 rows of step batches.
+    from tests.jobsapp.workflow_jobs import Add
+    from wurk_django.workflow import chain
+
+    mine = _batch("Nightly import", 1)
+    wf = chain(Add.s(1), Add.s(2), Add.s(3)).run("three steps")
+    steps = {step.name: step.bid for step in wf.steps()}
+    assert len(steps) == 3
+
+    body = admin_client.get(BASE + "batches/").content.decode()
+    rows = _rows(body)
+    assert set(rows) == {mine.bid}  # only the batch made by hand
+    assert "3 batches of workflow steps are hidden." in body and "?steps=1" in body
+
+    body = admin_client.get(BASE + "batches/?steps=1").content.decode()
+    rows = _rows(body)
+    assert set(rows) == {mine.bid, *steps.values()}
+    for name, bid in steps.items():
+        assert f'href="{BASE}workflows/{wf.id}/"' in rows[bid], name
+        assert f"Workflow {wf.id}, step {name}" in rows[bid]
+    # The first step's job is queued: its batch runs. The others wait for it: not started, no bar.
+    first, *later = wf.steps()
+    assert 'data-state="running"' in rows[first.bid] and "<progress" in rows[first.bid]
+    for step in later:
+        assert 'data-state="not_started"' in rows[step.bid] and ">not started<" in rows[step.bid]
+        assert "<progress" not in rows[step.bid] and "running" not in rows[step.bid]
+
+    # A step's batch page names its workflow and step too.
+    page = admin_client.get(BASE + f"batches/{later[0].bid}/").content.decode()
+    assert f'href="{BASE}workflows/{wf.id}/"' in page and ">not started<" in page
+
+    # A search finds step batches only when they are shown.
+    assert wf.id not in admin_client.get(BASE + "batches/?q=step").content.decode()
+    assert set(_rows(admin_client.get(BASE + "batches/?q=step&steps=1").content.decode())) == set(steps.values())

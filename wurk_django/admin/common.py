@@ -58,8 +58,11 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         {"key": p.key, "label": p.label, "url": url(request, p.url_name, **p.url_kwargs), "active": p.key == section}
         for p in pages() if p.tab
     ]
+    site_context = model_admin.admin_site.each_context(request)
+    if "available_apps" in site_context:
+        site_context["available_apps"] = sidebar(request, site_context["available_apps"], nav, section)
     full = {
-        **model_admin.admin_site.each_context(request),
+        **site_context,
         "title": title,
         "opts": model_admin.opts,
         "wurk_nav": nav,
@@ -78,6 +81,34 @@ def render(request: HttpRequest, model_admin: Any, template: str, context: dict[
         # Django 6's admin templates read ``csp_nonce`` too ({% csp_nonce_attr %}).
         full.setdefault("csp_nonce", nonce)
     return TemplateResponse(request, f"wurk_django/admin/{template}", full, status=status)
+
+
+def sidebar(request: HttpRequest, apps: list[dict[str, Any]], nav: list[dict[str, Any]],
+            section: str) -> list[dict[str, Any]]:
+    """The admin's sidebar list with the Wurk entries leading straight to their pages and only
+    the current page's entry marked as current.
+
+    Django marks an entry current when its URL is a substring of the request's path. Every
+    Wurk page lives under the dashboard's URL, so "Dashboard" would read as current on all
+    of them: its link gets a fragment there (the same page, and no path contains ``#``).
+    """
+    urls = {item["key"]: item["url"] for item in nav}
+    out = []
+    for app in apps:
+        if app.get("app_label") != "wurk_django":
+            out.append(app)
+            continue
+        entries = []
+        for entry in app.get("models", []):
+            key = getattr(entry.get("model"), "page_key", None)
+            if key in urls:
+                link = urls[key]
+                if key != section and link in request.path:
+                    link += "#wurk-root"
+                entry = {**entry, "admin_url": link}
+            entries.append(entry)
+        out.append({**app, "models": entries})
+    return out
 
 
 def csp_nonce(request: HttpRequest) -> str:

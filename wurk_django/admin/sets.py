@@ -59,10 +59,28 @@ KINDS: dict[str, Kind] = {
 }
 #: Kinds whose job page has Cancel (a revoke: the dead set, naming who).
 CANCELLABLE = ("scheduled", "retries")
+# Each label says what the action does to the job (issue 45 item 3): "Delete" and "Kill" read
+# alike, one erases the job, the other files it in Dead where it can still be retried.
 LABELS = {"retry": gettext_lazy("Retry now"), "add_to_queue": gettext_lazy("Add to queue"),
-          "delete": gettext_lazy("Delete"), "kill": gettext_lazy("Kill")}
+          "delete": gettext_lazy("Delete for good"), "kill": gettext_lazy("Move to Dead"),
+          "cancel": gettext_lazy("Revoke")}
 ALL_LABELS = {"retry": gettext_lazy("Retry all"), "add_to_queue": gettext_lazy("Enqueue all"),
-              "delete": gettext_lazy("Delete all"), "kill": gettext_lazy("Kill all")}
+              "delete": gettext_lazy("Delete all for good"), "kill": gettext_lazy("Move all to Dead")}
+#: The actions that lose or end a job, set apart from the others on the page and confirmed
+#: before they run (the question a browser asks; the "… all" ones have a confirmation page).
+CONFIRMS = {
+    "delete": gettext_lazy("Delete for good? The job is removed from Redis: it never runs and no copy is kept."),
+    "kill": gettext_lazy("Move to Dead? The job stops retrying and is filed in Dead as failed (its death "
+                         "handlers run); it can still be retried from there."),
+    "cancel": gettext_lazy("Revoke this job? It never runs: it goes to Dead marked as revoked by you."),
+}
+
+
+def split_actions(actions: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any, Any]]]:
+    """``actions`` as ``(safe, destructive)``; a destructive one carries its confirmation question."""
+    safe = [(a, label) for a, label in actions if a not in CONFIRMS]
+    destructive = [(a, label, CONFIRMS[a]) for a, label in actions if a in CONFIRMS]
+    return safe, destructive
 
 
 def _kind(kind: str) -> Kind:
@@ -203,6 +221,8 @@ def index(request: HttpRequest, model_admin: Any, kind: str) -> HttpResponse:
         "page": page,
         "substr": substr,
         "actions": [(a, LABELS[a]) for a in spec.actions],
+        "safe_actions": split_actions([(a, LABELS[a]) for a in spec.actions])[0],
+        "destructive_actions": split_actions([(a, LABELS[a]) for a in spec.actions])[1],
         "all_actions": [(a, ALL_LABELS[a]) for a in spec.all_actions],
     }
     return render(request, model_admin, "set.html", context, section=kind, title=spec.title)
@@ -350,6 +370,8 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         if seconds is not None:
             shown += f"  ({datetime.fromtimestamp(seconds, tz=UTC):%Y-%m-%d %H:%M:%S} UTC)"
         fields.append((name, shown))
+    actions = ([(a, LABELS[a]) for a in spec.actions] + lock_actions
+               + ([("cancel", LABELS["cancel"])] if kind in CANCELLABLE and entry.jid else []))
     context = {
         "kind": kind,
         "spec": spec,
@@ -357,8 +379,9 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "fields": fields,
         "raw": entry.value.decode("utf-8", "replace") if entry.parse_error else None,
         "backtrace": entry.error_backtrace,
-        "actions": [(a, LABELS[a]) for a in spec.actions] + lock_actions
-                   + ([("cancel", _("Cancel"))] if kind in CANCELLABLE and entry.jid else []),
+        "actions": actions,
+        "safe_actions": split_actions(actions)[0],
+        "destructive_actions": split_actions(actions)[1],
         "back": back,
     }
     title = _("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -20,6 +21,8 @@ from .. import keys, payload
 from ..admin.common import Page, each_row, keep_query, page_params, redis, render, short_args, url, when
 from ..api.process import WorkSet
 from ..api.record import JobRecord
+from ..workflow import keys as workflow_keys
+from ..workflow.flow import STEP_DONE
 from .fire import CALLBACK_CLASS
 from .status import BatchSet, DeadBatchSet, Status
 
@@ -40,7 +43,12 @@ STATE_LABELS = {
     "success": pgettext_lazy("batch state", "success"),
     "complete": pgettext_lazy("batch state", "complete"),
     "running": pgettext_lazy("batch state", "running"),
+    # A workflow step's batch before the workflow pushed the step's job: nothing ran, nothing is due.
+    "not_started": pgettext_lazy("batch state", "not started"),
+    "cancelled": pgettext_lazy("batch state", "cancelled"),
 }
+#: A workflow step's state that overrides its batch's (the batch reads "running" from creation).
+STEP_STATES = {"waiting": "not_started", "cancelled": "cancelled"}
 CALLBACK_STATE_LABELS = {
     "waiting": pgettext_lazy("callback job state", "waiting"),
     "fired": pgettext_lazy("callback job state", "fired"),
@@ -51,6 +59,15 @@ CALLBACK_STATE_LABELS = {
     "done": pgettext_lazy("callback job state", "done"),
     "done or queued": pgettext_lazy("callback job state", "done or queued"),
 }
+
+
+def workflow_step(status: Status) -> tuple[str, str] | None:
+    """``(workflow id, step name)`` when ``status`` is a workflow step's batch (its success
+    callback moves a workflow on), else ``None``."""
+    for event, target, options in status.callbacks():
+        if event == "success" and target == STEP_DONE and options.get("workflow") and options.get("step"):
+            return str(options["workflow"]), str(options["step"])
+    return None
 
 
 def _row(status: Status) -> dict[str, Any]:
@@ -82,7 +99,25 @@ def _row(status: Status) -> dict[str, Any]:
         "state_label": STATE_LABELS[state],
         "tags": status.tags,
         "parent_bid": status.parent_bid,
+        **dict(zip(("workflow", "step"), workflow_step(status) or (None, None), strict=True)),
     }
+
+
+def _step_states(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A workflow step's batch says its step has not started (or was cancelled) rather than
+    "running 0%": the step's state read from its workflow, one round trip for the page."""
+    steps = [row for row in rows if row.get("workflow") and not row.get("unreadable")]
+    if not steps:
+        return rows
+    pipe = redis().pipeline(transaction=False)
+    for row in steps:
+        pipe.hget(workflow_keys.workflow(row["workflow"], "state"), row["step"])
+    for row, state in zip(steps, pipe.execute(), strict=True):
+        row["step_state"] = state.decode() if state else None
+        if row["state"] == "running" and row["step_state"] in STEP_STATES:
+            row["state"] = STEP_STATES[row["step_state"]]
+            row["state_label"] = STATE_LABELS[row["state"]]
+    return rows
 
 
 def _statuses(bids: list[str]) -> list[Status]:
@@ -92,26 +127,32 @@ def _statuses(bids: list[str]) -> list[Status]:
     return [Status(bid, fields=fields) for bid, fields in zip(bids, pipe.execute(), strict=True)]
 
 
-def _search(index: BatchSet, query: str, wanted: int) -> tuple[list[str], int]:
-    """Bids whose bid or description contains ``query`` (newest first), at most ``wanted``;
-    and how many batches were looked at."""
+def _search(index: BatchSet, query: str, wanted: int, *, steps: bool = True) -> tuple[list[str], int, int]:
+    """Bids whose bid or description contains ``query`` (newest first; every bid when it is
+    empty), at most ``wanted``, leaving out workflow steps' batches unless ``steps``; how many
+    batches were looked at; and how many steps' batches were left out among them."""
     needle = query.lower()
     found: list[str] = []
-    looked = 0
+    looked = hidden = 0
+    window = max(2 * wanted, 50)  # small first: a list with few step batches stays one cheap read
     r = redis()
     while looked < SEARCH_LIMIT and len(found) < wanted:
-        bids = [b.decode() for b in r.zrange(index.key, looked, looked + SEARCH_WINDOW - 1, desc=True)]
+        bids = [b.decode() for b in r.zrange(index.key, looked, looked + window - 1, desc=True)]
         if not bids:
             break
         looked += len(bids)
+        window = min(2 * window, SEARCH_WINDOW)
         pipe = r.pipeline(transaction=False)
         for bid in bids:
-            pipe.hget(keys.batch(bid), "description")
-        for bid, description in zip(bids, pipe.execute(), strict=True):
+            pipe.hmget(keys.batch(bid), "description", "callbacks")
+        for bid, (description, callbacks) in zip(bids, pipe.execute(), strict=True):
+            if not steps and callbacks and STEP_DONE.encode() in callbacks:
+                hidden += 1
+                continue
             text = (description or b"").decode("utf-8", "replace").lower()
             if needle in bid.lower() or needle in text:
                 found.append(bid)
-    return found[:wanted], looked
+    return found[:wanted], looked, hidden
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
@@ -119,9 +160,12 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     batch_index = DeadBatchSet() if dead else BatchSet()
     query = request.GET.get("q", "").strip()[:200]
     tag = request.GET.get("tag", "").strip()[:200]
+    # Workflow steps' batches (one per step) would bury the batches people make: hidden
+    # unless asked for, each still reached from its workflow's page.
+    steps = request.GET.get("steps") == "1"
     number, count = page_params(request)
     start = (number - 1) * count
-    looked = None
+    looked = hidden = None
     if tag:
         members: list[str] = []
         for bid in batch_index.scan_tags(tag):
@@ -131,17 +175,21 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         members.sort()
         total = int(redis().scard(keys.batch_tag(tag)))
         statuses = _statuses(members[start:start + count])
-    elif query:
-        found, looked = _search(batch_index, query, start + count + 1)
+    elif query or not steps:
+        found, searched, hidden = _search(batch_index, query, start + count + 1, steps=steps)
+        looked = searched if query else None
         statuses = _statuses(found[start:start + count])
         total = len(found) if len(found) <= start + count else start + count + 1
     else:
         total = batch_index.size
         statuses = batch_index.page(start, count)
-    rows = each_row(statuses, _row, lambda status: keys.batch(status.bid))
-    page = Page(number=number, count=count, total=total, items=rows, base_query=keep_query(request, "q", "tag", "kind"))
+    rows = _step_states(each_row(statuses, _row, lambda status: keys.batch(status.bid)))
+    page = Page(number=number, count=count, total=total, items=rows,
+                base_query=keep_query(request, "q", "tag", "kind", "steps"))
     context = {"page": page, "query": query, "tag": tag, "dead": dead, "looked": looked,
-               "search_limit": SEARCH_LIMIT, "index_size": batch_index.size}
+               "search_limit": SEARCH_LIMIT, "index_size": batch_index.size, "steps": steps, "hidden": hidden,
+               "steps_url": "?" + urlencode({**keep_query(request, "q", "tag", "kind"), "steps": "1"}),
+               "no_steps_url": "?" + urlencode(keep_query(request, "q", "tag", "kind"))}
     return render(request, model_admin, "batches.html", context, section=SECTION,
                   title=_("Dead batches") if dead else _("Batches"))
 
@@ -187,13 +235,13 @@ def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
     failed = set(status.failed_jids)
     died = set(status.dead_jids)
     callbacks, callback_failures = _callbacks(status)
-    children = [_row(s) for s in _statuses(status.children()[:DETAIL_ROWS])]
+    children = _step_states([_row(s) for s in _statuses(status.children()[:DETAIL_ROWS])])
     retries, retries_complete = _entries("retry", bid, failed)
     dead_jobs, dead_complete = _entries("dead", bid, died)
     retries += callback_failures["retry"]
     dead_jobs += callback_failures["dead"]
     context = {
-        "batch": _row(status),
+        "batch": _step_states([_row(status)])[0],
         "status": status,
         "created": when(status.created_at),
         "complete_at": when(status.complete_at),

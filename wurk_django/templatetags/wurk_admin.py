@@ -45,3 +45,13 @@ def wurk_seconds(value: object) -> str:
         return f"{_number(seconds / 3600, 1)} h"
     days = pgettext("abbreviation of days", "d")
     return f"{_number(seconds / 86400, 0)} {days}"
+
+
+@register.simple_tag
+def wurk_breadcrumbs_are_a_list() -> bool:
+    """Whether this Django's admin writes its breadcrumbs as ``<ol class="breadcrumbs">``
+    (Django 6.1 and later) rather than ``<div class="breadcrumbs">`` with ``›`` between the
+    links (5.2, 6.0): each version's stylesheet styles only its own markup."""
+    import django
+
+    return django.VERSION >= (6, 1)

@@ -245,11 +245,27 @@
           current.innerHTML = fresh.innerHTML;
           parsed = {};
           drawStatic();
+          labelCells();
           current.setAttribute("data-polls", String(Number(current.getAttribute("data-polls") || 0) + 1));
         })
         .catch(function () { /* the next tick tries again */ });
     }
     setInterval(refresh, seconds * 1000);
+  }
+
+  // On a phone the tables stack each row's cells (wurk.css); each cell is labelled with
+  // its column's header so a value still says what it is.
+  function labelCells() {
+    document.querySelectorAll("table.wurk-table").forEach(function (table) {
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.textContent.trim();
+      });
+      table.querySelectorAll("tbody tr").forEach(function (tr) {
+        Array.prototype.forEach.call(tr.children, function (td, i) {
+          if (td.colSpan === 1 && heads[i] !== undefined) { td.setAttribute("data-label", heads[i]); }
+        });
+      });
+    });
   }
 
   function forms() {
@@ -271,6 +287,7 @@
   });
   document.addEventListener("DOMContentLoaded", function () {
     forms();
+    labelCells();
     drawStatic();
     live();
     pollPage();
