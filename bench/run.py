@@ -374,14 +374,17 @@ def completions(r: redis.Redis) -> tuple[int, float, float]:
 
 
 def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: int, has_processes: bool,
-          timeout: float, extra_env: dict | None = None) -> dict | None:
+          timeout: float, extra_env: dict | None = None, fill_url: str | None = None) -> dict | None:
+    """One drain measurement: the workers on `url`; the jobs put in beforehand on `fill_url`
+    (default `url`: the direct one when `url` goes through the delaying proxy, since filling
+    is not on the clock)."""
     cmds = worker_commands(system, processes, url, has_processes)
     if cmds is None:
         return None
     if extra_env:
         cmds = [(c, {**e, **extra_env}) for c, e in cmds]
     r.flushdb()
-    fill(r, system, shape, n, url)
+    fill(r, system, shape, n, fill_url or url)
     logfile = OUT / f"{system}-{shape}-p{processes}.log"
     spawned = time.time()
     procs = start(cmds, url, logfile)
@@ -396,8 +399,13 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
             if begin is None and count:
                 begin, count0 = snapshot(r, pids), count
             if count >= n:
-                if begin is not None and count > count0:
+                # The window opens when a count first shows; jobs finished since the recorder's
+                # last flush (<= 50 ms) count in it though done before it. Costs over a window
+                # that missed half the drain (a tiny run) would be mostly edges: none then.
+                if begin is not None and count - count0 >= n / 2:
                     result.update(window(begin, snapshot(r, pids), count - count0))
+                else:
+                    result["window_jobs"] = count - count0 if begin is not None else 0
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -618,10 +626,10 @@ def commandstats(r: redis.Redis) -> dict:
     return {k.removeprefix("cmdstat_"): v["calls"] for k, v in r.info("commandstats").items()}
 
 
-def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool) -> dict:
+def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool, fill_url: str | None = None) -> dict:
     """Client-side counts (exact, this worker only) plus server-wide INFO commandstats deltas."""
     before = commandstats(r)
-    res = drain(r, url, "wurk", "noop", n, 1, has_processes, 120, {"BENCH_COUNT": "1"})
+    res = drain(r, url, "wurk", "noop", n, 1, has_processes, 120, {"BENCH_COUNT": "1"}, fill_url)
     after = commandstats(r)
     counts = res.get("cmds", {}) if res else {}
     per_job = {k: round(v / n, 3) for k, v in sorted(counts.items())}
@@ -697,6 +705,10 @@ def main() -> None:
     ap.add_argument("--own-redis", type=int, metavar="PORT",
                     help="start a redis-server of the bench's own on 127.0.0.1:PORT for the run (--redis's "
                          "database on it), so Redis CPU, round trips and commands are the bench's alone")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="route every worker's and enqueuer's Redis connection through bench/latency_proxy.py, "
+                         "which delays each reply this many ms (sidekiqload's 1 ms); the driver's own stays direct")
+    ap.add_argument("--proxy-procs", type=int, default=1, help="processes of the delaying proxy (--latency-ms)")
     ap.add_argument("--smoke", action="store_true", help="tiny run (< 60 s) to prove the harness works")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
@@ -728,6 +740,7 @@ def own_redis(port: int) -> subprocess.Popen:
     while True:
         try:
             client.ping()
+            client.close()
             return proc
         except redis.ConnectionError:
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -736,9 +749,57 @@ def own_redis(port: int) -> subprocess.Popen:
             time.sleep(0.05)
 
 
+def start_proxy(url: str, delay_ms: float, procs: int) -> tuple[subprocess.Popen, str]:
+    """bench/latency_proxy.py in front of `url`'s server: (its process, the URL through it)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    log_file = open(OUT / "latency-proxy.log", "ab")
+    proc = subprocess.Popen([PY, str(BENCH / "latency_proxy.py"), "--upstream", f"{parts.hostname}:{parts.port or 6379}",
+                             "--down-ms", str(delay_ms), "--procs", str(procs)],
+                            stdout=subprocess.PIPE, stderr=log_file, text=True, start_new_session=True)
+    log_file.close()
+    line = proc.stdout.readline().strip()  # "listening HOST:PORT"
+    if not line.startswith("listening "):
+        stop([proc])
+        raise SystemExit(f"the latency proxy did not start (see {OUT / 'latency-proxy.log'})")
+    netloc = line.split()[1]
+    if parts.username or parts.password:
+        netloc = parts.netloc.rsplit("@", 1)[0] + "@" + netloc
+    return proc, urlunsplit(parts._replace(netloc=netloc))
+
+
+def ping_ms(url: str, n: int = 200) -> dict:
+    """p50 and p99 of a PING's round trip on one connection, in ms."""
+    client = redis.Redis.from_url(url)
+    client.ping()
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        client.ping()
+        times.append((time.perf_counter() - t) * 1000)
+    client.close()
+    times.sort()
+    return {"p50": times[n // 2], "p99": times[int(n * 0.99)]}
+
+
 def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
     r = redis.Redis.from_url(args.redis)
     r.ping()
+    proxy = None
+    url = args.redis  # what the workers and enqueuers connect to
+    if args.latency_ms > 0:
+        proxy, url = start_proxy(args.redis, args.latency_ms, args.proxy_procs)
+        PROXY_PIDS[:] = [proxy.pid]
+    try:
+        measure(ap, args, db, r, url)
+    finally:
+        if proxy is not None:
+            stop([proxy])
+            PROXY_PIDS.clear()
+
+
+def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str, r: redis.Redis, url: str) -> None:
     if args.smoke:
         args.systems, args.shapes, args.jobs, args.runs = "wurk", "noop,io", 300, 1
         args.enqueue_jobs, args.count_jobs, args.rq_jobs = 300, 300, 50
@@ -759,6 +820,9 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
             "processes": args.processes, "systems": systems, "shapes": shapes, "versions": versions(systems),
             "cpu_job_ms": cpu_job_ms(), "redis": r.info("server")["redis_version"], "host_cpus": os.cpu_count(),
             "load": os.getloadavg(), "redis_other_clients": other_clients(r, int(db))}
+    if url != args.redis:
+        meta["latency"] = {"delay_ms": args.latency_ms, "procs": args.proxy_procs, "url": url,
+                           "ping_ms": ping_ms(url), "direct_ping_ms": ping_ms(args.redis)}
     meta["versions"]["redis-server"] = meta["redis"]
     results: list[dict] = []
     enq: list[dict] = []
@@ -771,7 +835,8 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
                     order = systems[run % len(systems):] + systems[:run % len(systems)]  # rotate who goes first
                     for system in order:
                         n = args.rq_jobs if system == "rq" else args.jobs
-                        res = drain(r, args.redis, system, shape, n, args.processes, has_processes, args.timeout)
+                        res = drain(r, url, system, shape, n, args.processes, has_processes, args.timeout,
+                                    fill_url=args.redis)
                         if res is None:
                             continue
                         res["run"] = run
@@ -791,18 +856,18 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
                 for system in peers[run % len(peers):] + peers[:run % len(peers)]:
                     for mode in ("single", "bulk"):
                         n = args.enqueue_jobs * (10 if mode == "bulk" and system == "wurk" else 1)
-                        got = enqueue_rate(r, args.redis, system, mode, n)
+                        got = enqueue_rate(r, url, system, mode, n)
                         if got is not None:
                             rate, cpu = got
                             enq.append({"system": system, "mode": mode, "rate": rate, "cpu_us": cpu, "run": run})
                             log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s {cpu:6.1f} us CPU/job")
         if "commands" in only and any(s.startswith("wurk") for s in systems):
-            cmds = count_commands(r, args.redis, args.count_jobs, has_processes)
+            cmds = count_commands(r, url, args.count_jobs, has_processes, fill_url=args.redis)
             log(f"commands: {cmds}")
         if "profile" in only:
             for extra in ({}, {"BENCH_JOBLOG": "0"}):
                 for shape in shapes if args.shapes != ",".join(SHAPES) else ["noop"]:
-                    log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra, shape)}")
+                    log(f"profile written to {profile(r, url, 200_000, args.profile_seconds, extra, shape)}")
     finally:
         r.flushdb()
     text = report(results, enq, cmds, meta)
