@@ -30,7 +30,10 @@ import os
 import selectors
 import signal
 import socket
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 
 class Delay:
@@ -195,6 +198,54 @@ def run_loop(sock: socket.socket, upstream: tuple[str, int], up: float, down: fl
         loop.run_until_complete(serve(sock, upstream, up, down))
     finally:
         loop.close()
+
+
+def spawn(url: str, down_ms: float, procs: int = 1, up_ms: float = 0.0,
+          log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """This proxy in a process of its own in front of ``url``'s server, as the benchmarks use
+    it: (the process, ``url`` through the proxy). Stop it with stop()."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    err = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, __file__, "--upstream", f"{parts.hostname}:{parts.port or 6379}",
+                             "--down-ms", str(down_ms), "--up-ms", str(up_ms), "--procs", str(procs)],
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    if log_path:
+        err.close()
+    line = proc.stdout.readline().split()  # "listening HOST:PORT"
+    if not line or line[0] != "listening":
+        stop(proc)
+        raise RuntimeError(f"the latency proxy did not start (see {log_path})")
+    netloc = line[1] if "@" not in parts.netloc else parts.netloc.rsplit("@", 1)[0] + "@" + line[1]
+    return proc, urlunsplit(parts._replace(netloc=netloc))
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (the proxy and its --procs children exit), then SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def ping_ms(url: str, n: int = 200) -> dict:
+    """p50 and p99 of a PING's round trip on one connection to ``url``, in ms."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.ping()
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        client.ping()
+        times.append((time.perf_counter() - start) * 1000)
+    client.close()
+    times.sort()
+    return {"p50": times[n // 2], "p99": times[int(n * 0.99)]}
 
 
 def address(text: str) -> tuple[str, int]:

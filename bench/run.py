@@ -32,6 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
+import latency_proxy  # bench/ is this script's folder, first on sys.path
 import redis
 
 BENCH = Path(__file__).resolve().parent
@@ -261,7 +262,7 @@ def tree(pids: list[int]) -> list[int]:
     return seen
 
 
-def cpu_seconds(pids: list[int]) -> float:
+def cpu_seconds(pids: list[int], walk: bool = True) -> float:
     """User + system CPU seconds used so far by the worker process tree (/proc/<pid>/stat).
 
     Live processes count their own time (every thread's, ended threads included); children
@@ -269,7 +270,7 @@ def cpu_seconds(pids: list[int]) -> float:
     fork-per-job worker (RQ) is charged for its jobs. A child counts once either way: alive
     it is in the tree, reaped it is in its parent's c-times."""
     total = 0
-    for pid in tree(pids):
+    for pid in tree(pids) if walk else pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -292,11 +293,11 @@ def _status_field(path: str, field: str) -> int:
     return 0
 
 
-def context_switches(pids: list[int]) -> int:
+def context_switches(pids: list[int], walk: bool = True) -> int:
     """Voluntary context switches so far, over every thread of the worker process tree:
     each is a thread going to sleep (on a socket, a lock, the GIL)."""
     total = 0
-    for pid in tree(pids):
+    for pid in tree(pids) if walk else pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
@@ -319,20 +320,56 @@ PROXY_PIDS: list[int] = []
 
 def server_counters(r: redis.Redis) -> dict:
     """The Redis server's CPU seconds and its reply-write and command counters (one round trip)."""
+    DRIVER_CALLS[0] += 1
     info = r.execute_command("INFO", "stats", "cpu")
-    return {"cpu": float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0)),
+    return {"redis_cpu": float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0)),
             "writes": int(info.get("total_writes_processed", 0)),
             "commands": int(info.get("total_commands_processed", 0))}
 
 
-def snapshot(r: redis.Redis, pids: list[int]) -> dict:
-    """Everything a drain window measures, read at one moment (see window())."""
-    return {"worker_cpu": cpu_seconds(pids), "switches": context_switches(pids), "server": server_counters(r),
-            "driver": DRIVER_CALLS[0], "proxy_cpu": cpu_seconds(PROXY_PIDS) if PROXY_PIDS else None}
+class Sampler:
+    """The costs' counters, read at every poll of a drain (every 20 ms) from the workers'
+    spawn on, so that they can be read at the first and at the last completion the jobs
+    timed (at()): the window the rate is measured over, whatever the recorder's 50 ms
+    flush lag. The process tree is walked every 0.25 s (a walk reads all of /proc), the
+    known processes' /proc files at each sample."""
+
+    WALK_EVERY = 0.25
+
+    def __init__(self, r: redis.Redis, roots: list[int]) -> None:
+        self.r, self.roots = r, roots
+        self.pids: list[int] = []
+        self.proxy = tree(PROXY_PIDS) if PROXY_PIDS else []
+        self.walked = float("-inf")
+        self.samples: list[dict] = []
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        if now - self.walked >= self.WALK_EVERY:
+            self.pids, self.walked = tree(self.roots), now
+        before = time.time()
+        row = {"worker_cpu": cpu_seconds(self.pids, walk=False), "switches": context_switches(self.pids, walk=False),
+               **server_counters(self.r)}
+        if self.proxy:
+            row["proxy_cpu"] = cpu_seconds(self.proxy, walk=False)
+        row["driver"] = DRIVER_CALLS[0]
+        row["at"] = (before + time.time()) / 2
+        self.samples.append(row)
+
+    def at(self, when: float) -> dict:
+        """Every counter at time `when`, interpolated between the samples either side."""
+        rows = self.samples
+        if when <= rows[0]["at"]:
+            return rows[0]
+        for prev, nxt in zip(rows, rows[1:], strict=False):
+            if prev["at"] <= when <= nxt["at"]:
+                f = (when - prev["at"]) / (nxt["at"] - prev["at"]) if nxt["at"] > prev["at"] else 0.0
+                return {k: prev[k] + (nxt[k] - prev[k]) * f for k in prev}
+        return rows[-1]
 
 
 def window(a: dict, b: dict, jobs: int) -> dict:
-    """Per-job costs between two snapshots taken `jobs` completions apart.
+    """Per-job costs between the counters at two moments `jobs` completions apart.
 
     * worker CPU: user + system of the worker's process tree (cpu_seconds());
     * Redis CPU: the server's used_cpu_user + used_cpu_sys (INFO cpu; every client of that
@@ -340,18 +377,17 @@ def window(a: dict, b: dict, jobs: int) -> dict:
     * round trips: the server's reply writes (INFO stats total_writes_processed): one each
       time it sends a client what it has for it in one event-loop turn, so a pipeline of
       any length or a blocking pop that returns is one, a pub/sub message one; less the
-      driver's own polling (DRIVER_CALLS, plus the first INFO, whose reply went out after
-      it read the counter);
+      driver's own polling and sampling (DRIVER_CALLS);
     * commands: total_commands_processed, less the driver's the same way.
     """
-    driver = b["driver"] - a["driver"] + 1
+    driver = b["driver"] - a["driver"]
     out = {"cpu_us_per_job": (b["worker_cpu"] - a["worker_cpu"]) / jobs * 1e6,
            "switches_per_job": (b["switches"] - a["switches"]) / jobs,
-           "redis_cpu_us_per_job": (b["server"]["cpu"] - a["server"]["cpu"]) / jobs * 1e6,
-           "round_trips_per_job": (b["server"]["writes"] - a["server"]["writes"] - driver) / jobs,
-           "commands_per_job": (b["server"]["commands"] - a["server"]["commands"] - driver) / jobs,
+           "redis_cpu_us_per_job": (b["redis_cpu"] - a["redis_cpu"]) / jobs * 1e6,
+           "round_trips_per_job": (b["writes"] - a["writes"] - driver) / jobs,
+           "commands_per_job": (b["commands"] - a["commands"] - driver) / jobs,
            "window_jobs": jobs}
-    if a["proxy_cpu"] is not None and b["proxy_cpu"] is not None:
+    if "proxy_cpu" in a and "proxy_cpu" in b:
         out["proxy_cpu_us_per_job"] = (b["proxy_cpu"] - a["proxy_cpu"]) / jobs * 1e6
     return out
 
@@ -392,20 +428,15 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
     try:
         deadline = time.monotonic() + timeout
         count = 0
-        begin = None  # the counters when the first completions showed (the workers' boot excluded)
-        pids = [p.pid for p in procs]
+        sampler = Sampler(r, [p.pid for p in procs])
+        sampler.sample()  # before any job can have run
         while time.monotonic() < deadline:
             count, first, last = completions(r)
-            if begin is None and count:
-                begin, count0 = snapshot(r, pids), count
+            sampler.sample()
             if count >= n:
-                # The window opens when a count first shows; jobs finished since the recorder's
-                # last flush (<= 50 ms) count in it though done before it. Costs over a window
-                # that missed half the drain (a tiny run) would be mostly edges: none then.
-                if begin is not None and count - count0 >= n / 2:
-                    result.update(window(begin, snapshot(r, pids), count - count0))
-                else:
-                    result["window_jobs"] = count - count0 if begin is not None else 0
+                # The costs over the rate's own window: first to last completion, n - 1 jobs.
+                if last > first:
+                    result.update(window(sampler.at(first), sampler.at(last), count - 1))
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -749,53 +780,19 @@ def own_redis(port: int) -> subprocess.Popen:
             time.sleep(0.05)
 
 
-def start_proxy(url: str, delay_ms: float, procs: int) -> tuple[subprocess.Popen, str]:
-    """bench/latency_proxy.py in front of `url`'s server: (its process, the URL through it)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    log_file = open(OUT / "latency-proxy.log", "ab")
-    proc = subprocess.Popen([PY, str(BENCH / "latency_proxy.py"), "--upstream", f"{parts.hostname}:{parts.port or 6379}",
-                             "--down-ms", str(delay_ms), "--procs", str(procs)],
-                            stdout=subprocess.PIPE, stderr=log_file, text=True, start_new_session=True)
-    log_file.close()
-    line = proc.stdout.readline().strip()  # "listening HOST:PORT"
-    if not line.startswith("listening "):
-        stop([proc])
-        raise SystemExit(f"the latency proxy did not start (see {OUT / 'latency-proxy.log'})")
-    netloc = line.split()[1]
-    if parts.username or parts.password:
-        netloc = parts.netloc.rsplit("@", 1)[0] + "@" + netloc
-    return proc, urlunsplit(parts._replace(netloc=netloc))
-
-
-def ping_ms(url: str, n: int = 200) -> dict:
-    """p50 and p99 of a PING's round trip on one connection, in ms."""
-    client = redis.Redis.from_url(url)
-    client.ping()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        client.ping()
-        times.append((time.perf_counter() - t) * 1000)
-    client.close()
-    times.sort()
-    return {"p50": times[n // 2], "p99": times[int(n * 0.99)]}
-
-
 def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
     r = redis.Redis.from_url(args.redis)
     r.ping()
     proxy = None
     url = args.redis  # what the workers and enqueuers connect to
     if args.latency_ms > 0:
-        proxy, url = start_proxy(args.redis, args.latency_ms, args.proxy_procs)
+        proxy, url = latency_proxy.spawn(args.redis, args.latency_ms, args.proxy_procs, log_path=OUT / "latency-proxy.log")
         PROXY_PIDS[:] = [proxy.pid]
     try:
         measure(ap, args, db, r, url)
     finally:
         if proxy is not None:
-            stop([proxy])
+            latency_proxy.stop(proxy)
             PROXY_PIDS.clear()
 
 
@@ -822,7 +819,7 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str, r: r
             "load": os.getloadavg(), "redis_other_clients": other_clients(r, int(db))}
     if url != args.redis:
         meta["latency"] = {"delay_ms": args.latency_ms, "procs": args.proxy_procs, "url": url,
-                           "ping_ms": ping_ms(url), "direct_ping_ms": ping_ms(args.redis)}
+                           "ping_ms": latency_proxy.ping_ms(url), "direct_ping_ms": latency_proxy.ping_ms(args.redis)}
     meta["versions"]["redis-server"] = meta["redis"]
     results: list[dict] = []
     enq: list[dict] = []

@@ -6,10 +6,9 @@ the proxy guarantees, however loaded the machine."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -22,27 +21,28 @@ DOWN_MS = 40
 UP_MS = 25
 
 
+def _load_proxy():
+    spec = importlib.util.spec_from_file_location("latency_proxy", ROOT / "bench" / "latency_proxy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+latency_proxy = _load_proxy()
+
+
 @pytest.fixture(scope="module")
 def proxied_url():
     """The test Redis database's URL through one proxy process (bytes to Redis held UP_MS,
-    replies DOWN_MS)."""
+    replies DOWN_MS), started as the benchmarks start it."""
     from django.conf import settings
 
-    direct = redis.Redis.from_url(settings.WURK_TEST_REDIS_URL)
-    kwargs = direct.connection_pool.connection_kwargs
-    direct.close()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "latency_proxy.py"), "--upstream",
-         f"{kwargs.get('host', '127.0.0.1')}:{kwargs.get('port', 6379)}",
-         "--down-ms", str(DOWN_MS), "--up-ms", str(UP_MS)],
-        stdout=subprocess.PIPE, text=True)
+    proc, url = latency_proxy.spawn(settings.WURK_TEST_REDIS_URL, DOWN_MS, up_ms=UP_MS)
     try:
-        line = proc.stdout.readline().split()  # "listening HOST:PORT"
-        assert line and line[0] == "listening", line
-        yield f"redis://{line[1]}/{kwargs.get('db', 0)}"
+        yield url
     finally:
-        proc.terminate()
-        assert proc.wait(10) == 0  # a clean exit on SIGTERM
+        latency_proxy.stop(proc)
+        assert proc.returncode == 0  # a clean exit on SIGTERM
 
 
 def test_each_round_trip_waits_at_least_both_delays(proxied_url):
@@ -105,3 +105,19 @@ def test_a_closed_upstream_closes_the_client(proxied_url, redis_db):
     client = redis.Redis.from_url(proxied_url)
     assert client.ping()
     client.close()
+
+
+def test_several_processes_share_the_port(redis_db):
+    from django.conf import settings
+
+    proc, url = latency_proxy.spawn(settings.WURK_TEST_REDIS_URL, 5, procs=2)
+    try:
+        clients = [redis.Redis.from_url(url) for _ in range(6)]
+        for n, client in enumerate(clients):
+            client.set(f"proxy:shared:{n}", n)
+        assert [int(c.get(f"proxy:shared:{n}")) for n, c in enumerate(clients)] == list(range(6))
+        for client in clients:
+            client.close()
+    finally:
+        latency_proxy.stop(proc)
+    assert proc.returncode == 0  # the parent forwarded SIGTERM and reaped both
