@@ -273,6 +273,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     finally:
         if ruby is not None:
             ruby.close()
+        lpush.close()
         stop_workers(procs)
     return {**percentiles(lat), "dialed": dialed}
 
