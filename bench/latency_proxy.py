@@ -13,8 +13,13 @@ what Sidekiq's ``bin/sidekiqload`` sets up with Toxiproxy (a latency toxic on
 the downstream): each round trip gains 1 ms, a pipeline of any length 1 ms.
 
 One asyncio loop per process, on ``select()`` rather than epoll: epoll's
-timeout counts whole milliseconds, so a 1 ms delay would land anywhere in
-1-2 ms, where ``select()`` wakes within microseconds. ``select()`` holds
+timeout counts whole milliseconds, so each wait is rounded up to one (a
+0.3 ms delay became 1 ms: PING p50 1.54 ms through it on epoll, 0.83 ms on
+``select()``, which wakes within microseconds). Forwarding itself costs a
+round trip some tenths of a millisecond more (Python on both hops): the
+benchmarks print a PING's round trip through the proxy beside the delay
+asked for, and a run aiming at a round trip of X ms can set the delay so
+that the PING reads X. ``select()`` holds
 sockets numbered below 1024, about 500 proxied connections a process: above
 that, ``--procs N`` (N processes accepting on one listening socket) or
 ``--epoll``. Its own CPU is the bench's to measure (bench/run.py reads the
