@@ -39,6 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
+import latency_proxy
 import redis
 from run import base_env  # bench/ is this script's folder, first on sys.path
 
@@ -152,7 +153,10 @@ def percentiles(values: list[float]) -> dict:
 
 
 def pickup(r: redis.Redis, url: str, system: str, setup: str, samples: int, free_thread: bool,
-           ruby_style: bool) -> dict:
+           ruby_style: bool, pusher: redis.Redis | None = None) -> dict:
+    """Pickup latency percentiles. ``r`` is the driver's own connection (flush, polling);
+    ``pusher`` (default ``r``) sends the Ruby-style pushes, on ``url``'s path like the workers."""
+    pusher = pusher or r
     queues, target = SETUPS[setup]
     r.flushdb()
     concurrency = 2 if free_thread else 10
@@ -165,7 +169,7 @@ def pickup(r: redis.Redis, url: str, system: str, setup: str, samples: int, free
             if system == "wurk":
                 wurk_client().push({"class": "wurkbench.jobs.Hold", "args": [600], "queue": hold_queue})
             else:
-                ruby_push(r, "HoldJob", [600], hold_queue)
+                ruby_push(pusher, "HoldJob", [600], hold_queue)
             time.sleep(0.5)
         client = wurk_client() if system == "wurk" and not ruby_style else None
         klass = "wurkbench.jobs.Pickup" if system == "wurk" else "PickupJob"
@@ -174,7 +178,7 @@ def pickup(r: redis.Redis, url: str, system: str, setup: str, samples: int, free
             if client is not None:
                 client.push({"class": klass, "args": [time.time()], "queue": target})
             else:
-                ruby_push(r, klass, [time.time()], target)
+                ruby_push(pusher, klass, [time.time()], target)
             deadline = time.monotonic() + 10
             while r.llen("bench:lat") <= i:
                 if time.monotonic() > deadline:
@@ -186,7 +190,9 @@ def pickup(r: redis.Redis, url: str, system: str, setup: str, samples: int, free
     return percentiles(lat)
 
 
-def scheduled(r: redis.Redis, url: str, system: str, processes: int, jobs: int, settle: float) -> dict:
+def scheduled(r: redis.Redis, url: str, system: str, processes: int, jobs: int, settle: float,
+              pusher: redis.Redis | None = None) -> dict:
+    pusher = pusher or r
     r.flushdb()
     procs = start(system, ["default"], url, 10 if processes == 1 else 2, processes, f"scheduled-p{processes}")
     try:
@@ -200,7 +206,7 @@ def scheduled(r: redis.Redis, url: str, system: str, processes: int, jobs: int, 
                 chunk = dues[i:i + 1000]
                 client.push_bulk({"class": "wurkbench.jobs.Due", "args": [[d] for d in chunk], "at": chunk})
         else:
-            pipe = r.pipeline(transaction=False)
+            pipe = pusher.pipeline(transaction=False)
             for due in dues:
                 pipe.zadd("schedule", {sidekiq_body("DueJob", [due], "default", at=due): due})
             pipe.execute()
@@ -226,6 +232,10 @@ def main() -> None:
     ap.add_argument("--scheduled-jobs", type=int, default=10000)
     ap.add_argument("--settle", type=float, default=16.0, help="seconds after boot before scheduling")
     ap.add_argument("--processes", default="1,10", help="process counts for the scheduled measurement")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="workers and pushers reach Redis through bench/latency_proxy.py, each reply this many ms "
+                         "late (the driver's polling stays direct)")
+    ap.add_argument("--proxy-procs", type=int, default=1)
     args = ap.parse_args()
     db = args.redis.rstrip("/").rsplit("/", 1)[-1]
     if not db.isdigit() or int(db) == 0:
@@ -233,10 +243,20 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s == "wurk" or shutil.which("sidekiq")]
     only = set(args.only or ("pickup", "scheduled"))
     r = redis.Redis.from_url(args.redis)
-    os.environ["BENCH_REDIS_URL"] = args.redis  # this process's wurk_django client pushes there too
+    url, proxy = args.redis, None
+    if args.latency_ms > 0:
+        proxy, url = latency_proxy.spawn(args.redis, args.latency_ms, args.proxy_procs,
+                                         log_path=OUT / "latency-proxy.log")
+    os.environ["BENCH_REDIS_URL"] = url  # this process's wurk_django client pushes there too
+    pusher = redis.Redis.from_url(url)
     load = os.getloadavg()
     lines = [f"## Latency {time.strftime('%Y-%m-%d %H:%M:%S')} (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
              ""]
+    if proxy is not None:
+        ping, direct = latency_proxy.ping_ms(url), latency_proxy.ping_ms(args.redis)
+        lines += [f"Workers and pushers behind bench/latency_proxy.py, {args.latency_ms} ms added to each reply: "
+                  f"a PING's round trip p50 {ping['p50']:.2f} ms, p99 {ping['p99']:.2f} ms through it "
+                  f"(direct p50 {direct['p50']:.3f} ms).", ""]
     try:
         if "pickup" in only:
             lines += ["### Pickup latency, ms from push to perform (idle worker)", "",
@@ -247,7 +267,7 @@ def main() -> None:
                     for system in systems:
                         variants = [False, True] if system == "wurk" and setup != "one queue" and not free else [False]
                         for ruby_style in variants:
-                            res = pickup(r, args.redis, system, setup, args.samples, free, ruby_style)
+                            res = pickup(r, url, system, setup, args.samples, free, ruby_style, pusher)
                             name = "wurk, Ruby push" if ruby_style else system
                             threads = "2, one busy" if free else "10"
                             rows.append((name, setup, threads, res))
@@ -260,13 +280,15 @@ def main() -> None:
                       "| system | processes | p50 | p99 | max | missing | push s |", "|---|---|---|---|---|---|---|"]
             for processes in [int(p) for p in args.processes.split(",")]:
                 for system in systems:
-                    res = scheduled(r, args.redis, system, processes, args.scheduled_jobs, args.settle)
+                    res = scheduled(r, url, system, processes, args.scheduled_jobs, args.settle, pusher)
                     log(f"scheduled {system:8} p{processes} {res}")
                     lines.append(f"| {system} | {processes} | {res.get('p50', 0):.2f} | {res.get('p99', 0):.2f} | "
                                  f"{res.get('max', 0):.2f} | {res['missing']} | {res['push_s']:.2f} |")
             lines.append("")
     finally:
         r.flushdb()
+        if proxy is not None:
+            latency_proxy.stop(proxy)
     load = os.getloadavg()
     lines.append(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print("\n".join(lines))

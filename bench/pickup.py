@@ -55,6 +55,7 @@ import time
 import uuid
 from pathlib import Path
 
+import latency_proxy  # bench/ is this script's folder, first on sys.path
 import redis
 
 BENCH = Path(__file__).resolve().parent
@@ -109,6 +110,7 @@ class Server:
                                       "--appendonly", "no", "--dir", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{port}/0"
+        self.clients_url = self.url  # the workers' and pushers' way in: through the delaying proxy if any
         self.client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 10
         while True:
@@ -247,8 +249,10 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     queues = queue_args(count, weighted)
     target = queues[-1].split(",")[0]
     klass = "wurkbench.jobs.Pickup" if system == "wurk" else "PickupJob"
-    procs = start_workers(system, server.url, queues, 1, {"FETCH_NOTIFICATIONS": notifications}, concurrency)
-    ruby = RubyPusher(server.url) if pusher == "ruby" else WurkPusher(server.url) if pusher == "wurk" else None
+    procs = start_workers(system, server.clients_url, queues, 1, {"FETCH_NOTIFICATIONS": notifications}, concurrency)
+    ruby = (RubyPusher(server.clients_url) if pusher == "ruby" else WurkPusher(server.clients_url) if pusher == "wurk"
+            else None)
+    lpush = redis.Redis.from_url(server.clients_url)
     try:
         wait_ready(r, 1)
         time.sleep(1.0)
@@ -258,7 +262,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
             if ruby is not None:
                 ruby.push(klass, target)
             else:
-                r.execute_command("LPUSH", f"queue:{target}", bare_body(klass, target))
+                lpush.execute_command("LPUSH", f"queue:{target}", bare_body(klass, target))
             deadline = time.monotonic() + 10
             while r.llen("bench:lat") <= i:
                 if time.monotonic() > deadline:
@@ -269,6 +273,7 @@ def latency(server: Server, count: int, weighted: bool, pusher: str, samples: in
     finally:
         if ruby is not None:
             ruby.close()
+        lpush.close()
         stop_workers(procs)
     return {**percentiles(lat), "dialed": dialed}
 
@@ -373,13 +378,24 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--systems", default="wurk,sidekiq")
     ap.add_argument("--idle-queues", default="1,3", help="queue counts (idle, trickle)")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="latency: the worker and pushers reach the server through bench/latency_proxy.py, each "
+                         "reply this many ms late (the driver's own reads stay direct)")
     ap.add_argument("--concurrency", default="10", help="-c of each idle process, a list (idle, trickle); latency: the worker's -c (the first)")
     args = ap.parse_args()
+    if args.latency_ms and args.what != "latency":
+        ap.error("--latency-ms is for the latency measurement (idle and trickle map connections to processes)")
     server = Server(args.port)
+    proxy = None
     load = os.getloadavg()
     print(f"## bench/pickup.py {args.what} {time.strftime('%Y-%m-%d %H:%M:%S')} "
           f"(load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n")
     try:
+        if args.latency_ms:
+            proxy, server.clients_url = latency_proxy.spawn(server.url, args.latency_ms)
+            ping = latency_proxy.ping_ms(server.clients_url)
+            print(f"Worker and pushers behind bench/latency_proxy.py, {args.latency_ms} ms added to each reply: "
+                  f"a PING's round trip p50 {ping['p50']:.2f} ms, p99 {ping['p99']:.2f} ms through it.\n")
         if args.what == "latency":
             on = args.notifications == "on"
             print("| worker | queues | order | pusher | notifications | p50 ms | p99 ms | max ms | n | "
@@ -428,6 +444,8 @@ def main() -> None:
                               f"{(res['cpu_ms_per_s'] - bare) / n:.3f} | {conns['mean']:.1f}, {conns['max']} | "
                               f"{per_push} | {top} |", flush=True)
     finally:
+        if proxy is not None:
+            latency_proxy.stop(proxy)
         server.stop()
 
 

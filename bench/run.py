@@ -32,6 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
+import latency_proxy  # bench/ is this script's folder, first on sys.path
 import redis
 
 BENCH = Path(__file__).resolve().parent
@@ -261,14 +262,20 @@ def tree(pids: list[int]) -> list[int]:
     return seen
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds used so far by the worker process tree (/proc/<pid>/stat)."""
+def cpu_seconds(pids: list[int], walk: bool = True) -> float:
+    """User + system CPU seconds used so far by the worker process tree (/proc/<pid>/stat).
+
+    Live processes count their own time (every thread's, ended threads included); children
+    that have exited and been reaped count through their parent's cutime + cstime, so a
+    fork-per-job worker (RQ) is charged for its jobs. A child counts once either way: alive
+    it is in the tree, reaped it is in its parent's c-times."""
     total = 0
-    for pid in tree(pids):
+    for pid in tree(pids) if walk else pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            # utime, stime, cutime, cstime: fields 14-17 of proc(5), counted from after the name
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         except (OSError, IndexError, ValueError):
             pass
     return total / os.sysconf("SC_CLK_TCK")
@@ -286,11 +293,11 @@ def _status_field(path: str, field: str) -> int:
     return 0
 
 
-def context_switches(pids: list[int]) -> int:
+def context_switches(pids: list[int], walk: bool = True) -> int:
     """Voluntary context switches so far, over every thread of the worker process tree:
     each is a thread going to sleep (on a socket, a lock, the GIL)."""
     total = 0
-    for pid in tree(pids):
+    for pid in tree(pids) if walk else pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
@@ -304,7 +311,89 @@ def peak_rss_mb(pids: list[int]) -> float:
     return sum(_status_field(f"/proc/{pid}/status", "VmHWM") for pid in tree(pids)) / 1024
 
 
+#: Round trips (each one command) the driver itself has sent to Redis while polling for
+#: completions: taken out of the server's counters over a drain window (window()).
+DRIVER_CALLS = [0]
+#: The delaying proxy's process ids while one runs (--latency-ms), else empty.
+PROXY_PIDS: list[int] = []
+
+
+def server_counters(r: redis.Redis) -> dict:
+    """The Redis server's CPU seconds and its reply-write and command counters (one round trip)."""
+    DRIVER_CALLS[0] += 1
+    info = r.execute_command("INFO", "stats", "cpu")
+    return {"redis_cpu": float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0)),
+            "writes": int(info.get("total_writes_processed", 0)),
+            "commands": int(info.get("total_commands_processed", 0))}
+
+
+class Sampler:
+    """The costs' counters, read at every poll of a drain (every 20 ms) from the workers'
+    spawn on, so that they can be read at the first and at the last completion the jobs
+    timed (at()): the window the rate is measured over, whatever the recorder's 50 ms
+    flush lag. The process tree is walked every 0.25 s (a walk reads all of /proc), the
+    known processes' /proc files at each sample."""
+
+    WALK_EVERY = 0.25
+
+    def __init__(self, r: redis.Redis, roots: list[int]) -> None:
+        self.r, self.roots = r, roots
+        self.pids: list[int] = []
+        self.proxy = tree(PROXY_PIDS) if PROXY_PIDS else []
+        self.walked = float("-inf")
+        self.samples: list[dict] = []
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        if now - self.walked >= self.WALK_EVERY:
+            self.pids, self.walked = tree(self.roots), now
+        before = time.time()
+        row = {"worker_cpu": cpu_seconds(self.pids, walk=False), "switches": context_switches(self.pids, walk=False),
+               **server_counters(self.r)}
+        if self.proxy:
+            row["proxy_cpu"] = cpu_seconds(self.proxy, walk=False)
+        row["driver"] = DRIVER_CALLS[0]
+        row["at"] = (before + time.time()) / 2
+        self.samples.append(row)
+
+    def at(self, when: float) -> dict:
+        """Every counter at time `when`, interpolated between the samples either side."""
+        rows = self.samples
+        if when <= rows[0]["at"]:
+            return rows[0]
+        for prev, nxt in zip(rows, rows[1:], strict=False):
+            if prev["at"] <= when <= nxt["at"]:
+                f = (when - prev["at"]) / (nxt["at"] - prev["at"]) if nxt["at"] > prev["at"] else 0.0
+                return {k: prev[k] + (nxt[k] - prev[k]) * f for k in prev}
+        return rows[-1]
+
+
+def window(a: dict, b: dict, jobs: int) -> dict:
+    """Per-job costs between the counters at two moments `jobs` completions apart.
+
+    * worker CPU: user + system of the worker's process tree (cpu_seconds());
+    * Redis CPU: the server's used_cpu_user + used_cpu_sys (INFO cpu; every client of that
+      server, whatever its database, counts: a shared server adds others' work);
+    * round trips: the server's reply writes (INFO stats total_writes_processed): one each
+      time it sends a client what it has for it in one event-loop turn, so a pipeline of
+      any length or a blocking pop that returns is one, a pub/sub message one; less the
+      driver's own polling and sampling (DRIVER_CALLS);
+    * commands: total_commands_processed, less the driver's the same way.
+    """
+    driver = b["driver"] - a["driver"]
+    out = {"cpu_us_per_job": (b["worker_cpu"] - a["worker_cpu"]) / jobs * 1e6,
+           "switches_per_job": (b["switches"] - a["switches"]) / jobs,
+           "redis_cpu_us_per_job": (b["redis_cpu"] - a["redis_cpu"]) / jobs * 1e6,
+           "round_trips_per_job": (b["writes"] - a["writes"] - driver) / jobs,
+           "commands_per_job": (b["commands"] - a["commands"] - driver) / jobs,
+           "window_jobs": jobs}
+    if "proxy_cpu" in a and "proxy_cpu" in b:
+        out["proxy_cpu_us_per_job"] = (b["proxy_cpu"] - a["proxy_cpu"]) / jobs * 1e6
+    return out
+
+
 def completions(r: redis.Redis) -> tuple[int, float, float]:
+    DRIVER_CALLS[0] += 2
     count, first, last = 0, float("inf"), 0.0
     for raw in r.hvals("bench:rec"):
         c, f, la = raw.split()
@@ -314,20 +403,24 @@ def completions(r: redis.Redis) -> tuple[int, float, float]:
     direct = r.get("bench:direct:count")
     if direct:
         count += int(direct)
+        DRIVER_CALLS[0] += 1
         ts = dict(r.zrange("bench:direct:ts", 0, -1, withscores=True))
         first, last = min(first, ts.get(b"first", first)), max(last, ts.get(b"last", last))
     return count, first, last
 
 
 def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: int, has_processes: bool,
-          timeout: float, extra_env: dict | None = None) -> dict | None:
+          timeout: float, extra_env: dict | None = None, fill_url: str | None = None) -> dict | None:
+    """One drain measurement: the workers on `url`; the jobs put in beforehand on `fill_url`
+    (default `url`: the direct one when `url` goes through the delaying proxy, since filling
+    is not on the clock)."""
     cmds = worker_commands(system, processes, url, has_processes)
     if cmds is None:
         return None
     if extra_env:
         cmds = [(c, {**e, **extra_env}) for c, e in cmds]
     r.flushdb()
-    fill(r, system, shape, n, url)
+    fill(r, system, shape, n, fill_url or url)
     logfile = OUT / f"{system}-{shape}-p{processes}.log"
     spawned = time.time()
     procs = start(cmds, url, logfile)
@@ -335,16 +428,15 @@ def drain(r: redis.Redis, url: str, system: str, shape: str, n: int, processes: 
     try:
         deadline = time.monotonic() + timeout
         count = 0
-        cpu0 = None  # the workers' CPU when the first completions showed (their boot excluded)
-        pids = [p.pid for p in procs]
+        sampler = Sampler(r, [p.pid for p in procs])
+        sampler.sample()  # before any job can have run
         while time.monotonic() < deadline:
             count, first, last = completions(r)
-            if cpu0 is None and count:
-                cpu0, switches0, count0 = cpu_seconds(pids), context_switches(pids), count
+            sampler.sample()
             if count >= n:
-                if cpu0 is not None and count > count0:
-                    result["cpu_us_per_job"] = (cpu_seconds(pids) - cpu0) / (count - count0) * 1e6
-                    result["switches_per_job"] = (context_switches(pids) - switches0) / (count - count0)
+                # The costs over the rate's own window: first to last completion, n - 1 jobs.
+                if last > first:
+                    result.update(window(sampler.at(first), sampler.at(last), count - 1))
                 break
             if all(p.poll() is not None for p in procs):
                 break
@@ -436,24 +528,42 @@ def med(values: list[float]) -> str:
     return f"{fmt(m)} ({fmt(min(values))}-{fmt(max(values))})" if len(values) > 1 else fmt(m)
 
 
+#: Per-job costs over each drain window (window()), as table columns.
+COSTS = (("cpu_us_per_job", "worker CPU us/job"), ("redis_cpu_us_per_job", "Redis CPU us/job"),
+         ("round_trips_per_job", "round trips/job"), ("commands_per_job", "commands/job"))
+
+
 def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) -> str:
     lines = [f"## Run {meta['started']} - {meta['jobs']} jobs/run, {meta['runs']} runs, "
              f"{meta['processes']} process(es) x {THREADS} threads", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+             f"Load average at the start {meta['load'][0]:.2f}; the Redis server had "
+             f"{meta['redis_other_clients']} client connection(s) on other databases at the start "
+             "(their work counts in Redis CPU, round trips and commands: use a server of the bench's own, "
+             "--own-redis, for clean figures).", ""]
+    if meta.get("latency"):
+        lat = meta["latency"]
+        lines += [f"Redis behind the delaying proxy (bench/latency_proxy.py): {lat['delay_ms']} ms added to each "
+                  f"reply, {lat['procs']} proxy process(es); a PING's round trip measured through it: "
+                  f"p50 {lat['ping_ms']['p50']:.2f} ms, p99 {lat['ping_ms']['p99']:.2f} ms "
+                  f"(direct: p50 {lat['direct_ping_ms']['p50']:.3f} ms).", ""]
     for shape in meta["shapes"]:
         rows = [x for x in results if x["shape"] == shape and "rate" in x]
         if not rows:
             continue
+        proxied = any("proxy_cpu_us_per_job" in x for x in rows)
+        costs = COSTS + ((("proxy_cpu_us_per_job", "proxy CPU us/job"),) if proxied else ())
         lines += [f"### {shape}", "",
                   "| system | jobs/s median (min-max) | wurk / system, paired | wurk-nolog / system, paired "
-                  "| boot to first job s | peak RSS MB |",
-                  "|---|---|---|---|---|---|"]
+                  "| boot to first job s | peak RSS MB | " + " | ".join(label for _, label in costs) + " |",
+                  "|---|---|---|---|---|---|" + "---|" * len(costs)]
         for system in meta["systems"]:
             mine = [x for x in rows if x["system"] == system]
             if not mine:
                 failed = [x for x in results if x["shape"] == shape and x["system"] == system]
                 if failed:
-                    lines.append(f"| {system} | failed: {failed[0].get('error', 'unsupported')} | | | | |")
+                    lines.append(f"| {system} | failed: {failed[0].get('error', 'unsupported')} | | | | |"
+                                 + " |" * len(costs))
                 continue
             cells = []
             for ours_name in ("wurk", "wurk-nolog"):
@@ -464,20 +574,25 @@ def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) 
                         ratios.append(ours[0]["rate"] / x["rate"])
                 cells.append(med(ratios) + "x" if system != ours_name and ratios else "")
             lines.append(f"| {system} | {med([x['rate'] for x in mine])} | {cells[0]} | {cells[1]} | "
-                         f"{med([x['boot_s'] for x in mine])} | {med([x['rss_mb'] for x in mine])} |")
+                         f"{med([x['boot_s'] for x in mine])} | {med([x['rss_mb'] for x in mine])} | "
+                         + " | ".join(med([x[key] for x in mine if key in x]) for key, _ in costs) + " |")
         policy = []
         for ours_name, theirs, label in POLICY_PAIRS:
-            ratios = []
+            ratios, cpu_ratios = [], []
             for x in rows:
                 if x["system"] != theirs:
                     continue
                 ours = [y for y in rows if y["system"] == ours_name and y["run"] == x["run"]]
                 if ours:
                     ratios.append(ours[0]["rate"] / x["rate"])
+                    if ours[0].get("cpu_us_per_job") and x.get("cpu_us_per_job"):
+                        cpu_ratios.append(ours[0]["cpu_us_per_job"] / x["cpu_us_per_job"])
             if ratios:
-                policy.append(f"| {ours_name} / {theirs} | {label} | {med(ratios)}x |")
+                policy.append(f"| {ours_name} / {theirs} | {label} | {med(ratios)}x | "
+                              + (f"{med(cpu_ratios)}x" if cpu_ratios else "-") + " |")
         if policy:
-            lines += ["", "| same logging policy | | paired ratio |", "|---|---|---|", *policy]
+            lines += ["", "| same logging policy | | paired jobs/s ratio | paired worker CPU/job ratio |",
+                      "|---|---|---|---|", *policy]
         if shape == "io":
             lines.append(f"\nio ceiling for {meta['processes']} x {THREADS} threads: "
                          f"{meta['processes'] * THREADS / 0.005:,.0f} jobs/s")
@@ -520,6 +635,11 @@ def report(results: list[dict], enq: list[dict], cmds: dict | None, meta: dict) 
     return "\n".join(lines)
 
 
+def other_clients(r: redis.Redis, db: int) -> int:
+    """Connections to the bench's Redis server on another database than the bench's."""
+    return sum(1 for c in r.client_list() if int(c.get("db", db)) != db)
+
+
 def cpu_job_ms() -> float:
     sys.path.insert(0, str(BENCH))
     from peers.recorder import cpu_work
@@ -537,10 +657,10 @@ def commandstats(r: redis.Redis) -> dict:
     return {k.removeprefix("cmdstat_"): v["calls"] for k, v in r.info("commandstats").items()}
 
 
-def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool) -> dict:
+def count_commands(r: redis.Redis, url: str, n: int, has_processes: bool, fill_url: str | None = None) -> dict:
     """Client-side counts (exact, this worker only) plus server-wide INFO commandstats deltas."""
     before = commandstats(r)
-    res = drain(r, url, "wurk", "noop", n, 1, has_processes, 120, {"BENCH_COUNT": "1"})
+    res = drain(r, url, "wurk", "noop", n, 1, has_processes, 120, {"BENCH_COUNT": "1"}, fill_url)
     after = commandstats(r)
     counts = res.get("cmds", {}) if res else {}
     per_job = {k: round(v / n, 3) for k, v in sorted(counts.items())}
@@ -613,6 +733,13 @@ def main() -> None:
     ap.add_argument("--profile-seconds", type=float, default=8)
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/9")
+    ap.add_argument("--own-redis", type=int, metavar="PORT",
+                    help="start a redis-server of the bench's own on 127.0.0.1:PORT for the run (--redis's "
+                         "database on it), so Redis CPU, round trips and commands are the bench's alone")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="route every worker's and enqueuer's Redis connection through bench/latency_proxy.py, "
+                         "which delays each reply this many ms (sidekiqload's 1 ms); the driver's own stays direct")
+    ap.add_argument("--proxy-procs", type=int, default=1, help="processes of the delaying proxy (--latency-ms)")
     ap.add_argument("--smoke", action="store_true", help="tiny run (< 60 s) to prove the harness works")
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
@@ -622,8 +749,54 @@ def main() -> None:
     if not db.isdigit() or int(db) == 0:
         ap.error("--redis must name a logical database other than 0 (the benchmark flushes it)")
     OUT.mkdir(parents=True, exist_ok=True)
+    own = None
+    if args.own_redis:
+        own = own_redis(args.own_redis)
+        args.redis = f"redis://127.0.0.1:{args.own_redis}/{db}"
+    try:
+        run(ap, args, db)
+    finally:
+        if own is not None:
+            own.terminate()
+            own.wait(10)
+
+
+def own_redis(port: int) -> subprocess.Popen:
+    """A throwaway redis-server on 127.0.0.1:port (no persistence), up and answering."""
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--databases", "16"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            client.close()
+            return proc
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit(f"redis-server on port {port} did not start") from None
+            time.sleep(0.05)
+
+
+def run(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str) -> None:
     r = redis.Redis.from_url(args.redis)
     r.ping()
+    proxy = None
+    url = args.redis  # what the workers and enqueuers connect to
+    if args.latency_ms > 0:
+        proxy, url = latency_proxy.spawn(args.redis, args.latency_ms, args.proxy_procs, log_path=OUT / "latency-proxy.log")
+        PROXY_PIDS[:] = [proxy.pid]
+    try:
+        measure(ap, args, db, r, url)
+    finally:
+        if proxy is not None:
+            latency_proxy.stop(proxy)
+            PROXY_PIDS.clear()
+
+
+def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, db: str, r: redis.Redis, url: str) -> None:
     if args.smoke:
         args.systems, args.shapes, args.jobs, args.runs = "wurk", "noop,io", 300, 1
         args.enqueue_jobs, args.count_jobs, args.rq_jobs = 300, 300, 50
@@ -642,7 +815,11 @@ def main() -> None:
         log("wurk_django: `manage.py wurk --processes` is not available yet; its multi-process rows are skipped")
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "jobs": args.jobs, "runs": args.runs,
             "processes": args.processes, "systems": systems, "shapes": shapes, "versions": versions(systems),
-            "cpu_job_ms": cpu_job_ms(), "redis": r.info("server")["redis_version"], "host_cpus": os.cpu_count()}
+            "cpu_job_ms": cpu_job_ms(), "redis": r.info("server")["redis_version"], "host_cpus": os.cpu_count(),
+            "load": os.getloadavg(), "redis_other_clients": other_clients(r, int(db))}
+    if url != args.redis:
+        meta["latency"] = {"delay_ms": args.latency_ms, "procs": args.proxy_procs, "url": url,
+                           "ping_ms": latency_proxy.ping_ms(url), "direct_ping_ms": latency_proxy.ping_ms(args.redis)}
     meta["versions"]["redis-server"] = meta["redis"]
     results: list[dict] = []
     enq: list[dict] = []
@@ -655,7 +832,8 @@ def main() -> None:
                     order = systems[run % len(systems):] + systems[:run % len(systems)]  # rotate who goes first
                     for system in order:
                         n = args.rq_jobs if system == "rq" else args.jobs
-                        res = drain(r, args.redis, system, shape, n, args.processes, has_processes, args.timeout)
+                        res = drain(r, url, system, shape, n, args.processes, has_processes, args.timeout,
+                                    fill_url=args.redis)
                         if res is None:
                             continue
                         res["run"] = run
@@ -664,6 +842,9 @@ def main() -> None:
                             f"{res['rate']:8.0f} jobs/s boot {res['boot_s']:.2f}s rss {res['rss_mb']}MB"
                             + (f" cpu {res['cpu_us_per_job']:.1f} us/job" if "cpu_us_per_job" in res else "")
                             + (f" {res['switches_per_job']:.1f} sleeps/job" if "switches_per_job" in res else "")
+                            + (f" redis {res['redis_cpu_us_per_job']:.1f} us/job {res['round_trips_per_job']:.2f} rt/job"
+                               f" {res['commands_per_job']:.2f} cmd/job" if "round_trips_per_job" in res else "")
+                            + (f" proxy {res['proxy_cpu_us_per_job']:.1f} us/job" if "proxy_cpu_us_per_job" in res else "")
                             if "rate" in res else res["error"]))
         if "enqueue" in only:
             peers = [s for s in ("wurk", "sidekiq", "celery", "rq", "dramatiq", "huey", "lpush")
@@ -672,18 +853,18 @@ def main() -> None:
                 for system in peers[run % len(peers):] + peers[:run % len(peers)]:
                     for mode in ("single", "bulk"):
                         n = args.enqueue_jobs * (10 if mode == "bulk" and system == "wurk" else 1)
-                        got = enqueue_rate(r, args.redis, system, mode, n)
+                        got = enqueue_rate(r, url, system, mode, n)
                         if got is not None:
                             rate, cpu = got
                             enq.append({"system": system, "mode": mode, "rate": rate, "cpu_us": cpu, "run": run})
                             log(f"run {run} enqueue {mode:6} {system:10} {rate:8.0f} jobs/s {cpu:6.1f} us CPU/job")
         if "commands" in only and any(s.startswith("wurk") for s in systems):
-            cmds = count_commands(r, args.redis, args.count_jobs, has_processes)
+            cmds = count_commands(r, url, args.count_jobs, has_processes, fill_url=args.redis)
             log(f"commands: {cmds}")
         if "profile" in only:
             for extra in ({}, {"BENCH_JOBLOG": "0"}):
                 for shape in shapes if args.shapes != ",".join(SHAPES) else ["noop"]:
-                    log(f"profile written to {profile(r, args.redis, 200_000, args.profile_seconds, extra, shape)}")
+                    log(f"profile written to {profile(r, url, 200_000, args.profile_seconds, extra, shape)}")
     finally:
         r.flushdb()
     text = report(results, enq, cmds, meta)
