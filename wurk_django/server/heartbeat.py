@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,9 @@ class Heartbeat:
         # The `heartbeat` event is one-shot: it fires when this process appears in Redis,
         # and a failed beat arms it again (the entry may be gone by the next success).
         self._announce = True
+        # Set once a beat has written this process into Redis: a worker tells systemd it is
+        # ready only then, so "ready" means listed as well as fetching.
+        self.listed = threading.Event()
         self._stats_outage = OutageLog("stat flush", "; counters are kept for the next beat")
         config = launcher.config
         # Redis's eviction policy and evicted_keys, read each beat: a growing count is logged
@@ -180,6 +184,7 @@ class Heartbeat:
         # spell, the boot) are closed: an idle worker holds a few, not one per thread.
         trim_idle()
         existed = replies[-4]
+        self.listed.set()
         revocations.load(replies[-6], read_at)
         if self._announce and not existed:
             self._announce = False

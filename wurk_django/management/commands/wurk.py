@@ -30,6 +30,8 @@ from ...server.threads import spawn
 logger = logging.getLogger("wurk_django.worker")
 
 RELOAD_ENV = "RUN_MAIN"  # Django's autoreloader marks the child it restarts with RUN_MAIN=true
+#: The most seconds READY=1 waits for the first beat to list the process.
+READY_WAIT = 10.0
 BANNER = "wurk_django {version}: {identity} pid {pid}, concurrency {concurrency}, queues {queues}, Redis {redis}"
 
 
@@ -171,7 +173,10 @@ class Command(BaseCommand):
                 # A hook said no: one line naming it, its traceback, exit 1 (CORE-154).
                 logger.error("wurk: %s; not starting", exc, exc_info=exc.__cause__)
                 sys.exit(1)
-            # Type=notify: systemd counts the unit started only now, with every processor fetching.
+            # Type=notify: systemd counts the unit started only now, with every processor fetching
+            # and the process listed by its first beat (a thread of its own, started just above;
+            # bounded, so a Redis slow at boot delays the notice, never withholds it).
+            launcher.heartbeat.listed.wait(READY_WAIT)
             systemd.notify("READY=1", f"STATUS=fetching: {launcher.concurrency} threads on {queues}")
             if watcher is not None:
                 watcher.start()
