@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from .. import keys, payload
+from .. import keys
 from ..redis.scripts import lua
 from . import poison
 
@@ -115,7 +115,7 @@ def _crash(entry: bytes | str) -> Crash:
 
 def held_jobs(redis: redis_lib.Redis) -> list[HeldJob]:
     """Every held job, by held list (the oldest noted first), the oldest job first."""
-    from .reaper import parse_private  # parsing a private list's name is the reaper's
+    from .reaper import _class_of, parse_private  # reading a private list and its jobs is the reaper's
 
     jobs: list[HeldJob] = []
     for name, since in held_lists(redis):
@@ -138,10 +138,7 @@ def held_jobs(redis: redis_lib.Redis) -> list[HeldJob]:
             # The notes since its crash count last started from 0 (an ACK deletes the count,
             # not the notes): its counted crashes and the one that held it.
             crashes = tuple(_crash(note) for note in notes[-(count + 1):])
-            try:
-                klass = payload.loads(raw).get("class")
-            except Exception:
-                klass = None
+            klass = _class_of(raw)
             jobs.append(HeldJob(public[len(keys.QUEUE_PREFIX):], name, f"{host}:{pid}:{nonce}", jid,
                                 klass if isinstance(klass, str) else None, raw, count, since, crashes))
     return jobs
