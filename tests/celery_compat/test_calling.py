@@ -59,6 +59,44 @@ def test_expires_in_seconds_and_a_past_eta_pushes_now(redis_db):
     assert item["expires_in"] == 30 and redis_db.zcard("schedule") == 0
 
 
+def test_deadline_travels_as_epoch_seconds_beside_expires(redis_db):
+    # issue 47 item 5 from Celery's door: wurk's own option, next to expires, not instead of it.
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    add.apply_async((1, 2), deadline=at, expires=600)
+    add.apply_async((3, 4), deadline=at.timestamp(), deadline_action="discard", countdown=60)
+    item = _one(redis_db)
+    assert item["deadline"] == at.timestamp() and item["expires_in"] == 600 and "deadline_action" not in item
+    [scheduled] = [json.loads(raw) for raw in redis_db.zrange("schedule", 0, -1)]
+    assert scheduled["deadline"] == at.timestamp() and scheduled["deadline_action"] == "discard"
+    plain = add.delay(5, 6)
+    assert all("deadline" not in json.loads(raw) for raw in redis_db.lrange("queue:default", 0, -1)
+               if plain.id in raw.decode())
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"deadline": dt.datetime(2099, 1, 1, 9, 0)}, r"naive datetime\.datetime\(2099, 1, 1, 9, 0\)"),
+    ({"deadline": "tomorrow"}, "'tomorrow'"),
+    ({"deadline": 600}, "absolute time .* not 600"),
+    ({"deadline": time.time() + 3600, "deadline_action": "later"}, "deadline_action.*'later'"),
+    ({"deadline": time.time() + 60, "countdown": 120}, "after its deadline"),
+])
+def test_a_bad_deadline_is_refused_at_apply_async_naming_it(redis_db, options, match):
+    with pytest.raises(ValueError, match=match):
+        add.apply_async((1, 2), **options)
+    assert redis_db.dbsize() == 0
+
+
+def test_a_deadline_is_refused_inside_a_canvas_and_with_link(redis_db):
+    from wurk_django.celery import chain
+
+    soon = time.time() + 60
+    with pytest.raises(TypeError, match="option 'deadline' is not supported inside a chain"):
+        chain(add.s(1, 2).set(deadline=soon), add.s(3)).apply_async()
+    with pytest.raises(TypeError, match=r"apply_async\(link=..., deadline=...\) is not supported"):
+        add.apply_async((1, 2), link=add.s(3), deadline=soon)
+    assert redis_db.dbsize() == 0
+
+
 def test_ignore_result_pushes_no_record(redis_db, drain):
     result = quiet.delay("test:quiet")
     assert "result_ttl" not in _one(redis_db)

@@ -89,3 +89,10 @@ def outlives_a_stop(seconds, where="c"):
             while time.monotonic() < deadline:
                 time.sleep(0.02)
     return "ran"
+
+
+@wurk_task()
+def mark_by(value):
+    """A WurkTask whatever this process's TASKS (deadline tests: ``.using(deadline=...)``)."""
+    get_redis().rpush("test:tasks", str(value))
+    return value

@@ -248,6 +248,47 @@ def test_invalid_per_task_retry_is_refused(backend):
         sample.fail_once_only.__class__(func=sample.plain_function, retry=-1)
 
 
+# -- deadlines (issue 47 item 5) -----------------------------------------------------
+
+
+def test_using_deadline_travels_as_epoch_seconds_and_keeps_djangos_options(backend, queued, redis_db):
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    task = sample.mark_by.using(deadline=at, priority=3, queue_name="default")
+    assert (task.deadline, task.priority, task.deadline_action) == (at, 3, None)
+    result = task.enqueue("x")
+    job = queued()
+    assert job["deadline"] == at.timestamp() and "deadline_action" not in job
+    assert job["task"]["deadline"] == at.timestamp()
+    assert backend.get_result(result.id).task.deadline == at  # read back from the record
+    sample.mark_by.using(deadline=at.timestamp(), deadline_action="discard").enqueue("y")
+    job = queued()
+    assert job["deadline"] == at.timestamp() and job["deadline_action"] == "discard"
+    sample.mark_by.enqueue("z")
+    job = queued()
+    assert "deadline" not in job and "deadline" not in job["task"]  # without one: as before
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"deadline": dt.datetime(2099, 1, 1, 9, 0)}, r"naive datetime\.datetime\(2099, 1, 1, 9, 0\)"),
+    ({"deadline": "tomorrow"}, "'tomorrow'"),
+    ({"deadline": 600}, "absolute time .* not 600"),
+    ({"deadline": time.time() + 3600, "deadline_action": "later"}, "deadline_action.*'later'"),
+])
+def test_a_bad_deadline_is_refused_at_using_naming_it(backend, options, match):
+    from wurk_django.tasks import InvalidDeadline
+
+    with pytest.raises(ValueError, match=match) as caught:
+        sample.mark_by.using(**options)
+    assert isinstance(caught.value, InvalidDeadline) and isinstance(caught.value, InvalidTask)
+
+
+def test_a_run_after_past_the_deadline_is_refused_at_enqueue(backend, redis_db):
+    soon = time.time() + 60
+    with pytest.raises(ValueError, match="after its deadline"):
+        sample.mark_by.using(deadline=soon, run_after=dt.timedelta(minutes=5)).enqueue("x")
+    assert redis_db.dbsize() == 0
+
+
 # -- after commit by default (DJ-023, issue 45 item 1) ----------------------------------
 
 

@@ -4,6 +4,10 @@
 ``countdown``      ``perform_in`` seconds (the ``schedule`` set)
 ``eta``            ``perform_at`` a datetime (naive: Django's ``TIME_ZONE``)
 ``expires``        ``expires_in``: seconds, or a datetime; a job found past it is skipped
+                   (``REVOKED``), as Celery revokes an expired task on receipt
+``deadline``       ``deadline`` (an aware datetime or epoch seconds, wurk's own option): a job
+                   not started by then is dead (``FAILURE``, ``DeadlineExceeded``), one
+                   running then is stopped; ``deadline_action="discard"`` drops it instead
 ``queue``          ``queue``
 ``task_id``        ``jid``
 ``ignore_result``  no result record for this call
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import redis as redis_lib
 
 from .. import context, payload
+from .. import deadline as deadlines
 from ..client.planning import Companions
 from ..job import Setter, _run_at
 from ..redis import shards
@@ -44,7 +49,7 @@ IGNORED = frozenset({"priority", "routing_key", "exchange", "exchange_type", "se
                      "delivery_mode", "mandatory", "immediate", "connection", "producer",
                      "publisher", "add_to_parent", "reply_to", "time_to_live"})
 KNOWN = frozenset({"countdown", "eta", "expires", "queue", "task_id", "ignore_result", "soft_time_limit",
-                   "time_limit", "shadow", "retry", "retry_policy", "headers"})
+                   "time_limit", "shadow", "retry", "retry_policy", "headers", "deadline", "deadline_action"})
 CANVAS = frozenset({"link", "link_error", "chain", "group_id", "chord"})
 
 #: Celery's default policy for retrying a push (``retry=True``).
@@ -105,6 +110,10 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if expires is not None:
         # A past expiry still pushes the job, which is then skipped, as Celery revokes it on receipt.
         out["expires_in"] = max(_seconds_until(expires, "expires"), 0.001)
+    if options.get("deadline") is not None:
+        # Checked here, so an eager call refuses a bad one too; the push stores epoch seconds
+        # and refuses a countdown/eta after it. Beside expires, not instead: see docs/from-celery.md.
+        out.update(_deadline(options["deadline"], options.get("deadline_action")))
     if options.get("queue") is not None:
         out["queue"] = options["queue"]
     if options.get("task_id") is not None:
@@ -125,6 +134,13 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     ignore = options.get("ignore_result")
     if not (job_class.ignore_result if ignore is None else ignore):
         out["result_ttl"] = job_class.result_ttl()
+    return out
+
+
+def _deadline(value: Any, action: Any) -> dict[str, Any]:
+    """The ``deadline`` options of a call, or ``ValueError`` naming a bad value."""
+    out = {"deadline": value, **({} if action is None else {"deadline_action": action})}
+    deadlines.normalize(dict(out))
     return out
 
 

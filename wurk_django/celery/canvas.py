@@ -40,6 +40,9 @@ REFUSED_IN_CANVAS = {
            "by pushing a task that starts it (apply_async(eta=...) on a lone signature)",
     "expires": "a step of a workflow has no expiry of its own (the workflow lives WURK['WORKFLOW_KEEP'] seconds); "
                "use expires on a lone signature",
+    "deadline": "a step of a workflow has no deadline of its own (a workflow pushes it when the steps before it "
+                "succeeded); use deadline on a lone signature",
+    "deadline_action": "a step of a workflow has no deadline of its own; use deadline on a lone signature",
     "link": "a link inside a chain, group or chord: write the callback as the next element of a chain",
     "soft_time_limit": "per-call time limits do not reach workflow steps: give the task soft_time_limit= in "
                        "@shared_task",
@@ -267,7 +270,7 @@ def _with_errbacks(options: dict[str, Any]) -> dict[str, Any]:
 def _apply_linked(sig: Signature, links: list[Signature]) -> AsyncResult:
     """``apply_async(link=...)``: the call and its callbacks as one workflow; the call's result."""
     root_options = dict(sig.options)
-    for name in ("countdown", "eta", "expires"):
+    for name in ("countdown", "eta", "expires", "deadline"):
         if root_options.get(name) is not None:
             raise TypeError(f"apply_async(link=..., {name}=...) is not supported: a linked call runs as a "
                             f"workflow, which pushes at once; push a task that makes the linked call later")

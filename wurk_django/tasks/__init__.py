@@ -20,7 +20,7 @@ from .compat import AVAILABLE
 __all__ = ["AVAILABLE"]
 
 if AVAILABLE:
-    from .backend import WurkBackend, WurkTask, task
+    from .backend import InvalidDeadline, WurkBackend, WurkTask, task
     from .job import TaskJob
 
-    __all__ += ["TaskJob", "WurkBackend", "WurkTask", "task"]
+    __all__ += ["InvalidDeadline", "TaskJob", "WurkBackend", "WurkTask", "task"]

@@ -38,6 +38,7 @@ from django.core import checks
 from django.db import transaction
 
 from .. import context, payload
+from .. import deadline as deadlines
 from ..client.planning import Companions, Planned
 from ..client.push import Client
 from ..conf import QUEUE_NAME, QUEUE_NAME_RULE
@@ -60,16 +61,39 @@ from .compat import (
 OPTION_NAMES = ("RESULT_TTL", "RETRY", "ENQUEUE_ON_COMMIT", "DATABASE")
 
 
+class InvalidDeadline(InvalidTask, ValueError):
+    """A task's ``deadline`` or ``deadline_action`` is unusable: Django's ``InvalidTask``
+    for code that catches that, and the ``ValueError`` every other push raises for it."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class WurkTask(Task):
-    """A ``Task`` with a per-task Sidekiq ``retry`` (DJ-022).
+    """A ``Task`` with a per-task Sidekiq ``retry`` (DJ-022) and a ``deadline``.
 
     ``None`` uses the backend's ``OPTIONS["RETRY"]``. Django 6.1's and the
     backport's ``@task(retry=3)`` build one when the backend is ``WurkBackend``
     (both hand extra keywords to ``task_class``); on any version :func:`task` does.
+
+    ``deadline`` (an aware datetime or epoch seconds, issue 47 item 5) is given per
+    call with :meth:`using`: ``send.using(deadline=at).enqueue(...)``. A task not
+    started by then is not run (its result reads ``FAILED``); one still running then is
+    stopped. ``deadline_action="discard"`` drops it instead of keeping it in the dead set.
     """
 
     retry: bool | int | None = None
+    deadline: dt.datetime | float | None = None
+    deadline_action: str | None = None
+
+    def using(self, *, deadline: dt.datetime | float | None = None, deadline_action: str | None = None,
+              **options: Any) -> WurkTask:
+        """Django's ``using()`` (``priority``, ``queue_name``, ``run_after``, ``backend``),
+        plus ``deadline`` and ``deadline_action``; a bad value raises ``ValueError``
+        (:class:`InvalidDeadline`) naming it, here."""
+        # Task.using by name: a slotted dataclass's zero-argument super() fails before Python 3.14.
+        task = Task.using(self, **options)
+        changes = {name: value for name, value in (("deadline", deadline), ("deadline_action", deadline_action))
+                   if value is not None}
+        return dataclasses.replace(task, **changes) if changes else task
 
 
 def task(function: Callable[..., Any] | None = None, *, priority: int = DEFAULT_TASK_PRIORITY,
@@ -82,6 +106,17 @@ def task(function: Callable[..., Any] | None = None, *, priority: int = DEFAULT_
                         takes_context=takes_context, retry=retry)
 
     return wrapper(function) if function is not None else wrapper
+
+
+def _check_deadline(task: Task) -> None:
+    """A task's deadline options as a push checks them (:class:`InvalidDeadline` naming them)."""
+    deadline, action = getattr(task, "deadline", None), getattr(task, "deadline_action", None)
+    if deadline is None and action is None:
+        return
+    try:
+        deadlines.normalize({"deadline": deadline, "deadline_action": action})
+    except ValueError as exc:
+        raise InvalidDeadline(str(exc)) from None
 
 
 def _valid_retry(value: Any) -> bool:
@@ -142,6 +177,7 @@ class WurkBackend(BaseTaskBackend):
             super().validate_task(task)
         if not _valid_retry(getattr(task, "retry", None)):
             raise InvalidTask(f"retry must be True, False or a number of attempts >= 0, not {task.retry!r}")
+        _check_deadline(task)
 
     # -- enqueue -----------------------------------------------------------
 
@@ -174,6 +210,11 @@ class WurkBackend(BaseTaskBackend):
         }
         if task.run_after is not None:
             item["at"] = results.run_after_epoch(task.run_after)
+        deadline = getattr(task, "deadline", None)
+        if deadline is not None:  # the push stores epoch seconds and refuses a run_after past it
+            item["deadline"] = deadline
+            if task.deadline_action is not None:
+                item["deadline_action"] = task.deadline_action
         first = {
             "state": waiting_state(task.run_after is not None),
             "class": task.module_path,

@@ -8,7 +8,7 @@ worker's observer updates it around every attempt; every write renews its expiry
 
 ``class``        the task's ``module_path``
 ``task``         ``{"priority", "queue_name", "backend", "run_after" (ISO 8601), "takes_context", "retry",
-                 "result_ttl"}``
+                 "result_ttl"}``, and ``"deadline"`` (epoch seconds) when the task has one
 ``args``/``kwargs``  what the task is called with
 """
 
@@ -19,6 +19,8 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.module_loading import import_string
+
+from .. import deadline as deadlines
 
 # Re-exported: the backend uses them as results.<name>.
 from ..results.record import error_of  # noqa: F401
@@ -45,7 +47,7 @@ def status_of(state: str | None) -> TaskResultStatus:
 
 def task_meta(task: Task) -> dict[str, Any]:
     run_after = task.run_after
-    return {
+    meta = {
         "priority": task.priority,
         "queue_name": task.queue_name,
         "backend": task.backend,
@@ -53,6 +55,10 @@ def task_meta(task: Task) -> dict[str, Any]:
         "takes_context": task.takes_context,
         "retry": getattr(task, "retry", None),
     }
+    deadline = getattr(task, "deadline", None)
+    if deadline is not None:  # only when given: a record without one is unchanged
+        meta["deadline"] = deadlines.to_epoch(deadline)
+    return meta
 
 
 def run_after_epoch(when: dt.datetime) -> float:
@@ -108,6 +114,8 @@ def rebuild_task(target: Task, meta: dict[str, Any]) -> Task:
             changes[name] = meta[name]
     if meta.get("run_after") is not None:
         changes["run_after"] = dt.datetime.fromisoformat(meta["run_after"])
+    if isinstance(meta.get("deadline"), (int, float)) and hasattr(target, "deadline"):
+        changes["deadline"] = dt.datetime.fromtimestamp(meta["deadline"], dt.UTC)
     if not changes:
         return target
     import dataclasses
