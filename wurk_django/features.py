@@ -55,7 +55,7 @@ PARTS: tuple[str, ...] = (CLIENT, DEATH, SERVER, ADMIN)
 BUILTIN: dict[str, tuple[str, ...]] = {
     "batch": (CLIENT, DEATH, SERVER, ADMIN),
     "unique": (CLIENT, DEATH, SERVER),
-    "policies": (CLIENT,),
+    "policies": (CLIENT, ADMIN),
     "encryption": (CLIENT, SERVER),
     "expiry": (SERVER,),
     "deadline": (SERVER,),

@@ -219,6 +219,28 @@ UNIQUE_PREFIX = "unique:"
 def unique_lock(digest: str) -> str:
     """``unique:<sha256 hex of the job's canonical context>``: a STRING holding the owner's jid."""
     return f"{UNIQUE_PREFIX}{digest}"
+# -- push policies: debounce and throttle (issue 47 item 3; wurk's own, no Sidekiq key) ----
+DEBOUNCE_PREFIX = "debounce:"
+THROTTLE_PREFIX = "throttle:"
+#: ZSET of debounce state keys (``debounce:<digest>``), score = when its pending job fires:
+#: the admin's list of pending debounced jobs. Written by each debounced push (in its one
+#: script); entries long past are pruned by the admin.
+DEBOUNCES = "debounces"
+#: HASH: per throttled class and key (a JSON field), how many pushes were dropped. Written
+#: only when a push is dropped (in the throttle script); expires a day after the last drop.
+THROTTLE_DROPS = "throttle-drops"
+
+
+def debounce_state(digest: str) -> str:
+    """``debounce:<digest>``: a HASH (``member``: the pending job, ``first``: the burst's first push)."""
+    return f"{DEBOUNCE_PREFIX}{digest}"
+
+
+def throttle_slot(digest: str, slot: int) -> str:
+    """``throttle:<digest>:<slot>``: a STRING holding the jid admitted in that slot."""
+    return f"{THROTTLE_PREFIX}{digest}:{slot}"
+
+
 # -- batches (PRO-201; Sidekiq Pro's layout) -----------------------------------------
 BATCHES = "batches"  # ZSET of bids, score = created_at
 DEAD_BATCHES = "dead-batches"  # ZSET of bids, score = when the batch was marked dead

@@ -50,6 +50,8 @@ PeriodicPage = _page_link("PeriodicPage", _("periodic"), "periodic")
 HistoricalPage = _page_link("HistoricalPage", _("historical"), "history")
 TasksPage = _page_link("TasksPage", _("tasks"), "tasks")
 ProfilesPage = _page_link("ProfilesPage", _("profiles"), "profiles")
+PoliciesPage = _page_link("PoliciesPage", _("policies"), "policies")
 
 PAGE_LINKS = [BusyPage, QueuesPage, ScheduledPage, RetriesPage, DeadPage, MetricsPage,
-              BatchesPage, WorkflowsPage, LimitsPage, PeriodicPage, HistoricalPage, TasksPage, ProfilesPage]
+              BatchesPage, WorkflowsPage, LimitsPage, PeriodicPage, HistoricalPage, TasksPage, ProfilesPage,
+              PoliciesPage]

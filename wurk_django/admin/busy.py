@@ -13,6 +13,7 @@ from .. import keys
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
 from ..api.revoke import revoke
 from .common import Page, args_text, keep_query, page_params, redirect_back, redis, render, url, when
+from .sets import deadline_of
 
 ACTIONS = ("quiet", "stop")
 BUSY_COUNT = 100  # rows per page of each table, as Sidekiq's Busy page
@@ -133,6 +134,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "jid": record.jid,
             "args": args_text(record),
             "run_at": work.run_at,
+            "deadline": deadline_of(record),
         })
     # Both tables page by the same ``page``/``count``; ``only`` shows one of them. The
     # cards above count every process, whatever page is shown.

@@ -147,7 +147,19 @@ def row(entry: SortedEntry) -> dict[str, Any]:
         "retry_count": entry.get("retry_count"),
         "error": f"{entry.error_class}: {entry.error_message}" if entry.error_class else "",
         "unreadable": entry.parse_error,
+        "deadline": deadline_of(entry),
     }
+
+
+def deadline_of(record: Any) -> datetime | None:
+    """A job's ``deadline`` (issue 47 item 5) as a time, or None (none, or unreadable)."""
+    value = None if record.parse_error else record.get("deadline")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def parse_key(key: str) -> tuple[float, str | None]:
@@ -366,7 +378,7 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         if name == "args":
             value = entry.display_args  # masks encrypted arguments
         shown = pretty(value)
-        seconds = payload.epoch_seconds(value) if name.endswith("_at") else None
+        seconds = payload.epoch_seconds(value) if name.endswith("_at") or name == "deadline" else None
         if seconds is not None:
             shown += f"  ({datetime.fromtimestamp(seconds, tz=UTC):%Y-%m-%d %H:%M:%S} UTC)"
         fields.append((name, shown))

@@ -23,7 +23,8 @@ any JSON value narrows it (``return job["args"][0]``: one burst per user).
 Policies act on a job's first push only: a job put back by the engine (an
 iterable job's pause, a limiter's reschedule) is pushed again as it is. The
 payload carries the options (``debounce_for``, ``debounce_max_wait``,
-``throttle_for``) as plain numbers, which a Ruby Sidekiq process ignores.
+``throttle_for``, and ``debounced_at`` on a debounced job) as plain numbers, which a Ruby
+Sidekiq process ignores.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import canonical
+from .. import canonical, keys
 
 DEBOUNCE = "debounce_for"
 MAX_WAIT = "debounce_max_wait"
 THROTTLE = "throttle_for"
 UNIQUE = "unique_for"
+#: Set on a debounced job by its push (epoch seconds of that push): the mark of a job already
+#: debounced, so pushing it again (the admin's "Add to queue", a retry) runs it as it is.
+DEBOUNCED_AT = "debounced_at"
 #: The option that declares each policy.
 DECLARING = (UNIQUE, DEBOUNCE, THROTTLE)
 #: Without ``debounce_max_wait``, a burst runs at the latest this many quiet periods after it began.
@@ -98,14 +102,21 @@ def context_of(job: dict) -> Any:
 
 
 def debounce_key(job: dict) -> str:
-    return "debounce:" + canonical.sha256_hex(context_of(job))
+    return keys.debounce_state(canonical.sha256_hex(context_of(job)))
 
 
 def throttle_key(job: dict, slot: int) -> str:
-    return f"throttle:{canonical.sha256_hex(context_of(job))}:{slot}"
+    return keys.throttle_slot(canonical.sha256_hex(context_of(job)), slot)
+
+
+def throttle_field(job: dict, period: float) -> str:
+    """The drop counter's field of ``job``'s class and key: JSON ``{"context", "period"}``,
+    from which the admin finds the current slot (the digest is the context's)."""
+    return canonical.dumps({"context": context_of(job), "period": period})
 
 
 def first_push(job: dict) -> bool:
     """Whether this push is the job's first: one the engine pushes again (a pause's re-push
-    carries ``enqueued_at``, a limiter's reschedule ``overrated``) is written as it is."""
-    return "enqueued_at" not in job and "overrated" not in job
+    carries ``enqueued_at``, a limiter's reschedule ``overrated``, a debounced job taken from
+    the schedule set ``debounced_at``) is written as it is."""
+    return "enqueued_at" not in job and "overrated" not in job and DEBOUNCED_AT not in job

@@ -18,7 +18,19 @@ from typing import Any
 from .. import context, keys, testing
 from ..client.operations import Operation, Schedule
 from ..redis.scripts import lua
-from . import DEBOUNCE, MAX_WAIT, MAX_WAIT_FACTOR, THROTTLE, UNIQUE, debounce_key, first_push, seconds, throttle_key
+from . import (
+    DEBOUNCE,
+    DEBOUNCED_AT,
+    MAX_WAIT,
+    MAX_WAIT_FACTOR,
+    THROTTLE,
+    UNIQUE,
+    debounce_key,
+    first_push,
+    seconds,
+    throttle_field,
+    throttle_key,
+)
 
 logger = logging.getLogger("wurk_django.client.push")
 
@@ -61,7 +73,8 @@ class PolicyClientMiddleware:
         if "at" in job:
             raise ValueError(f"job {job['class']} is debounced (debounce_for={quiet:g}s): it runs after its "
                              "quiet time, so perform_in/perform_at cannot choose a time")
-        job["at"] = time.time() + quiet  # a scheduled job; the write hook writes it with debounce.lua
+        now = job[DEBOUNCED_AT] = time.time()
+        job["at"] = now + quiet  # a scheduled job; the write hook writes it with debounce.lua
         return call_next()
 
     @staticmethod
@@ -71,7 +84,7 @@ class PolicyClientMiddleware:
         slot = int(now // period)
         key = throttle_key(job, slot)
         lifetime = max(1, math.ceil((slot + 1) * period - now)) + 1
-        taken, holder = THROTTLE_LUA(redis, [key], [job["jid"], lifetime])
+        taken, holder = THROTTLE_LUA(redis, [key, keys.THROTTLE_DROPS], [job["jid"], lifetime, throttle_field(job, period)])
         holder = holder.decode() if isinstance(holder, bytes) else holder
         if not taken and holder != job["jid"]:
             logger.info("throttled %s dropped (jid=%s; jid=%s took this %gs slot)", job["class"], job["jid"],
@@ -99,14 +112,14 @@ def write_hook(ops: list[Operation]) -> list[Operation]:
     for op in ops:
         job = op.job if type(op) is Schedule else None
         if (job is None or job.get(DEBOUNCE) is None or op.into != keys.SCHEDULE or op.via is not None
-                or not first_push(job)):
+                or job.get(DEBOUNCED_AT) is None or "enqueued_at" in job or "overrated" in job):
             out.append(op)
             continue
         quiet = float(job[DEBOUNCE])
         max_wait = float(job.get(MAX_WAIT) or quiet * MAX_WAIT_FACTOR)
-        now = op.at - quiet
+        now = float(job[DEBOUNCED_AT])
         lifetime = math.ceil(max_wait + quiet) + STATE_SLACK
-        out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE],
+        out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE, keys.DEBOUNCES],
                                                           [op.raw, repr(now), repr(quiet), repr(max_wait),
                                                            lifetime])))
     return out

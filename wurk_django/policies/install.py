@@ -1,6 +1,9 @@
-"""Plugs debounce and throttle into the push (issue 47 item 3): a client middleware and a write hook."""
+"""Plugs debounce and throttle into the push (issue 47 item 3): a client middleware and a write hook;
+and the admin's Policies page."""
 
 from __future__ import annotations
+
+from typing import Any
 
 #: Beside unique jobs (-30), before batches (-20): a dropped push never joins a batch.
 POSITION = -29
@@ -13,3 +16,16 @@ def install_client() -> None:
 
     middleware.register("client", "policies", PolicyClientMiddleware, position=POSITION)
     writer.register_hook("policies", write_hook, position=POSITION)
+
+
+def install_admin() -> None:
+    from django.utils.translation import gettext_lazy
+
+    from ..admin_pages import Page, register
+
+    def urls(model_admin: Any) -> list:
+        from . import admin
+
+        return admin.urls(model_admin)
+
+    register(Page("policies", gettext_lazy("Policies"), "wurk_policies", urls, 95))

@@ -1,7 +1,8 @@
 -- Debounce one push in one step (issue 47 item 3): the pending job of a key is an ordinary
 -- member of the schedule set; a new push takes its place (the last payload wins) and fires
 -- after `quiet` seconds, but never later than `max_wait` seconds after the burst's first push.
--- KEYS[1] the key's state hash (member, first); KEYS[2] the schedule set.
+-- KEYS[1] the key's state hash (member, first); KEYS[2] the schedule set; KEYS[3] the index of
+-- pending debounced jobs (state key -> fire time), which the admin lists.
 -- ARGV[1] the new member (the job's bytes); ARGV[2] now (epoch seconds); ARGV[3] quiet;
 -- ARGV[4] max_wait; ARGV[5] the state's lifetime in whole seconds.
 -- Returns {score, replaced}: when the job fires, and 1 when it took a pending job's place.
@@ -21,4 +22,5 @@ end
 redis.call("zadd", KEYS[2], at, ARGV[1])
 redis.call("hset", KEYS[1], "member", ARGV[1], "first", tostring(first))
 redis.call("expire", KEYS[1], ARGV[5])
+redis.call("zadd", KEYS[3], at, KEYS[1])
 return {tostring(at), replaced}
