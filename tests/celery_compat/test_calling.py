@@ -180,3 +180,14 @@ def test_tuples_travel_as_lists_as_celerys_json_sends_them(redis_db):
 def test_calling_the_task_runs_the_function_here(redis_db):
     assert add(2, 3) == 5 and redis_db.dbsize() == 0
     assert add.name == "tests.celery_compat.tasks.add" and add.max_retries == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bad_deadline_is_refused_at_apply_async_on_commit_not_at_the_commit(redis_db):
+    from django.db import transaction
+
+    with transaction.atomic():
+        with pytest.raises(ValueError, match="absolute time .* not 60"):
+            add.apply_async_on_commit((1, 2), deadline=60)
+        add.apply_async_on_commit((1, 2), deadline=time.time() + 3600)
+    assert redis_db.llen("queue:default") == 1

@@ -113,7 +113,7 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     if options.get("deadline") is not None:
         # Checked here, so an eager call refuses a bad one too; the push stores epoch seconds
         # and refuses a countdown/eta after it. Beside expires, not instead: see docs/from-celery.md.
-        out.update(_deadline(options["deadline"], options.get("deadline_action")))
+        out.update(deadline_options(options["deadline"], options.get("deadline_action")))
     if options.get("queue") is not None:
         out["queue"] = options["queue"]
     if options.get("task_id") is not None:
@@ -137,7 +137,7 @@ def options_for(job_class: type[CeleryJob], options: Mapping[str, Any]) -> dict[
     return out
 
 
-def _deadline(value: Any, action: Any) -> dict[str, Any]:
+def deadline_options(value: Any, action: Any) -> dict[str, Any]:
     """The ``deadline`` options of a call, or ``ValueError`` naming a bad value."""
     out = {"deadline": value, **({} if action is None else {"deadline_action": action})}
     deadlines.normalize(dict(out))

@@ -96,7 +96,8 @@ class Task(JobFunction):
     def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> AsyncResult | None:
         """Push the call with Celery's options (``countdown``, ``eta``, ``expires``,
         ``queue``, ``task_id``, ``ignore_result``, ``soft_time_limit``, ``time_limit``,
-        ``retry``/``retry_policy``...; see :mod:`.calling`)."""
+        ``retry``/``retry_policy``...; see :mod:`.calling`), and wurk's ``deadline`` (with
+        ``deadline_action``): an absolute time by which the call must have run."""
         if options.get("link") is not None or options.get("link_error") is not None:
             return self.signature(args, kwargs).apply_async(**options)  # the canvas carries callbacks
         return calling.apply_async(self.job_class, args, kwargs, **options)
@@ -115,6 +116,8 @@ class Task(JobFunction):
         :meth:`delay_on_commit`)."""
         from django.db import transaction
 
+        if options.get("deadline") is not None:  # a bad one raises here, not at the commit
+            calling.deadline_options(options["deadline"], options.get("deadline_action"))
         transaction.on_commit(functools.partial(self.apply_async, args, kwargs, **options), using=using)
 
     # -- the canvas (Celery's signatures, see .canvas) ----------------------------------
