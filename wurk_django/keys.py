@@ -224,7 +224,7 @@ DEBOUNCE_PREFIX = "debounce:"
 THROTTLE_PREFIX = "throttle:"
 #: ZSET of debounce state keys (``debounce:<digest>``), score = when its pending job fires:
 #: the admin's list of pending debounced jobs. Written by each debounced push (in its one
-#: script); entries long past are pruned by the admin.
+#: script); entries due over an hour ago are pruned by that script and by the admin.
 DEBOUNCES = "debounces"
 #: HASH: per throttled class and key (a JSON field), how many pushes were dropped. Written
 #: only when a push is dropped (in the throttle script); expires a day after the last drop.

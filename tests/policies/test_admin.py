@@ -110,3 +110,10 @@ def test_deadlines_show_on_the_set_and_busy_pages(admin_client, redis_db):
     heartbeat(redis_db, busy=1, work={"t1x": scheduled})
     assert "2100-01-01 00:00:00" in admin_client.get(BASE + "busy/").content.decode()
     assert "wurk-deadline" not in admin_client.get(BASE + "retries/").content.decode()
+
+
+def test_the_debounce_index_prunes_entries_long_due_at_each_debounced_push(redis_db):
+    redis_db.zadd(keys.DEBOUNCES, {"debounce:gone": time.time() - 7200, "debounce:recent": time.time() - 60})
+    SlowBurst.perform_async(1)
+    left = [member.decode() for member in redis_db.zrange(keys.DEBOUNCES, 0, -1)]
+    assert "debounce:gone" not in left and "debounce:recent" in left and len(left) == 2

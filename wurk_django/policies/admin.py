@@ -57,7 +57,7 @@ def _key_label(job: dict) -> str:
 
 
 def debounced(conn: Any, now: float) -> list[dict[str, Any]]:
-    """The pending debounced jobs, soonest first."""
+    """The pending debounced jobs, soonest first (at most :data:`LIMIT`)."""
     conn.zremrangebyscore(keys.DEBOUNCES, "-inf", now - PRUNE_AFTER)
     states = [_text(k) for k in conn.zrange(keys.DEBOUNCES, 0, LIMIT - 1)]
     pipe = conn.pipeline(transaction=False)

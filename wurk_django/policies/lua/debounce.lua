@@ -23,4 +23,7 @@ redis.call("zadd", KEYS[2], at, ARGV[1])
 redis.call("hset", KEYS[1], "member", ARGV[1], "first", tostring(first))
 redis.call("expire", KEYS[1], ARGV[5])
 redis.call("zadd", KEYS[3], at, KEYS[1])
+-- Index entries due more than an hour ago fired long since (or were dropped): pruned here, so
+-- the index stays as small as the keys debounced in the last hour without the admin opening it.
+redis.call("zremrangebyscore", KEYS[3], "-inf", now - 3600)
 return {tostring(at), replaced}
