@@ -34,6 +34,10 @@ def test_celery_and_django_tasks_past_their_deadline_never_run(settings, redis_d
     past = time.time() - 5
     celery_dead = greet.apply_async(("late",), queue="default", deadline=past)
     celery_gone = greet.apply_async(("gone",), queue="default", deadline=past, deadline_action="discard")
+    # Beside Celery's expires (docs/from-celery.md): past both, the deadline rules (dead, FAILURE);
+    # past the expiry only, it is skipped (REVOKED).
+    both = greet.apply_async(("both",), queue="default", deadline=past, expires=0.001)
+    expired = greet.apply_async(("expired",), queue="default", deadline=time.time() + 3600, expires=0.001)
     near = time.time() + 2  # in the future at the push, passed when the worker fetches it
     task_dead = sample.mark_by.using(deadline=near).enqueue("task-late")
     task_gone = sample.mark_by.using(deadline=near, deadline_action="discard").enqueue("task-gone")
@@ -42,8 +46,9 @@ def test_celery_and_django_tasks_past_their_deadline_never_run(settings, redis_d
 
     worker = worker_factory("-c", "2", env=MODULES)
     wait_for(lambda: sample.mark_by.get_result(on_time.id).is_finished, timeout=90, message="the on-time task")
-    wait_for(lambda: {celery_dead.id, task_dead.id} <= set(_dead(redis_db)), timeout=90,
-             message="the late call and task dead")
+    wait_for(lambda: {celery_dead.id, task_dead.id, both.id} <= set(_dead(redis_db)), timeout=90,
+             message="the late calls and task dead")
+    wait_for(lambda: expired.state == states.REVOKED, timeout=60, message="the expired call skipped")
     wait_for(lambda: worker.output().count("discarded") >= 2, timeout=30, message="the two discards logged")
 
     dead = _dead(redis_db)
@@ -51,7 +56,8 @@ def test_celery_and_django_tasks_past_their_deadline_never_run(settings, redis_d
         assert dead[jid]["error_class"] == "wurk_django.errors.DeadlineExceeded"
         assert "not started by its deadline" in dead[jid]["error_message"]
     assert celery_gone.id not in dead and task_gone.id not in dead
-    assert celery_dead.state == states.FAILURE
+    assert celery_dead.state == states.FAILURE and both.state == states.FAILURE
+    assert dead[both.id]["error_class"] == "wurk_django.errors.DeadlineExceeded" and expired.id not in dead
     assert celery_gone.state == states.FAILURE  # discarded: no dead entry, the result still says why
     assert "not started by its deadline" in str(celery_dead.result)
     assert sample.mark_by.get_result(task_gone.id).status == TaskResultStatus.FAILED
