@@ -9,12 +9,14 @@ import django
 from .conftest import BASE, make_user
 
 PAGES = {"busy": "busy/", "queues": "queues/", "scheduled": "scheduled/", "retries": "retries/", "dead": "dead/",
-         "metrics": "metrics/", "batches": "batches/", "workflows": "workflows/", "limits": "limits/", "periodic": "periodic/"}
+         "metrics": "metrics/", "batches": "batches/", "workflows": "workflows/", "limits": "limits/", "periodic": "periodic/",
+         "policies": "policies/"}
 
 
 def test_the_index_links_every_page(admin_client):
     html = admin_client.get("/admin/").content.decode()
-    for model in ("busypage", "queuespage", "deadpage", "metricspage", "batchespage", "workflowspage", "periodicpage"):
+    for model in ("busypage", "queuespage", "deadpage", "metricspage", "batchespage", "workflowspage", "periodicpage",
+                  "policiespage"):
         assert f'href="/admin/wurk_django/{model}/"' in html, model
     assert f'href="{BASE}"' in html
 
