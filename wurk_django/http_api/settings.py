@@ -76,7 +76,7 @@ def _class_names(value: Any) -> bool:
 ROWS = (
     Setting("HTTP_API_TOKENS", {},
             lambda v: not token_problems(v), 'a dict of name -> {"TOKEN": ..., "SCOPES": [...]}',
-            'Bearer tokens of the HTTP API (docs/http-api.md), by name: `{"ci": {"TOKEN": "<16+ characters>", '
+            'Bearer tokens of the HTTP API ([http-api.md](http-api.md)), by name: `{"ci": {"TOKEN": "<16+ characters>", '
             '"SCOPES": ["enqueue", "read"], "RATE_LIMIT": {"COUNT": 100, "INTERVAL": "minute"}}}`. Scopes: '
             '`enqueue` (POST jobs), `read` (GET jobs, queues, processes), `admin` (everything, DELETE included). '
             "Empty: every request is refused (401). Checked by `wurk.E041`.", HTTP_API,
