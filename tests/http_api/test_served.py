@@ -18,7 +18,7 @@ from django.conf import settings
 
 from tests.http_api.conftest import ADMIN, ENQUEUER, TOKENS
 from tests.redis_servers import free_port
-from tests.support import ROOT, stop_process, wait_for
+from tests.support import ROOT, stop_process, wait_for, wurk_settings
 from wurk_django import payload
 
 EXTRA = {"HTTP_API_TOKENS": TOKENS,
@@ -133,3 +133,20 @@ def test_a_ruby_class_pushed_over_http_runs_on_ruby_sidekiq(served, redis_db, tm
         stop_process(ruby, signal.SIGTERM, 15)
         log.close()
     assert answer["jid"]
+
+
+def test_a_running_job_s_status_is_running(http_api, redis_db, worker_factory):
+    with wurk_settings(HTTP_API_JOB_CLASSES=["tests.jobsapp.jobs.SlowJob"]):
+        api = http_api()
+        jid = api.post("/jobs", {"class": "tests.jobsapp.jobs.SlowJob", "args": [4, "http"]}).json()["jid"]
+        worker_factory("-c", "1")
+        wait_for(lambda: redis_db.lrange("test:started", 0, -1) == [b"http"], timeout=60, message="the job to start")
+        status = api.get(f"/jobs/{jid}").json()
+        refused = api.delete(f"/jobs/{jid}")
+        if not redis_db.lrange("test:finished", 0, -1):  # still running when both were read (it sleeps 4 s)
+            assert (status["state"], status["queue"], status["class"]) == ("running", "default",
+                                                                            "tests.jobsapp.jobs.SlowJob")
+            assert status["started_at"] > 0
+            assert (refused.status_code, refused.json()["state"]) == (409, "running")
+        wait_for(lambda: api.get(f"/jobs/{jid}").json()["state"] == "unknown", timeout=60, message="the job to end")
+        assert redis_db.lrange("test:finished", 0, -1) == [b"http"]
