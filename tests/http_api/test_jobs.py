@@ -41,6 +41,14 @@ def test_with_options_it_is_the_job_set_perform_async_pushes(http_api, redis_db)
     assert comparable(over_http) == comparable(direct)
 
 
+def test_keyword_arguments_are_stored_as_perform_async_stores_them(http_api, redis_db):
+    assert http_api().post("/jobs", {"class": RECORD, "args": [], "kwargs": {"value": "kw"}}).status_code == 201
+    RecordJob.perform_async(value="kw")
+    over_http, direct = redis_db.lrange("queue:default", 0, -1)[::-1]
+    assert comparable(over_http) == comparable(direct)
+    assert json.loads(over_http)["kwargs"] == {"value": "kw"}
+
+
 def test_a_scheduled_push_is_the_job_perform_in_pushes(http_api, redis_db):
     before = time.time()
     assert http_api().post("/jobs", {"class": RECORD, "args": ["later"], "in": 600}).status_code == 201
