@@ -186,6 +186,14 @@ def test_the_status_says_where_the_job_is(http_api, redis_db):
     assert "args" not in status  # arguments may be private: a status never shows them
 
 
+def test_a_job_in_a_worker_s_private_list_is_running(http_api, redis_db):
+    # Fetched, not yet in the worker's work (written at its next heartbeat).
+    redis_db.lpush("queue:mail|box|123|n0nce|0", _raw_job("f" * 24, queue="mail"))
+    status = http_api().get(f"/jobs/{'f' * 24}").json()
+    assert (status["state"], status["queue"], status["class"]) == ("running", "mail", RECORD)
+    assert assert_problem(http_api().delete(f"/jobs/{'f' * 24}"), 409, "job-not-deletable")["state"] == "running"
+
+
 def test_the_status_carries_the_result_record(http_api, redis_db):
     store.write(redis_db, "c" * 24, {"state": "complete", "class": RECORD, "return_value": {"n": 3}}, 60)
     status = http_api().get(f"/jobs/{'c' * 24}").json()

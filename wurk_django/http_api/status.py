@@ -2,12 +2,14 @@
 
 :func:`job_status` looks in the places a job can be, in the order a job moves through
 them while it is looked for (a running job has left its queue; a retry leaves the retry
-set for its queue): the running work, the schedule, the retry and dead sets, then each
-queue. It adds the result record (:mod:`wurk_django.results`) when one exists. Extending
-what a status says (progress, timings) means extending this function and
-:data:`STATES`, nothing else.
+set for its queue): the running work, the schedule, the retry and dead sets, each
+queue, then the workers' private lists (a job fetched but not yet in its worker's work,
+written at the worker's next heartbeat, is running too). It adds the result record
+(:mod:`wurk_django.results`) when one exists. Extending what a status says (progress,
+timings) means extending this function and :data:`STATES`, nothing else.
 
-Costs: the sets are searched with ``ZSCAN MATCH *<jid>*`` and the queues linearly, so a
+Costs: the sets are searched with ``ZSCAN MATCH *<jid>*``, the queues linearly and the
+private lists by a ``SCAN`` of the keyspace (only when every other place missed), so a
 lookup is proportional to what is waiting; fine for the status of one job, not a feed.
 A job moving between two places while it is looked for may be reported ``unknown`` for
 that one read.
@@ -18,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from .. import keys
 from ..api import DeadSet, JobRecord, Queue, RetrySet, ScheduledSet, WorkSet
 from ..results import store
 
@@ -63,7 +66,25 @@ def _where(jid: str) -> dict[str, Any]:
         record = queue.find_job(jid)
         if record is not None:
             return {"state": QUEUED, **_described(record), "queue": queue.name}
-    return {"state": UNKNOWN}
+    return _fetched(jid) or {"state": UNKNOWN}
+
+
+def _fetched(jid: str) -> dict[str, Any] | None:
+    """A job a worker fetched into its private list and has not shown in its work yet (that
+    is written at its next heartbeat): running too. Asked last, as it SCANs the keyspace."""
+    from ..redis import connection
+
+    redis = connection.get_redis()
+    needle = jid.encode()
+    for key in redis.scan_iter(match=keys.PRIVATE_ALL, count=1000):
+        for raw in redis.lrange(key, 0, -1):
+            if needle not in raw:
+                continue
+            name = (key.decode() if isinstance(key, bytes) else key)[len(keys.QUEUE_PREFIX):].rsplit("|", 4)[0]
+            record = JobRecord(raw, name)
+            if record.jid == jid:
+                return {"state": RUNNING, **_described(record), "queue": name, "started_at": None}
+    return None
 
 
 def job_status(jid: str) -> dict[str, Any]:
