@@ -111,3 +111,17 @@ def test_every_problem_type_has_a_client_error_or_server_error_status():
     assert all(400 <= status < 600 for status, _ in problems.TYPES.values())
     with pytest.raises(ValueError, match="unknown problem type"):
         problems.Problem("no-such-type", "x")
+
+
+def test_the_command_s_bind_is_host_and_port():
+    from django.core.management.base import CommandError
+
+    from wurk_django.management.commands.wurk_http_api import parse_bind
+
+    assert parse_bind("0.0.0.0:8001") == ("0.0.0.0", 8001)
+    assert parse_bind(":8001") == ("127.0.0.1", 8001)
+    assert parse_bind("[::1]:8001") == ("::1", 8001)
+    assert parse_bind("8001") == ("127.0.0.1", 8001)
+    for bad in ("", "host:", "host:99999", "host:http"):
+        with pytest.raises(CommandError, match="HOST:PORT"):
+            parse_bind(bad)

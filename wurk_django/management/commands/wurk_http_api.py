@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 def parse_bind(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise CommandError(f"--bind takes HOST:PORT (e.g. 127.0.0.1:8001), not {value!r}")
+        raise CommandError(f"--bind takes HOST:PORT or PORT (e.g. 127.0.0.1:8001), not {value!r}")
     return (host or "127.0.0.1").strip("[]"), int(port)
 
 
