@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import os
+import subprocess
+import sys
 
 import pytest
 from django.core import checks
@@ -10,7 +13,7 @@ from django.test import Client
 
 from tests.http_api.access import assert_problem
 from tests.http_api.conftest import ADMIN, BASE, ENQUEUER, READER, TOKENS
-from tests.support import wurk_settings
+from tests.support import ROOT, wurk_settings
 from wurk_django.http_api import problems, tokens
 from wurk_django.http_api.settings import token_problems
 
@@ -125,3 +128,14 @@ def test_the_command_s_bind_is_host_and_port():
     for bad in ("", "host:", "host:99999", "host:http"):
         with pytest.raises(CommandError, match="HOST:PORT"):
             parse_bind(bad)
+
+
+def test_a_process_without_tokens_imports_nothing_of_the_api_but_its_settings():
+    code = ("import django, sys; django.setup(); from wurk_django import context; context.config(); "
+            "from tests.jobsapp.jobs import RecordJob; RecordJob.perform_async('x'); "
+            "print(sorted(m for m in sys.modules if m.startswith('wurk_django.http_api')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+                              "WURK_TEST_EXTRA": "{\"TESTING\": \"fake\"}"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "['wurk_django.http_api', 'wurk_django.http_api.settings']"

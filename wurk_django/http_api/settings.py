@@ -64,6 +64,8 @@ def token_problems(value: Any) -> list[str]:
 
 
 def _tokens(value: dict[str, Any]) -> dict[str, Any]:
+    if not value:
+        return {}  # the default: a process that never serves the API imports none of it
     from .tokens import Token  # lazy: the table is read by every process
 
     return {name: Token.from_setting(name, entry) for name, entry in value.items()}
