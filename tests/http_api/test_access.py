@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import subprocess
 import sys
@@ -139,3 +140,11 @@ def test_a_process_without_tokens_imports_nothing_of_the_api_but_its_settings():
                               "WURK_TEST_EXTRA": "{\"TESTING\": \"fake\"}"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[-2] == "['wurk_django.http_api', 'wurk_django.http_api.settings']"
+
+
+def test_a_push_needs_no_csrf_token(http_api, redis_db):
+    # A bearer token, not a cookie, authenticates: no cross-site page can forge one.
+    client = Client(enforce_csrf_checks=True)
+    response = client.post(BASE + "/jobs", data=json.dumps(JOB), content_type="application/json",
+                           headers={"Authorization": f"Bearer {ENQUEUER}"})
+    assert response.status_code == 201 and redis_db.llen("queue:default") == 1
