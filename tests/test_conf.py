@@ -248,6 +248,8 @@ FEATURE_ROWS = {
     "leader": ["LEADER"],
     "periodic": ["PERIODIC"],
     "workflow": ["WORKFLOW_RESULT_MAX_BYTES", "WORKFLOW_KEEP"],
+    "http_api": ["HTTP_API_TOKENS", "HTTP_API_JOB_CLASSES", "HTTP_API_MAX_BODY_BYTES", "HTTP_API_MAX_ARGS_BYTES",
+                 "HTTP_API_MAX_BULK", "HTTP_API_IDEMPOTENCY_TTL", "HTTP_API_RATE_LIMIT"],
 }
 
 

@@ -10,6 +10,8 @@ Ids:
   ``wurk.E005`` ``REDIS["CACHE"]`` cannot be used; ``wurk.E006`` ``WURK`` is
   not a dict; ``wurk.E007`` bad ``ENCRYPTION`` (a key that is not base64 of
   exactly 32 bytes, an active version without a key...), never quoting a key;
+* ``wurk.E041`` bad ``HTTP_API_TOKENS`` (a token without scopes, shorter than
+  16 characters, two names with one token...), never quoting a token;
 * ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
   ``wurk.W021`` a periodic job class cannot be found (a warning: it stops the
   worker's periodic loop, not ``migrate``); ``wurk.W020`` a periodic time zone
@@ -43,7 +45,7 @@ from .redis.eviction import evicting, refusal, unknown_policy
 
 _IDS = {"unknown": "wurk.E001", "value": "wurk.E002", "queue": "wurk.E003", "redis": "wurk.E004",
         "encryption": "wurk.E007",
-        "periodic": "wurk.E020"}
+        "periodic": "wurk.E020", "http_api": "wurk.E041"}
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

@@ -69,6 +69,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "workflow": (DEATH, SERVER, ADMIN),
     "results": (DEATH, SERVER),
     "celery": (CLIENT, SERVER),
+    "http_api": (),  # no part: reached only through the URLs a project mounts
 }
 
 _lock = threading.RLock()

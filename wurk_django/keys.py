@@ -347,3 +347,13 @@ def bulk_in_hand(token: str) -> str:
 def bulk_kept(token: str) -> str:
     """ZSET of the entries a bulk action could not move; they go back to the set at the end."""
     return f"{BULK_PREFIX}{token}:kept"
+
+
+# -- the HTTP API (issue 47 item 1): not Sidekiq keys; no Ruby process reads them --------
+HTTP_API_PREFIX = "wurk_django:http_api:"
+
+
+def http_api_idempotency(token: str, digest: str) -> str:
+    """STRING (JSON): the first answer to one token's ``Idempotency-Key`` (``digest`` is
+    its SHA-256), or a marker while that answer is being made; expires."""
+    return f"{HTTP_API_PREFIX}idempotency:{token}:{digest}"

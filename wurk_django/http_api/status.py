@@ -1,0 +1,100 @@
+"""Where a job is now, for ``GET /v1/jobs/<jid>``: the one function the endpoint calls.
+
+:func:`job_status` looks in the places a job can be, in the order a job moves through
+them while it is looked for (a running job has left its queue; a retry leaves the retry
+set for its queue): the running work, the schedule, the retry and dead sets, each
+queue, then the workers' private lists (a job fetched but not yet in its worker's work,
+written at the worker's next heartbeat, is running too). It adds the result record
+(:mod:`wurk_django.results`) when one exists. Extending what a status says (progress,
+timings) means extending this function and :data:`STATES`, nothing else.
+
+Costs: the sets are searched with ``ZSCAN MATCH *<jid>*``, the queues linearly and the
+private lists by a ``SCAN`` of the keyspace (only when every other place missed), so a
+lookup is proportional to what is waiting; fine for the status of one job, not a feed.
+A job moving between two places while it is looked for may be reported ``unknown`` for
+that one read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .. import keys
+from ..api import DeadSet, JobRecord, Queue, RetrySet, ScheduledSet, WorkSet
+from ..results import store
+
+QUEUED = "queued"
+SCHEDULED = "scheduled"
+RETRY = "retry"
+DEAD = "dead"
+RUNNING = "running"
+UNKNOWN = "unknown"
+#: Every ``state`` a status may have.
+STATES = (QUEUED, SCHEDULED, RETRY, DEAD, RUNNING, UNKNOWN)
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _described(record: JobRecord) -> dict[str, Any]:
+    """What a status shows of a stored job (no arguments: they may be private)."""
+    fields: dict[str, Any] = {
+        "class": record.display_class,
+        "queue": record.queue,
+        "created_at": _epoch(record.created_at),
+        "enqueued_at": _epoch(record.enqueued_at),
+    }
+    if record.get("retry_count") is not None:
+        fields["retry_count"] = record.get("retry_count")
+    if record.error_class:
+        fields["error_class"] = record.error_class
+        fields["error_message"] = record.error_message
+    return fields
+
+
+def _where(jid: str) -> dict[str, Any]:
+    work = WorkSet().find_work(jid)
+    if work is not None:
+        return {"state": RUNNING, **_described(work.job), "queue": work.queue, "started_at": _epoch(work.run_at)}
+    for state, jobs in ((SCHEDULED, ScheduledSet()), (RETRY, RetrySet()), (DEAD, DeadSet())):
+        entry = jobs.find_job(jid)
+        if entry is not None:
+            return {"state": state, **_described(entry), "at": entry.score}
+    for queue in Queue.all():
+        record = queue.find_job(jid)
+        if record is not None:
+            return {"state": QUEUED, **_described(record), "queue": queue.name}
+    return _fetched(jid) or {"state": UNKNOWN}
+
+
+def _fetched(jid: str) -> dict[str, Any] | None:
+    """A job a worker fetched into its private list and has not shown in its work yet (that
+    is written at its next heartbeat): running too. Asked last, as it SCANs the keyspace."""
+    from ..redis import connection
+
+    redis = connection.get_redis()
+    needle = jid.encode()
+    for key in redis.scan_iter(match=keys.PRIVATE_ALL, count=1000):
+        for raw in redis.lrange(key, 0, -1):
+            if needle not in raw:
+                continue
+            name = (key.decode() if isinstance(key, bytes) else key)[len(keys.QUEUE_PREFIX):].rsplit("|", 4)[0]
+            record = JobRecord(raw, name)
+            if record.jid == jid:
+                return {"state": RUNNING, **_described(record), "queue": name, "started_at": None}
+    return None
+
+
+def job_status(jid: str) -> dict[str, Any]:
+    """``{"jid", "state", ...where it is..., "result"}`` for ``jid``: ``state`` is one of
+    :data:`STATES`; ``result`` is the job's result record or ``None``."""
+    status: dict[str, Any] = {"jid": jid, **_where(jid)}
+    result = None
+    if store.valid_id(jid):
+        from ..redis import connection
+
+        result = store.read(connection.get_redis(), jid)
+    status["result"] = result
+    return status
