@@ -1,6 +1,6 @@
 """Private Redis topologies for tests: a TLS server with certificates made here, a
-Unix-socket server, a primary with a replica and three sentinels, a one-node
-cluster. Built on :class:`tests.local_redis.LocalRedis`; every process is stopped
+Unix-socket server, a primary with a replica and three sentinels, a Redis
+Cluster of three primaries and three replicas (:class:`RedisClusterGroup`). Built on :class:`tests.local_redis.LocalRedis`; every process is stopped
 by its pid. Ports come from ``WURK_TEST_PORTS``.
 """
 
@@ -124,8 +124,8 @@ class UnixRedis(_PrivateRedis):
 class TCPRedis(_PrivateRedis):
     """A plain redis-server on a port of ``WURK_TEST_PORTS`` (``*args`` added)."""
 
-    def __init__(self, *args: str) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.server = LocalRedis("--port", str(self.port), "--bind", "127.0.0.1", *args)
 
     def url(self, db: int = 0) -> str:
@@ -266,6 +266,115 @@ class SentinelGroup:
         for each in self.replicas:
             each.stop()
         self.primary.stop()
+
+
+def _bus_port_free(port: int) -> bool:
+    """Whether a cluster node's bus port (``port + 10000``) can be bound now."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A port of ``WURK_TEST_PORTS`` whose cluster bus port (+10000) is free too."""
+    for _ in range(50):
+        port = free_port()
+        if _bus_port_free(port):
+            return port
+    raise RuntimeError("no port of WURK_TEST_PORTS has a free cluster bus port (+10000)")
+
+
+class RedisClusterGroup:
+    """A real Redis Cluster on private ports: ``primaries`` primaries with one replica
+    each, made by ``redis-cli --cluster create``; every node has its own folder (its
+    ``nodes.conf`` there) and is stopped by its pid."""
+
+    def __init__(self, primaries: int = 3, replicas: int = 1) -> None:
+        if shutil.which("redis-cli") is None:
+            pytest.skip("redis-cli is not installed")
+        self.primaries = primaries
+        self.replicas = replicas
+        self.nodes: list[TCPRedis] = []
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def url(self, index: int = 0) -> str:
+        """The URL of node ``index`` (database 0: a cluster has no other)."""
+        return f"redis://127.0.0.1:{self.nodes[index].port}/0"
+
+    def start(self, timeout: float = 60.0) -> RedisClusterGroup:
+        try:
+            for _ in range(self.primaries * (1 + self.replicas)):
+                node = TCPRedis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                "--cluster-node-timeout", "2000", port=cluster_port())
+                self.nodes.append(node)
+                node.start()
+            addresses = [f"127.0.0.1:{port}" for port in self.ports]
+            created = subprocess.run(
+                ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
+                 "--cluster-yes"], capture_output=True, text=True, timeout=timeout)
+            if created.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout[-1500:]} {created.stderr}")
+            _wait(self.ready, "the cluster to report cluster_state:ok on every node, replicas in sync", timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def ready(self) -> bool:
+        """Every node says ``cluster_state:ok`` and knows every other; every replica's link is up."""
+        roles = []
+        for port in self.ports:
+            client = redis_lib.Redis(port=port, decode_responses=True)
+            try:
+                info = client.cluster("info")
+                if info.get("cluster_state") != "ok" or int(info.get("cluster_known_nodes", 0)) < len(self.nodes):
+                    return False
+                replication = client.info("replication")
+                roles.append(replication.get("role"))
+                if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                    return False
+            finally:
+                client.close()
+        return roles.count("master") == self.primaries
+
+    def client(self) -> redis_lib.RedisCluster:
+        """A plain redis-py ``RedisCluster`` (bytes replies) for a test's own reads and writes."""
+        from redis.cluster import RedisCluster
+
+        return RedisCluster(host="127.0.0.1", port=self.ports[0])
+
+    def primary_ports(self) -> list[int]:
+        found = []
+        for port in self.ports:
+            client = redis_lib.Redis(port=port, decode_responses=True)
+            try:
+                if client.info("replication").get("role") == "master":
+                    found.append(port)
+            finally:
+                client.close()
+        return found
+
+    def flush(self) -> None:
+        """Empty every primary (the replicas follow): between tests of one session's cluster."""
+        for port in self.primary_ports():
+            client = redis_lib.Redis(port=port)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.nodes = []
 
 
 def _start_sentinel(sentinel: LocalRedis, port: int) -> None:

@@ -32,8 +32,8 @@ from redis.retry import Retry
 
 from .. import context
 from ..conf import Config
-from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
-from . import eviction, pools, sentinel, wire
+from ..errors import RedisEvictionError, RedisVersionError
+from . import cluster, eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
 from .wire import state_of
 
@@ -224,6 +224,8 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
+        if cluster.known(config.redis_target):
+            raise cluster.not_yet(ENGINE, config.redis_url)
         return client
     with _lock:
         client = _clients.get(key)
@@ -241,7 +243,14 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
             _forget_remembered()
-        return client
+    # Outside the lock: a probe of an unreachable host waits for its connect timeout.
+    if cluster.known(config.redis_target) is None and cluster.is_cluster(config.redis_target, client):
+        raise cluster.not_yet(ENGINE, config.redis_url)
+    return client
+
+
+#: What :func:`get_redis` refuses on a Redis Cluster (issue 46: stage 1 supports none of it yet).
+ENGINE = "wurk_django's job engine (pushes, the worker, the data API, the admin)"
 
 
 def client_for(config: Config) -> redis.Redis:
@@ -279,6 +288,7 @@ def async_redis(config: Config | None = None) -> Any:
     from redis.asyncio.retry import Retry as AsyncRetry
 
     config = context.config(config)
+    _refuse_cluster_async(config)
     loop = asyncio.get_running_loop()
     with _async_lock:
         for ident, (other, _url, _client) in list(_async_clients.items()):
@@ -302,6 +312,21 @@ def async_redis(config: Config | None = None) -> Any:
                 pool = aredis.ConnectionPool.from_url(target.url, **kwargs)
             entry = _async_clients[key] = (loop, target.identity, aredis.Redis(connection_pool=pool))
         return entry[2]
+
+
+def _refuse_cluster_async(config: Config) -> None:
+    """Raise :func:`cluster.not_yet` when ``config``'s Redis is a cluster: asked once per
+    process, on a short-lived synchronous client (redis.asyncio has no probe of its own here)."""
+    target = config.redis_target
+    answer = cluster.known(target)
+    if answer is None and not target.is_sentinel:
+        client = probe_redis(config, timeout=CONNECT_TIMEOUT)
+        try:
+            answer = cluster.is_cluster(target, client)
+        finally:
+            client.connection_pool.disconnect()
+    if answer:
+        raise cluster.not_yet(ENGINE, config.redis_url)
 
 
 def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT) -> redis.Redis:
@@ -532,7 +557,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
         if raise_errors:
             for reply in replies:
                 if isinstance(reply, redis.ResponseError):
-                    raise reply
+                    raise cluster.moved_refusal(reply, _address(conn), ENGINE) or reply
         return replies
     replies: list[Any] = []
     error: redis.ResponseError | None = None
@@ -561,8 +586,13 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
         raise
     _close_if_demoted(conn, replies)
     if error is not None and raise_errors:
-        raise error
+        raise cluster.moved_refusal(error, _address(conn), ENGINE) or error
     return replies
+
+
+def _address(conn: Any) -> str:
+    """``host:port`` of ``conn``'s server, for a message."""
+    return f"{getattr(conn, 'host', '?')}:{getattr(conn, 'port', '?')}"
 
 
 def _connected(conn: Any) -> bool:
@@ -637,6 +667,7 @@ def reset() -> None:
         _forget_remembered()
     with _async_lock:
         _async_clients.clear()
+    cluster.forget()
 
 
 def _after_fork_in_child() -> None:
@@ -659,33 +690,19 @@ def server_version(client: redis.Redis) -> tuple[int, ...]:
     return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
 
 
-def cluster_refusal(url: str) -> str:
-    """The one line that says why a Redis Cluster is refused and what to do instead."""
-    return (f"Redis at {url} is a Redis Cluster node (cluster_enabled:1), which wurk_django refuses: its Lua "
-            "scripts touch several keys at once, and a cluster runs them only when all those keys are on one node; "
-            "use one Redis primary and spread load over several with WURK['SHARDS'] (docs/redis.md).")
-
-
 def cluster_enabled(client: redis.Redis) -> bool:
-    """True when ``client``'s server is a Redis Cluster node (``INFO cluster``)."""
-    try:
-        info = client.info("cluster")
-    except redis.ResponseError as exc:
-        # A cluster node refuses SELECT, which a URL with a database number sends at connect.
-        if "cluster mode" in str(exc):
-            return True
-        raise
-    return str(info.get("cluster_enabled", 0)) == "1"
+    """True when ``client``'s server is a Redis Cluster node (see :func:`cluster.probe`)."""
+    return bool(cluster.probe(client))
 
 
 def check_server(client: redis.Redis, config: Config | None = None) -> str:
-    """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606) and, unless
+    """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606; issue 46 stage 1: not yet) and, unless
     ``ALLOW_EVICTION`` is True, a ``maxmemory-policy`` that may evict keys (issue 43
     item 3). A policy the server does not tell is warned about. Returns the version."""
     config = context.config(config)
     url = config.redis_url
     if cluster_enabled(client):
-        raise RedisClusterError(cluster_refusal(url))
+        raise cluster.not_yet("The worker", url)
     version = server_version(client)
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:
