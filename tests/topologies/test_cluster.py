@@ -5,7 +5,8 @@ started once per session (``redis_cluster`` in tests/conftest.py):
   from a URL naming any node, with or without a database number;
 * application code's ``redis_client()`` is redis-py's ``RedisCluster`` there;
 * everything of the engine not supported on a cluster yet fails at the call or at
-  boot with a ``RedisClusterError`` naming it, never a raw ``MovedError``;
+  boot with a ``RedisClusterError`` naming it, never a raw ``MovedError`` (RUN-606:
+  a cluster is refused for jobs, at configuration and at every call);
 * a single server is still probed as one and left as it was.
 """
 

@@ -224,9 +224,9 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
-        if cluster.known(config.redis_target):
-            raise cluster.not_yet(ENGINE, config.redis_url)
-        return client
+        return client  # never a cluster's: one is dropped as soon as it is found (below)
+    if cluster.known(config.redis_target):
+        raise cluster.not_yet(ENGINE, config.redis_url)
     with _lock:
         client = _clients.get(key)
         if client is None or client.connection_pool.max_connections < size:
@@ -245,6 +245,11 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             _forget_remembered()
     # Outside the lock: a probe of an unreachable host waits for its connect timeout.
     if cluster.known(config.redis_target) is None and cluster.is_cluster(config.redis_target, client):
+        with _lock:
+            if _clients.get(key) is client:
+                del _clients[key]
+                _forget_remembered()
+        client.connection_pool.disconnect()
         raise cluster.not_yet(ENGINE, config.redis_url)
     return client
 
