@@ -207,3 +207,86 @@ def test_a_worker_refuses_to_boot_on_a_cluster(redis_cluster):
     output = worker.output()
     assert "not supported on a Redis Cluster yet" in output and "cluster_enabled:1" in output
     assert "Traceback" not in output and "MovedError" not in output
+
+
+@pytest.fixture
+def cluster_user(redis_cluster):
+    """An ACL user on every node (ACLs are per node on a cluster), removed afterwards."""
+    for port in redis_cluster.ports:
+        admin = redis_lib.Redis(port=port)
+        admin.acl_setuser("app", enabled=True, passwords=["+s3cret"], keys=["*"], channels=["*"], commands=["+@all"])
+        admin.close()
+    yield "app", "s3cret"
+    for port in redis_cluster.ports:
+        admin = redis_lib.Redis(port=port)
+        admin.acl_deluser("app")
+        admin.close()
+
+
+def test_a_password_and_options_of_the_redis_dict_reach_every_node(redis_cluster, cluster_user):
+    user, password = cluster_user
+    redis_setting = {"URL": redis_cluster.url(5),
+                     "OPTIONS": {"username": user, "password": password, "client_name": "wurk-app"}}
+    with wurk_settings(REDIS=redis_setting, REDIS_URL=None):
+        client = redis_client()
+        assert isinstance(client, RedisCluster)
+        for n in range(30):  # keys on every primary: each node's connection authenticated
+            client.set(f"auth:{n}", n)
+        assert client.get("auth:29") == b"29"
+        names = set()
+        for port in redis_cluster.primary_ports():
+            admin = redis_lib.Redis(port=port, decode_responses=True)
+            names |= {(c["name"], c["user"]) for c in admin.client_list() if c["name"] == "wurk-app"}
+            admin.close()
+        assert names == {("wurk-app", user)}
+        with pytest.raises(RedisClusterError):
+            ClusterJob.perform_async(1)
+
+
+def test_a_wrong_password_decides_nothing(redis_cluster, cluster_user):
+    user, _ = cluster_user
+    config = Config(raw={"REDIS": {"URL": redis_cluster.url(0), "OPTIONS": {"username": user, "password": "nope"}}})
+    client = redis_lib.Redis(port=redis_cluster.ports[0], username=user, password="nope")
+    try:
+        assert cluster.probe(client) is None  # cannot ask: neither a cluster nor a single server
+    finally:
+        client.close()
+    connection.get_redis(config=config)  # builds the pool; the probe fails quietly
+    assert cluster.known(config.redis_target) is None  # asked again by the next pool
+
+
+def test_a_shard_that_is_a_cluster_is_refused_at_the_push(redis_cluster):
+    from wurk_django import via
+
+    with wurk_settings(SHARDS={"big": redis_cluster.url(1)}):
+        with via("big"), pytest.raises(RedisClusterError) as caught:
+            ClusterJob.perform_async(1)
+    _says_not_yet(caught.value, "pushes")
+
+
+def test_a_cluster_that_could_not_be_asked_at_first_is_asked_again_before_a_push_writes(redis_cluster, monkeypatch):
+    # A web process whose pool was built while the cluster did not answer: the next
+    # push asks again, so nothing is written in the one-server layout on the node that
+    # happens to own a key's slot.
+    from tests.local_redis import free_port
+    from tests.redis_servers import SwitchableProxy
+
+    monkeypatch.setattr(connection, "REPROBE_EVERY", 0.0)
+    proxy = SwitchableProxy(free_port())  # nothing listens there yet
+    try:
+        with wurk_settings(REDIS_URL=proxy.url(0), RELIABLE_PUSH=False):
+            config = Config(raw={"REDIS_URL": proxy.url(0)})
+            connection.get_redis(config=config)  # built, not decided
+            assert cluster.known(config.redis_target) is None
+            proxy.point_to(redis_cluster.ports[0])
+            for n in range(20):  # queues of many slots; the first push is refused already
+                with pytest.raises(RedisClusterError) as caught:
+                    ClusterJob.set(queue=f"q{n}").perform_async(n)
+                _says_not_yet(caught.value, "pushes")
+    finally:
+        proxy.stop()
+    client = redis_cluster.client()
+    try:
+        assert client.dbsize() == 0
+    finally:
+        client.close()

@@ -81,10 +81,12 @@ def _says_cluster_mode(exc: BaseException) -> bool:
 def is_cluster(target: Any, client: redis.Redis | None = None) -> bool:
     """Whether the :class:`~wurk_django.redis.targets.RedisTarget` ``target`` is a Redis
     Cluster, probed once per process through ``client`` (a client of that target). A
-    Sentinel target never is; a server that cannot be asked counts as not one, and
-    is asked again next time (a push to it then meets ``MOVED``, which
-    :func:`moved_refusal` turns into the same clear error)."""
+    Sentinel target never is; a server that cannot be asked counts as not one for
+    now, and is asked again by the next call (the connection layer does so at most
+    once a second); a push that meets ``MOVED`` meanwhile gets the same clear error
+    from :func:`moved_refusal`."""
     if target.is_sentinel:
+        _known[target.identity] = False
         return False
     known = _known.get(target.identity)
     if known is not None:

@@ -224,6 +224,8 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
+        if _unprobed and key in _unprobed:
+            return _probed(key, config, client)
         return client  # never a cluster's: one is dropped as soon as it is found (below)
     if cluster.known(config.redis_target):
         raise cluster.not_yet(ENGINE, config.redis_url)
@@ -243,14 +245,41 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
             _forget_remembered()
-    # Outside the lock: a probe of an unreachable host waits for its connect timeout.
-    if cluster.known(config.redis_target) is None and cluster.is_cluster(config.redis_target, client):
+    if cluster.known(config.redis_target) is None:
+        return _probed(key, config, client)
+    return client
+
+
+#: Clients whose server could not be asked whether it is a Redis Cluster node (down, or
+#: refusing the question) -> when to ask again. Empty in a healthy process, so the fast
+#: path of :func:`get_redis` pays one truthiness test for it.
+_unprobed: dict[tuple[int, str, str], float] = {}
+REPROBE_EVERY = 1.0
+
+
+def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> redis.Redis:
+    """``client`` once its server is known not to be a cluster node, or while it cannot
+    be asked (then asked again at most every ``REPROBE_EVERY`` seconds, and
+    :func:`client_for` does not remember it meanwhile: a cluster node would take the
+    pushes whose keys hash to its own slots, in the one-server layout). A cluster's
+    client is dropped and :func:`cluster.not_yet` raised. Called outside the lock: a
+    probe of an unreachable host waits for its connect timeout."""
+    now = monotonic()
+    if _unprobed.get(key, 0.0) > now:
+        return client
+    target = config.redis_target
+    if cluster.is_cluster(target, client):
+        _unprobed.pop(key, None)
         with _lock:
             if _clients.get(key) is client:
                 del _clients[key]
                 _forget_remembered()
         client.connection_pool.disconnect()
         raise cluster.not_yet(ENGINE, config.redis_url)
+    if cluster.known(target) is None:
+        _unprobed[key] = now + REPROBE_EVERY
+    else:
+        _unprobed.pop(key, None)
     return client
 
 
@@ -270,7 +299,8 @@ def client_for(config: Config) -> redis.Redis:
         return remembered[2]
     generation = _generation
     client = get_redis(config=config)
-    config.memo["main_redis"] = (generation, config.redis_target, client)
+    if not _unprobed:  # else: asked again by the next push (see _probed)
+        config.memo["main_redis"] = (generation, config.redis_target, client)
     return client
 
 
@@ -562,7 +592,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
         if raise_errors:
             for reply in replies:
                 if isinstance(reply, redis.ResponseError):
-                    raise cluster.moved_refusal(reply, _address(conn), ENGINE) or reply
+                    raise reply
         return replies
     replies: list[Any] = []
     error: redis.ResponseError | None = None
@@ -591,7 +621,7 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
         raise
     _close_if_demoted(conn, replies)
     if error is not None and raise_errors:
-        raise cluster.moved_refusal(error, _address(conn), ENGINE) or error
+        raise error
     return replies
 
 
@@ -651,11 +681,19 @@ def _close_if_demoted(conn: Any, replies: list[Any]) -> None:
     a failover, or a DNS name that now points elsewhere; ``NOREPLICAS``, a primary
     cut off from its replicas, which is about to be. Close it, so the next use
     dials again (and asks the sentinels, for a Sentinel pool) instead of meeting
-    the same server, and raise :class:`~wurk_django.redis.errors.PrimaryRefused`."""
+    the same server, and raise :class:`~wurk_django.redis.errors.PrimaryRefused`.
+    A cluster's ``MOVED``/``ASK``/``CROSSSLOT``/``CLUSTERDOWN`` raises
+    :class:`~wurk_django.errors.RedisClusterError` (:func:`cluster.moved_refusal`)."""
     for reply in replies:
-        if isinstance(reply, redis.ResponseError) and is_failover(reply):
-            conn.disconnect()
-            raise refused(reply)
+        if isinstance(reply, redis.ResponseError):
+            if is_failover(reply):
+                conn.disconnect()
+                raise refused(reply)
+            # A cluster's redirection: this server is not where the key lives; whatever
+            # raise_errors says, as for a demoted primary (issue 46, RUN-606).
+            redirected = cluster.moved_refusal(reply, _address(conn), ENGINE)
+            if redirected is not None:
+                raise redirected
 
 
 def reset() -> None:
@@ -669,6 +707,7 @@ def reset() -> None:
                 except Exception:  # closing a dead socket may fail; it is gone either way
                     pass
         _clients.clear()
+        _unprobed.clear()
         _forget_remembered()
     with _async_lock:
         _async_clients.clear()
@@ -682,6 +721,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
     _async_lock = threading.Lock()
     _clients.clear()
+    _unprobed.clear()
     _forget_remembered()
     _async_clients.clear()
     _forget_idle_stacks()
