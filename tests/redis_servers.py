@@ -124,8 +124,8 @@ class UnixRedis(_PrivateRedis):
 class TCPRedis(_PrivateRedis):
     """A plain redis-server on a port of ``WURK_TEST_PORTS`` (``*args`` added)."""
 
-    def __init__(self, *args: str, port: int | None = None) -> None:
-        self.port = port or free_port()
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
         self.server = LocalRedis("--port", str(self.port), "--bind", "127.0.0.1", *args)
 
     def url(self, db: int = 0) -> str:
@@ -272,6 +272,8 @@ def _bus_port_free(port: int) -> bool:
     """Whether a cluster node's bus port (``port + 10000``) can be bound now."""
     import socket
 
+    if port + 10000 > 65535:
+        return False
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port + 10000))
@@ -289,17 +291,42 @@ def cluster_port() -> int:
     raise RuntimeError("no port of WURK_TEST_PORTS has a free cluster bus port (+10000)")
 
 
-class RedisClusterGroup:
-    """A real Redis Cluster on private ports: ``primaries`` primaries with one replica
-    each, made by ``redis-cli --cluster create``; every node has its own folder (its
-    ``nodes.conf`` there) and is stopped by its pid."""
+class _ClusterNode(_PrivateRedis):
+    """One cluster-enabled redis-server; over TLS only (cluster bus and replication
+    too) when given ``certs``."""
 
-    def __init__(self, primaries: int = 3, replicas: int = 1) -> None:
+    def __init__(self, port: int, certs: dict[str, str] | None) -> None:
+        self.port = port
+        self.certs = certs
+        cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+        if certs is None:
+            transport: tuple[str, ...] = ("--port", str(port))
+        else:
+            transport = ("--port", "0", "--tls-port", str(port), "--tls-cluster", "yes", "--tls-replication", "yes",
+                         "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
+                         "--tls-ca-cert-file", certs["ca.crt"], "--tls-auth-clients", "no")
+        self.server = LocalRedis(*transport, "--bind", "127.0.0.1", *cluster)
+
+    def client(self, db: int = 0, **options) -> redis_lib.Redis:
+        if self.certs is not None:
+            options.update(ssl=True, ssl_ca_certs=self.certs["ca.crt"])
+        return redis_lib.Redis(port=self.port, **options)
+
+
+class RedisClusterGroup:
+    """A real Redis Cluster on private ports: ``primaries`` primaries with ``replicas``
+    replicas each, made by ``redis-cli --cluster create``; every node has its own folder
+    (its ``nodes.conf`` there) and is stopped by its pid. ``tls=True``: every node speaks
+    TLS only, with a CA made here (:attr:`certs`)."""
+
+    def __init__(self, primaries: int = 3, replicas: int = 1, *, tls: bool = False) -> None:
         if shutil.which("redis-cli") is None:
             pytest.skip("redis-cli is not installed")
         self.primaries = primaries
         self.replicas = replicas
-        self.nodes: list[TCPRedis] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="wurk-cluster-"))
+        self.certs = certificates(self.tmp / "certs") if tls else None
+        self.nodes: list[_ClusterNode] = []
 
     @property
     def ports(self) -> list[int]:
@@ -307,18 +334,19 @@ class RedisClusterGroup:
 
     def url(self, index: int = 0) -> str:
         """The URL of node ``index`` (database 0: a cluster has no other)."""
-        return f"redis://127.0.0.1:{self.nodes[index].port}/0"
+        scheme = "redis" if self.certs is None else "rediss"
+        return f"{scheme}://127.0.0.1:{self.nodes[index].port}/0"
 
     def start(self, timeout: float = 60.0) -> RedisClusterGroup:
         try:
             for _ in range(self.primaries * (1 + self.replicas)):
-                node = TCPRedis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                "--cluster-node-timeout", "2000", port=cluster_port())
+                node = _ClusterNode(cluster_port(), self.certs)
                 self.nodes.append(node)
                 node.start()
             addresses = [f"127.0.0.1:{port}" for port in self.ports]
+            tls = [] if self.certs is None else ["--tls", "--cacert", self.certs["ca.crt"]]
             created = subprocess.run(
-                ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
+                ["redis-cli", *tls, "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
                  "--cluster-yes"], capture_output=True, text=True, timeout=timeout)
             if created.returncode != 0:
                 raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout[-1500:]} {created.stderr}")
@@ -328,11 +356,15 @@ class RedisClusterGroup:
             raise
         return self
 
+    def node_client(self, port: int, **options) -> redis_lib.Redis:
+        """A plain client of the node on ``port`` (over TLS for a TLS cluster)."""
+        return next(node for node in self.nodes if node.port == port).client(**options)
+
     def ready(self) -> bool:
         """Every node says ``cluster_state:ok`` and knows every other; every replica's link is up."""
         roles = []
         for port in self.ports:
-            client = redis_lib.Redis(port=port, decode_responses=True)
+            client = self.node_client(port, decode_responses=True)
             try:
                 info = client.cluster("info")
                 if info.get("cluster_state") != "ok" or int(info.get("cluster_known_nodes", 0)) < len(self.nodes):
@@ -349,12 +381,14 @@ class RedisClusterGroup:
         """A plain redis-py ``RedisCluster`` (bytes replies) for a test's own reads and writes."""
         from redis.cluster import RedisCluster
 
-        return RedisCluster(host="127.0.0.1", port=self.ports[0])
+        if self.certs is None:
+            return RedisCluster(host="127.0.0.1", port=self.ports[0])
+        return RedisCluster(host="127.0.0.1", port=self.ports[0], ssl=True, ssl_ca_certs=self.certs["ca.crt"])
 
     def primary_ports(self) -> list[int]:
         found = []
         for port in self.ports:
-            client = redis_lib.Redis(port=port, decode_responses=True)
+            client = self.node_client(port, decode_responses=True)
             try:
                 if client.info("replication").get("role") == "master":
                     found.append(port)
@@ -365,7 +399,7 @@ class RedisClusterGroup:
     def flush(self) -> None:
         """Empty every primary (the replicas follow): between tests of one session's cluster."""
         for port in self.primary_ports():
-            client = redis_lib.Redis(port=port)
+            client = self.node_client(port)
             try:
                 client.flushall()
             finally:
@@ -375,6 +409,7 @@ class RedisClusterGroup:
         for node in self.nodes:
             node.stop()
         self.nodes = []
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _start_sentinel(sentinel: LocalRedis, port: int) -> None:

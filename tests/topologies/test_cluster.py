@@ -290,3 +290,27 @@ def test_a_cluster_that_could_not_be_asked_at_first_is_asked_again_before_a_push
         assert client.dbsize() == 0
     finally:
         client.close()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster():
+    """Three TLS-only primaries (no replicas: this only checks the transport)."""
+    from tests.redis_servers import RedisClusterGroup
+
+    group = RedisClusterGroup(replicas=0, tls=True).start()
+    yield group
+    group.stop()
+
+
+def test_a_tls_cluster_is_detected_and_redis_client_speaks_tls_to_every_node(tls_cluster):
+    options = {"ssl_ca_certs": tls_cluster.certs["ca.crt"]}
+    with wurk_settings(REDIS={"URL": tls_cluster.url(1), "OPTIONS": options}, REDIS_URL=None):
+        client = redis_client()
+        assert isinstance(client, RedisCluster)
+        for n in range(30):  # keys on every primary
+            client.set(f"tls:{n}", n)
+        owners = {client.get_node_from_key(f"tls:{n}").port for n in range(30)}
+        assert owners == set(tls_cluster.ports) and client.get("tls:7") == b"7"
+        with pytest.raises(RedisClusterError) as caught:
+            ClusterJob.perform_async(1)
+        _says_not_yet(caught.value, "pushes")
