@@ -243,6 +243,16 @@ def test_a_password_and_options_of_the_redis_dict_reach_every_node(redis_cluster
             ClusterJob.perform_async(1)
 
 
+def test_the_message_never_shows_the_password(redis_cluster, cluster_user):
+    user, password = cluster_user
+    url = redis_cluster.url(0).replace("redis://", f"redis://{user}:{password}@")
+    with wurk_settings(REDIS_URL=url), pytest.raises(RedisClusterError) as caught:
+        ClusterJob.perform_async(1)
+    _says_not_yet(caught.value, "pushes")
+    assert password not in str(caught.value) and f"redis://{user}@127.0.0.1:" in str(caught.value)
+    assert cluster.shown("redis://:pw@h:1/0") == "redis://h:1/0" and cluster.shown("redis://h:1/0") == "redis://h:1/0"
+
+
 def test_a_wrong_password_decides_nothing(redis_cluster, cluster_user):
     user, _ = cluster_user
     config = Config(raw={"REDIS": {"URL": redis_cluster.url(0), "OPTIONS": {"username": user, "password": "nope"}}})

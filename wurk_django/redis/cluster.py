@@ -116,10 +116,25 @@ def not_yet(feature: str, url: str) -> RedisClusterError:
     """The error for ``feature`` used against the Redis Cluster at ``url``: says it is a
     cluster, that wurk does not support that feature on one yet, and where to look."""
     return RedisClusterError(
-        f"{feature} is not supported on a Redis Cluster yet: Redis at {url} is a cluster node "
+        f"{feature} is not supported on a Redis Cluster yet: Redis at {shown(url)} is a cluster node "
         f"(cluster_enabled:1). On a cluster wurk_django supports today only application code's "
         f"redis_client() (a redis-py RedisCluster); use one Redis primary (Sentinel for failover) "
         f"or WURK['SHARDS'] to spread load, see {DOCS}.")
+
+
+def shown(url: str) -> str:
+    """``url`` without its password: the message reaches logs and admin pages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"{parts.username}@{host}" if parts.username else host
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "(unparsable Redis URL)"
 
 
 def moved_refusal(exc: BaseException, url: str, feature: str = "this command") -> RedisClusterError | None:
