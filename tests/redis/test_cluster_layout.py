@@ -92,3 +92,30 @@ def test_every_step_runs_as_one_script_and_one_transaction_on_a_real_cluster(red
             client.eval(TOUCH_ALL, len(names), *names)
     finally:
         client.close()
+
+
+def test_a_blocking_reliable_fetch_is_one_slot_but_several_queues_are_not(redis_cluster):
+    # The fetch design's primitive: BLMOVE from one queue into its private list (one slot)
+    # wakes on a push from another client; one blocking call over two queues cannot exist.
+    import threading
+
+    client = redis_cluster.client()
+    pusher = redis_cluster.client()
+    try:
+        queue, private = CLUSTER.queue("mail"), CLUSTER.private_queue("mail", "h", 1, "n")
+        timer = threading.Timer(0.2, lambda: pusher.lpush(queue, b"job"))
+        timer.start()
+        try:
+            assert client.blmove(queue, private, 10, "RIGHT", "LEFT") == b"job"
+        finally:
+            timer.join()
+        assert client.lrange(private, 0, -1) == [b"job"] and client.llen(queue) == 0
+        two = (CLUSTER.queue("mail"), CLUSTER.queue("low"))
+        with pytest.raises(RedisClusterException, match="same key slot"):
+            client.execute_command("BLMPOP", 0.1, 2, *two, "RIGHT")
+        node = client.get_node_from_key(two[0]).redis_connection  # and the server itself refuses it
+        with pytest.raises(ResponseError, match="same slot"):
+            node.execute_command("BLMPOP", 0.1, 2, *two, "RIGHT")
+    finally:
+        client.close()
+        pusher.close()
