@@ -104,6 +104,14 @@ def test_when_info_is_refused_cluster_info_answers(redis_cluster):
         assert cluster.probe(single) is False
         node.close()
         single.close()
+        # Refused both questions: taken at its word as one server (a cluster behind such
+        # an ACL answers MOVED, which becomes the clear error: see the test below).
+        admin = redis_lib.Redis(port=plain.port)
+        admin.acl_setuser("mute", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info", "-cluster"])
+        admin.close()
+        mute = redis_lib.Redis(port=plain.port, username="mute", password="pw")
+        assert cluster.probe(mute) is False
+        mute.close()
     finally:
         admin = redis_lib.Redis(port=redis_cluster.ports[0])
         admin.acl_deluser("noinfo")
@@ -111,11 +119,21 @@ def test_when_info_is_refused_cluster_info_answers(redis_cluster):
         plain.stop()
 
 
-def test_an_unreachable_server_is_not_decided(redis_db):
+def test_an_unreachable_server_is_not_decided_and_not_asked_again_at_once(redis_db, monkeypatch):
     from tests.local_redis import free_port
 
-    client = redis_lib.Redis(port=free_port(), socket_connect_timeout=0.5)
+    port = free_port()
+    client = redis_lib.Redis(port=port, socket_connect_timeout=0.5)
     assert cluster.probe(client) is None
+    asked = []
+    monkeypatch.setattr(cluster, "probe", lambda c: asked.append(c) or None)
+    target = Config(raw={"REDIS_URL": f"redis://127.0.0.1:{port}/0"}).redis_target
+    assert [cluster.is_cluster(target, client) for _ in range(5)] == [False] * 5
+    assert len(asked) == 1 and cluster.known(target) is None and not cluster.due(target)
+    monkeypatch.setattr(cluster, "ASK_AGAIN_EVERY", 0.0)
+    cluster._ask_again_at.clear()
+    cluster.is_cluster(target, client)
+    assert len(asked) == 2
 
 
 def test_redis_client_is_a_redis_cluster_client_on_a_cluster(redis_cluster):
@@ -281,7 +299,7 @@ def test_a_cluster_that_could_not_be_asked_at_first_is_asked_again_before_a_push
     from tests.local_redis import free_port
     from tests.redis_servers import SwitchableProxy
 
-    monkeypatch.setattr(connection, "REPROBE_EVERY", 0.0)
+    monkeypatch.setattr(cluster, "ASK_AGAIN_EVERY", 0.0)
     proxy = SwitchableProxy(free_port())  # nothing listens there yet
     try:
         with wurk_settings(REDIS_URL=proxy.url(0), RELIABLE_PUSH=False):

@@ -24,6 +24,7 @@ Outside a cluster nothing changes except that one probe per target and process.
 from __future__ import annotations
 
 import threading
+from time import monotonic
 from typing import Any
 
 import redis
@@ -41,7 +42,7 @@ DOCS = "docs/redis.md#redis-cluster"
 
 def probe(client: redis.Redis) -> bool | None:
     """Whether ``client``'s server is a Redis Cluster node: ``True``, ``False``, or
-    ``None`` when it cannot tell (unreachable, or both questions refused).
+    ``None`` when it cannot be asked (unreachable, or the login refused).
 
     ``INFO cluster`` first (``cluster_enabled:1``); a server that refuses it (some
     managed services restrict ``INFO`` sections, an ACL may deny it) is asked
@@ -63,10 +64,10 @@ def probe(client: redis.Redis) -> bool | None:
     try:
         client.execute_command("CLUSTER", "INFO")
     except redis.ResponseError as exc:
-        text = str(exc).lower()
-        if "cluster support disabled" in text or "not enabled" in text:
-            return False
-        return True if _says_cluster_mode(exc) else None
+        # "cluster support disabled" on a server without it; a server (or proxy) that
+        # refuses both questions is taken at its word as one server too: a cluster
+        # behind it would answer MOVED, which moved_refusal turns into the clear error.
+        return _says_cluster_mode(exc)
     except (redis.ConnectionError, redis.TimeoutError):
         return None
     return True
@@ -91,14 +92,29 @@ def is_cluster(target: Any, client: redis.Redis | None = None) -> bool:
     known = _known.get(target.identity)
     if known is not None:
         return known
-    if client is None:
+    if client is None or not due(target):
         return False
     answer = probe(client)
     if answer is None:
+        # Unreachable: not asked again for a second, so a caller asking per command
+        # does not add a connect attempt (a timeout, on a silent host) to each.
+        _ask_again_at[target.identity] = monotonic() + ASK_AGAIN_EVERY
         return False
     with _lock:
         _known[target.identity] = answer
+        _ask_again_at.pop(target.identity, None)
     return answer
+
+
+#: Seconds before a server that could not be asked is asked again.
+ASK_AGAIN_EVERY = 1.0
+_ask_again_at: dict[str, float] = {}
+
+
+def due(target: Any) -> bool:
+    """Whether :func:`is_cluster` would ask ``target``'s server now (not answered yet,
+    and not asked in vain less than ``ASK_AGAIN_EVERY`` seconds ago)."""
+    return target.identity not in _known and _ask_again_at.get(target.identity, 0.0) <= monotonic()
 
 
 def known(target: Any) -> bool | None:
@@ -110,6 +126,7 @@ def forget() -> None:
     """Forget every answer (tests that reuse one URL for different servers)."""
     with _lock:
         _known.clear()
+        _ask_again_at.clear()
 
 
 def not_yet(feature: str, url: str) -> RedisClusterError:

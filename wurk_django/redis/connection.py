@@ -250,26 +250,22 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     return client
 
 
-#: Clients whose server could not be asked whether it is a Redis Cluster node (down, or
-#: refusing the question) -> when to ask again. Empty in a healthy process, so the fast
-#: path of :func:`get_redis` pays one truthiness test for it.
-_unprobed: dict[tuple[int, str, str], float] = {}
-REPROBE_EVERY = 1.0
+#: Clients whose server could not be asked yet whether it is a Redis Cluster node (it
+#: was down). Empty in a healthy process, so the fast path of :func:`get_redis` pays one
+#: truthiness test for it.
+_unprobed: set[tuple[int, str, str]] = set()
 
 
 def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> redis.Redis:
     """``client`` once its server is known not to be a cluster node, or while it cannot
-    be asked (then asked again at most every ``REPROBE_EVERY`` seconds, and
+    be asked (asked again at most every :data:`cluster.ASK_AGAIN_EVERY` seconds, and
     :func:`client_for` does not remember it meanwhile: a cluster node would take the
     pushes whose keys hash to its own slots, in the one-server layout). A cluster's
     client is dropped and :func:`cluster.not_yet` raised. Called outside the lock: a
     probe of an unreachable host waits for its connect timeout."""
-    now = monotonic()
-    if _unprobed.get(key, 0.0) > now:
-        return client
     target = config.redis_target
     if cluster.is_cluster(target, client):
-        _unprobed.pop(key, None)
+        _unprobed.discard(key)
         with _lock:
             if _clients.get(key) is client:
                 del _clients[key]
@@ -277,9 +273,9 @@ def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> r
         client.connection_pool.disconnect()
         raise cluster.not_yet(ENGINE, config.redis_url)
     if cluster.known(target) is None:
-        _unprobed[key] = now + REPROBE_EVERY
+        _unprobed.add(key)
     else:
-        _unprobed.pop(key, None)
+        _unprobed.discard(key)
     return client
 
 
@@ -354,7 +350,7 @@ def _refuse_cluster_async(config: Config) -> None:
     process, on a short-lived synchronous client (redis.asyncio has no probe of its own here)."""
     target = config.redis_target
     answer = cluster.known(target)
-    if answer is None and not target.is_sentinel:
+    if answer is None and not target.is_sentinel and cluster.due(target):
         client = probe_redis(config, timeout=CONNECT_TIMEOUT)
         try:
             answer = cluster.is_cluster(target, client)
