@@ -23,7 +23,6 @@ Outside a cluster nothing changes except that one probe per target and process.
 
 from __future__ import annotations
 
-import threading
 from time import monotonic
 from typing import Any
 
@@ -32,9 +31,9 @@ import redis
 from ..errors import ConfigurationError, RedisClusterError
 
 #: Whether each target (by :attr:`RedisTarget.identity`) is a cluster, as probed by this
-#: process. A node stays a cluster node (or not) for its life: never forgotten, a fork included.
+#: process. A node stays a cluster node (or not) for its life: never forgotten, a fork
+#: included. No lock: single dict operations, and a forked child could inherit one held.
 _known: dict[str, bool] = {}
-_lock = threading.Lock()
 
 #: Where the docs say what a cluster supports today.
 DOCS = "docs/redis.md#redis-cluster"
@@ -100,9 +99,8 @@ def is_cluster(target: Any, client: redis.Redis | None = None) -> bool:
         # does not add a connect attempt (a timeout, on a silent host) to each.
         _ask_again_at[target.identity] = monotonic() + ASK_AGAIN_EVERY
         return False
-    with _lock:
-        _known[target.identity] = answer
-        _ask_again_at.pop(target.identity, None)
+    _known[target.identity] = answer
+    _ask_again_at.pop(target.identity, None)
     return answer
 
 
@@ -124,9 +122,8 @@ def known(target: Any) -> bool | None:
 
 def forget() -> None:
     """Forget every answer (tests that reuse one URL for different servers)."""
-    with _lock:
-        _known.clear()
-        _ask_again_at.clear()
+    _known.clear()
+    _ask_again_at.clear()
 
 
 def not_yet(feature: str, url: str) -> RedisClusterError:
