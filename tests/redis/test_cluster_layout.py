@@ -37,6 +37,10 @@ def test_the_one_server_layout_is_sidekiqs():
     assert layout.private_queue("mail", "h", 7, "n", 2) == "queue:mail|h|7|n|2"
     assert layout.process("h:7:n") == "h:7:n" and layout.work("h:7:n") == "h:7:n:work"
     assert layout.unique_lock("mail", "abc") == "unique:abc" and layout.batch("B", "jids") == "b-B-jids"
+    assert (layout.started("mail", "h", 7, "n", 1), layout.recovered("mail", "J"), layout.crashes("mail", "J"),
+            layout.paced("mail"), layout.held_index("mail")) \
+        == ("super_fetch:started:h|7|n|1", "super_fetch:recovered:J", "super_fetch:crashes:J",
+            "super_fetch:reaper:paced:mail", "super_fetch:held")
     # Why a cluster needs its own: on it, Sidekiq's promotion would cross slots.
     assert len(slots(steps(SIDEKIQ, "mail")["schedule promoted"])) > 1
 

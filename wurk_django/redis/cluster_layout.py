@@ -7,8 +7,9 @@ what carries the load (queues) lands in many slots. A key's slot is decided by
 its *hash tag*, the text between the first ``{`` and the next ``}``.
 
 * **One tag per queue**, ``{q:<name>}``: the queue's list, its wake-up list, the
-  private lists reliable fetch moves jobs into, and that queue's *own*
-  ``schedule``, ``retry`` and ``dead`` sets and paused flag. Then every step of
+  private lists reliable fetch moves jobs into (the held ones too) with their
+  markers, recovery counters, crash records and held index, and that queue's
+  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag. Then every step of
   a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
   list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
   promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
@@ -95,6 +96,22 @@ class SidekiqLayout:
     def private_queue(self, name: str, host: str, pid: int, nonce: str, index: int = 0) -> str:
         return keys.private_queue(name, host, pid, nonce, index)
 
+    def started(self, queue: str, host: str, pid: int, nonce: str, slot: int) -> str:
+        """The marker naming the job a fetch slot runs (one server: one per slot, whatever the queue)."""
+        return keys.started(host, pid, nonce, slot)
+
+    def recovered(self, queue: str, jid: str) -> str:
+        return keys.recovered(jid)
+
+    def crashes(self, queue: str, jid: str) -> str:
+        return keys.crashes(jid)
+
+    def paced(self, queue: str) -> str:
+        return keys.paced(queue)
+
+    def held_index(self, queue: str) -> str:
+        return keys.HELD_INDEX
+
     def schedule(self, queue: str) -> str:
         return keys.SCHEDULE
 
@@ -169,6 +186,24 @@ class ClusterLayout(SidekiqLayout):
     def private_queue(self, name: str, host: str, pid: int, nonce: str, index: int = 0) -> str:
         return f"{queue_tag(name)}:private|{host}|{pid}|{nonce}|{index}"
 
+    def started(self, queue: str, host: str, pid: int, nonce: str, slot: int) -> str:
+        """In the slot of the queue the job came from: written in the fetch's own step."""
+        return f"{queue_tag(queue)}:started|{host}|{pid}|{nonce}|{slot}"
+
+    def recovered(self, queue: str, jid: str) -> str:
+        """The recovery counter reclaim.lua bumps while it moves the job back: the queue's slot."""
+        return f"{queue_tag(queue)}:recovered:{jid}"
+
+    def crashes(self, queue: str, jid: str) -> str:
+        return f"{queue_tag(queue)}:crashes:{jid}"
+
+    def paced(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:paced"
+
+    def held_index(self, queue: str) -> str:
+        """Per queue: held_forget.lua drops a held list from its index in one step."""
+        return f"{queue_tag(queue)}:held"
+
     def schedule(self, queue: str) -> str:
         return f"{queue_tag(queue)}:schedule"
 
@@ -232,11 +267,17 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
     with the keys it touches in one command, ``MULTI`` or script: on a cluster each
     must be one slot (tests/redis/test_cluster_layout.py checks it, on a real one too)."""
     private = layout.private_queue(queue, host, pid, nonce)
+    held = layout.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
     return {
         "push": [layout.queue(queue), layout.wake(queue)],
-        "fetch (reliable)": [layout.queue(queue), private, layout.paused(queue)],
+        "fetch (reliable)": [layout.queue(queue), private, layout.paused(queue),
+                             layout.started(queue, host, pid, nonce, 0), layout.recovered(queue, "J")],
         "ack": [private],
-        "requeue / recover a dead process's jobs": [private, layout.queue(queue)],
+        "requeue": [private, layout.queue(queue)],
+        "recover a dead process's jobs (reclaim.lua)": [private, layout.queue(queue), layout.recovered(queue, "J"),
+                                                        held],
+        "held job given back": [layout.held_index(queue), held, layout.queue(queue), layout.crashes(queue, "J"),
+                                layout.paced(queue)],
         "retry booked": [private, layout.retry(queue)],
         "death": [private, layout.retry(queue), layout.dead(queue)],
         "schedule promoted": [layout.schedule(queue), layout.queue(queue), layout.wake(queue), layout.dead(queue)],
