@@ -31,8 +31,9 @@ import redis
 from ..errors import ConfigurationError, RedisClusterError
 
 #: Whether each target (by :attr:`RedisTarget.identity`) is a cluster, as probed by this
-#: process. A node stays a cluster node (or not) for its life: never forgotten, a fork
-#: included. No lock: single dict operations, and a forked child could inherit one held.
+#: process. A node stays a cluster node (or not) for its life: kept across a fork, forgotten
+#: only by :func:`forget` (``connection.reset()``). No lock: single dict operations, and a
+#: forked child could inherit one held.
 _known: dict[str, bool] = {}
 
 #: Where the docs say what a cluster supports today.
@@ -199,9 +200,9 @@ def cluster_client(config: Any, *, decode_responses: bool = False, **overrides: 
 
 
 def _without_database(url: str) -> str:
-    """``url`` without a database path: a cluster node refuses ``SELECT``, and
-    ``redis://host:port/0`` would make redis-py send none anyway; ``/3`` is refused
-    clearly by :func:`cluster_client`'s caller instead of at the first connection."""
+    """``url`` without its database path (``/0`` or none: a cluster has no other).
+    Any other number raises :class:`ConfigurationError` here, a clear line instead of
+    a ``SELECT`` refused at the first connection."""
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
