@@ -62,7 +62,7 @@ def probe(client: redis.Redis) -> bool | None:
             return str(info["cluster_enabled"]) == "1"
         # An empty reply: a server or proxy that hides the section. Ask the other way.
     try:
-        client.execute_command("CLUSTER", "INFO")
+        reply = client.execute_command("CLUSTER", "INFO")
     except redis.ResponseError as exc:
         # "cluster support disabled" on a server without it; a server (or proxy) that
         # refuses both questions is taken at its word as one server too: a cluster
@@ -70,7 +70,9 @@ def probe(client: redis.Redis) -> bool | None:
         return _says_cluster_mode(exc)
     except (redis.ConnectionError, redis.TimeoutError):
         return None
-    return True
+    # Text or, parsed by redis-py, a dict: a cluster node's answer starts with cluster_state.
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+    return "cluster_state" in text
 
 
 def _says_cluster_mode(exc: BaseException) -> bool:
