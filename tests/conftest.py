@@ -48,6 +48,30 @@ def redis_db():
     client.close()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_session():
+    """A real Redis Cluster (3 primaries, 3 replicas, private ports), started once for the
+    session, at the first test that asks for it; every node stopped by its pid at the end."""
+    from tests.redis_servers import RedisClusterGroup
+
+    group = RedisClusterGroup().start()
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def redis_cluster(redis_cluster_session):
+    """The session's Redis Cluster, emptied before and after the test; wurk's memory of
+    which servers are clusters is reset as for any test."""
+    from wurk_django.redis import cluster
+
+    redis_cluster_session.flush()
+    cluster.forget()
+    yield redis_cluster_session
+    redis_cluster_session.flush()
+    cluster.forget()
+
+
 @pytest.fixture
 def worker_factory():
     """Start real ``manage.py wurk`` processes; every one is stopped at teardown by pid."""

@@ -1,6 +1,6 @@
 """Private Redis topologies for tests: a TLS server with certificates made here, a
-Unix-socket server, a primary with a replica and three sentinels, a one-node
-cluster. Built on :class:`tests.local_redis.LocalRedis`; every process is stopped
+Unix-socket server, a primary with a replica and three sentinels, a Redis
+Cluster of three primaries and three replicas (:class:`RedisClusterGroup`). Built on :class:`tests.local_redis.LocalRedis`; every process is stopped
 by its pid. Ports come from ``WURK_TEST_PORTS``.
 """
 
@@ -266,6 +266,150 @@ class SentinelGroup:
         for each in self.replicas:
             each.stop()
         self.primary.stop()
+
+
+def _bus_port_free(port: int) -> bool:
+    """Whether a cluster node's bus port (``port + 10000``) can be bound now."""
+    import socket
+
+    if port + 10000 > 65535:
+        return False
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A port of ``WURK_TEST_PORTS`` whose cluster bus port (+10000) is free too."""
+    for _ in range(50):
+        port = free_port()
+        if _bus_port_free(port):
+            return port
+    raise RuntimeError("no port of WURK_TEST_PORTS has a free cluster bus port (+10000)")
+
+
+class _ClusterNode(_PrivateRedis):
+    """One cluster-enabled redis-server; over TLS only (cluster bus and replication
+    too) when given ``certs``."""
+
+    def __init__(self, port: int, certs: dict[str, str] | None) -> None:
+        self.port = port
+        self.certs = certs
+        cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+        if certs is None:
+            transport: tuple[str, ...] = ("--port", str(port))
+        else:
+            transport = ("--port", "0", "--tls-port", str(port), "--tls-cluster", "yes", "--tls-replication", "yes",
+                         "--tls-cert-file", certs["server.crt"], "--tls-key-file", certs["server.key"],
+                         "--tls-ca-cert-file", certs["ca.crt"], "--tls-auth-clients", "no")
+        self.server = LocalRedis(*transport, "--bind", "127.0.0.1", *cluster)
+
+    def client(self, db: int = 0, **options) -> redis_lib.Redis:
+        if self.certs is not None:
+            options.update(ssl=True, ssl_ca_certs=self.certs["ca.crt"])
+        return redis_lib.Redis(port=self.port, **options)
+
+
+class RedisClusterGroup:
+    """A real Redis Cluster on private ports: ``primaries`` primaries with ``replicas``
+    replicas each, made by ``redis-cli --cluster create``; every node has its own folder
+    (its ``nodes.conf`` there) and is stopped by its pid. ``tls=True``: every node speaks
+    TLS only, with a CA made here (:attr:`certs`)."""
+
+    def __init__(self, primaries: int = 3, replicas: int = 1, *, tls: bool = False) -> None:
+        if shutil.which("redis-cli") is None:
+            pytest.skip("redis-cli is not installed")
+        self.primaries = primaries
+        self.replicas = replicas
+        self.tmp = Path(tempfile.mkdtemp(prefix="wurk-cluster-"))
+        self.certs = certificates(self.tmp / "certs") if tls else None
+        self.nodes: list[_ClusterNode] = []
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def url(self, index: int = 0) -> str:
+        """The URL of node ``index`` (database 0: a cluster has no other)."""
+        scheme = "redis" if self.certs is None else "rediss"
+        return f"{scheme}://127.0.0.1:{self.nodes[index].port}/0"
+
+    def start(self, timeout: float = 60.0) -> RedisClusterGroup:
+        try:
+            for _ in range(self.primaries * (1 + self.replicas)):
+                node = _ClusterNode(cluster_port(), self.certs)
+                self.nodes.append(node)
+                node.start()
+            addresses = [f"127.0.0.1:{port}" for port in self.ports]
+            tls = [] if self.certs is None else ["--tls", "--cacert", self.certs["ca.crt"]]
+            created = subprocess.run(
+                ["redis-cli", *tls, "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
+                 "--cluster-yes"], capture_output=True, text=True, timeout=timeout)
+            if created.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout[-1500:]} {created.stderr}")
+            _wait(self.ready, "the cluster to report cluster_state:ok on every node, replicas in sync", timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node_client(self, port: int, **options) -> redis_lib.Redis:
+        """A plain client of the node on ``port`` (over TLS for a TLS cluster)."""
+        return next(node for node in self.nodes if node.port == port).client(**options)
+
+    def ready(self) -> bool:
+        """Every node says ``cluster_state:ok`` and knows every other; every replica's link is up."""
+        roles = []
+        for port in self.ports:
+            client = self.node_client(port, decode_responses=True)
+            try:
+                info = client.cluster("info")
+                if info.get("cluster_state") != "ok" or int(info.get("cluster_known_nodes", 0)) < len(self.nodes):
+                    return False
+                replication = client.info("replication")
+                roles.append(replication.get("role"))
+                if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                    return False
+            finally:
+                client.close()
+        return roles.count("master") == self.primaries
+
+    def client(self) -> redis_lib.RedisCluster:
+        """A plain redis-py ``RedisCluster`` (bytes replies) for a test's own reads and writes."""
+        from redis.cluster import RedisCluster
+
+        if self.certs is None:
+            return RedisCluster(host="127.0.0.1", port=self.ports[0])
+        return RedisCluster(host="127.0.0.1", port=self.ports[0], ssl=True, ssl_ca_certs=self.certs["ca.crt"])
+
+    def primary_ports(self) -> list[int]:
+        found = []
+        for port in self.ports:
+            client = self.node_client(port, decode_responses=True)
+            try:
+                if client.info("replication").get("role") == "master":
+                    found.append(port)
+            finally:
+                client.close()
+        return found
+
+    def flush(self) -> None:
+        """Empty every primary (the replicas follow): between tests of one session's cluster."""
+        for port in self.primary_ports():
+            client = self.node_client(port)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.nodes = []
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _start_sentinel(sentinel: LocalRedis, port: int) -> None:

@@ -88,7 +88,8 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     """Deploy-only: the configured Redis is reachable, >= 7.0, not a cluster, and does not
     evict keys (unless ``ALLOW_EVICTION`` says it may)."""
 
-    from .redis.connection import cluster_enabled, cluster_refusal
+    from .redis import cluster
+    from .redis.connection import cluster_enabled
 
     if check_settings():
         return []  # the settings themselves are wrong; the errors above say how
@@ -97,7 +98,7 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
         client = probe_redis(config, timeout=2)
         try:
             if cluster_enabled(client):
-                return [checks.Error(cluster_refusal(config.redis_url), obj="settings.WURK", id="wurk.E011")]
+                return [checks.Error(str(cluster.not_yet("The worker", config.redis_url)), obj="settings.WURK", id="wurk.E011")]
             version = server_version(client)
             policy = eviction_policy(client)
         finally:

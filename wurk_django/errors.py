@@ -46,7 +46,9 @@ class RedisVersionError(WurkError):
 
 
 class RedisClusterError(RedisVersionError):
-    """The Redis server is a Redis Cluster node; wurk needs one primary (RUN-606)."""
+    """The Redis server is a Redis Cluster node, where the job engine (pushes, workers,
+    the data API, the admin) is not supported yet (RUN-606; issue 46). The message
+    names what was refused and the server."""
 
 
 class RedisEvictionError(RedisVersionError):

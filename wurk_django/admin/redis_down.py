@@ -1,5 +1,6 @@
 """What a Wurk page answers while its Redis cannot be reached: a 503 naming the
-server and the reason, instead of Django's 500 page with a ``ConnectionError``.
+server and the reason, instead of Django's 500 page with a ``ConnectionError``;
+and the same for a Redis Cluster, which the pages cannot read yet (issue 46).
 
 :meth:`WurkAdmin.wrap` and :meth:`WurkAdmin.api` run every view through
 :func:`guarded`, so every page and JSON endpoint, built-in or a feature's,
@@ -17,6 +18,8 @@ import redis as redis_lib
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
+
+from ..errors import RedisClusterError
 
 logger = logging.getLogger("wurk_django.admin")
 
@@ -73,12 +76,20 @@ def guarded(request: HttpRequest, shard: str | None, run: Callable[[], HttpRespo
             return HttpResponse(json.dumps({"error": "redis_unreachable", "message": text}), status=503,
                                 content_type="application/json")
         return _page(request, model_admin, text)
+    except RedisClusterError as exc:
+        # A Redis Cluster (issue 46): the pages cannot read it yet; say so, not a 500.
+        text = str(exc)
+        logger.warning("admin page %s: %s", request.path, text)
+        if as_json:
+            return HttpResponse(json.dumps({"error": "redis_cluster", "message": text}), status=503,
+                                content_type="application/json")
+        return _page(request, model_admin, text, title=_("Redis Cluster not supported yet"))
 
 
-def _page(request: HttpRequest, model_admin: object, text: str) -> HttpResponse:
+def _page(request: HttpRequest, model_admin: object, text: str, title: str | None = None) -> HttpResponse:
     try:
         site = model_admin.admin_site  # type: ignore[attr-defined]
-        context = {**site.each_context(request), "title": _("Redis unreachable"), "wurk_message": text,
+        context = {**site.each_context(request), "title": title or _("Redis unreachable"), "wurk_message": text,
                    "opts": model_admin.opts}  # type: ignore[attr-defined]
         response = TemplateResponse(request, "wurk_django/admin/redis_unreachable.html", context, status=503)
         return response.render()

@@ -34,14 +34,17 @@ connection closed just after its last use is found before writing too.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from .. import context
 from ..conf import Config
-from . import pools, wire
+from . import cluster, pools, wire
 from .connection import app_pool, cached_client, send_commands
+
+if TYPE_CHECKING:
+    from redis.cluster import RedisCluster
 
 _PLAIN = frozenset({bytes, str, int, float})
 #: A connection idle this long (seconds) is checked before use: Redis may have closed
@@ -139,14 +142,24 @@ class AppRedis(FastRedis):
     pool for application code."""
 
 
-def redis_client(*, decode_responses: bool = False, config: Config | None = None) -> AppRedis:
+def redis_client(*, decode_responses: bool = False, config: Config | None = None) -> AppRedis | RedisCluster:
     """The process's Redis client for application code, on the database wurk uses.
 
     ``decode_responses=True`` returns ``str`` instead of ``bytes`` (a second
     client on its own pool). The client is shared by every thread of the
     process and rebuilt in a forked child. Commands are never replayed after a
     connection error (see the module's docstring).
+
+    When the Redis is a node of a Redis Cluster, this is redis-py's
+    ``RedisCluster`` instead (see :mod:`wurk_django.redis.cluster`): each command
+    goes to the node holding its key; commands over several keys need them in one
+    hash slot (a ``{tag}`` in each key name), as with any cluster client.
     """
     config = context.config(config)
-    return cached_client("app-decoded" if decode_responses else "app", config,
-                         lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))
+    purpose = "app-decoded" if decode_responses else "app"
+    client = cached_client(purpose, config, lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))
+    if cluster.is_cluster(config.redis_target, client):
+        # A cluster node (issue 46): redis-py's own cluster client, which routes each key to its node.
+        return cached_client(f"{purpose}-cluster", config,
+                             lambda: cluster.cluster_client(config, decode_responses=decode_responses))
+    return client

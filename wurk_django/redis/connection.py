@@ -32,8 +32,8 @@ from redis.retry import Retry
 
 from .. import context
 from ..conf import Config
-from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
-from . import eviction, pools, sentinel, wire
+from ..errors import RedisEvictionError, RedisVersionError
+from . import cluster, eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
 from .wire import state_of
 
@@ -224,7 +224,11 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
     size = pool_size or pool_size_for(config, purpose)
     client = _clients.get(key)
     if client is not None and client.connection_pool.max_connections >= size:
-        return client
+        if _unprobed and key in _unprobed:
+            return _probed(key, config, client)
+        return client  # never a cluster's: one is dropped as soon as it is found (below)
+    if cluster.known(config.redis_target):
+        raise cluster.not_yet(ENGINE, config.redis_url)
     with _lock:
         client = _clients.get(key)
         if client is None or client.connection_pool.max_connections < size:
@@ -241,7 +245,42 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             client = _build(config, pool_size=size, socket_timeout=wanted, options=options)
             _clients[key] = client
             _forget_remembered()
-        return client
+    if cluster.known(config.redis_target) is None:
+        return _probed(key, config, client)
+    return client
+
+
+#: Clients whose server could not be asked yet whether it is a Redis Cluster node (it
+#: was down). Empty in a healthy process, so the fast path of :func:`get_redis` pays one
+#: truthiness test for it.
+_unprobed: set[tuple[int, str, str]] = set()
+
+
+def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> redis.Redis:
+    """``client`` once its server is known not to be a cluster node, or while it cannot
+    be asked (asked again at most every :data:`cluster.ASK_AGAIN_EVERY` seconds, and
+    :func:`client_for` does not remember it meanwhile: a cluster node would take the
+    pushes whose keys hash to its own slots, in the one-server layout). A cluster's
+    client is dropped and :func:`cluster.not_yet` raised. Called outside the lock: a
+    probe of an unreachable host waits for its connect timeout."""
+    target = config.redis_target
+    if cluster.is_cluster(target, client):
+        _unprobed.discard(key)
+        with _lock:
+            if _clients.get(key) is client:
+                del _clients[key]
+                _forget_remembered()
+        client.connection_pool.disconnect()
+        raise cluster.not_yet(ENGINE, config.redis_url)
+    if cluster.known(target) is None:
+        _unprobed.add(key)
+    else:
+        _unprobed.discard(key)
+    return client
+
+
+#: What :func:`get_redis` refuses on a Redis Cluster (issue 46: stage 1 supports none of it yet).
+ENGINE = "wurk_django's job engine (pushes, the worker, the data API, the admin)"
 
 
 def client_for(config: Config) -> redis.Redis:
@@ -256,7 +295,8 @@ def client_for(config: Config) -> redis.Redis:
         return remembered[2]
     generation = _generation
     client = get_redis(config=config)
-    config.memo["main_redis"] = (generation, config.redis_target, client)
+    if not _unprobed:  # else: asked again by the next push (see _probed)
+        config.memo["main_redis"] = (generation, config.redis_target, client)
     return client
 
 
@@ -279,6 +319,7 @@ def async_redis(config: Config | None = None) -> Any:
     from redis.asyncio.retry import Retry as AsyncRetry
 
     config = context.config(config)
+    _refuse_cluster_async(config)
     loop = asyncio.get_running_loop()
     with _async_lock:
         for ident, (other, _url, _client) in list(_async_clients.items()):
@@ -302,6 +343,21 @@ def async_redis(config: Config | None = None) -> Any:
                 pool = aredis.ConnectionPool.from_url(target.url, **kwargs)
             entry = _async_clients[key] = (loop, target.identity, aredis.Redis(connection_pool=pool))
         return entry[2]
+
+
+def _refuse_cluster_async(config: Config) -> None:
+    """Raise :func:`cluster.not_yet` when ``config``'s Redis is a cluster: asked once per
+    process, on a short-lived synchronous client (redis.asyncio has no probe of its own here)."""
+    target = config.redis_target
+    answer = cluster.known(target)
+    if answer is None and not target.is_sentinel and cluster.due(target):
+        client = probe_redis(config, timeout=CONNECT_TIMEOUT)
+        try:
+            answer = cluster.is_cluster(target, client)
+        finally:
+            client.connection_pool.disconnect()
+    if answer:
+        raise cluster.not_yet(ENGINE, config.redis_url)
 
 
 def probe_redis(config: Config | None = None, *, timeout: float = PROBE_TIMEOUT) -> redis.Redis:
@@ -565,6 +621,11 @@ def send_on(conn: Any, commands: list[tuple[Any, ...]], *, raise_errors: bool = 
     return replies
 
 
+def _address(conn: Any) -> str:
+    """``host:port`` of ``conn``'s server, for a message."""
+    return f"{getattr(conn, 'host', '?')}:{getattr(conn, 'port', '?')}"
+
+
 def _connected(conn: Any) -> bool:
     """Point ``conn`` at the current primary and connect it, first and on its own: a
     failure here provably sent nothing, which is what allows the write path to try
@@ -616,11 +677,19 @@ def _close_if_demoted(conn: Any, replies: list[Any]) -> None:
     a failover, or a DNS name that now points elsewhere; ``NOREPLICAS``, a primary
     cut off from its replicas, which is about to be. Close it, so the next use
     dials again (and asks the sentinels, for a Sentinel pool) instead of meeting
-    the same server, and raise :class:`~wurk_django.redis.errors.PrimaryRefused`."""
+    the same server, and raise :class:`~wurk_django.redis.errors.PrimaryRefused`.
+    A cluster's ``MOVED``/``ASK``/``CROSSSLOT``/``CLUSTERDOWN`` raises
+    :class:`~wurk_django.errors.RedisClusterError` (:func:`cluster.moved_refusal`)."""
     for reply in replies:
-        if isinstance(reply, redis.ResponseError) and is_failover(reply):
-            conn.disconnect()
-            raise refused(reply)
+        if isinstance(reply, redis.ResponseError):
+            if is_failover(reply):
+                conn.disconnect()
+                raise refused(reply)
+            # A cluster's redirection: this server is not where the key lives; whatever
+            # raise_errors says, as for a demoted primary (issue 46, RUN-606).
+            redirected = cluster.moved_refusal(reply, _address(conn), ENGINE)
+            if redirected is not None:
+                raise redirected
 
 
 def reset() -> None:
@@ -634,9 +703,11 @@ def reset() -> None:
                 except Exception:  # closing a dead socket may fail; it is gone either way
                     pass
         _clients.clear()
+        _unprobed.clear()
         _forget_remembered()
     with _async_lock:
         _async_clients.clear()
+    cluster.forget()
 
 
 def _after_fork_in_child() -> None:
@@ -646,6 +717,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
     _async_lock = threading.Lock()
     _clients.clear()
+    _unprobed.clear()
     _forget_remembered()
     _async_clients.clear()
     _forget_idle_stacks()
@@ -659,33 +731,19 @@ def server_version(client: redis.Redis) -> tuple[int, ...]:
     return tuple(int(p) for p in str(info.get("redis_version", "0")).split(".")[:3] if p.isdigit())
 
 
-def cluster_refusal(url: str) -> str:
-    """The one line that says why a Redis Cluster is refused and what to do instead."""
-    return (f"Redis at {url} is a Redis Cluster node (cluster_enabled:1), which wurk_django refuses: its Lua "
-            "scripts touch several keys at once, and a cluster runs them only when all those keys are on one node; "
-            "use one Redis primary and spread load over several with WURK['SHARDS'] (docs/redis.md).")
-
-
 def cluster_enabled(client: redis.Redis) -> bool:
-    """True when ``client``'s server is a Redis Cluster node (``INFO cluster``)."""
-    try:
-        info = client.info("cluster")
-    except redis.ResponseError as exc:
-        # A cluster node refuses SELECT, which a URL with a database number sends at connect.
-        if "cluster mode" in str(exc):
-            return True
-        raise
-    return str(info.get("cluster_enabled", 0)) == "1"
+    """True when ``client``'s server is a Redis Cluster node (see :func:`cluster.probe`)."""
+    return bool(cluster.probe(client))
 
 
 def check_server(client: redis.Redis, config: Config | None = None) -> str:
-    """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606) and, unless
+    """Refuse Redis < 7.0 (CORE-002), Redis Cluster (RUN-606; issue 46 stage 1: not yet) and, unless
     ``ALLOW_EVICTION`` is True, a ``maxmemory-policy`` that may evict keys (issue 43
     item 3). A policy the server does not tell is warned about. Returns the version."""
     config = context.config(config)
     url = config.redis_url
     if cluster_enabled(client):
-        raise RedisClusterError(cluster_refusal(url))
+        raise cluster.not_yet("The worker", url)
     version = server_version(client)
     shown = ".".join(map(str, version))
     if version < MIN_VERSION:

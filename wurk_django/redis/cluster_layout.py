@@ -1,0 +1,295 @@
+"""Where wurk's keys go on a Redis Cluster (issue 46): designed once, here.
+
+A cluster runs a command, a ``MULTI`` or a Lua script only when every key it
+touches hashes to one slot, and spreads slots over its primaries. So the layout
+has two jobs: every step that must be atomic keeps its keys in one slot, and
+what carries the load (queues) lands in many slots. A key's slot is decided by
+its *hash tag*, the text between the first ``{`` and the next ``}``.
+
+* **One tag per queue**, ``{q:<name>}``: the queue's list, its wake-up list, the
+  private lists reliable fetch moves jobs into (the held ones too) with their
+  markers, recovery counters, crash records and held index, and that queue's
+  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag. Then every step of
+  a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
+  list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
+  promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
+  dead), recovery of a dead process's jobs (private list -> queue). Different
+  queues hash to different slots, so a fleet with many queues spreads over every
+  primary; one very busy queue stays on one primary (as a BullMQ queue does):
+  split it into several queues to spread it.
+* **Per-queue schedule/retry/dead** instead of Sidekiq's three global sorted sets:
+  one global set would be the hottest key of the cluster (every ``perform_in``,
+  every failure) and promotion would cross slots. The cost is that the scheduler
+  polls each known queue's sets instead of two, and the admin merges per-queue
+  sets into its Scheduled/Retries/Dead pages (stage 2).
+* **Fleet-wide state is low-rate, and has tags of its own**, each in one slot:
+  ``{wurk}`` (the queue set, the process set, the reaper's locks), ``{stats}``
+  (the counters: each process adds its counts once a heartbeat, not per job),
+  ``{leader}`` (the lock, its fencing token and info: one campaign script). The
+  queue set is *not* written by every push (it would make ``{wurk}`` as hot as all
+  queues together): a process adds a queue's name the first time it pushes to it
+  and again at most once a minute (:data:`QUEUE_SET_REFRESH`).
+* **One tag per process** ``{p:<identity>}`` (its hash, its work hash, its signals
+  list: one heartbeat ``MULTI``), **per batch** ``{b:<bid>}``, **per limiter**
+  ``{l:<name>}``, **per periodic loop** ``{loop:<lid>}``: their own steps are one
+  slot, and there are many of each.
+* Keys only ever used alone (a result record ``status:<jid>``, a metrics minute,
+  an iteration cursor) keep their Sidekiq names: one key, one slot, spread by name.
+
+Names inside a tag are escaped (:func:`tag`), so a queue called ``a}b`` cannot
+share a slot by accident with a queue called ``a``.
+
+This module only names keys; nothing reads or writes them yet (issue 46 stage 1).
+:class:`SidekiqLayout` is the same interface over :mod:`wurk_django.keys`, byte for
+byte the layout of one server, so code written against a layout takes the queue
+everywhere (``layout.retry(queue)``) and runs on both.
+"""
+
+from __future__ import annotations
+
+from .. import keys
+
+#: Seconds a process trusts that a queue it pushed to is in the queue set (cluster only).
+QUEUE_SET_REFRESH = 60.0
+
+#: Tags of the fleet-wide keys.
+FLEET = "{wurk}"
+STATS = "{stats}"
+LEADER = "{leader}"
+
+
+def tag(kind: str, name: str) -> str:
+    """``{<kind>:<name>}`` with ``%``, ``{`` and ``}`` of ``name`` percent-escaped: the
+    whole name is the hash tag, and two names never share a tag."""
+    escaped = name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    return f"{{{kind}:{escaped}}}"
+
+
+def queue_tag(name: str) -> str:
+    """The hash tag of every key of queue ``name``."""
+    return tag("q", name)
+
+
+class SidekiqLayout:
+    """The one-server layout, Sidekiq's (:mod:`wurk_django.keys`), behind the same
+    methods as :class:`ClusterLayout`; the queue arguments of the global sets are
+    ignored."""
+
+    cluster = False
+    queues = keys.QUEUES
+    processes = keys.PROCESSES
+    process_cleanup = keys.PROCESS_CLEANUP
+    reaper_lock = keys.REAPER_LOCK
+    leader = keys.LEADER
+    leader_token = keys.LEADER_TOKEN
+    leader_info = keys.LEADER_INFO
+    batches = keys.BATCHES
+    periodic = keys.PERIODIC
+    limiter_list = keys.LIMITER_LIST
+
+    def queue(self, name: str) -> str:
+        return keys.queue(name)
+
+    def wake(self, name: str) -> str:
+        return keys.wake(name)
+
+    def private_queue(self, name: str, host: str, pid: int, nonce: str, index: int = 0) -> str:
+        return keys.private_queue(name, host, pid, nonce, index)
+
+    def started(self, queue: str, host: str, pid: int, nonce: str, slot: int) -> str:
+        """The marker naming the job a fetch slot runs (one server: one per slot, whatever the queue)."""
+        return keys.started(host, pid, nonce, slot)
+
+    def recovered(self, queue: str, jid: str) -> str:
+        return keys.recovered(jid)
+
+    def crashes(self, queue: str, jid: str) -> str:
+        return keys.crashes(jid)
+
+    def paced(self, queue: str) -> str:
+        return keys.paced(queue)
+
+    def held_index(self, queue: str) -> str:
+        return keys.HELD_INDEX
+
+    def schedule(self, queue: str) -> str:
+        return keys.SCHEDULE
+
+    def retry(self, queue: str) -> str:
+        return keys.RETRY
+
+    def dead(self, queue: str) -> str:
+        return keys.DEAD
+
+    def paused(self, queue: str) -> str:
+        """The paused set (one server: the set of names; a queue is paused when in it)."""
+        return keys.PAUSED
+
+    def stat(self, kind: str) -> str:
+        return keys.stat(kind)
+
+    def stat_on(self, kind: str, day: str) -> str:
+        return keys.stat_on(kind, day)
+
+    def process(self, identity: str) -> str:
+        return keys.process(identity)
+
+    def work(self, identity: str) -> str:
+        return keys.work(identity)
+
+    def signals(self, identity: str) -> str:
+        return keys.signals_list(identity)
+
+    def unique_lock(self, queue: str, digest: str) -> str:
+        return keys.unique_lock(digest)
+
+    def batch(self, bid: str, suffix: str | None = None) -> str:
+        return keys.batch(bid, suffix)
+
+    def limiter_meta(self, name: str) -> str:
+        return keys.limiter_meta(name)
+
+    def limiter_slots(self, name: str) -> str:
+        return keys.limiter_slots(name)
+
+    def loop(self, lid: str) -> str:
+        return keys.loop(lid)
+
+    def loop_history(self, lid: str) -> str:
+        return keys.loop_history(lid)
+
+    def status(self, jid: str) -> str:
+        return keys.task_status(jid)
+
+
+class ClusterLayout(SidekiqLayout):
+    """The cluster layout (this module's docstring says why each key goes where)."""
+
+    cluster = True
+    queues = f"{FLEET}:queues"
+    processes = f"{FLEET}:processes"
+    process_cleanup = f"{FLEET}:process_cleanup"
+    reaper_lock = f"{FLEET}:super_fetch:reaper"
+    leader = f"{LEADER}:dear-leader"
+    leader_token = f"{LEADER}:leader-token"
+    leader_info = f"{LEADER}:leader-info"
+    batches = f"{FLEET}:batches"
+    periodic = f"{FLEET}:periodic"
+    limiter_list = f"{FLEET}:lmtr-list"
+
+    def queue(self, name: str) -> str:
+        return f"{queue_tag(name)}:queue"
+
+    def wake(self, name: str) -> str:
+        return f"{queue_tag(name)}:wake"
+
+    def private_queue(self, name: str, host: str, pid: int, nonce: str, index: int = 0) -> str:
+        return f"{queue_tag(name)}:private|{host}|{pid}|{nonce}|{index}"
+
+    def started(self, queue: str, host: str, pid: int, nonce: str, slot: int) -> str:
+        """In the slot of the queue the job came from: written in the fetch's own step."""
+        return f"{queue_tag(queue)}:started|{host}|{pid}|{nonce}|{slot}"
+
+    def recovered(self, queue: str, jid: str) -> str:
+        """The recovery counter reclaim.lua bumps while it moves the job back: the queue's slot."""
+        return f"{queue_tag(queue)}:recovered:{jid}"
+
+    def crashes(self, queue: str, jid: str) -> str:
+        return f"{queue_tag(queue)}:crashes:{jid}"
+
+    def paced(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:paced"
+
+    def held_index(self, queue: str) -> str:
+        """Per queue: held_forget.lua drops a held list from its index in one step."""
+        return f"{queue_tag(queue)}:held"
+
+    def schedule(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:schedule"
+
+    def retry(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:retry"
+
+    def dead(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:dead"
+
+    def paused(self, queue: str) -> str:
+        """A flag (STRING ``1``) per queue: checked by the fetch in the queue's own slot."""
+        return f"{queue_tag(queue)}:paused"
+
+    def stat(self, kind: str) -> str:
+        return f"{STATS}:stat:{kind}"
+
+    def stat_on(self, kind: str, day: str) -> str:
+        return f"{STATS}:stat:{kind}:{day}"
+
+    def process(self, identity: str) -> str:
+        return tag("p", identity)
+
+    def work(self, identity: str) -> str:
+        return f"{tag('p', identity)}:work"
+
+    def signals(self, identity: str) -> str:
+        return f"{tag('p', identity)}:signals"
+
+    def unique_lock(self, queue: str, digest: str) -> str:
+        """In the queue's slot: taking the lock and pushing the job are then one script."""
+        return f"{queue_tag(queue)}:unique:{digest}"
+
+    def batch(self, bid: str, suffix: str | None = None) -> str:
+        return tag("b", bid) if suffix is None else f"{tag('b', bid)}:{suffix}"
+
+    def limiter_meta(self, name: str) -> str:
+        return f"{tag('l', name)}:meta"
+
+    def limiter_slots(self, name: str) -> str:
+        return f"{tag('l', name)}:cs"
+
+    def loop(self, lid: str) -> str:
+        return tag("loop", lid)
+
+    def loop_history(self, lid: str) -> str:
+        return f"{tag('loop', lid)}:history"
+
+
+SIDEKIQ = SidekiqLayout()
+CLUSTER = ClusterLayout()
+
+
+def for_cluster(cluster: bool) -> SidekiqLayout:
+    """The layout for a server that is (``True``) or is not a cluster node."""
+    return CLUSTER if cluster else SIDEKIQ
+
+
+def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, nonce: str = "n",
+          identity: str = "h:1:n", bid: str = "B", limiter: str = "L", lid: str = "P") -> dict[str, list[str]]:
+    """Every multi-key step of the core and of the features whose keys are named here,
+    with the keys it touches in one command, ``MULTI`` or script: on a cluster each
+    must be one slot (tests/redis/test_cluster_layout.py checks it, on a real one too)."""
+    private = layout.private_queue(queue, host, pid, nonce)
+    held = layout.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
+    return {
+        "push": [layout.queue(queue), layout.wake(queue)],
+        "fetch (reliable)": [layout.queue(queue), private, layout.paused(queue),
+                             layout.started(queue, host, pid, nonce, 0), layout.recovered(queue, "J")],
+        "ack": [private],
+        "requeue": [private, layout.queue(queue)],
+        "recover a dead process's jobs (reclaim.lua)": [private, layout.queue(queue), layout.recovered(queue, "J"),
+                                                        held],
+        "held job given back": [layout.held_index(queue), held, layout.queue(queue), layout.crashes(queue, "J"),
+                                layout.paced(queue)],
+        "retry booked": [private, layout.retry(queue)],
+        "death": [private, layout.retry(queue), layout.dead(queue)],
+        "schedule promoted": [layout.schedule(queue), layout.queue(queue), layout.wake(queue), layout.dead(queue)],
+        "retry promoted": [layout.retry(queue), layout.queue(queue), layout.wake(queue), layout.dead(queue)],
+        "unique push": [layout.unique_lock(queue, "d1g3st"), layout.queue(queue), layout.wake(queue)],
+        "heartbeat": [layout.process(identity), layout.work(identity), layout.signals(identity)],
+        "stats flush": [layout.stat("processed"), layout.stat("failed"),
+                        layout.stat_on("processed", "2026-01-01"), layout.stat_on("failed", "2026-01-01")],
+        "leader campaign": [layout.leader, layout.leader_token, layout.leader_info],
+        "batch": [layout.batch(bid), layout.batch(bid, "jids"), layout.batch(bid, "failed"),
+                  layout.batch(bid, "complete"), layout.batch(bid, "success")],
+        "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter)],
+        "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
+        "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],
+    }
