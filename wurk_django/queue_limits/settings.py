@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..conf.setting import WORKER, Setting
-from ..errors import ConfigurationError
+from ..conf.validators import QUEUE_NAME_RULE, ConfigurationError, is_queue_name
 
 
 def problems(value: Any) -> list[str]:
@@ -17,8 +17,8 @@ def problems(value: Any) -> list[str]:
         return [f"{value!r} is not a dict of queue name: the most jobs of it running at once"]
     found = []
     for name, limit in value.items():
-        if not isinstance(name, str) or not name:
-            found.append(f"{name!r} is not a queue name (a non-empty string)")
+        if not is_queue_name(name):
+            found.append(f"{name!r} is not a queue name ({QUEUE_NAME_RULE})")
         elif isinstance(limit, bool) or not isinstance(limit, int):
             found.append(f"the limit of queue {name!r} is {limit!r}, not an integer")
         elif limit < 1:
