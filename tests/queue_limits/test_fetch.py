@@ -166,3 +166,17 @@ def test_a_thread_waiting_on_a_full_queue_takes_the_job_once_a_slot_is_freed(red
     finally:
         stop.set()
         fetcher.terminate()
+
+
+def test_a_capped_fetch_after_redis_lost_its_scripts_sends_the_text(redis_db, monkeypatch):
+    # A SHA Redis does not hold stands for a script cache flushed since (SCRIPT FLUSH is
+    # the whole server's, other databases included: not for a test to do).
+    monkeypatch.setattr(queue_caps.FETCH, "sha", "0" * 40)
+    fetcher = _fetcher(QUEUE_LIMITS={"reports": 1})
+    try:
+        redis_db.lpush("queue:reports", _job("r1", "reports"))
+        unit = fetcher.retrieve_work()
+        assert unit.queue == "reports" and unit.cap is not None
+        assert queue_caps.in_use(redis_db, ["reports"]) == {"reports": 1}
+    finally:
+        fetcher.terminate()

@@ -485,9 +485,6 @@ class ReliableFetch:
         marks = slot.oldest_mark() if first else []
         try:
             replies = send_on(slot.connection(), [*acked, *marks, command], raise_errors=False)
-            reply = replies[-1]
-            if isinstance(reply, redis_lib.exceptions.NoScriptError):
-                reply = send_on(slot.connection(), [("EVAL", queue_caps.FETCH.source, *command[2:])])[0]
         except Exception:
             slot.put_back(parked)
             slot.mark_unknown()
@@ -497,6 +494,15 @@ class ReliableFetch:
             slot.put_back(parked)
             slot.mark_unknown()
             raise refused
+        reply = replies[-1]
+        if isinstance(reply, redis_lib.exceptions.NoScriptError):
+            # Redis lost its scripts (a restart, SCRIPT FLUSH): the script did not run; once more, with its text.
+            try:
+                reply = send_on(slot.connection(), [("EVAL", queue_caps.FETCH.source, *command[2:])],
+                                raise_errors=False)[0]
+            except Exception:
+                slot.mark_unknown()
+                raise
         if isinstance(reply, Exception):
             slot.mark_unknown()
             raise reply
