@@ -41,3 +41,25 @@ class Free(Job):
         redis = get_redis()
         redis.rpush("test:free:done", tag)
         redis.rpush("test:free:capped-waiting", redis.llen("queue:reports"))
+
+
+class CappedFails(Job):
+    """Fails, with no retry: straight to the dead set."""
+
+    queue = "reports"
+    retry = 0
+
+    def perform(self, tag):
+        raise RuntimeError(f"{tag} fails on purpose")
+
+
+class CappedStuck(Job):
+    """One long C call: only its hard time limit stops it (the thread is abandoned)."""
+
+    queue = "reports"
+    time_limit = 1
+    retry = 0
+
+    def perform(self, tag):
+        get_redis().rpush("test:caps:stuck", tag)
+        time.sleep(60)

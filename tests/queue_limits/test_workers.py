@@ -109,3 +109,28 @@ def test_a_process_killed_with_slots_in_hand_frees_them_and_the_queue_goes_on(re
         if second is not None:
             _stop(second)
     assert "Traceback" not in second.output(), second.output()[-3000:]
+
+
+def test_a_failed_run_and_a_run_stopped_at_its_hard_limit_free_their_slots(redis_db):
+    """Whatever the settlement says (dead after a failure, stopped and abandoned at its hard
+    time limit), the slot goes back: the queue's later jobs run."""
+    from tests.jobsapp.cap_jobs import Capped, CappedFails, CappedStuck
+
+    CappedStuck.perform_async("stuck1")
+    CappedStuck.perform_async("stuck2")
+    CappedFails.perform_async("fail1")
+    CappedFails.perform_async("fail2")
+    for n in range(2):
+        Capped.perform_async(f"after{n}", 0.1)
+    worker = _worker("reports")
+    try:
+        wait_for(lambda: redis_db.llen("test:caps:done") == 2, timeout=120, message="the jobs after them to run")
+        assert redis_db.llen("test:caps:stuck") == 2
+        wait_for(lambda: redis_db.zcard("dead") == 4, timeout=60, message="four jobs in the dead set")
+        wait_for(lambda: queue_caps.in_use(redis_db, ["reports"]) == {"reports": 0}, timeout=30,
+                 message="every slot to be freed")
+        # The two stuck jobs took both slots first (the queue is first in, first out): the
+        # jobs after them ran only because the hard stop's settlement freed them.
+        assert redis_db.lrange("test:caps:stuck", 0, -1) == [b"stuck1", b"stuck2"]
+    finally:
+        _stop(worker)
