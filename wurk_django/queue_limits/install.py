@@ -16,7 +16,13 @@ def build(launcher: Any) -> Any:
     names = [name for name in launcher.queue_names if name in limits] if limits else []
     if not names:
         return None
-    from .caps import Keeper
+    from .caps import Keeper, logger
+
+    for manager in launcher.managers:
+        if not hasattr(manager.fetcher, "_caps"):
+            # A FETCH_CLASS of the user's own: it takes jobs without slots (BasicFetch refuses).
+            logger.warning("QUEUE_LIMITS is ignored by the fetcher %s, which takes jobs without slots; "
+                           "the limits need the default reliable fetch", type(manager.fetcher).__name__)
 
     return Keeper(launcher, names)
 
