@@ -180,3 +180,30 @@ def test_a_capped_fetch_after_redis_lost_its_scripts_sends_the_text(redis_db, mo
         assert queue_caps.in_use(redis_db, ["reports"]) == {"reports": 1}
     finally:
         fetcher.terminate()
+
+
+def test_an_uncapped_queue_after_a_capped_one_is_still_fetched_ahead(redis_db):
+    """The capped queue leads the strict order and is full: the thread's fetches take the
+    next queue's jobs several per round trip once its jobs prove short, as they would be
+    with no limit (the script moves one job only from a capped queue)."""
+    fetcher = _fetcher(QUEUE_LIMITS={"reports": 1})
+    try:
+        redis_db.lpush("queue:reports", _job("r1", "reports"), _job("r2", "reports"))
+        holder = _fetch_in_thread(fetcher)  # another thread holds the only slot
+        assert holder.cap is not None
+        redis_db.lpush("queue:default", *[_job(f"d{n}", "default") for n in range(60)])
+        ahead = []
+        queues = set()
+        for _ in range(30):
+            unit = fetcher.retrieve_work()
+            queues.add(unit.queue)
+            unit.acknowledge()
+            ahead.append(len(fetcher._mine().ahead))
+        assert queues == {"default"} and max(ahead) > 0
+        assert redis_db.llen("queue:reports") == 1
+        # What it fetched ahead went into its private list, and comes out in queue order.
+        fetcher.flush_acks()
+        rest = fetcher._mine().take_ahead()
+        assert [payload.loads(u.job)["jid"] for u in rest] == [f"d{n}" for n in range(30, 30 + len(rest))]
+    finally:
+        fetcher.terminate()

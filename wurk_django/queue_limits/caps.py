@@ -65,11 +65,12 @@ class QueueCaps:
         return self._keys[name]
 
     def fetch_command(self, pairs: list[tuple[str, str]], names: list[str], arm: bool,
-                      others: tuple[str, ...] = ()) -> tuple[Any, ...]:
+                      others: tuple[str, ...] = (), most: int = 1) -> tuple[Any, ...]:
         """The ``fetch.lua`` command over ``names`` (their (public, private) in ``pairs``),
-        reading ``others`` too when it arms a tracking connection."""
+        reading ``others`` too when it arms a tracking connection; up to ``most`` jobs
+        when the queue it finds a job in is uncapped."""
         script_keys: list[str] = []
-        args: list[Any] = [len(names), "1" if arm else "0"]
+        args: list[Any] = [len(names), "1" if arm else "0", most]
         for name, (public, private) in zip(names, pairs, strict=True):
             script_keys += (public, private, self._keys.get(name, public))
             args.append(self.limits.get(name, 0))

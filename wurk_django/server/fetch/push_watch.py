@@ -301,7 +301,8 @@ class PushWatch:
         keep_open_first(conn)  # connection.trim_idle keeps it open before the others
         reply = replies[2]
         index, queued = int(reply[0]), int(reply[1])
-        return index, queued, (reply[2] if index else None)
+        # The queue limits' fetch says the private list's length before its payload.
+        return index, queued, (reply[2 if caps is None else 3] if index else None)
 
     def _refused_tracking(self, error: redis_lib.ResponseError) -> None:
         if "redirect" in str(error).lower():

@@ -473,13 +473,17 @@ class ReliableFetch:
     def _fetch_capped(self, slot: FetchSlot, names: list[str], first: bool) -> ReliableUnit | None:
         """One job from the first of ``names`` that has one and, if capped, a free slot,
         which the same script takes (issue 47 item 4): a full queue's jobs are never
-        moved, so none is fetched and put back. One job at a time, never ahead: a job
-        held ahead would hold a slot without running. ``first``: nothing was sent yet in
-        this walk, so the parked ACKs and the slot's mark ride this round trip."""
+        moved, so none is fetched and put back. One job of a capped queue, never more: a
+        job held ahead would hold a slot without running; an uncapped queue's jobs are
+        fetched ahead as the walk's first move fetches them. ``first``: nothing was sent
+        yet in this walk, so the parked ACKs and the slot's mark ride this round trip."""
         caps = self._caps
         assert caps is not None
         pairs = [slot.keys(name) for name in names]
-        command = caps.fetch_command(pairs, names, arm=False)
+        # Fetching ahead from an uncapped queue as the first move of a walk does (the script
+        # moves one job only from a capped queue).
+        count = slot.fetch_count() if first else 1
+        command = caps.fetch_command(pairs, names, arm=False, most=count)
         parked = slot.take_parked() if first else []
         acked = ack_commands(parked)
         marks = slot.oldest_mark() if first else []
@@ -507,16 +511,30 @@ class ReliableFetch:
             slot.mark_unknown()
             raise reply
         index = int(reply[0])
-        if first:
-            slot.fetched(1, 1 if index else 0)
         if not index:
+            if first:
+                slot.fetched(count, 0)
             return None
         name = names[index - 1]
         public, private = pairs[index - 1]
-        unit = ReliableUnit(name, public, private, reply[2], slot)
         if caps.capped(name):
+            if first:
+                slot.fetched(1, 1)
+            unit = ReliableUnit(name, public, private, reply[3], slot)
             unit.cap = private
-        return unit
+            return unit
+        units = [ReliableUnit(name, public, private, job, slot) for job in reply[3:]]
+        if first:
+            slot.fetched(count, len(units))
+        if len(units) > 1:
+            # As the first move of a walk places them (see there).
+            oldest = _oldest_place(_length_after(reply[2]), len(units))
+            for position, unit in enumerate(units[1:], 1):
+                unit.mark = tail_mark(oldest + position, name)
+            slot.started = time.monotonic()
+            slot.ahead.extend(units[1:])
+            self._fair.holding()
+        return units[0]
 
     def _watches(self, names: list[str]) -> bool:
         """True when an idle thread waits on the push watch for ``names`` (several queues,
