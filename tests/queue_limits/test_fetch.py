@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -136,10 +137,15 @@ def test_a_limit_on_a_queue_this_worker_does_not_serve_changes_nothing(redis_db)
 
 
 @pytest.mark.parametrize("notifications", [True, False], ids=["push-watch", "wake-lists"])
-def test_a_thread_waiting_on_a_full_queue_takes_the_job_once_a_slot_is_freed(redis_db, notifications):
+def test_a_thread_waiting_on_a_full_queue_takes_the_job_once_a_slot_is_freed(redis_db, notifications,
+                                                                             monkeypatch):
     """An idle thread does not spin on a full queue: it waits (on the push watch, which
     tracks the slot hash, or on the wake-up lists, which a release feeds) and fetches once
     a slot is freed, long before its poll interval would have made it look again."""
+    looks = []
+    real = queue_caps.QueueCaps.fetch_command
+    monkeypatch.setattr(queue_caps.QueueCaps, "fetch_command",
+                        lambda self, *a, **k: looks.append((time.monotonic(), k.get("arm"))) or real(self, *a, **k))
     fetcher = ReliableFetch(Config(QUEUES=["reports", "default"], FETCH_POLL_INTERVAL=30,
                                    FETCH_NOTIFICATIONS=notifications, QUEUE_LIMITS={"reports": 1}))
     got: list = []
@@ -158,8 +164,14 @@ def test_a_thread_waiting_on_a_full_queue_takes_the_job_once_a_slot_is_freed(red
         assert first.queue == "reports"
         waiter = threading.Thread(target=fetch_until_a_job)
         waiter.start()
+        looks.clear()
         waiter.join(1.0)
         assert not got and redis_db.llen("queue:reports") == 1  # full: not taken, not moved
+        # It looked, armed the watch and waited: a fetch-and-put-back loop or a spin would have
+        # looked thousands of times meanwhile. (Not once: Redis tracks key names whatever the
+        # database, and every FLUSHDB anywhere wakes a tracking connection, so the other
+        # databases of a shared test server make it look again now and then.)
+        assert len(looks) <= 50, looks
         queue_caps.release(first)
         waiter.join(20)
         assert got and got[0].queue == "reports" and got[0].cap is not None
