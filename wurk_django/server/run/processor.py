@@ -148,8 +148,9 @@ class Processor:
             unit.requeue()
         except redis_lib.RedisError as exc:
             report(exc, {"context": "handing back a job it will not run", "jid": unit.jid}, self.config)
-        else:
-            release_slot(unit)  # back in its queue, unrun: its queue's slot too (queue limits)
+        # Not run here, whether back in its queue or left for the reaper: its queue's slot
+        # goes (queue limits; a release Redis refuses is sent again later).
+        release_slot(unit)
 
     def _handle(self, unit: Any) -> None:
         self.unit = unit

@@ -19,7 +19,7 @@ order, it
 6. acknowledges the job, or gives it back to its queue when its outcome could not
    be recorded; never when a hard shutdown requeued it already;
 7. frees the slot its queue's limit gave it (``QUEUE_LIMITS``, issue 47 item 4),
-   whatever the outcome: from here on the job neither runs nor waits to be put back.
+   whatever the outcome: the run is over, and a job that runs again takes a slot again.
 
 Everything runs with the run's job context (and the run) current, whatever thread
 settles it, so features read the job's own config and Redis.
