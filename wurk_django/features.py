@@ -59,6 +59,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "encryption": (CLIENT, SERVER),
     "expiry": (SERVER,),
     "deadline": (SERVER,),
+    "queue_limits": (SERVER,),
     "limiter": (SERVER, ADMIN),
     "statsd": (CLIENT, DEATH, SERVER),
     "otel": (CLIENT, SERVER),

@@ -212,6 +212,16 @@ def wake(name: str) -> str:
     return f"wake:{name}"
 
 
+# -- queue limits (issue 47 item 4): not Sidekiq keys; Ruby processes never read them ---
+QUEUE_LIMIT_PREFIX = "wurk_django:queue-limit:"
+
+
+def queue_limit(name: str) -> str:
+    """HASH of the slots taken in capped queue ``name``: the private list a running job was
+    fetched into (which names its process) -> how many of its jobs run (normally 1)."""
+    return f"{QUEUE_LIMIT_PREFIX}{name}"
+
+
 # -- unique jobs: one lock per distinct job (ENT-203) ------------------------------------
 UNIQUE_PREFIX = "unique:"
 

@@ -559,6 +559,15 @@ class Reaper:
             live[identity] = live[identity.rsplit(":", 1)[0]] = (beat_at, scope, start)
         return live
 
+    def live_owners(self, redis: redis_lib.Redis) -> dict[str, _Owner]:
+        """The processes with a heartbeat, for :meth:`alive` (queue limits judge slots by them)."""
+        return self._live_owners(redis)
+
+    def alive(self, redis: redis_lib.Redis, key: str, host: str, pid: int, nonce: str | None,
+              live: dict[str, _Owner]) -> bool:
+        """Whether the owner of private list ``key`` runs, by the rules above."""
+        return self._alive(redis, key, host, pid, nonce, live)
+
     def _alive(self, redis: redis_lib.Redis, key: str, host: str, pid: int, nonce: str | None,
                live: dict[str, _Owner]) -> bool:
         same_host = host == hostname()

@@ -70,6 +70,13 @@ FETCH_AND_WATCH = lua("fetch_and_watch")
 ON, OFF, REFUSED = "on", "off", "refused"
 
 
+def caps_source() -> str:
+    """The text of the queue limits' fetch, for the ``EVAL`` after a ``NOSCRIPT``."""
+    from ...queue_limits.caps import FETCH
+
+    return FETCH.source
+
+
 class PushWatch:
     """One fetcher's notifications: tells its waiting threads when a queue was written."""
 
@@ -221,12 +228,14 @@ class PushWatch:
 
     # -- the waiting threads ---------------------------------------------------
 
-    def fetch_and_arm(self, pairs: list[tuple[str, str]]) -> tuple[int, int, bytes | None]:
+    def fetch_and_arm(self, pairs: list[tuple[str, str]], caps: Any = None,
+                      names: list[str] | None = None) -> tuple[int, int, bytes | None]:
         """Run ``fetch_and_watch``, tracking redirected to the subscriber: (1-based index
         of the pair fetched from or 0, queues still holding a job, payload). Raises
-        RedisError; the watch then walks and arms anew."""
-        keys_ = [key for pair in pairs for key in pair]
-        keys_.append(keys.PAUSED)  # an unpause must wake the waiters too
+        RedisError; the watch then walks and arms anew. With ``caps`` (the fetcher's
+        :class:`~wurk_django.queue_limits.caps.QueueCaps`, some of ``names`` capped) the
+        queue limits' fetch runs instead: it skips a full queue and reads its slot hash,
+        so a slot freed anywhere wakes a waiter as a push does."""
         watched = self._watched
         for public, _ in pairs:
             key = public.encode()
@@ -235,7 +244,20 @@ class PushWatch:
         redirect, armed = self._redirect, self._armed
         if redirect is None:
             raise redis_lib.ConnectionError("the push watch's subscription is not up")
-        command = FETCH_AND_WATCH.command(keys=keys_, args=[len(pairs)])
+        if caps is None:
+            keys_ = [key for pair in pairs for key in pair]
+            keys_.append(keys.PAUSED)  # an unpause must wake the waiters too
+            command = FETCH_AND_WATCH.command(keys=keys_, args=[len(pairs)])
+            source = FETCH_AND_WATCH.source
+        else:
+            assert names is not None
+            for name in names:
+                if caps.capped(name):
+                    key = caps.key(name).encode()
+                    if key not in watched:
+                        self._watched = watched = watched | {key}
+            command = caps.fetch_command(pairs, names, arm=True, others=(keys.PAUSED,))
+            source = caps_source()
         # One thread: a pooled connection (the heartbeat's too), so that an idle -c 1
         # worker holds no connection for the watch. Several: the watch's own, in turn.
         client = get_redis(config=self.config) if self._most_permits <= 1 else None
@@ -256,7 +278,7 @@ class PushWatch:
             replies = send_on(conn, [track, caching, command], raise_errors=False)
             if isinstance(replies[2], redis_lib.exceptions.NoScriptError):
                 # CACHING YES covers the next command only: say it again before the EVAL.
-                replies[2] = send_on(conn, [caching, ("EVAL", FETCH_AND_WATCH.source, *command[2:])])[1]
+                replies[2] = send_on(conn, [caching, ("EVAL", source, *command[2:])])[1]
         finally:
             if client is not None:
                 give_back(client, conn)
@@ -279,7 +301,8 @@ class PushWatch:
         keep_open_first(conn)  # connection.trim_idle keeps it open before the others
         reply = replies[2]
         index, queued = int(reply[0]), int(reply[1])
-        return index, queued, (reply[2] if index else None)
+        # The queue limits' fetch says the private list's length before its payload.
+        return index, queued, (reply[2 if caps is None else 3] if index else None)
 
     def _refused_tracking(self, error: redis_lib.ResponseError) -> None:
         if "redirect" in str(error).lower():

@@ -54,6 +54,7 @@ from ...client.writer import Writer
 from ...conf import Config
 from ...keys import wake as wake_key
 from ...pause import PausedCache
+from ...queue_limits import caps as queue_caps
 from ...redis.connection import get_redis, send_commands, send_on
 from ...redis.scripts import lua
 from ..outage import OutageLog
@@ -128,6 +129,10 @@ class ReliableFetch:
         self._generation = 0
         # Hands back the jobs a slot holds behind a long job, or of a paused queue (fair.py).
         self._fair = AheadWatch(lambda: self._slots, self.hand_back, self._paused.get, self._done, config)
+        # Queue limits (issue 47 item 4): None unless a queue this fetcher serves is capped,
+        # and then every fetch below is the one it was without them.
+        limits = getattr(config, "queue_limits", None)
+        self._caps = (queue_caps.QueueCaps(limits, self.order.names) or None) if limits else None
 
     # -- slots ------------------------------------------------------------
 
@@ -318,8 +323,11 @@ class ReliableFetch:
     def _fetch_at_limit(self, slot: FetchSlot) -> ReliableUnit | None:
         """One fetch while Redis is full: parked ACKs first (``LREM`` is accepted at the
         limit and frees memory), then the allow-oom move of the first job of the first
-        non-empty queue, into this slot's private list as always."""
+        non-empty queue, into this slot's private list as always. A capped queue waits
+        meanwhile: taking its slot would write to a full Redis."""
         names = self._names()
+        if self._caps is not None:
+            names = [name for name in names if not self._caps.capped(name)]
         try:
             self._flush([slot])
             if not names:
@@ -352,8 +360,9 @@ class ReliableFetch:
             slot.release_connection()
             self._done.wait(self.poll_interval)
             return None
+        caps = self._caps
         if len(names) == 1 and not slot.parked and not slot.ahead and slot.marks_oldest() \
-                and not self._watches(names):
+                and not self._watches(names) and (caps is None or not caps.capped(names[0])):
             # One queue and nothing to send with a move (no ACK, no mark): the blocking move
             # returns at once when the queue holds a job, so the walk's LMOVE would only
             # repeat it. An idle process then sends one command per poll interval, not two.
@@ -367,7 +376,7 @@ class ReliableFetch:
             return None
         for i, name in enumerate(names):
             public, private = slot.keys(name)
-            if i == 0:
+            if i == 0 and (caps is None or not caps.capped(name)):
                 # The parked ACKs ride the first LMOVE: one round trip per job at most (RUN-701),
                 # on the slot's own connection (no pool checkout per job).
                 count = slot.fetch_count()
@@ -422,6 +431,11 @@ class ReliableFetch:
                 continue
             # The rest of the queues in one round trip, in order (PRO-122).
             rest = names[i:]
+            if caps is not None and caps.any(rest):
+                unit = self._fetch_capped(slot, rest, first=i == 0)
+                if unit is not None:
+                    return unit
+                break
             pairs = [key for other in rest for key in slot.keys(other)]
             hit = FETCH_FIRST(get_redis(config=self.config), keys=pairs)
             if hit:
@@ -437,7 +451,7 @@ class ReliableFetch:
             return None
         if self._watches(names):
             return self._wait_watched(slot)
-        if len(names) == 1:
+        if len(names) == 1 and (caps is None or not caps.capped(names[0])):
             # One queue: block on the queue itself, so any push (a Ruby client's too) is
             # moved into the private list the moment it lands. One thread at a time.
             if not self._one_blocker.try_block():
@@ -452,10 +466,80 @@ class ReliableFetch:
         self._wait_for_wakeup(blocking, names)
         return None
 
+    def _capped(self, names: list[str]) -> bool:
+        """True when a queue of ``names`` has a limit (never without ``QUEUE_LIMITS``)."""
+        return self._caps is not None and self._caps.any(names)
+
+    def _fetch_capped(self, slot: FetchSlot, names: list[str], first: bool) -> ReliableUnit | None:
+        """One job from the first of ``names`` that has one and, if capped, a free slot,
+        which the same script takes (issue 47 item 4): a full queue's jobs are never
+        moved, so none is fetched and put back. One job of a capped queue, never more: a
+        job held ahead would hold a slot without running; an uncapped queue's jobs are
+        fetched ahead as the walk's first move fetches them. ``first``: nothing was sent
+        yet in this walk, so the parked ACKs and the slot's mark ride this round trip."""
+        caps = self._caps
+        assert caps is not None
+        pairs = [slot.keys(name) for name in names]
+        # Fetching ahead from an uncapped queue as the first move of a walk does (the script
+        # moves one job only from a capped queue).
+        count = slot.fetch_count() if first else 1
+        command = caps.fetch_command(pairs, names, arm=False, most=count)
+        parked = slot.take_parked() if first else []
+        acked = ack_commands(parked)
+        marks = slot.oldest_mark() if first else []
+        try:
+            replies = send_on(slot.connection(), [*acked, *marks, command], raise_errors=False)
+        except Exception:
+            slot.put_back(parked)
+            slot.mark_unknown()
+            raise
+        refused = next((r for r in replies[:len(acked)] if isinstance(r, redis_lib.ResponseError)), None)
+        if refused is not None:
+            slot.put_back(parked)
+            slot.mark_unknown()
+            raise refused
+        reply = replies[-1]
+        if isinstance(reply, redis_lib.exceptions.NoScriptError):
+            # Redis lost its scripts (a restart, SCRIPT FLUSH): the script did not run; once more, with its text.
+            try:
+                reply = send_on(slot.connection(), [("EVAL", queue_caps.FETCH.source, *command[2:])],
+                                raise_errors=False)[0]
+            except Exception:
+                slot.mark_unknown()
+                raise
+        if isinstance(reply, Exception):
+            slot.mark_unknown()
+            raise reply
+        index = int(reply[0])
+        if not index:
+            if first:
+                slot.fetched(count, 0)
+            return None
+        name = names[index - 1]
+        public, private = pairs[index - 1]
+        if caps.capped(name):
+            if first:
+                slot.fetched(1, 1)
+            unit = ReliableUnit(name, public, private, reply[3], slot)
+            unit.cap = private
+            return unit
+        units = [ReliableUnit(name, public, private, job, slot) for job in reply[3:]]
+        if first:
+            slot.fetched(count, len(units))
+        if len(units) > 1:
+            # As the first move of a walk places them (see there).
+            oldest = _oldest_place(_length_after(reply[2]), len(units))
+            for position, unit in enumerate(units[1:], 1):
+                unit.mark = tail_mark(oldest + position, name)
+            slot.started = time.monotonic()
+            slot.ahead.extend(units[1:])
+            self._fair.holding()
+        return units[0]
+
     def _watches(self, names: list[str]) -> bool:
         """True when an idle thread waits on the push watch for ``names`` (several queues,
         or one in a fetcher of one thread), rather than blocking or polling."""
-        if self._watch is None or not names or (len(names) == 1 and not self._watch_single):
+        if self._watch is None or not names or (len(names) == 1 and not self._watch_single and not self._capped(names)):
             return False
         return self._watch.usable()
 
@@ -483,7 +567,8 @@ class ReliableFetch:
         noticed = False  # this walk follows a notice (not the first one of the wait)
         while True:
             names = self._names()
-            if not names or self._done.is_set() or (len(names) == 1 and not self._watch_single):
+            if not names or self._done.is_set() or (len(names) == 1 and not self._watch_single
+                                                    and not self._capped(names)):
                 return None
             generation = watch.generation
             if not watch.on():
@@ -497,8 +582,9 @@ class ReliableFetch:
                     if pause:
                         watch.pause(pause, generation, self._done)
                 pairs = [slot.keys(name) for name in names]
+                caps = self._caps if self._capped(names) else None
                 try:
-                    index, queued, job = watch.fetch_and_arm(pairs)
+                    index, queued, job = watch.fetch_and_arm(pairs, caps, names)
                 except redis_lib.RedisError:
                     # The watch is lost (it sets itself up again); the script may have moved
                     # a job before its reply was lost. The next walk is an ordinary one.
@@ -511,7 +597,10 @@ class ReliableFetch:
                         watch.pass_on()  # more to do: the next waiter fetches and arms again
                     name = names[index - 1]
                     public, private = pairs[index - 1]
-                    return ReliableUnit(name, public, private, job, slot)
+                    unit = ReliableUnit(name, public, private, job, slot)
+                    if caps is not None and caps.capped(name):
+                        unit.cap = private
+                    return unit
                 armed = True
             if watch.wait(generation, deadline - time.monotonic(), self._done):
                 armed = False  # a watched key was written: fetch (and arm) again
@@ -565,14 +654,28 @@ class ReliableFetch:
         """
         generation = self._generation
         names = self.order.names
-        given_back = slot.reconcile(names)
+        # A job of a capped queue given back here was moved with a slot by a fetch whose
+        # reply was lost, so nobody runs it: its slot goes back with it.
+        given: dict[tuple[str, str], int] | None = {} if self._caps is not None else None
+        given_back = slot.reconcile(names, given)
         slot.reconciled = generation
         with self._free_slots(lambda free: free.reconciled != generation) as free:
             for other in free:
-                given_back += other.reconcile(names)
+                given_back += other.reconcile(names, given)
                 other.reconciled = generation
+        if given:
+            self._release_given(given)
         if given_back:
             logger.warning("gave back %d job(s) fetched by commands whose replies were lost", given_back)
+
+    def _release_given(self, given: dict[str, int]) -> None:
+        """Free the slots of the jobs given back from capped queues' private lists
+        (``given``: (queue, private list) -> jobs)."""
+        caps = self._caps
+        releases = [(name, private, count) for (name, private), count in given.items()
+                    if caps is not None and caps.capped(name)]
+        if releases:
+            queue_caps.send(self.config, releases)
 
     # -- stopping ---------------------------------------------------------
 
@@ -667,6 +770,8 @@ class ReliableFetch:
             except redis_lib.RedisError:
                 logger.exception("could not requeue %d in-flight job(s); the reaper will recover them", len(units))
                 return  # the markers stay: the reaper judges those lists by them
+            for unit in units:
+                queue_caps.release(unit)  # back in its queue: its slot is free (the settle finds none)
         # Nothing of this process runs any more: its "running" markers go with it. (A thread
         # that leaves normally deletes its own, FetchSlot.clear_mark.)
         markers = [slot.marker for slot in slots]

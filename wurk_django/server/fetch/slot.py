@@ -74,7 +74,7 @@ def tail_mark(place: int, queue: str) -> str:
 
 
 class ReliableUnit:
-    __slots__ = ("queue", "queue_key", "private", "job", "slot", "jid", "mark")
+    __slots__ = ("queue", "queue_key", "private", "job", "slot", "jid", "mark", "cap")
 
     def __init__(self, queue: str, queue_key: str, private: str, job: bytes, slot: FetchSlot) -> None:
         self.queue = queue
@@ -87,6 +87,9 @@ class ReliableUnit:
         # starts (the marker value, see tail_mark); None for the first job of a fetch,
         # which the fetch itself marked.
         self.mark: str | None = None
+        # The slot of a capped queue this job took (its field: the private list), None
+        # when its queue has no limit or the slot was freed (wurk_django/queue_limits/).
+        self.cap: str | None = None
 
     def acknowledge(self) -> None:
         """Park the ACK in the slot that fetched the job; it rides that slot's next
@@ -298,7 +301,7 @@ class FetchSlot:
 
     # -- reconcile -------------------------------------------------------
 
-    def reconcile(self, names: list[str]) -> int:
+    def reconcile(self, names: list[str], given: dict[tuple[str, str], int] | None = None) -> int:
         """Give back every job in this slot's lists that the slot does not hold.
 
         Only this slot's own commands move jobs into its lists, so a job there that is
@@ -306,7 +309,8 @@ class FetchSlot:
         never arrived (or was fetched ahead and could not be handed back), and no
         thread will ever run or acknowledge it; its owner being alive, the reaper
         would never look at it either (RUN-604). The caller holds the slot, or took
-        it from the free ones, and the slot's previous job is finished.
+        it from the free ones, and the slot's previous job is finished. ``given``, when
+        passed, counts the jobs given back per (queue, private list).
         """
         known = Counter(unit.job for unit in list(self.ahead))
         known.update(unit.job for unit in list(self.parked))
@@ -314,20 +318,27 @@ class FetchSlot:
         client = get_redis(config=self.config)
         contents = send_commands(client, [("LRANGE", private, 0, -1) for _, private in pairs])
         commands = []
+        owners: list[tuple[str, str]] = []  # (queue, private) of each command
         kept: dict[str, list[bytes]] = {}  # private -> the jobs that stay, the newest first
-        for (public, private), jobs in zip(pairs, contents, strict=True):
+        for name, (public, private), jobs in zip(names, pairs, contents, strict=True):
             for raw in jobs:
                 if known[raw] > 0:
                     known[raw] -= 1
                     kept.setdefault(private, []).append(raw)
                 else:
                     commands.append(requeue_command(private, public, raw))
+                    owners.append((name, private))
         if not commands:
             return 0
-        given = sum(int(r or 0) for r in Writer(self.config, client).send(commands))
-        if given:
+        replies = Writer(self.config, client).send(commands)
+        moved = sum(int(r or 0) for r in replies)
+        if given is not None:
+            for owner, reply in zip(owners, replies, strict=True):
+                if int(reply or 0):
+                    given[owner] = given.get(owner, 0) + 1
+        if moved:
             self._place_ahead(kept)
-        return given
+        return moved
 
     def _place_ahead(self, kept: dict[str, list[bytes]]) -> None:
         """A reconcile took jobs out from under the jobs fetched ahead (a stray job sits on

@@ -22,6 +22,7 @@ from ... import asyncrun, context, payload, registry, signals, time_limits
 from ...context import JobContext
 from ...errors import InvalidJob, JobInterrupted, Shutdown
 from ...outcome import Outcome
+from ...queue_limits.caps import release as release_slot
 from ...reporting import report
 from ..retry import error_class_name, error_message
 from ..state import thread_id
@@ -147,6 +148,9 @@ class Processor:
             unit.requeue()
         except redis_lib.RedisError as exc:
             report(exc, {"context": "handing back a job it will not run", "jid": unit.jid}, self.config)
+        # Not run here, whether back in its queue or left for the reaper: its queue's slot
+        # goes (queue limits; a release Redis refuses is sent again later).
+        release_slot(unit)
 
     def _handle(self, unit: Any) -> None:
         self.unit = unit
@@ -160,6 +164,7 @@ class Processor:
                 pass  # hard shutdown requeued it already, or the abandonment settled it
             elif isinstance(exc, TRANSIENT):
                 give_back(unit, self.give_backs, self.stop_flag)
+                release_slot(unit)
             else:
                 end_unrunnable(self.manager, unit, exc, f"the worker failed while handling this job: "
                                                         f"{error_class_name(exc)}: {error_message(exc)}",

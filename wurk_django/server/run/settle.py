@@ -17,7 +17,9 @@ order, it
    (:func:`~.observers.on_settled`; no built-in feature registers one: the results
    feature writes a record from the observer's end and its death handler);
 6. acknowledges the job, or gives it back to its queue when its outcome could not
-   be recorded; never when a hard shutdown requeued it already.
+   be recorded; never when a hard shutdown requeued it already;
+7. frees the slot its queue's limit gave it (``QUEUE_LIMITS``, issue 47 item 4),
+   whatever the outcome: the run is over, and a job that runs again takes a slot again.
 
 Everything runs with the run's job context (and the run) current, whatever thread
 settles it, so features read the job's own config and Redis.
@@ -35,6 +37,7 @@ from ... import context, payload, signals
 from ...client.push import Client
 from ...errors import BookingFailed, Shutdown
 from ...outcome import ACKNOWLEDGED, Outcome
+from ...queue_limits.caps import release as release_slot
 from ...reporting import report
 from ...revocation import revoked_error
 from .. import death, invalid
@@ -138,15 +141,20 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
                                error is not None or outcome is Outcome.INTERRUPTED or outcome is Outcome.DEAD)
     if observers.settled_hooks:
         observers.settled(ctx, outcome, error)
-    if requeued:
-        return outcome  # hard shutdown requeued it already: never ACK it (RUN-803)
-    if outcome in ACKNOWLEDGED:
-        if run.give_backs is not None:
-            run.give_backs.count = 0
-        ctx.unit.acknowledge()
-    elif outcome is not Outcome.INTERRUPTED:
-        give_back(ctx.unit, run.give_backs or GiveBacks(), manager.stop_flag)
-    return outcome
+    try:
+        if requeued:
+            return outcome  # hard shutdown requeued it already: never ACK it (RUN-803)
+        if outcome in ACKNOWLEDGED:
+            if run.give_backs is not None:
+                run.give_backs.count = 0
+            ctx.unit.acknowledge()
+        elif outcome is not Outcome.INTERRUPTED:
+            give_back(ctx.unit, run.give_backs or GiveBacks(), manager.stop_flag)
+        return outcome
+    finally:
+        # A unit of a capped queue holds a slot (None otherwise: one attribute read).
+        if getattr(ctx.unit, "cap", None) is not None:
+            release_slot(ctx.unit)
 
 
 def _repush(ctx: Any, error: BaseException | None) -> tuple[Outcome, BaseException | None]:
@@ -234,6 +242,7 @@ def skip_revoked(ctx: Any, stop: StopRequest, pacing: GiveBacks, stop_flag: thre
         ctx.unit.acknowledge()
     else:
         give_back(ctx.unit, pacing, stop_flag)
+    release_slot(ctx.unit)
 
 
 # -- jobs that cannot run, and giving jobs back ------------------------------------------
@@ -246,6 +255,7 @@ def end_unrunnable(manager: Manager, unit: Any, exc: BaseException, reason: str,
         unit.acknowledge()
     else:
         give_back(unit, pacing, manager.stop_flag)
+    release_slot(unit)
 
 
 def bury(where: Any, raw: bytes, exc: BaseException, reason: str, queue: str, pacing: GiveBacks | None) -> bool:
