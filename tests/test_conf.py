@@ -248,6 +248,7 @@ FEATURE_ROWS = {
     "leader": ["LEADER"],
     "periodic": ["PERIODIC"],
     "workflow": ["WORKFLOW_RESULT_MAX_BYTES", "WORKFLOW_KEEP"],
+    "results": ["TRACK_TTL"],
 }
 
 
