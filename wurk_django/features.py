@@ -67,7 +67,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
     "workflow": (DEATH, SERVER, ADMIN),
-    "results": (DEATH, SERVER),
+    "results": (DEATH, SERVER, ADMIN),
     "celery": (CLIENT, SERVER),
 }
 

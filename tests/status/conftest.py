@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.admin.conftest import admin_client  # noqa: F401 - the admin's signed-in client fixture
+
 MODULES = {"WURK_TEST_EXTRA": json.dumps({"IMPORT_ON_MISS": ["tests.status"]})}
 
 

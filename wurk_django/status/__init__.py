@@ -21,7 +21,7 @@ from .. import context
 from ..results import record, store
 from ..results.states import FINAL, of
 
-__all__ = ["Status", "aget", "get", "progress", "valid_id"]
+__all__ = ["Status", "aget", "get", "get_many", "progress", "valid_id"]
 
 
 def valid_id(jid: Any) -> bool:
@@ -125,6 +125,18 @@ def get(jid: str, *, redis: Any = None) -> Status | None:
     if fields is None:
         fields = store.read(context.redis(redis), jid)
     return None if fields is None else Status.from_record(jid, fields)
+
+
+def get_many(jids: list[str], *, redis: Any = None) -> dict[str, Status]:
+    """The status of each of ``jids`` that has a record, in one round trip (ids no record
+    can have are left out)."""
+    wanted = [jid for jid in dict.fromkeys(jids) if store.valid_id(jid)]
+    if not wanted:
+        return {}
+    pipe = context.redis(redis).pipeline(transaction=False)
+    for jid in wanted:
+        pipe.hgetall(store.key(jid))
+    return {jid: Status.from_record(jid, store.decode(raw)) for jid, raw in zip(wanted, pipe.execute(), strict=True) if raw}
 
 
 async def aget(jid: str, *, redis: Any) -> Status | None:
