@@ -158,3 +158,34 @@ def test_a_tracked_jobs_progress_reads_as_celery_progress(redis_db, worker):
     for step in (1, 2, 3):
         redis_db.set(f"go:view:{step}", 1)
     _reaches(jid, "complete")
+
+
+# -- the testing modes -------------------------------------------------------------------
+
+
+def test_inline_mode_keeps_the_record_in_this_process(redis_db):
+    from wurk_django import testing
+
+    with testing.testing_mode("inline"):
+        for step in (1, 2, 3):
+            redis_db.set(f"go:inline:{step}", 1)
+        jid = jobs.Steps.perform_async("inline")
+        done = status.get(jid)
+        assert (done.state, done.progress, done.message, done.result) == ("complete", 100, "step 3",
+                                                                           {"key": "inline", "steps": 3})
+        with pytest.raises(RuntimeError):
+            jobs.Once.set(jid="a" * 24).perform_async()
+        failed = status.get("a" * 24)
+        assert (failed.state, failed.error["class"], failed.attempts) == ("failed", "builtins.RuntimeError", 1)
+    assert not redis_db.keys("status:*")  # nothing of it reached Redis
+
+
+def test_fake_mode_reads_enqueued_until_drained(redis_db):
+    from wurk_django import testing
+
+    with testing.testing_mode("fake"):
+        jid = jobs.Unjsonable.perform_async()
+        assert status.get(jid).state == "enqueued"
+        testing.drain(jobs.Unjsonable)
+        assert status.get(jid).state == "complete" and status.get(jid).result_note.startswith("not kept")
+    testing.clear_all()
