@@ -35,3 +35,15 @@ def due(redis_db):
         return False
 
     return move
+
+
+@pytest.fixture
+def tasks_backend(settings):
+    from wurk_django.tasks.compat import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("neither django.tasks (Django 6+) nor the django-tasks backport")
+    from wurk_django.tasks.compat import task_backends
+
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend"}}
+    return task_backends["default"]

@@ -7,6 +7,7 @@ import time
 from wurk_django.celery import shared_task
 from wurk_django.job import Job
 from wurk_django.redis.app import redis_client
+from wurk_django.tasks.compat import AVAILABLE
 
 
 def wait_for_go(key: str, seconds: float = 60) -> None:
@@ -72,3 +73,15 @@ def celery_counts(self, key):
     self.update_state(state="PROGRESS", meta={"current": 3, "total": 10, "status": "three of ten"})
     wait_for_go(key)
     return "counted"
+
+
+if AVAILABLE:
+    from wurk_django import status
+    from wurk_django.tasks import task as wurk_task
+
+    @wurk_task()
+    def tasks_reports(key):
+        """A ``django.tasks`` task (no ``self``) reports through ``wurk_django.status.progress``."""
+        status.progress(75, "three quarters")
+        wait_for_go(key)
+        return "reported"

@@ -189,3 +189,16 @@ def test_fake_mode_reads_enqueued_until_drained(redis_db):
         testing.drain(jobs.Unjsonable)
         assert status.get(jid).state == "complete" and status.get(jid).result_note.startswith("not kept")
     testing.clear_all()
+
+
+@pytest.mark.slow
+def test_a_django_task_reports_progress_and_get_result_reads_the_same_record(redis_db, tasks_backend, worker):
+    result = jobs.tasks_reports.enqueue("django")
+    worker()
+    wait_for(lambda: (status.get(result.id).progress or 0) == 75, timeout=60, message="the report")
+    seen = status.get(result.id)
+    assert (seen.state, seen.message) == ("running", "three quarters")
+    assert jobs.tasks_reports.get_result(result.id).status.name == "RUNNING"
+    redis_db.set("go:django", 1)
+    done = _reaches(result.id, "complete")
+    assert done.result == "reported" == jobs.tasks_reports.get_result(result.id).return_value

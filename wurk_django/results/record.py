@@ -3,10 +3,13 @@ in-process record of a run that never reached Redis) is made here, from what hap
 the job, in the one vocabulary of :mod:`.states`.
 
 A job keeps a record when its payload asks for one: a Celery-style task's
-``result_ttl``, or the ``django.tasks`` backend's ``task`` (its ``result_ttl``). Then:
+``result_ttl``, the ``django.tasks`` backend's ``task`` (its ``result_ttl``), or any job
+class's ``track`` (:mod:`.tracking`, issue 47 item 2). Then:
 
 * the push writes the first record in the push's own round trip (:func:`push_commands`,
   :func:`first_fields`; :func:`pushed_here` in the testing modes);
+* while it runs, the job may report its progress (:func:`report_progress`: one script
+  call, no read first) and a Celery task its ``update_state`` (:func:`progress`);
 * on a worker, the job observer this feature installs (:func:`observe`) writes
   ``running`` as the attempt starts and, told how the run ended (the run's
   :class:`~wurk_django.outcome.Outcome` and error), writes the end: ``complete`` with
