@@ -71,3 +71,15 @@ def test_the_status_page_in_french(admin_client, redis_db):
     admin_client.defaults["HTTP_ACCEPT_LANGUAGE"] = "fr"
     body = admin_client.get(BASE + f"status/{jid}/").content.decode()
     assert "en cours" in body and "Dernier point d’avancement" in body and "Progression" in body
+
+
+def test_a_tracked_jobs_page_in_a_set_links_to_its_status(admin_client, redis_db):
+    from tests.admin.conftest import add_to_set
+
+    tracked, plain = job("ResizeJob", track=600), job("PlainJob")
+    at = add_to_set(redis_db, "retry", tracked)
+    add_to_set(redis_db, "retry", plain, at + 1)
+    body = admin_client.get(BASE + f"retries/job/{payload.score(at)}-{tracked['jid']}/").content.decode()
+    assert f'href="{BASE}status/{tracked["jid"]}/"' in body
+    body = admin_client.get(BASE + f"retries/job/{payload.score(at + 1)}-{plain['jid']}/").content.decode()
+    assert "wurk-job-status" not in body
