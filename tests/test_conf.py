@@ -251,6 +251,7 @@ FEATURE_ROWS = {
     "http_api": ["HTTP_API_TOKENS", "HTTP_API_JOB_CLASSES", "HTTP_API_MAX_BODY_BYTES", "HTTP_API_MAX_ARGS_BYTES",
                  "HTTP_API_MAX_BULK", "HTTP_API_IDEMPOTENCY_TTL", "HTTP_API_RATE_LIMIT"],
     "queue_limits": ["QUEUE_LIMITS"],
+    "results": ["TRACK_TTL"],
 }
 
 

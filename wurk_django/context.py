@@ -48,7 +48,7 @@ class JobContext:
     """
 
     __slots__ = ("config", "redis", "raw", "unit", "queue", "job", "instance", "job_class", "outcome",
-                 "error")
+                 "error", "value")
 
     def __init__(self, config: Config, redis: redis_lib.Redis, raw: bytes | str | None = None, unit: Any = None,
                  queue: str | None = None, job: dict | None = None) -> None:
@@ -62,6 +62,7 @@ class JobContext:
         self.job_class: Any = None
         self.outcome: Any = None  # an Outcome once a feature or the engine decided how the run ends
         self.error: BaseException | None = None  # the job's failure, when it failed
+        self.value: Any = None  # what ``perform`` returned (a tracked job's record keeps it)
 
     def __repr__(self) -> str:
         jid = self.job.get("jid") if isinstance(self.job, dict) else None

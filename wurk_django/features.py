@@ -68,7 +68,7 @@ BUILTIN: dict[str, tuple[str, ...]] = {
     "leader": (SERVER,),
     "periodic": (SERVER, ADMIN),
     "workflow": (DEATH, SERVER, ADMIN),
-    "results": (DEATH, SERVER),
+    "results": (DEATH, SERVER, ADMIN),
     "celery": (CLIENT, SERVER),
     "http_api": (),  # no part: reached only through the URLs a project mounts
 }

@@ -33,7 +33,8 @@ RUNTIME = "wurk_django"  # what our processes write as ``runtime`` in their ``in
 
 LOSSES = {
     "kwargs": "its kwargs (Sidekiq passes a job only its args)",
-    "result": "its result record's updates (it stays PENDING unless a Python process runs the job; "
+    "result": "its result record's updates (it stays PENDING, or enqueued for a tracked job, unless a Python "
+              "process runs the job; "
               "a job Ruby buries is marked FAILURE by the dead-set sweep)",
 }
 
@@ -41,8 +42,9 @@ LOSSES = {
 def losses(job: dict) -> tuple[str, ...]:
     """What a Ruby worker would lose of ``job``: ``"kwargs"``, ``"result"``, both or none."""
     kwargs = "kwargs" if job.get("kwargs") else None
-    # result_ttl: a Celery-style task's record; task: the django.tasks backend's.
-    result = "result" if "result_ttl" in job or "task" in job else None
+    # result_ttl: a Celery-style task's record; task: the django.tasks backend's; track: a
+    # tracked job's status record (issue 47 item 2), the same record.
+    result = "result" if "result_ttl" in job or "task" in job or "track" in job else None
     if kwargs is None and result is None:
         return ()
     return tuple(what for what in (kwargs, result) if what is not None)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 #: Class attributes copied into the payload when set.
 OPTION_NAMES = ("queue", "retry", "retry_for", "backtrace", "dead", "tags", "retry_queue", "log_level",
                 "display_class", "expires_in", "unique_for", "unique_until", "encrypt", "soft_time_limit",
-                "time_limit", "debounce_for", "debounce_max_wait", "throttle_for")
+                "time_limit", "debounce_for", "debounce_max_wait", "throttle_for", "track")
 _ABSOLUTE_THRESHOLD = 1_000_000_000  # below this an interval is relative, above it an epoch time (CORE-086)
 _client_class: Any = None  # wurk_django.client.push.Client, once imported (see Setter._client)
 
@@ -243,6 +243,10 @@ class Job:
     debounce_max_wait: ClassVar[float | dt.timedelta | None] = None
     #: Throttle (issue 47 item 3): one push admitted per slot of this many seconds; the others are dropped.
     throttle_for: ClassVar[float | dt.timedelta | None] = None
+    #: Keep a status record of each job (state, progress, result, error, timings), readable with
+    #: ``wurk_django.status.get(jid)``: ``True`` (kept ``WURK["TRACK_TTL"]`` seconds after each
+    #: change) or the seconds to keep it (issue 47 item 2, docs/status.md).
+    track: ClassVar[bool | int | dt.timedelta | None] = None
     #: Extra payload keys to push with every job of this class (a dict; see get_options).
     job_options: ClassVar[dict[str, Any] | None] = None
     #: The Redis shard (a name in ``WURK["SHARDS"]``) this class's jobs are pushed to;
@@ -280,6 +284,8 @@ class Job:
             if reason:
                 raise TypeError(f"{dotted}: {reason}")
         policies.check_class(dotted, cls)
+        if cls.__dict__.get("track") is not None:
+            _check_track(dotted, cls.__dict__["track"])
         registry.register(cls, dotted, own_name or "")
 
     @classmethod
@@ -324,6 +330,16 @@ class Job:
         from . import keys
 
         return context.redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+
+    def progress(self, percent: float, message: str | None = None) -> bool:
+        """Report how far this run is (``percent``, 0 to 100) and what it does now, in the
+        job's status record (a tracked class, a Celery-style or ``django.tasks`` task): one
+        Redis command, read back with ``wurk_django.status.get(jid)`` and on the admin's
+        Busy page. A job that keeps no record writes nothing; a Redis error is logged,
+        never raised (False). See docs/status.md."""
+        from .results import record  # on the first report only
+
+        return record.report_progress(percent, message, jid=self.jid)
 
     def interrupted(self) -> bool:
         """True once this job's worker is stopping; long jobs should save and return."""
@@ -374,6 +390,14 @@ class Job:
         from .workflow.signature import Signature
 
         return Signature(cls, args, kwargs, immutable=True)
+
+
+def _check_track(dotted: str, value: Any) -> None:
+    from .results import tracking  # only for a class that sets track
+
+    reason = tracking.problem(value)
+    if reason:
+        raise TypeError(f"{dotted}: {reason}")
 
 
 class JobFunction:

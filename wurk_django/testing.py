@@ -204,7 +204,28 @@ def execute(job: dict) -> Any:
     instance.bid = job.get("bid")
     instance.payload = job
     chain = server_chain(context.config())
-    return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"], job.get("kwargs")))
+    if "track" not in job:
+        return chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"], job.get("kwargs")))
+    return _tracked(chain, instance, job)
+
+
+def _tracked(chain: Any, instance: Any, job: dict) -> Any:
+    """A tracked job run here: its status record (in this process's memory, where
+    ``wurk_django.status.get`` looks first) goes running, then complete or failed."""
+    from .outcome import Outcome
+    from .results import record
+
+    attempt = record.begin_here(job, in_memory=True)
+    try:
+        value = chain.invoke((instance, job, job.get("queue")), lambda: instance.run(job["args"], job.get("kwargs")))
+    except BaseException as exc:
+        if attempt is not None:
+            attempt.end(Outcome.DEAD, exc)  # no retries here: the failure ends it
+        raise
+    if attempt is not None:
+        attempt.value = value
+        attempt.end(Outcome.SUCCEEDED, None)
+    return value
 
 
 class FakeJobsMixin:

@@ -177,6 +177,12 @@ def _make_data(redis_db) -> dict[str, list[dict[str, str]]]:
         "wurk_periodic_loop": [{"lid": loop.lid}],
         "wurk_profile": [{"key": f"walk-{jid}"}], "wurk_profile_data": [{"key": f"walk-{jid}"}],
     }
+    from wurk_django.results import store as records
+
+    tracked = payload.new_jid()  # a tracked job's status record (issue 47 item 2)
+    records.write(redis_db, tracked, {"state": "running", "class": "HardJob", "progress": 40, "message": "m",
+                                      "errors": [], "worker_ids": ["w1"], "enqueued_at": payload.now_ms()}, 3600)
+    kwargs["wurk_status"] = kwargs["wurk_status_json"] = [{"jid": tracked}]
     if TASKS_AVAILABLE:
         from wurk_django.results import store
 

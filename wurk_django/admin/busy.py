@@ -89,6 +89,22 @@ def _capsules(process: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _progress(rows: list[dict[str, Any]], tracked: list[str]) -> None:
+    """Each shown running job's status record, for its progress bar (issue 47 item 2): one
+    round trip for the page, none when no job shown keeps a record. A job tracked by its
+    class gets a bar from its start; a Celery or ``django.tasks`` one once it reports."""
+    shown = [row["jid"] for row in rows if row["jid"] in tracked]
+    if not shown:
+        return
+    from .. import status
+
+    found = status.get_many(shown, redis=redis())
+    for row in rows:
+        record = found.get(row["jid"])
+        if record is not None and (record.progress is not None or row["tracked"]):
+            row["status"] = record
+
+
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     if request.method == "POST":
         _signal(request)
@@ -123,8 +139,12 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "version": process.version,
         })
     jobs = []
+    tracked = []  # running jobs that keep a status record: their progress bars
     for identity, tid, work in WorkSet():
         record = work.job
+        item = record.item if isinstance(record.item, dict) else {}
+        if record.jid and ("track" in item or "result_ttl" in item or "task" in item):
+            tracked.append(record.jid)
         jobs.append({
             "identity": identity,
             "tid": tid,
@@ -135,6 +155,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             "args": args_text(record),
             "run_at": work.run_at,
             "deadline": deadline_of(record),
+            "tracked": "track" in item,
         })
     # Both tables page by the same ``page``/``count``; ``only`` shows one of them. The
     # cards above count every process, whatever page is shown.
@@ -143,6 +164,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     query = keep_query(request, "only")
     process_page = Page(number, count, len(processes), processes[(number - 1) * count:number * count], query)
     job_page = Page(number, count, len(jobs), jobs[(number - 1) * count:number * count], query)
+    _progress(job_page.items, tracked)
     context = {
         "processes": process_page.items,
         "jobs": job_page.items,

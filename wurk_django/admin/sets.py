@@ -395,6 +395,8 @@ def detail(request: HttpRequest, model_admin: Any, kind: str, key: str) -> HttpR
         "safe_actions": split_actions(actions)[0],
         "destructive_actions": split_actions(actions)[1],
         "back": back,
+        # A tracked job (issue 47 item 2): a link to its status page, with its progress and errors.
+        "tracked": isinstance(entry.item, dict) and "track" in entry.item,
     }
     title = _("%(set)s: %(job_class)s") % {"set": spec.title, "job_class": entry.display_class}
     return render(request, model_admin, "job.html", context, section=kind, title=title)

@@ -315,7 +315,14 @@ def _state(fields: dict[str, Any] | None) -> str:
     custom = fields.get("custom_state")
     if custom and state not in states.READY_STATES:
         return custom
+    if state == states.STARTED and "progress" in fields:
+        return PROGRESS  # reported with self.progress() / wurk_django.status.progress()
     return state
+
+
+#: The custom state Celery code uses for progress; a record with progress (and no
+#: ``update_state`` of its own) reads it while running, ``info`` being Celery's usual meta.
+PROGRESS = "PROGRESS"
 
 
 def _value(fields: dict[str, Any] | None) -> Any:
@@ -333,6 +340,8 @@ def _value(fields: dict[str, Any] | None) -> Any:
         return TaskRevokedError(f"task {fields.get('class')} will not run: it was revoked or expired")
     if state not in states.ALL_STATES and fields.get("meta"):
         return json.loads(fields["meta"])
+    if state == PROGRESS and "progress" in fields:
+        return {"current": fields["progress"], "total": 100, "message": fields.get("message") or ""}
     return None
 
 

@@ -177,6 +177,10 @@ def _template(item: dict, config: Config) -> dict:
     time_limits.normalize(job)
     if "deadline" in job or "deadline_action" in job:
         deadlines.normalize(job)  # issue 47 item 5: epoch seconds, and never before its run time
+    if "track" in job:
+        from ..results import tracking  # a tracked job only: other pushes import nothing more
+
+        tracking.normalize(job, config.track_ttl)  # issue 47 item 2: the seconds its status is kept
     check_options(job)
     if plain:
         cache[job_class] = (options, job.copy())
@@ -276,6 +280,11 @@ class Client:
             return None
         job["args"] = check_arguments(job["class"], job["args"], self.config.on_complex_arguments)
         check_kwargs(job, self.config)
+        if "track" in job:
+            from ..results import tracking
+
+            # Its first status record rides in the push's own round trip (issue 47 item 2).
+            return Planned(job, prepared.target, tracking.companions_for(job, prepared.companions))
         return Planned(job, prepared.target, prepared.companions)
 
     def plan(self, item: dict, companions: Companions = NONE, *, in_process: bool = False) -> Planned | None:
@@ -351,6 +360,7 @@ class Client:
         jids: list[str | None] = []
         for start in range(0, len(args_list), batch_size):
             batch = []
+            extra: list = []  # the companions' commands (a tracked job's first status record)
             for i in range(start, min(start + batch_size, len(args_list))):
                 job = {**template, "args": args_list[i]}
                 if jids_given is not None:
@@ -371,8 +381,10 @@ class Client:
                     continue
                 batch.append(planned.job)
                 jids.append(planned.jid)
+                if planned.companions is not NONE:
+                    self._companions_of(planned, extra)
             if batch:
-                self.raw_push(batch, config=target)
+                self.raw_push(batch, config=target, extra=extra)
                 _enqueued(batch)
         return jids
 
@@ -402,12 +414,24 @@ class Client:
         result = chain.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 
-    def raw_push(self, jobs: list[dict], *, config: Config | None = None) -> None:
+    def _companions_of(self, planned: Planned, extra: list) -> None:
+        """A bulk push's job with companions: their commands join the batch's round trip
+        (under a testing mode, their in-process part runs instead)."""
+        in_process = planned.companions.in_process
+        if in_process is not None and testing.mode(self.config) is not None:
+            in_process(planned.job)
+        else:
+            extra.extend(planned.extra)
+
+    def raw_push(self, jobs: list[dict], *, config: Config | None = None, extra: list | None = None) -> None:
         """Write normalized jobs through the one write path (CORE-083/084), to
-        ``config``'s Redis (a shard) or this client's."""
+        ``config``'s Redis (a shard) or this client's, with ``extra`` commands first."""
         if testing.intercept(jobs, self.config):
             return
-        Writer(config or self.config, self._redis).push(jobs)
+        if extra:
+            Writer(config or self.config, self._redis).push(jobs, extra=extra)
+        else:
+            Writer(config or self.config, self._redis).push(jobs)
 
 
 def _enqueued(jobs: list[dict]) -> None:

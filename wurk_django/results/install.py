@@ -36,3 +36,18 @@ def install_server() -> None:
     signals.job_retried.connect(record.retried, weak=False, dispatch_uid="wurk_django.results.retried")
     # A run the stop put back while its thread never came out of it: see record.stopped.
     signals.worker_exit.connect(record.stopped, weak=False, dispatch_uid="wurk_django.results.stopped")
+
+
+def install_admin() -> None:
+    """The job status page (``status/<jid>/``, no tab: the Busy page and job pages link to it)."""
+    from django.utils.translation import gettext_lazy
+
+    from ..admin_pages import Page, register
+
+    register(Page("status", gettext_lazy("Job status"), "wurk_status", _urls, 27, tab=False))
+
+
+def _urls(model_admin):
+    from .admin import urls
+
+    return urls(model_admin)

@@ -3,10 +3,13 @@ in-process record of a run that never reached Redis) is made here, from what hap
 the job, in the one vocabulary of :mod:`.states`.
 
 A job keeps a record when its payload asks for one: a Celery-style task's
-``result_ttl``, or the ``django.tasks`` backend's ``task`` (its ``result_ttl``). Then:
+``result_ttl``, the ``django.tasks`` backend's ``task`` (its ``result_ttl``), or any job
+class's ``track`` (:mod:`.tracking`, issue 47 item 2). Then:
 
 * the push writes the first record in the push's own round trip (:func:`push_commands`,
   :func:`first_fields`; :func:`pushed_here` in the testing modes);
+* while it runs, the job may report its progress (:func:`report_progress`: one script
+  call, no read first) and a Celery task its ``update_state`` (:func:`progress`);
 * on a worker, the job observer this feature installs (:func:`observe`) writes
   ``running`` as the attempt starts and, told how the run ended (the run's
   :class:`~wurk_django.outcome.Outcome` and error), writes the end: ``complete`` with
@@ -34,6 +37,7 @@ job's own outcome is booked by the worker as usual.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import sys
@@ -46,6 +50,7 @@ import redis as redis_lib
 
 from .. import context, payload
 from ..outcome import Outcome
+from ..redis.scripts import lua
 from . import store
 from .states import FINAL, State, of
 
@@ -68,13 +73,20 @@ PUT_BACK = frozenset({Outcome.INTERRUPTED, Outcome.PAUSED, Outcome.GIVEN_BACK})
 
 
 def ttl_of(job: dict) -> int | None:
-    """Seconds the record of ``job`` is kept after each change, or ``None``: it keeps none."""
+    """Seconds the record of ``job`` is kept after each change, or ``None``: it keeps none.
+
+    A Celery-style task says so with ``result_ttl``, a ``django.tasks`` task with its
+    ``task`` metadata, any other job pushed with ``track`` (:mod:`.tracking`) with ``track``."""
     ttl = job.get("result_ttl")
     if ttl is None:
-        meta = job.get("task")
-        if not isinstance(meta, dict):
-            return None
-        ttl = meta.get("result_ttl") or store.DEFAULT_TTL
+        ttl = job.get("track")
+        if ttl is True:  # written by a client that does not normalize it: this process's default
+            ttl = context.config().track_ttl
+        elif ttl is None:
+            meta = job.get("task")
+            if not isinstance(meta, dict):
+                return None
+            ttl = meta.get("result_ttl") or store.DEFAULT_TTL
     if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
         return None
     return ttl
@@ -192,7 +204,7 @@ class Attempt:
         update = {**fields, "state": State.RUNNING, "last_attempted_at": now,
                   "worker_ids": [*(fields.get("worker_ids") or []), worker_id()]}
         update.setdefault("started_at", now)
-        self.save(update, drop=("finished_at", "custom_state", "meta"))
+        self.save(update, drop=("finished_at", "custom_state", "meta", *store.PROGRESS_FIELDS))
 
     def end(self, outcome: Any, error: BaseException | None) -> None:
         """Write how the run ended, once; never over a record that is already final."""
@@ -250,7 +262,12 @@ class Attempt:
                 fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         now = payload.now_ms()
         if outcome is Outcome.SUCCEEDED:
-            return {"state": State.COMPLETE, "return_value": self.value, "finished_at": now}, ()
+            update = {"state": State.COMPLETE, "return_value": self.value, "finished_at": now}
+            if "track" in self.job and "result_ttl" not in self.job and "task" not in self.job:
+                update.update(kept_value(self.value))  # a tracked job's value: JSON, and capped
+            if "progress" in fields:
+                update["progress"] = 100  # done: a bar that stopped at 90 % reads full
+            return update, ()
         if outcome is Outcome.RESCHEDULED:
             return {"state": State.SCHEDULED}, ()
         if outcome in PUT_BACK:
@@ -272,6 +289,24 @@ class Attempt:
             if self.redis is None:
                 update["exception"] = shown  # run here: the very exception, for apply().get()
         return update, ("finished_at",) if not final else ()
+
+
+#: The most of a tracked job's return value a record keeps, in bytes of JSON (Ruby wurk's ``track``
+#: keeps 8 KB); a larger value, or one JSON cannot carry, is noted instead of stored.
+RESULT_LIMIT = 8192
+
+
+def kept_value(value: Any) -> dict[str, Any]:
+    """The ``return_value`` of a tracked job's record: the value when JSON carries it within
+    :data:`RESULT_LIMIT` bytes; else ``None`` and a ``result_note`` saying why (the job
+    succeeded all the same)."""
+    try:
+        size = len(payload.dumps(value))
+    except (TypeError, ValueError) as exc:
+        return {"return_value": None, "result_note": f"not kept: not JSON ({type(value).__name__}: {exc})"[:300]}
+    if size > RESULT_LIMIT:
+        return {"return_value": None, "result_note": f"not kept: {size} bytes of JSON, over the {RESULT_LIMIT}-byte limit"}
+    return {"return_value": value}
 
 
 def _revoked_run() -> bool:
@@ -324,14 +359,17 @@ def _shown_error(error: BaseException) -> BaseException:
 
 def observe(job: dict, queue: str) -> Callable[[Any, BaseException | None, float], None] | None:
     """The job observer: ``running`` now, and the end once told how the run ended."""
-    if ("result_ttl" not in job and "task" not in job) or not keeps_record(job):
+    if ("result_ttl" not in job and "task" not in job and "track" not in job) or not keeps_record(job):
         return None  # the common job: no record, nothing to do
-    attempt = Attempt(job, ttl_of(job), context.current().redis)  # type: ignore[arg-type]
+    ctx = context.current()
+    attempt = Attempt(job, ttl_of(job), ctx.redis)  # type: ignore[arg-type]
     _current.set(attempt)
     _live[attempt.jid] = attempt
     attempt.start()
 
     def end(outcome: Any, error: BaseException | None, elapsed_ms: float) -> None:
+        if attempt.value is None:
+            attempt.value = ctx.value  # what perform returned (a Celery task tells returned() itself)
         attempt.end(outcome, error)
 
     return end
@@ -460,15 +498,75 @@ def expired(sender: Any, job: dict, **kwargs: Any) -> None:
 
 
 def progress(job: dict, result_id: str, state: str, meta: Any, *, in_memory: bool) -> None:
-    """A Celery task's ``update_state``: a custom state (``PROGRESS``) and its JSON ``meta``."""
+    """A Celery task's ``update_state``: a custom state (``PROGRESS``) and its JSON ``meta``.
+    A ``meta`` with Celery's usual ``current`` and ``total`` counts is the record's progress
+    too (``percent``, and ``message`` from its ``message`` or ``status``), so
+    ``wurk_django.status`` and the admin read the same bar."""
     ttl = ttl_of(job)
     if ttl is None:
         return
-    fields = {"custom_state": state, "meta": payload.dumps(meta).decode()}
+    fields = {"custom_state": state, "meta": payload.dumps(meta).decode(), **_progress_of_meta(meta)}
     if in_memory:
         store.update_local(result_id, fields)
     else:
         _write(store.write, context.current().redis, result_id, fields, ttl)
+
+
+def _progress_of_meta(meta: Any) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        return {}
+    current, total = meta.get("current"), meta.get("total")
+    if not (_number(current) and _number(total)) or total <= 0:
+        return {}
+    fields: dict[str, Any] = {"progress": _rounded(min(max(100.0 * current / total, 0.0), 100.0)),
+                              "progress_at": payload.now_ms()}
+    text = meta.get("message", meta.get("status"))
+    if isinstance(text, str):
+        fields["message"] = text[:MESSAGE_LIMIT]
+    return fields
+
+
+# -- progress from inside a run (issue 47 item 2) ------------------------------------------
+
+#: The longest progress message kept, in characters.
+MESSAGE_LIMIT = 1024
+_PROGRESS = lua("results/lua/progress")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _rounded(percent: float) -> int | float:
+    return int(percent) if float(percent).is_integer() else round(percent, 2)
+
+
+def report_progress(percent: float, message: str | None = None, *, jid: str | None = None) -> bool:
+    """Write how far the running job is (``percent``, 0 to 100) and what it does now
+    (``message``) into its record: one command (``progress.lua``: three fields and the
+    expiry, only while the record is open), no read first. ``jid``: the job's (any thread
+    of this process may report for a job running here); by default the one this thread
+    runs. False when nothing was written: the job keeps no record, it is not running here,
+    or Redis did not answer (logged; the job goes on). A bad ``percent`` or ``message``
+    raises at the call site."""
+    if not _number(percent) or not 0 <= percent <= 100:
+        raise ValueError(f"progress percent must be a number from 0 to 100, not {percent!r:.60}")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"progress message must be a str or None, not {type(message).__name__}: {message!r:.60}")
+    attempt = _current.get() if jid is None else _attempt_of(jid)
+    if attempt is None or attempt.done:
+        return False
+    fields = {"progress": _rounded(float(percent)), "message": (message or "")[:MESSAGE_LIMIT],
+              "progress_at": payload.now_ms()}
+    if attempt.redis is None:
+        store.update_local(attempt.jid, fields)
+        return True
+    try:
+        return bool(_PROGRESS(attempt.redis, [store.key(attempt.jid)],
+                              [attempt.ttl, *(part for pair in fields.items() for part in pair)]))
+    except redis_lib.RedisError as exc:
+        _lost(attempt.jid, exc)
+        return False
 
 
 def forget(redis: Any, result_id: str) -> None:

@@ -17,6 +17,9 @@ structures are JSON and timestamps epoch milliseconds:
 ``return_value`` only once ``state`` is ``complete``
 ``custom_state``/``meta``  a Celery task's ``update_state`` while it runs
 ``ttl``          seconds each write keeps the record for
+``progress``, ``message``, ``progress_at``  how far a running job says it is (0 to 100), what it
+                 does now, and when it said so (``Job.progress``, ``wurk_django.status.progress``)
+``result_note``  why a tracked job's ``return_value`` was not kept (not JSON, or too large)
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ PATTERN = "status:*"
 PREFIX = "status:"
 
 _JSON_FIELDS = ("task", "args", "kwargs", "errors", "worker_ids", "return_value")
-_INT_FIELDS = ("enqueued_at", "started_at", "last_attempted_at", "finished_at", "ttl")
+_INT_FIELDS = ("enqueued_at", "started_at", "last_attempted_at", "finished_at", "ttl", "progress_at")
+#: The fields a run's progress writes; a new attempt starts without them.
+PROGRESS_FIELDS = ("progress", "message", "progress_at")
 
 
 def key(result_id: str) -> str:
@@ -79,6 +84,9 @@ def decode(raw: dict[bytes | str, bytes | str]) -> dict[str, Any]:
             fields[name] = payload.loads(value)
         elif name in _INT_FIELDS:
             fields[name] = int(value)
+        elif name == "progress":
+            number = float(value)
+            fields[name] = int(number) if number.is_integer() else number
         else:
             fields[name] = value.decode() if isinstance(value, bytes) else value
     return fields

@@ -290,6 +290,6 @@ def _perform(ctx: JobContext) -> None:
     """The innermost layer: ``perform``. A job that asks to resume later ends as ``PAUSED``
     here, so the middleware around it sees a run that returned, not an exception."""
     try:
-        ctx.instance.run(ctx.job["args"], ctx.job.get("kwargs"))
+        ctx.value = ctx.instance.run(ctx.job["args"], ctx.job.get("kwargs"))
     except JobInterrupted:
         ctx.outcome = Outcome.PAUSED

@@ -280,6 +280,39 @@
     });
   }
 
+  /* Progress bars of tracked jobs (the Busy page, a job's status page): each reads its
+     job's status JSON every PROGRESS_SECONDS while the job is not finished, and moves
+     its bar and message. A status page reloads once its job finishes, to show the end
+     (result or error) as the server words it. The bars are looked up at every tick, so a
+     page swapped in by the live poll keeps updating. */
+  var PROGRESS_SECONDS = 2;
+  function progressBars() {
+    if (!document.getElementById("wurk-root")) { return; }
+    function update(box, data) {
+      var bar = box.querySelector("progress");
+      if (data.progress !== null && data.progress !== undefined) {
+        bar.value = data.progress;
+        box.querySelector("[data-progress-percent]").textContent = data.progress + " %";
+      }
+      box.querySelector("[data-progress-message]").textContent = data.message || "";
+      if (data.finished) {
+        box.setAttribute("data-finished", "true");
+        if (box.hasAttribute("data-reload-when-finished")) { window.location.reload(); }
+      }
+      box.setAttribute("data-polls", String(Number(box.getAttribute("data-polls") || 0) + 1));
+    }
+    function tick() {
+      if (document.hidden) { return; }
+      document.querySelectorAll('[data-status-url][data-finished="false"]').forEach(function (box) {
+        fetch(box.getAttribute("data-status-url"), {credentials: "same-origin", headers: {"Accept": "application/json"}})
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (data) { if (data) { update(box, data); } })
+          .catch(function () { /* the next tick tries again */ });
+      });
+    }
+    setInterval(tick, PROGRESS_SECONDS * 1000);
+  }
+
   var resizeTimer = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);
@@ -291,5 +324,6 @@
     drawStatic();
     live();
     pollPage();
+    progressBars();
   });
 }());
