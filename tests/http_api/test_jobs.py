@@ -198,7 +198,19 @@ def test_the_status_carries_the_result_record(http_api, redis_db):
     store.write(redis_db, "c" * 24, {"state": "complete", "class": RECORD, "return_value": {"n": 3}}, 60)
     status = http_api().get(f"/jobs/{'c' * 24}").json()
     assert status["state"] == "unknown"  # gone from every list: it ran
-    assert status["result"]["state"] == "complete" and status["result"]["return_value"] == {"n": 3}
+    assert status["result"]["state"] == "complete" and status["result"]["result"] == {"n": 3}
+
+
+def test_a_tracked_job_shows_its_progress_and_no_traceback(http_api, redis_db):
+    """Issue 47 items 1 and 2: the status endpoint reads the same record as
+    ``wurk_django.status.get``; the stored tracebacks stay out of the answer."""
+    store.write(redis_db, "p" * 24, {"state": "running", "class": RECORD, "progress": 40, "message": "resizing",
+                                     "errors": [{"exception_class_path": "OSError", "message": "disk",
+                                                 "traceback": "Traceback: secret-path"}]}, 60)
+    status = http_api().get(f"/jobs/{'p' * 24}").json()
+    assert (status["result"]["progress"], status["result"]["message"]) == (40, "resizing")
+    assert status["result"]["error"] == {"class": "OSError", "message": "disk"}
+    assert "errors" not in status["result"] and "secret-path" not in json.dumps(status)
 
 
 def test_a_jid_that_cannot_be_one_is_not_found(http_api):

@@ -74,7 +74,7 @@ STATUS = {
         "retry_count": {"type": "integer"},
         "error_class": {"type": ["string", "null"]},
         "error_message": {"type": ["string", "null"]},
-        "result": {"type": ["object", "null"], "description": "The job's result record, when it has one."},
+        "result": {"type": ["object", "null"], "description": "The job's status record (state, progress, message, result, last error, timings), when it keeps one: a tracked class, a Celery task or a django.tasks result."},
     },
 }
 

@@ -5,7 +5,9 @@ them while it is looked for (a running job has left its queue; a retry leaves th
 set for its queue): the running work, the schedule, the retry and dead sets, each
 queue, then the workers' private lists (a job fetched but not yet in its worker's work,
 written at the worker's next heartbeat, is running too). It adds the result record
-(:mod:`wurk_django.results`) when one exists. Extending what a status says (progress,
+(:mod:`wurk_django.results`) when one exists, read as :func:`wurk_django.status.get` reads it
+(state, progress and message, result, last error, timings) without the stored tracebacks,
+which may quote private data. Extending what a status says (progress,
 timings) means extending this function and :data:`STATES`, nothing else.
 
 Costs: the sets are searched with ``ZSCAN MATCH *<jid>*``, the queues linearly and the
@@ -21,8 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import keys
+from .. import status as tracked
 from ..api import DeadSet, JobRecord, Queue, RetrySet, ScheduledSet, WorkSet
-from ..results import store
 
 QUEUED = "queued"
 SCHEDULED = "scheduled"
@@ -89,12 +91,15 @@ def _fetched(jid: str) -> dict[str, Any] | None:
 
 def job_status(jid: str) -> dict[str, Any]:
     """``{"jid", "state", ...where it is..., "result"}`` for ``jid``: ``state`` is one of
-    :data:`STATES`; ``result`` is the job's result record or ``None``."""
+    :data:`STATES`; ``result`` is the job's status record (a tracked job's, a Celery task's
+    or a ``django.tasks`` result: :meth:`wurk_django.status.Status.as_dict` without
+    ``errors``) or ``None``."""
     status: dict[str, Any] = {"jid": jid, **_where(jid)}
-    result = None
-    if store.valid_id(jid):
-        from ..redis import connection
-
-        result = store.read(connection.get_redis(), jid)
-    status["result"] = result
+    record = tracked.get(jid) if tracked.valid_id(jid) else None
+    if record is not None:
+        shown = record.as_dict()
+        shown.pop("errors", None)  # whole tracebacks: the last error's class and message stay
+        status["result"] = shown
+    else:
+        status["result"] = None
     return status
