@@ -59,3 +59,16 @@ class Tick(Job):
 
     def perform(self, n):
         record(f"tick:{n}")
+
+
+class TrackedReindex(Job):
+    """Debounced and tracked: a replaced push's status record reads ``revoked``."""
+
+    debounce_for = 1
+    debounce_max_wait = 30
+    track = True
+
+    def perform(self, version):
+        self.progress(50, f"reindexing {version}")
+        record(f"tracked:{version}")
+        return version

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from tests.jobsapp.policy_jobs import PerUser, Ping, Reindex, SlowBurst, Tick
+from tests.jobsapp.policy_jobs import PerUser, Ping, Reindex, SlowBurst, Tick, TrackedReindex
 from tests.support import ROOT, stop_process, wait_for
-from wurk_django import Job
+from wurk_django import Job, status
 from wurk_django.client import Client
 
 EXTRA = {"IMPORT_ON_MISS": ["tests"], "POLL_INTERVAL_AVERAGE": 1}
@@ -55,6 +55,24 @@ def test_a_burst_of_debounced_pushes_is_one_schedule_entry_with_the_last_payload
     assert redis_db.llen("queue:default") == 0
     with pytest.raises(ValueError, match="perform_in/perform_at cannot choose a time"):
         Reindex.perform_in(10, 4)
+
+
+def test_a_replaced_tracked_push_reads_revoked_in_the_same_step(redis_db):
+    """Issue 47 item 1 x 2: the record of a push a later one replaced says so at once."""
+    jids = [TrackedReindex.perform_async(version) for version in (1, 2, 3)]
+    [(job, _score)] = _schedule(redis_db)
+    assert job["jid"] == jids[2]
+    for old, new in zip(jids, jids[1:]):
+        record = status.get(old)
+        assert record.state == "revoked" and record.finished
+        assert record.message == f"replaced by a later push {new}"
+        assert record.finished_at is not None
+        assert 0 < redis_db.ttl(f"status:{old}") <= record.ttl  # kept for its TTL, then gone
+    assert status.get(jids[2]).state == "scheduled"
+    # An untracked class's burst writes no record (its replaced payload has no "track").
+    for version in (1, 2):
+        Reindex.perform_async(version)
+    assert sorted(redis_db.keys("status:*")) == sorted(f"status:{jid}".encode() for jid in jids)
 
 
 def test_a_busy_burst_runs_by_its_max_wait(redis_db):

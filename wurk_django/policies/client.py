@@ -36,6 +36,8 @@ logger = logging.getLogger("wurk_django.client.push")
 
 DEBOUNCE_LUA = lua("policies/lua/debounce")
 THROTTLE_LUA = lua("policies/lua/throttle")
+#: The prefix of status record keys: ``debounce.lua`` marks a replaced tracked job's record revoked.
+STATUS_PREFIX = keys.task_status("")
 #: How long a debounce key's state outlives the longest a burst can last, in seconds.
 STATE_SLACK = 60
 
@@ -121,5 +123,5 @@ def write_hook(ops: list[Operation]) -> list[Operation]:
         lifetime = math.ceil(max_wait + quiet) + STATE_SLACK
         out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE, keys.DEBOUNCES],
                                                           [op.raw, repr(now), repr(quiet), repr(max_wait),
-                                                           lifetime])))
+                                                           lifetime, STATUS_PREFIX, job["jid"]])))
     return out

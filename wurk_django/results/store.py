@@ -18,7 +18,10 @@ structures are JSON and timestamps epoch milliseconds:
 ``custom_state``/``meta``  a Celery task's ``update_state`` while it runs
 ``ttl``          seconds each write keeps the record for
 ``progress``, ``message``, ``progress_at``  how far a running job says it is (0 to 100), what it
-                 does now, and when it said so (``Job.progress``, ``wurk_django.status.progress``)
+                 does now, and when it said so (``Job.progress``, ``wurk_django.status.progress``);
+                 a debounced job a later push replaced: ``revoked`` with ``message`` naming
+                 that push's jid, written by ``policies/lua/debounce.lua`` (the one writer
+                 outside :mod:`.record`, since only that step knows which job it replaced)
 ``result_note``  why a tracked job's ``return_value`` was not kept (not JSON, or too large)
 """
 

@@ -46,7 +46,8 @@ class Status:
     job_class: str | None = None
     #: Percent done (0 to 100) as the job last reported it, or ``None``; 100 once complete.
     progress: int | float | None = None
-    #: What the job said it was doing with its last progress report ("" when it said nothing).
+    #: What the job said it was doing with its last progress report ("" when it said nothing);
+    #: for a debounced job a later push replaced, ``"replaced by a later push <jid>"``.
     message: str | None = None
     #: What ``perform`` returned, once ``complete`` (a tracked job's: JSON, at most 8 KB).
     result: Any = None
