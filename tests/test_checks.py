@@ -211,3 +211,22 @@ def test_each_check_id_is_raised_by_one_module_only():
     assert raisers, "no check ids found: the pattern no longer matches how checks are written"
     shared = {check_id: sorted(paths) for check_id, paths in raisers.items() if len(paths) > 1}
     assert shared == {}
+
+
+def test_settings_that_do_nothing_together_are_warned_about_issue_47(wurk):
+    """An enqueue token with no job class to enqueue (W042); queue limits under
+    BasicFetch, which refuses to start on a capped queue (W043)."""
+    from wurk_django.checks import check_feature_settings
+
+    token = {"TOKEN": "t" * 20, "SCOPES": ["enqueue", "read"]}
+    wurk(HTTP_API_TOKENS={"ci": token, "reader": {"TOKEN": "r" * 20, "SCOPES": ["read"]}})
+    [message] = check_feature_settings()
+    assert message.id == "wurk.W042" and "'ci'" in message.msg and "HTTP_API_JOB_CLASSES" in message.msg
+    wurk(HTTP_API_TOKENS={"ci": token}, HTTP_API_JOB_CLASSES=["shop.jobs.*"])
+    assert check_feature_settings() == []
+
+    wurk(QUEUE_LIMITS={"reports": 2}, FETCH_CLASS="wurk_django.server.fetch.basic.BasicFetch")
+    [message] = check_feature_settings()
+    assert message.id == "wurk.W043" and "reports" in message.msg and "BasicFetch" in message.msg
+    wurk(QUEUE_LIMITS={"reports": 2})
+    assert check_feature_settings() == []

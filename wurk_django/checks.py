@@ -12,6 +12,11 @@ Ids:
   exactly 32 bytes, an active version without a key...), never quoting a key;
 * ``wurk.E041`` bad ``HTTP_API_TOKENS`` (a token without scopes, shorter than
   16 characters, two names with one token...), never quoting a token;
+* ``wurk.W042`` a token of ``HTTP_API_TOKENS`` has the ``enqueue`` scope while
+  ``HTTP_API_JOB_CLASSES`` is empty (every push it makes is refused);
+  ``wurk.W043`` ``QUEUE_LIMITS`` is set while ``FETCH_CLASS`` is ``BasicFetch``
+  (a worker serving a capped queue refuses to start; a warning, since a web
+  process never fetches);
 * ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
   ``wurk.W021`` a periodic job class cannot be found (a warning: it stops the
   worker's periodic loop, not ``migrate``); ``wurk.W020`` a periodic time zone
@@ -75,6 +80,34 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 obj="settings.WURK",
                 id="wurk.E005",
             ))
+    return messages
+
+
+def check_feature_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Settings each valid alone that do nothing (or stop a worker) together (issue 47)."""
+    try:
+        config = context.config()
+    except ConfigurationError:
+        return []  # check_settings reports it
+    messages: list[checks.CheckMessage] = []
+    if not config.http_api_job_classes:
+        for name, token in config.http_api_tokens.items():
+            if "enqueue" in token.scopes:
+                messages.append(checks.Warning(
+                    f"HTTP API token {name!r} has the 'enqueue' scope, but WURK['HTTP_API_JOB_CLASSES'] is "
+                    "empty: every push it makes is refused (403 class-not-allowed)",
+                    hint="list the job classes the API may enqueue in HTTP_API_JOB_CLASSES, or drop the scope",
+                    obj="settings.WURK", id="wurk.W042"))
+    if config.queue_limits and config.fetch_class is not None:
+        from .server.fetch.basic import BasicFetch
+
+        if isinstance(config.fetch_class, type) and issubclass(config.fetch_class, BasicFetch):
+            messages.append(checks.Warning(
+                f"WURK['QUEUE_LIMITS'] caps {', '.join(sorted(config.queue_limits))}, but FETCH_CLASS is "
+                "BasicFetch, whose BRPOP cannot take a slot with the job: a worker serving a capped queue "
+                "refuses to start",
+                hint="leave FETCH_CLASS unset (reliable fetch) to use QUEUE_LIMITS; see docs/queues.md",
+                obj="settings.WURK", id="wurk.W043"))
     return messages
 
 
@@ -215,6 +248,7 @@ def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[checks
 
 def register() -> None:
     checks.register(check_settings, "wurk")
+    checks.register(check_feature_settings, "wurk")
     checks.register(check_celery_settings, "wurk")
     checks.register(check_tasks_framework, "wurk")
     checks.register(check_periodic, "wurk")

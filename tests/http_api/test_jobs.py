@@ -201,6 +201,25 @@ def test_the_status_carries_the_result_record(http_api, redis_db):
     assert status["result"]["state"] == "complete" and status["result"]["result"] == {"n": 3}
 
 
+def test_a_final_record_spares_the_keyspace_scan(http_api, redis_db, monkeypatch):
+    """Issue 47 item 1 x 2: a job whose record is final is in no worker's hands, so the
+    lookup does not SCAN the keyspace for private lists; an open record still does."""
+    from redis import Redis
+
+    scans: list[str] = []
+    scan_iter = Redis.scan_iter
+    monkeypatch.setattr(Redis, "scan_iter", lambda self, *a, **kw: scans.append(kw.get("match")) or scan_iter(self, *a, **kw))
+    for state in ("complete", "failed", "revoked"):
+        store.write(redis_db, state[0] * 24, {"state": state, "class": RECORD}, 60)
+        status = http_api().get(f"/jobs/{state[0] * 24}").json()
+        assert (status["state"], status["result"]["state"]) == ("unknown", state)
+    assert scans == []
+    store.write(redis_db, "e" * 24, {"state": "enqueued", "class": RECORD}, 60)
+    redis_db.lpush("queue:mail|box|123|n0nce|0", _raw_job("e" * 24, queue="mail"))
+    status = http_api().get(f"/jobs/{'e' * 24}").json()
+    assert (status["state"], status["queue"]) == ("running", "mail") and len(scans) == 1
+
+
 def test_a_tracked_job_shows_its_progress_and_no_traceback(http_api, redis_db):
     """Issue 47 items 1 and 2: the status endpoint reads the same record as
     ``wurk_django.status.get``; the stored tracebacks stay out of the answer."""

@@ -47,3 +47,16 @@ def test_basic_fetch_refuses_a_capped_queue_it_would_serve():
     with pytest.raises(ConfigurationError, match="reliable fetch"):
         BasicFetch(Config(QUEUES=["reports"], QUEUE_LIMITS={"reports": 1}))
     BasicFetch(Config(QUEUES=["default"], QUEUE_LIMITS={"reports": 1}))  # not its queue: fine
+
+
+def test_a_basic_fetch_worker_on_a_capped_queue_says_why_in_one_line_and_exits(worker_factory):
+    """Kept a refusal (issue 47 item 4, the polish): a real ``manage.py wurk`` exits 1 with
+    one line naming the queue and the way out, before touching Redis, no traceback."""
+    import json
+
+    extra = {"QUEUE_LIMITS": {"reports": 1}, "FETCH_CLASS": "wurk_django.server.fetch.basic.BasicFetch"}
+    worker = worker_factory("-q", "default", "-q", "reports", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+    assert worker.wait(timeout=120) == 1
+    out = worker.output()
+    assert "wurk: WURK['QUEUE_LIMITS'] caps reports, which needs the default reliable fetch" in out
+    assert "Leave FETCH_CLASS unset" in out and "Traceback" not in out

@@ -10,9 +10,11 @@ written at the worker's next heartbeat, is running too). It adds the result reco
 which may quote private data. Extending what a status says (progress,
 timings) means extending this function and :data:`STATES`, nothing else.
 
-Costs: the sets are searched with ``ZSCAN MATCH *<jid>*``, the queues linearly and the
-private lists by a ``SCAN`` of the keyspace (only when every other place missed), so a
-lookup is proportional to what is waiting; fine for the status of one job, not a feed.
+Costs: the record is read first (one ``HGETALL``); the sets are searched with ``ZSCAN
+MATCH *<jid>*``, the queues linearly and the private lists by a ``SCAN`` of the keyspace
+(only when every other place missed, and never for a job whose record is final:
+``complete``, ``failed`` or ``revoked`` jobs are in no worker's hands), so a lookup is
+proportional to what is waiting; fine for the status of one job, not a feed.
 A job moving between two places while it is looked for may be reported ``unknown`` for
 that one read.
 """
@@ -56,7 +58,7 @@ def _described(record: JobRecord) -> dict[str, Any]:
     return fields
 
 
-def _where(jid: str) -> dict[str, Any]:
+def _where(jid: str, *, finished: bool = False) -> dict[str, Any]:
     work = WorkSet().find_work(jid)
     if work is not None:
         return {"state": RUNNING, **_described(work.job), "queue": work.queue, "started_at": _epoch(work.run_at)}
@@ -68,6 +70,10 @@ def _where(jid: str) -> dict[str, Any]:
         record = queue.find_job(jid)
         if record is not None:
             return {"state": QUEUED, **_described(record), "queue": queue.name}
+    if finished:
+        # Its record is final: it ran (or never will), so no worker holds it; the keyspace
+        # SCAN of the private lists would only spend time on a job that left no trace.
+        return {"state": UNKNOWN}
     return _fetched(jid) or {"state": UNKNOWN}
 
 
@@ -94,8 +100,8 @@ def job_status(jid: str) -> dict[str, Any]:
     :data:`STATES`; ``result`` is the job's status record (a tracked job's, a Celery task's
     or a ``django.tasks`` result: :meth:`wurk_django.status.Status.as_dict` without
     ``errors``) or ``None``."""
-    status: dict[str, Any] = {"jid": jid, **_where(jid)}
     record = tracked.get(jid) if tracked.valid_id(jid) else None
+    status: dict[str, Any] = {"jid": jid, **_where(jid, finished=record is not None and record.finished)}
     if record is not None:
         shown = record.as_dict()
         shown.pop("errors", None)  # whole tracebacks: the last error's class and message stay

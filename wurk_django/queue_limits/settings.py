@@ -35,6 +35,21 @@ def parse(value: Any) -> dict[str, int]:
     return dict(value or {})
 
 
+def basic_fetch_refusal(limits: dict[str, int] | None, names: list[str]) -> str | None:
+    """Why a ``BasicFetch`` worker serving ``names`` cannot start under ``limits``, or None.
+
+    Kept a refusal rather than supported: ``BRPOP`` takes a job with no way to take a slot
+    in the same step, and a job a hard kill lost (BasicFetch keeps no copy) would leave no
+    trace telling the reaper whose slot to free. Said at boot, before Redis is touched."""
+    capped = sorted(name for name in dict.fromkeys(names) if limits and name in limits)
+    if not capped:
+        return None
+    return (f"WURK['QUEUE_LIMITS'] caps {', '.join(capped)}, which needs the default reliable fetch; "
+            "FETCH_CLASS is BasicFetch, whose BRPOP cannot take a slot with the job (and a job a hard kill "
+            "lost would hold its slot for good). Leave FETCH_CLASS unset, or serve the capped queues from "
+            "workers that do (docs/queues.md)")
+
+
 ROWS = (
     Setting("QUEUE_LIMITS", None,
             lambda v: not problems(v), "a dict of queue name: an integer >= 1",

@@ -43,6 +43,22 @@ class _Parser(CommandParser):
         sys.exit(1)
 
 
+def _check_fetch(config: Config, running: list) -> None:
+    """A fetcher that cannot serve these queues says so here, one line before anything
+    starts, rather than as a traceback from inside the launcher (BasicFetch and
+    ``QUEUE_LIMITS``: docs/queues.md)."""
+    from ...server.fetch.basic import BasicFetch
+
+    fetch_class = config.fetch_class
+    if isinstance(fetch_class, type) and issubclass(fetch_class, BasicFetch):
+        from ...queue_limits.settings import basic_fetch_refusal
+
+        refusal = basic_fetch_refusal(config.queue_limits, [name for capsule in running
+                                                            for name, _ in capsule.queues])
+        if refusal:
+            raise ConfigurationError(refusal)
+
+
 class Command(BaseCommand):
     help = "Run a wurk_django worker: fetch jobs from Redis and run them."
     requires_system_checks: list[str] = []
@@ -114,6 +130,7 @@ class Command(BaseCommand):
                 raise ConfigurationError("give --redis-url or --shard, not both")
             config = config.for_shard(options.get("redis_url") or options.get("shard"))
             running = plan(config)  # a queue in two capsules (one may be -q's) stops here
+            _check_fetch(config, running)
         except (ConfigurationError, ValueError) as exc:
             self.stderr.write(f"wurk: {exc}")
             sys.exit(1)

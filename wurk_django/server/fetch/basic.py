@@ -63,13 +63,11 @@ class BasicFetch:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.order = QueueOrder(config.queues)
-        limits = getattr(config, "queue_limits", None)
-        capped = sorted(name for name in self.order.names if limits and name in limits)
-        if capped:
-            # BRPOP cannot take a slot with the job, and nothing would free the slot of
-            # a job a hard kill lost: queue limits need the private lists of reliable fetch.
-            raise ConfigurationError(f"WURK['QUEUE_LIMITS'] caps {', '.join(capped)}, which needs the default "
-                                     "reliable fetch; FETCH_CLASS is BasicFetch")
+        from ...queue_limits.settings import basic_fetch_refusal
+
+        refusal = basic_fetch_refusal(getattr(config, "queue_limits", None), self.order.names)
+        if refusal:
+            raise ConfigurationError(refusal)
         self._keys = {name: keys.queue(name) for name in self.order.names}
         self._done = threading.Event()
         self._concurrency = config.concurrency
