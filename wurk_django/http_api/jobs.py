@@ -21,7 +21,7 @@ from .problems import Problem
 
 #: Push options a request may carry beside class/args/kwargs/at/in, passed to the door as given.
 OPTIONS = ("queue", "retry", "retry_for", "retry_queue", "tags", "backtrace", "dead", "expires_in",
-           "unique_for", "unique_until", "deadline", "deadline_action")
+           "unique_for", "unique_until", "deadline", "deadline_action", "track")
 #: Every key a job of ``POST /v1/jobs`` may have.
 JOB_KEYS = ("class", "args", "kwargs", "at", "in", *OPTIONS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..results.tracking import MAX_TTL
 from .jobs import OPTIONS
 from .problems import CONTENT_TYPE, PREFIX, TYPES
 from .status import STATES
@@ -25,6 +26,9 @@ _OPTION_SCHEMAS: dict[str, Any] = {
     "unique_until": {"type": "string", "enum": ["success", "start"]},
     "deadline": {**NUMBER_OR_TIME, "description": "Epoch seconds or RFC 3339 time the job must start by."},
     "deadline_action": {"type": "string", "enum": ["dead", "discard"]},
+    "track": {"oneOf": [{"type": "boolean"}, {"type": "integer", "minimum": 1, "maximum": MAX_TTL}],
+              "description": "Keep a status record (true: `TRACK_TTL` seconds; a number: that many), read by "
+                             "`GET /v1/jobs/{jid}` under `result`."},
 }
 assert set(_OPTION_SCHEMAS) == set(OPTIONS)
 
