@@ -85,3 +85,52 @@ if AVAILABLE:
         status.progress(75, "three quarters")
         wait_for_go(key)
         return "reported"
+
+
+# -- the features of issue 47 together (tests/status/test_together.py) -------------------
+
+
+class Held(Job):
+    """Untracked by its class (a push over HTTP asks for a record); holds at 40 % until go."""
+
+    def perform(self, key: str) -> str:
+        self.progress(40, "halfway")
+        wait_for_go(key)
+        return key
+
+
+class TrackedNote(Job):
+    """Tracked, with retries: a deadline, not a failure, ends it."""
+
+    track = True
+    retry = 5
+
+    def perform(self, key: str) -> None:
+        redis_client().rpush("test:together", key)
+
+
+class TrackedSpin(Job):
+    """Tracked: reports, then spins in Python until something stops it."""
+
+    track = True
+    retry = 5
+
+    def perform(self, key: str) -> None:
+        self.progress(10, "spinning")
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            pass
+        redis_client().rpush("test:together", f"{key}:not-stopped")
+
+
+class TrackedDebounced(Job):
+    """Tracked and debounced: a burst fires one job; each push keeps its own record."""
+
+    track = True
+    debounce_for = 1
+    debounce_max_wait = 30
+
+    def perform(self, version: int) -> int:
+        self.progress(50, f"version {version}")
+        redis_client().rpush("test:together", f"debounced:{version}")
+        return version

@@ -12,8 +12,10 @@ timings) means extending this function and :data:`STATES`, nothing else.
 
 Costs: the record is read first (one ``HGETALL``); the sets are searched with ``ZSCAN
 MATCH *<jid>*``, the queues linearly and the private lists by a ``SCAN`` of the keyspace
-(only when every other place missed, and never for a job whose record is final:
-``complete``, ``failed`` or ``revoked`` jobs are in no worker's hands), so a lookup is
+(only when every other place missed). A job whose record is final (``complete``,
+``failed``, ``revoked``) is in no worker's hands: neither the running work nor the private
+lists are searched for it, so it never reads ``running`` after its end (its worker's work
+is rewritten at its next heartbeat) and its lookup never scans the keyspace. A lookup is
 proportional to what is waiting; fine for the status of one job, not a feed.
 A job moving between two places while it is looked for may be reported ``unknown`` for
 that one read.
@@ -59,7 +61,11 @@ def _described(record: JobRecord) -> dict[str, Any]:
 
 
 def _where(jid: str, *, finished: bool = False) -> dict[str, Any]:
-    work = WorkSet().find_work(jid)
+    # A job whose record is final is in no worker's hands: the work its worker lists until
+    # its next heartbeat, and its private list until the acknowledgement, would say
+    # ``running`` a moment after it ended. The sets and queues are still searched (a
+    # failed job sits in the dead set).
+    work = None if finished else WorkSet().find_work(jid)
     if work is not None:
         return {"state": RUNNING, **_described(work.job), "queue": work.queue, "started_at": _epoch(work.run_at)}
     for state, jobs in ((SCHEDULED, ScheduledSet()), (RETRY, RetrySet()), (DEAD, DeadSet())):
@@ -71,9 +77,7 @@ def _where(jid: str, *, finished: bool = False) -> dict[str, Any]:
         if record is not None:
             return {"state": QUEUED, **_described(record), "queue": queue.name}
     if finished:
-        # Its record is final: it ran (or never will), so no worker holds it; the keyspace
-        # SCAN of the private lists would only spend time on a job that left no trace.
-        return {"state": UNKNOWN}
+        return {"state": UNKNOWN}  # and no keyspace SCAN for a job that left no other trace
     return _fetched(jid) or {"state": UNKNOWN}
 
 

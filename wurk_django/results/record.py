@@ -419,7 +419,7 @@ def died(job: dict, exc: BaseException, reason: str) -> None:
     if of(fields.get("state")) in FINAL:
         return
     update: dict[str, Any] = {"state": State.REVOKED if "revoked_by" in job else State.FAILED,
-                              "finished_at": payload.now_ms()}
+                              "finished_at": payload.now_ms(), "reason": reason}
     if not (mine and attempt.error_written):
         update["errors"] = [*(fields.get("errors") or []), error_of(exc)]
     _write(store.write, redis, jid, {**fields, **update} if "state" not in fields else update, ttl_of(job))

@@ -22,6 +22,8 @@ structures are JSON and timestamps epoch milliseconds:
                  a debounced job a later push replaced: ``revoked`` with ``message`` naming
                  that push's jid, written by ``policies/lua/debounce.lua`` (the one writer
                  outside :mod:`.record`, since only that step knows which job it replaced)
+``reason``       why a job that died ended (``wurk_django.death``'s reason: ``exhausted``,
+                 ``deadline``, ``manual``, ...), written by the death path
 ``result_note``  why a tracked job's ``return_value`` was not kept (not JSON, or too large)
 """
 

@@ -55,6 +55,10 @@ class Status:
     result_note: str | None = None
     #: The last failed attempt's error: ``{"class", "message"}`` (message cut at 1 KB), or ``None``.
     error: dict[str, str] | None = None
+    #: Why a job that died ended for good, as the death path says it: ``exhausted`` (retries
+    #: used up), ``no_retry``, ``deadline`` (not started, or not retried, by its deadline),
+    #: ``manual`` (killed by a person), ``poison``, ``discarded``...; ``None`` otherwise.
+    reason: str | None = None
     #: Every failed attempt's error as stored (class path, message, traceback).
     errors: list[dict[str, Any]] = field(default_factory=list)
     #: Attempts started so far.
@@ -101,6 +105,7 @@ class Status:
             result_note=fields.get("result_note"),
             error=None if last is None else {"class": str(last.get("exception_class_path") or ""),
                                              "message": str(last.get("message") or "")[:1024]},
+            reason=fields.get("reason") if isinstance(fields.get("reason"), str) else None,
             errors=list(errors),
             attempts=len(fields.get("worker_ids") or []),
             enqueued_at=_when(fields.get("enqueued_at")),
