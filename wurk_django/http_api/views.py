@@ -129,7 +129,7 @@ def _push_one(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         raise _door_error(exc) from None
     if jid is None:
         return 200, {"jid": None, "enqueued": False,
-                     "detail": "a client middleware stopped the push (a unique lock held, say)"}
+                     "detail": "a client middleware stopped the push (a unique lock held, a throttle slot taken)"}
     return 201, {"jid": jid, "enqueued": True}
 
 

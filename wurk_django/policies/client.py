@@ -18,6 +18,7 @@ from typing import Any
 from .. import context, keys, testing
 from ..client.operations import Operation, Schedule
 from ..redis.scripts import lua
+from ..results import store
 from . import (
     DEBOUNCE,
     DEBOUNCED_AT,
@@ -37,7 +38,7 @@ logger = logging.getLogger("wurk_django.client.push")
 DEBOUNCE_LUA = lua("policies/lua/debounce")
 THROTTLE_LUA = lua("policies/lua/throttle")
 #: The prefix of status record keys: ``debounce.lua`` marks a replaced tracked job's record revoked.
-STATUS_PREFIX = keys.task_status("")
+STATUS_PREFIX = store.PREFIX
 #: How long a debounce key's state outlives the longest a burst can last, in seconds.
 STATE_SLACK = 60
 
