@@ -60,7 +60,7 @@ def test_a_tracked_job_in_a_capped_queue_holds_its_slot_and_reports_progress(red
 
 
 def test_a_tracked_job_past_its_deadline_ends_failed_with_the_reason(redis_db, worker):
-    late = jobs.TrackedNote.set(deadline=time.time() - 1).perform_async("late")
+    late = jobs.TrackedNote.set(queue="capped", deadline=time.time() - 1).perform_async("late")
     spin = jobs.TrackedSpin.set(deadline=time.time() + 6).perform_async("spin")
     assert _state(late) == "enqueued"
     worker()
@@ -72,6 +72,8 @@ def test_a_tracked_job_past_its_deadline_ends_failed_with_the_reason(redis_db, w
     assert stopped.progress == 10 and stopped.message == "spinning"  # where it was when it was stopped
     assert redis_db.lrange("test:together", 0, -1) == []  # neither ran to its end
     assert {json.loads(raw)["jid"] for raw in redis_db.zrange("dead", 0, -1)} == {late, spin}
+    # The late job was fetched from a capped queue with a slot: dropping it freed the slot.
+    wait_for(lambda: caps.in_use(redis_db, ["capped"]) == {"capped": 0}, timeout=30, message="the slot freed")
 
 
 def test_a_tracked_debounced_class_keeps_one_record_per_fired_job(redis_db, worker):
