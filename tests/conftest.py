@@ -51,6 +51,17 @@ def redis_db():
     client.close()
 
 
+@pytest.fixture(autouse=True)
+def default_language():
+    """Every test ends back in ``LANGUAGE_CODE``: the test client runs ``LocaleMiddleware`` in
+    this thread, so a request in French left French active for whatever test ran next in the
+    process (``wurk_check_periodic`` then said "chaque jour" where a test reads "every day")."""
+    from django.utils import translation
+
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture
 def worker_factory():
     """Start real ``manage.py wurk`` processes; every one is stopped at teardown by pid."""
