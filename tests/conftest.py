@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +75,17 @@ def redis_cluster(redis_cluster_session):
     cluster.forget()
 
 
+@pytest.fixture(autouse=True)
+def default_language():
+    """Every test ends back in ``LANGUAGE_CODE``: the test client runs ``LocaleMiddleware`` in
+    this thread, so a request in French left French active for whatever test ran next in the
+    process (``wurk_check_periodic`` then said "chaque jour" where a test reads "every day")."""
+    from django.utils import translation
+
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture
 def worker_factory():
     """Start real ``manage.py wurk`` processes; every one is stopped at teardown by pid."""
@@ -83,9 +97,21 @@ def worker_factory():
         return proc
 
     yield start
+    # TERM to every one first, then wait for each: their drains run side by side, so a test
+    # of three workers waits for the slowest stop, not the sum of three (each takes about
+    # two seconds idle: a fetch blocked in Redis finishes its block first).
     for proc in started:
-        proc.stop(timeout=15)
         if proc.alive():
+            try:
+                proc.signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    # One TERM each (a second one is a hard shutdown), KILL for any that outlives the deadline.
+    deadline = time.monotonic() + 15
+    for proc in started:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
             proc.kill()
 
 

@@ -6,6 +6,12 @@ import json
 import os
 from pathlib import Path
 
+from tests import parallel
+
+# Under pytest-xdist (-n N), this worker's own Redis database, ports and SQLite file
+# (tests/parallel.py), written into the environment before anything below reads it.
+parallel.apply()
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = "tests-only"
 DEBUG = False

@@ -167,7 +167,10 @@ def test_absolute_epoch_in_the_future(redis_db):
     assert score == at
 
 
-@pytest.mark.parametrize("when", [0, -5, time.time() - 10, dt.timedelta(seconds=-1)])
+# Named ids: the epoch's own value would differ between two collections (pytest -n 2's workers
+# must collect the same tests).
+@pytest.mark.parametrize("when", [0, -5, time.time() - 10, dt.timedelta(seconds=-1)],
+                         ids=["zero", "negative", "epoch-10s-ago", "timedelta"])
 def test_past_or_now_pushes_immediately(redis_db, when):
     RecordJob.perform_in(when, "x")
     assert redis_db.zcard("schedule") == 0
