@@ -37,7 +37,6 @@ def redis_db():
     """The raw test database, flushed before and after each test (only this one)."""
     from wurk_django.conf import reset_config
     from wurk_django.redis import connection
-
     from wurk_django.server.fetch import slot as fetch_slot
 
     client = _test_client()

@@ -796,6 +796,9 @@ def test_an_exact_window_names_each_quick_job_again(redis_db, fetcher, instant_j
     fetch_slot._exact_until = 0.0
     fetch_slot.heard_exact_window(-2)
     assert fetch_slot._exact_until <= time.monotonic()
+    # Set by hand with no TTL: every worker names each job until it is deleted.
+    fetch_slot.heard_exact_window(-1)
+    assert fetch_slot._exact_until > time.monotonic() + fetch_slot.EXACT_WINDOW - 60
 
 
 def test_a_crash_in_a_quick_batch_counts_no_job_and_asks_for_exact_marks(redis_db):

@@ -111,10 +111,15 @@ def exact_for(seconds: float) -> None:
 
 def heard_exact_window(ttl_ms: object) -> None:
     """The heartbeat read ``PTTL`` of :data:`wurk_django.keys.EXACT_MARKS`: name each job
-    started while it lives; with none, batches of short jobs go unnamed again."""
+    started while it lives; with none, batches of short jobs go unnamed again. A key
+    without a TTL (``-1``, set by hand) keeps every worker naming each job until it is
+    deleted."""
     global _exact_until
     now = time.monotonic()
-    until = now + int(ttl_ms) / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else now
+    if ttl_ms == -1:
+        until = now + EXACT_WINDOW
+    else:
+        until = now + int(ttl_ms) / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else now
     if _exact_until == float("inf") or until > _exact_until:
         _exact_until = until
 
