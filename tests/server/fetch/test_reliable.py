@@ -775,6 +775,22 @@ def test_a_batch_of_quick_jobs_is_marked_as_a_whole(redis_db, fetcher, instant_j
     assert redis_db.get(_marker()) == b"untouched"
 
 
+def test_a_batch_after_a_hand_back_is_named_job_by_job(redis_db, fetcher, instant_jobs, monkeypatch):
+    """A thread whose jobs fetched ahead were handed back (its job outlived its bound,
+    fair.py) ran fewer jobs than it fetched: its time per job reads short, and its next
+    batch is named job by job, not marked as a quick one."""
+    fetch_slot._exact_until = 0.0
+    monkeypatch.setattr(fetch_slot, "QUICK", fetch_slot.PREFETCH_MAX_GAP)
+    _warm(redis_db, fetcher)
+    first = fetcher.retrieve_work()
+    slot = fetcher._mine()
+    assert slot.quick and slot.ahead
+    assert fetcher.hand_back(slot) >= 1
+    first.acknowledge()
+    fetcher.retrieve_work()
+    assert not slot.quick and redis_db.get(_marker()) == b"*"
+
+
 def test_an_exact_window_names_each_quick_job_again(redis_db, fetcher, instant_jobs):
     """While super_fetch:exact_marks lives (a crash named no job), each job started is
     named, however short; a process names them all until its first heartbeat too."""

@@ -208,7 +208,7 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "marker", "marked", "free", "started", "most", "quick", "_marked_at", "_packed_marks", "_keys", "_streak", "_last", "_brought")
+                 "marker", "marked", "free", "started", "most", "quick", "_marked_at", "_packed_marks", "_keys", "_streak", "_last", "_brought", "_handed_back")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -239,6 +239,7 @@ class FetchSlot:
         self._streak = 0  # fetches in a row that brought all they asked for, of short jobs
         self._last = 0.0  # monotonic time of the last fetch
         self._brought = 1  # jobs the last fetch brought
+        self._handed_back = False  # some of them were handed back unrun since (take_ahead)
 
     # -- keys and connection ------------------------------------------------
 
@@ -354,7 +355,10 @@ class FetchSlot:
             return None
 
     def take_ahead(self) -> list[ReliableUnit]:
-        return _take_all(self.ahead) if self.ahead else []
+        taken = _take_all(self.ahead) if self.ahead else []
+        if taken:
+            self._handed_back = True  # read by fetch_count: this batch was no quick one
+        return taken
 
     def fetch_count(self) -> int:
         """How many jobs this slot's next fetch moves: once its last ``PREFETCH_AFTER``
@@ -371,7 +375,9 @@ class FetchSlot:
         per_job = (now - self._last) / self._brought
         if per_job >= PREFETCH_MAX_GAP:
             return 1
-        self.quick = per_job < QUICK and now >= _exact_until
+        # Not after a hand-back (fair.py): the jobs handed back never ran here, so the time
+        # per job above reads too short, and a job that outlived its bound is no quick one.
+        self.quick = per_job < QUICK and not self._handed_back and now >= _exact_until
         return min(self.most, max(2, round(PREFETCH_AHEAD / max(per_job, 1e-6))))
 
     def fetched(self, wanted: int, got: int) -> None:
@@ -381,10 +387,11 @@ class FetchSlot:
         self._streak = self._streak + 1 if full else 0
         self._last = now
         self._brought = max(got, 1)
+        self._handed_back = False
 
     def forget_pace(self) -> None:
         """The next thread to hold this slot starts its own streak."""
-        self._streak, self._last, self._brought = 0, 0.0, 1
+        self._streak, self._last, self._brought, self._handed_back = 0, 0.0, 1, False
 
     # -- reconcile -------------------------------------------------------
 
