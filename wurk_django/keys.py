@@ -156,9 +156,10 @@ def started(host: str, pid: int, nonce: str, slot: int) -> str:
 
 
 #: STRING with a TTL: while it lives, every wurk_django worker names each job it starts
-#: (no batch of short jobs goes unmarked). The reaper sets it when a dead process's
-#: list said only "one of a batch of short jobs was running" (``?``), so that a
-#: poison pill among short jobs is named from its next crash on. wurk_django only.
+#: (no batch of short jobs goes unmarked). The reaper sets it whenever a process died
+#: running jobs, so that a poison pill among short jobs is named at each of its next
+#: deaths (a list that said only "one of a batch of short jobs was running", ``?``,
+#: counts none of them). wurk_django only.
 EXACT_MARKS = "super_fetch:exact_marks"
 
 

@@ -49,8 +49,9 @@ cannot bring the same neighbours down with it three times, even when nothing
 else is queued to space them apart. A list with no marker (a Sidekiq Pro process, or a marker that
 expired under a job longer than an hour) is judged as Pro judges it: each of
 its jobs counts. A list whose marker says ``?`` held a batch of jobs too short to
-be named one by one: none counts, and the reaper asks every worker to name each
-job for a while (:data:`wurk_django.keys.EXACT_MARKS`, fetch/slot.py).
+be named one by one: none counts. After any death with jobs running, the reaper
+asks every worker to name each job for a while (:data:`wurk_django.keys.EXACT_MARKS`,
+fetch/slot.py), so that a pill's next deaths are named.
 
 How long a list has been idle comes from ``OBJECT IDLETIME``. A server that
 refuses it (an LFU eviction policy, Dragonfly and other look-alikes) gets the
@@ -432,7 +433,7 @@ class Reaper:
                 if jid:
                     running.append(jid)
         suspected.note_crashes(redis, running, _identity(owner))
-        if unnamed:
+        if unnamed or suspects:
             self._ask_exact_marks(redis, queue, pid, unnamed)
         given = [raw for (_name, raw), result in zip(reversed(in_order), results[len(suspects):], strict=True)
                  if int(result or 0)]
@@ -450,14 +451,17 @@ class Reaper:
         return moved
 
     def _ask_exact_marks(self, redis: redis_lib.Redis, queue: str, pid: int, unnamed: int) -> None:
-        """A dead process's slots ran quick batches (slot.QUICK_BATCH): their jobs go back
-        uncounted, since none is known to have run, and every worker names each job it
-        starts for the next ``EXACT_WINDOW`` seconds (this one at once, the others at
-        their next heartbeat), so that a poison pill among them is named the next time
-        it strikes. The first crash of such a pill is the one it costs in addition."""
-        logger.warning("process %s died running short jobs of queue %s that its %d thread(s) had marked by batch: "
-                       "none is counted; every worker names each job it starts for the next %d s",
-                       pid, queue, unnamed, fetch_slot.EXACT_WINDOW)
+        """A process died running jobs: every worker names each job it starts for the next
+        ``EXACT_WINDOW`` seconds (this one at once, the others at their next heartbeat),
+        so that if one of those jobs is a poison pill, each of its next deaths names it,
+        however short the jobs around it. When its slots ran quick batches
+        (slot.QUICK_BATCH, ``unnamed`` of them), their jobs go back uncounted, since none
+        is known to have run: that first crash of such a pill is the one it costs in
+        addition, and only when no crash came in the window before it."""
+        if unnamed:
+            logger.warning("process %s died running short jobs of queue %s that its %d thread(s) had marked by "
+                           "batch: none is counted; every worker names each job it starts for the next %d s",
+                           pid, queue, unnamed, fetch_slot.EXACT_WINDOW)
         fetch_slot.exact_for(fetch_slot.EXACT_WINDOW)
         try:
             redis.set(keys.EXACT_MARKS, "1", ex=fetch_slot.EXACT_WINDOW)

@@ -871,6 +871,9 @@ def test_the_reaper_counts_only_the_jobs_that_were_running(redis_db):
     counted = {raw for raw in ahead + oldest + bare + [_job("d".ljust(24, "x"))]
                if redis_db.exists("super_fetch:recovered:" + json.loads(raw)["jid"])}
     assert counted == {ahead[2], oldest[0], *bare}
+    # A death with jobs running: every worker names each job for a while (issue 48 item 5),
+    # so a pill among short jobs is named at its next deaths.
+    assert 0 < redis_db.ttl("super_fetch:exact_marks") <= fetch_slot.EXACT_WINDOW
     queue = redis_db.lrange("queue:default", 0, -1)
     assert sorted(queue) == sorted(ahead + oldest + bare + [_job("d".ljust(24, "x"))])
     assert not redis_db.keys("queue:default|*")

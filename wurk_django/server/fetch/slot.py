@@ -28,11 +28,12 @@ wait. Only the thread holding the slot writes its marker.
 That write is one ``send`` per job, which cost a noop job a fifth of its CPU (issue
 48 item 5). So a batch of jobs shorter than ``QUICK`` is marked as a whole, in its
 fetch: "one of these is running" (``?``). A crash in such a batch counts none of its
-jobs, and the reaper that finds it sets ``super_fetch:exact_marks`` for
-``EXACT_WINDOW`` seconds, during which every worker (told by its heartbeat) names
-each job again: a poison pill among short jobs costs one unnamed crash more, and no
-innocent is ever counted. A process names every job until its first heartbeat has
-read that key.
+jobs. After any death with jobs running, the reaper that finds it sets
+``super_fetch:exact_marks`` for ``EXACT_WINDOW`` seconds, during which every worker
+(told by its heartbeat) names each job again: a poison pill among short jobs costs
+one unnamed crash more at most (when no crash came in the window before it), and
+no innocent is ever counted. A process names every job until its first heartbeat
+has read that key.
 """
 
 from __future__ import annotations
@@ -83,15 +84,15 @@ MARK_TTL = 3600
 OLDEST = "*"
 #: The marker meaning "one of the jobs of this slot's last fetch is running, not said
 #: which": the jobs before it finished, those after it never started, and a crash
-#: names none of them (the reaper counts none and asks for exact marks, EXACT_WINDOW).
+#: names none of them (the reaper counts none; exact marks follow, EXACT_WINDOW).
 QUICK_BATCH = "?"
 #: A fetch of jobs shorter than this on average (seconds, fetch to fetch, on the thread)
 #: marks its batch with QUICK_BATCH instead of naming each job as it starts: that write,
 #: one ``send`` per job, was a fifth of a noop job's CPU; it is under 1 % of a 1 ms job.
 QUICK = 0.001
-#: Seconds every worker names each job it starts after a crash that named none (the TTL
-#: of :data:`wurk_django.keys.EXACT_MARKS`): a poison pill among short jobs crashes once
-#: without a name, then is named, counted and buried as any other.
+#: Seconds every worker names each job it starts after a process died running jobs (the
+#: TTL of :data:`wurk_django.keys.EXACT_MARKS`): a poison pill among short jobs crashes
+#: once without a name at most, then is named, counted and buried as any other.
 EXACT_WINDOW = 600
 
 # Until this moment (monotonic) this process names each job it starts. It starts at
