@@ -153,10 +153,17 @@ def drain(r: redis.Redis, system: str, n: int, args: argparse.Namespace, dsn: st
     spawned = time.time()
     probe.start()
     count = 0
+    # The worker's CPU (and Redis's, round trips, commands) over the rate's own window, as
+    # bench/run.py measures them (issue 48 item 4: the run gate judged by CPU time too).
+    sampler = run.Sampler(r, [p.pid for p in procs])
+    sampler.sample()
     try:
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
             count, first, last = completions(r)
+            sampler.sample()
+            if count >= n and last > first:
+                result.update(run.window(sampler.at(first), sampler.at(last), count - 1))
             if count >= n or any(p.poll() is not None for p in procs):
                 break
             if count and "first_sample" not in result:
@@ -300,6 +307,8 @@ def main() -> None:
                 log(f"run {n_run} {system:11} " + (
                     f"{res['rate']:7.0f} jobs/s conns max {res['conn_max']} med {res['conn_median']} "
                     f"p50 {res['p50_ms']:.2f} ms p99 {res['p99_ms']:.2f} ms load {res['load']}"
+                    + (f" cpu {res['cpu_us_per_job']:.1f} us/job {res['switches_per_job']:.1f} sleeps/job"
+                       if "cpu_us_per_job" in res else "")
                     if "rate" in res else res["error"]))
     finally:
         r.flushdb()

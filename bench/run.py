@@ -46,7 +46,9 @@ ALL_SYSTEMS = ("wurk", "wurk-nolog", "wurk-nogate", "sidekiq", "sidekiq-nolog", 
 THREADS = 10
 WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io",
                 "redis": "wurkbench.jobs.RedisCall", "redis-plain": "wurkbench.jobs.RedisPlainCall",
-                "redis-fast": "wurkbench.jobs.RedisFastCall", "redis-cache": "wurkbench.jobs.RedisCacheCall"}
+                "redis-fast": "wurkbench.jobs.RedisFastCall", "redis-cache": "wurkbench.jobs.RedisCacheCall",
+                # wurk_django only, named in --shapes (not a default shape): 1 job in 16 sleeps 20 ms.
+                "mixed": "wurkbench.jobs.Mixed"}
 RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "RedisCallJob",
                 "redis-plain": "RedisPlainCallJob", "redis-fast": "RedisPlainCallJob", "redis-cache": "RedisPlainCallJob"}
 #: Shapes where only wurk_django's job differs (the client it makes its call on): every

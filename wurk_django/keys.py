@@ -149,9 +149,18 @@ def started(host: str, pid: int, nonce: str, slot: int) -> str:
     """STRING naming which job fetch slot ``slot`` of a process is running: ``*`` for the
     oldest in its private lists, or ``-<n>|<queue>`` for the job ``LINDEX -<n>`` names in
     its list of ``queue`` (``-1`` the oldest; an earlier version wrote ``<index>|<queue>``,
-    counted from the head). Not a ``queue:`` key, so no Sidekiq Pro reaper
+    counted from the head), or ``?`` for "one of a batch of short jobs, not said which"
+    (see :data:`EXACT_MARKS`). Not a ``queue:`` key, so no Sidekiq Pro reaper
     mistakes it for a private list."""
     return f"super_fetch:started:{host}|{pid}|{nonce}|{slot}"
+
+
+#: STRING with a TTL: while it lives, every wurk_django worker names each job it starts
+#: (no batch of short jobs goes unmarked). The reaper sets it whenever a process died
+#: running jobs, so that a poison pill among short jobs is named at each of its next
+#: deaths (a list that said only "one of a batch of short jobs was running", ``?``,
+#: counts none of them). wurk_django only.
+EXACT_MARKS = "super_fetch:exact_marks"
 
 
 def paced(queue: str) -> str:

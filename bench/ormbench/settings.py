@@ -74,5 +74,8 @@ elif SYSTEM == "rq":
     INSTALLED_APPS.append("django_rq")
     RQ_QUEUES = {"bench": {"URL": REDIS_URL}}
 elif SYSTEM == "migrate":  # bench/orm.py --setup: every integration's tables, once
-    INSTALLED_APPS += ["django_dramatiq", "django_rq"]
+    import importlib.util
+
+    # The integrations installed here (a run of wurk_django's systems alone needs none).
+    INSTALLED_APPS += [app for app in ("django_dramatiq", "django_rq") if importlib.util.find_spec(app)]
     DRAMATIQ_BROKER = {"BROKER": "dramatiq.brokers.stub.StubBroker", "MIDDLEWARE": []}

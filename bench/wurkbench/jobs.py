@@ -60,6 +60,19 @@ class Io(Job):
         done()
 
 
+class Mixed(Job):
+    """Long and short jobs in one queue (the ``mixed`` shape of bench/run.py, wurk_django
+    only): about one job in 16 sleeps 20 ms (its jid's last hex digit is 0), the rest
+    do nothing."""
+
+    queue = "bench"
+
+    def perform(self):
+        if self.jid.endswith("0"):
+            time.sleep(0.02)
+        done()
+
+
 class RedisCall(Job):
     """One Redis round trip of its own, through wurk_django's client for job code
     (as the Sidekiq job uses ``Sidekiq.redis``)."""

@@ -77,3 +77,49 @@ def test_pill_fetched_ahead_with_restarts_buries_no_innocent(redis_db, worker_fa
     assert max(per_death.values()) <= concurrency
     # No innocent keeps a crash count: those that were running finished since.
     assert not [jid for jid in jids if redis_db.exists(f"super_fetch:recovered:{jid}")]
+
+
+def test_pill_among_quick_jobs_buries_no_innocent(redis_db, worker_factory):
+    """Issue 48 item 5: jobs shorter than a millisecond are marked by batch, not one by one
+    as they start, so the pill's death among them may name no job: then none is counted,
+    and every worker names each job it starts from then on (super_fetch:exact_marks). The
+    pill is buried at its third named death, one more than the three at most, and no
+    innocent with it."""
+    jids = TraceJob.perform_bulk([[0]] * JOBS)
+    pill = KillerJob.perform_async()
+    raw = redis_db.lpop("queue:default")
+    redis_db.linsert("queue:default", "BEFORE", redis_db.lindex("queue:default", -(JOBS // 2)), raw)
+
+    workers = []
+    while pill not in _dead(redis_db):
+        assert len(workers) <= 4, "the pill killed a fifth worker"
+        worker = worker_factory("-c", "4", env=FAST)
+        workers.append(worker)
+        wait_for(lambda w=worker: not w.alive() or pill in _dead(redis_db), timeout=180,
+                 message="the worker to die or the pill to be buried")
+        if not worker.alive():
+            for identity in redis_db.smembers("processes"):
+                if f":{worker.pid}:".encode() in identity:
+                    redis_db.delete(identity)
+
+    def settled() -> bool:
+        ran = not set(jids) - {r.decode() for r in redis_db.lrange("test:runs", 0, -1)}
+        return ran and not redis_db.llen("queue:default") and not any(
+            f"|{w.pid}|".encode() in key for w in workers[:-1] for key in redis_db.keys("queue:default|*"))
+
+    wait_for(settled, timeout=240, message="every innocent job to run and none to wait")
+    assert worker.stop() == 0
+
+    dead = _dead(redis_db)
+    assert set(dead) == {pill}, f"innocents buried: {sorted(set(dead) - {pill})}"
+    assert "recovered 3 times" in dead[pill]["error_message"]
+    deaths = redis_db.llen("test:killer")
+    output = "".join(w.output() for w in workers)
+    unnamed = output.count("marked by batch: none is counted")
+    # Each death either named the pill or named no job at all (and asked for exact marks).
+    named = [(int(pid), jid) for jid, pid in NAMED.findall(output)]
+    victims = {int(pid) for pid in redis_db.lrange("test:killer", 0, -1)}
+    pill_deaths = [pid for pid, jid in named if jid == pill]
+    assert len(pill_deaths) == len(set(pill_deaths)) == 3 and set(pill_deaths) <= victims
+    assert deaths in (3, 4) and (deaths == 3 or unnamed >= 1), (deaths, unnamed)
+    assert not [jid for jid in jids if redis_db.exists(f"super_fetch:recovered:{jid}")]

@@ -657,6 +657,14 @@ def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = 
         send_on(conn, commands, raise_errors=False)
 
 
+#: One packed command written unanswered, for a per-job write on a connection the fast
+#: path has just used (a worker's "running" marker): True when sent, False when the
+#: connection is not such a one (nothing sent: use :func:`send_unanswered`).
+send_packed_unanswered = wire.send_packed_unanswered
+#: A command packed for :func:`send_packed_unanswered` (None without hiredis).
+packed = wire.packed
+
+
 def settle(conn: Any) -> None:
     """Read the replies :func:`send_unanswered` left on ``conn``, so it can be handed
     to anyone; a connection that cannot be read is closed instead."""

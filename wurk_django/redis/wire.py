@@ -624,6 +624,40 @@ def send_unanswered(conn: Any, commands: list[tuple[Any, ...]], *, more: bool = 
     state.owed += len(commands)
 
 
+def packed(command: tuple[Any, ...]) -> bytes | None:
+    """``command`` in the bytes :func:`exchange` would write for it; None without hiredis
+    (where the fast path never serves a connection either)."""
+    return hiredis.pack_command(command) if hiredis is not None else None
+
+
+def send_packed_unanswered(conn: Any, data: bytes) -> bool:
+    """Write ``data`` (one command, packed already) on ``conn``'s socket as "more
+    follows", without waiting for its reply, as :func:`send_unanswered` does; False
+    (nothing sent) unless ``conn`` is a plain socket the fast path set up and already
+    used (an :func:`exchange` ran on it), which then :func:`send_unanswered` serves.
+
+    The per-job write of a worker's "running" marker: no packing, no connect check and
+    no timeout switch, since its caller's fetch has just done all three on ``conn``.
+    What is left is one ``send`` into the socket buffer, holding the GIL."""
+    sock = getattr(conn, "_sock", None)
+    state = _states.get(id(conn))
+    if (sock is None or state is None or state.sock is not sock or not state.plain or _send is None
+            or not _MSG_MORE or sock.gettimeout() is not None):
+        return False
+    try:
+        sent = _send(sock.fileno(), data, len(data), _SEND_FLAGS | _MSG_MORE)
+        if sent != len(data):
+            sock.sendall(data[sent:] if sent > 0 else data, _MSG_MORE)
+    except OSError as exc:
+        conn.disconnect()
+        raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
+    except BaseException:
+        conn.disconnect()
+        raise
+    state.owed += 1
+    return True
+
+
 def owes(conn: Any) -> bool:
     """Whether replies written by :func:`send_unanswered` (or noted by :func:`note_owed`)
     on ``conn`` are still unread."""

@@ -25,6 +25,7 @@ from ..fleet import RUNTIME  # the ``runtime`` of our processes' ``info``; Sidek
 from ..redis.connection import get_redis, trim_idle
 from ..redis.eviction import EvictionWatch
 from . import events, pidspace
+from .fetch import slot as fetch_slot
 from .outage import OutageLog, is_outage
 from .proctitle import set_title
 from .state import EXPIRED, WorkerState, hostname
@@ -155,6 +156,9 @@ class Heartbeat:
         # The live revoke markers (revocations.py): a processor checks jobs against them. The
         # revoke channel brings new ones at once (revoke_channel.py); this read is the fallback.
         pipe.zrangebyscore(revocations.KEY, time.time(), "+inf")
+        # Whether a crash of late named no job (fetch/slot.py, EXACT_WINDOW): then this
+        # process names each job it starts until the key lapses.
+        pipe.pttl(keys.EXACT_MARKS)
         pipe.sadd(keys.PROCESSES, key)
         pipe.exists(key)
         pipe.hset(key, mapping={
@@ -185,7 +189,8 @@ class Heartbeat:
         trim_idle()
         existed = replies[-4]
         self.listed.set()
-        revocations.load(replies[-6], read_at)
+        revocations.load(replies[-7], read_at)
+        fetch_slot.heard_exact_window(replies[-6])
         if self._announce and not existed:
             self._announce = False
             events.fire("heartbeat", self.launcher)

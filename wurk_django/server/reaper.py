@@ -48,7 +48,10 @@ first: the next one of its queue once the one before finished or crashed again
 cannot bring the same neighbours down with it three times, even when nothing
 else is queued to space them apart. A list with no marker (a Sidekiq Pro process, or a marker that
 expired under a job longer than an hour) is judged as Pro judges it: each of
-its jobs counts.
+its jobs counts. A list whose marker says ``?`` held a batch of jobs too short to
+be named one by one: none counts. After any death with jobs running, the reaper
+asks every worker to name each job for a while (:data:`wurk_django.keys.EXACT_MARKS`,
+fetch/slot.py), so that a pill's next deaths are named.
 
 How long a list has been idle comes from ``OBJECT IDLETIME``. A server that
 refuses it (an LFU eviction policy, Dragonfly and other look-alikes) gets the
@@ -77,8 +80,9 @@ from ..redis.scripts import lua
 from ..results import buried
 from . import pidspace, poison
 from . import suspects as suspected
+from .fetch import slot as fetch_slot
 from .fetch.reliable import private_list
-from .fetch.slot import OLDEST, requeue_command
+from .fetch.slot import OLDEST, QUICK_BATCH, requeue_command
 from .heartbeat import BEAT_INTERVAL
 from .state import NONCE, hostname
 from .threads import spawn
@@ -403,9 +407,12 @@ class Reaper:
         markers = redis.mget([keys.started(host, pid, str(nonce), slots[name]) for name in fetched]) if fetched else []
         suspects: list[tuple[str, bytes, bool]] = []  # (list, job, named by its slot's marker)
         innocent: list[list[tuple[str, bytes]]] = []  # per slot, the oldest first
+        unnamed = 0  # lists whose slot ran a quick batch: one of its jobs, not said which
         for name, marker in zip(fetched, markers, strict=True):
             entries = redis.lrange(name, 0, -1)  # the newest first
             running = _running(marker, queue, len(entries))
+            if entries and marker in (QUICK_BATCH, QUICK_BATCH.encode()):
+                unnamed += 1
             # Suspects the newest first into the held list, as the slot held them.
             suspects += [(name, raw, running is not None) for index, raw in enumerate(entries)
                          if running is None or index == running]
@@ -426,6 +433,8 @@ class Reaper:
                 if jid:
                     running.append(jid)
         suspected.note_crashes(redis, running, _identity(owner))
+        if unnamed or suspects:
+            self._ask_exact_marks(redis, queue, pid, unnamed)
         given = [raw for (_name, raw), result in zip(reversed(in_order), results[len(suspects):], strict=True)
                  if int(result or 0)]
         given.reverse()  # the oldest first, as they now sit from the fetch end
@@ -440,6 +449,24 @@ class Reaper:
             signals.send(signals.jobs_recovered, "reaper", queue=queue, count=moved,
                          classes=_classes(given + released), jobs=given + released, process=_identity(owner))
         return moved
+
+    def _ask_exact_marks(self, redis: redis_lib.Redis, queue: str, pid: int, unnamed: int) -> None:
+        """A process died running jobs: every worker names each job it starts for the next
+        ``EXACT_WINDOW`` seconds (this one at once, the others at their next heartbeat),
+        so that if one of those jobs is a poison pill, each of its next deaths names it,
+        however short the jobs around it. When its slots ran quick batches
+        (slot.QUICK_BATCH, ``unnamed`` of them), their jobs go back uncounted, since none
+        is known to have run: that first crash of such a pill is the one it costs in
+        addition, and only when no crash came in the window before it."""
+        if unnamed:
+            logger.warning("process %s died running short jobs of queue %s that its %d thread(s) had marked by "
+                           "batch: none is counted; every worker names each job it starts for the next %d s",
+                           pid, queue, unnamed, fetch_slot.EXACT_WINDOW)
+        fetch_slot.exact_for(fetch_slot.EXACT_WINDOW)
+        try:
+            redis.set(keys.EXACT_MARKS, "1", ex=fetch_slot.EXACT_WINDOW)
+        except redis_lib.RedisError as exc:
+            logger.warning("could not ask the other workers for exact marks (%s); this one marks exactly", exc)
 
     def _release_new_suspects(self, redis: redis_lib.Redis, held: str, public: str) -> list[bytes]:
         """Give back, counted, the held jobs no earlier crash suspected (the others stay
@@ -692,13 +719,15 @@ def _reclaim_counted(redis: redis_lib.Redis, private: str, public: str, holding:
 def _running(marker: bytes | None, queue: str, length: int) -> int | None:
     """Which entry of a slot's list of ``queue`` (``length`` entries, the newest at 0)
     was running, by the slot's marker: None when there is no marker (then any may
-    have been), -1 when none was. The marker counts from the oldest end (``-1|q``, as
+    have been), -1 when none was or none is known (a quick batch's ``?``). The marker counts from the oldest end (``-1|q``, as
     ``LINDEX`` does); a process of an earlier version counted from the newest (``0|q``)."""
     if marker is None:
         return None
     text = marker.decode("utf-8", "replace") if isinstance(marker, bytes) else str(marker)
     if text == OLDEST:
         return length - 1
+    if text == QUICK_BATCH:
+        return -1  # one of a quick batch, not said which: none is counted (_ask_exact_marks)
     index, _, name = text.partition("|")
     from_oldest = index.startswith("-")
     digits = index[1:] if from_oldest else index

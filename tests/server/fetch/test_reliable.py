@@ -746,6 +746,98 @@ def test_each_slot_names_the_job_it_is_running(redis_db, fetcher, instant_jobs):
     assert fetcher.retrieve_work() is not None
 
 
+def _warm(redis_db, fetcher, jobs: int = 40) -> None:
+    for i in range(jobs):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+
+
+def test_a_batch_of_quick_jobs_is_marked_as_a_whole(redis_db, fetcher, instant_jobs, monkeypatch):
+    """Issue 48 item 5: jobs shorter than QUICK, outside an exact window, are not named one
+    by one as they start (that write was a fifth of a noop job's CPU): their fetch marks
+    the batch "?", carries no LLEN, and the jobs it fetched ahead start with no write."""
+    fetch_slot._exact_until = 0.0  # a heartbeat has read that no crash asked for exact marks
+    # Every batch fetched ahead counts as quick, however slow this machine's round trips.
+    monkeypatch.setattr(fetch_slot, "QUICK", fetch_slot.PREFETCH_MAX_GAP)
+    _warm(redis_db, fetcher)
+    first = fetcher.retrieve_work()
+    slot = fetcher._mine()
+    assert slot.quick and len(slot.ahead) >= 3
+    assert all(unit.mark is None for unit in slot.ahead)
+    assert redis_db.get(_marker()) == b"?"
+    assert 0 < redis_db.ttl(_marker()) <= fetch_slot.MARK_TTL
+    first.acknowledge()
+    redis_db.set(_marker(), "untouched")
+    for _ in range(3):
+        fetcher.retrieve_work().acknowledge()  # fetched ahead: nothing written
+    slot.release_connection()  # any write sent unanswered has reached Redis now
+    assert redis_db.get(_marker()) == b"untouched"
+
+
+def test_a_batch_after_a_hand_back_is_named_job_by_job(redis_db, fetcher, instant_jobs, monkeypatch):
+    """A thread whose jobs fetched ahead were handed back (its job outlived its bound,
+    fair.py) ran fewer jobs than it fetched: its time per job reads short, and its next
+    batch is named job by job, not marked as a quick one."""
+    fetch_slot._exact_until = 0.0
+    monkeypatch.setattr(fetch_slot, "QUICK", fetch_slot.PREFETCH_MAX_GAP)
+    _warm(redis_db, fetcher)
+    first = fetcher.retrieve_work()
+    slot = fetcher._mine()
+    assert slot.quick and slot.ahead
+    assert fetcher.hand_back(slot) >= 1
+    first.acknowledge()
+    fetcher.retrieve_work()
+    assert not slot.quick and redis_db.get(_marker()) == b"*"
+
+
+def test_an_exact_window_names_each_quick_job_again(redis_db, fetcher, instant_jobs):
+    """While super_fetch:exact_marks lives (a crash named no job), each job started is
+    named, however short; a process names them all until its first heartbeat too."""
+    assert fetch_slot._exact_until == float("inf")  # before any heartbeat
+    fetch_slot._exact_until = 0.0
+    redis_db.set("super_fetch:exact_marks", "1", px=60_000)
+    fetch_slot.heard_exact_window(redis_db.pttl("super_fetch:exact_marks"))
+    assert fetch_slot._exact_until > time.monotonic() + 50
+    _warm(redis_db, fetcher)
+    first = fetcher.retrieve_work()
+    slot = fetcher._mine()
+    assert not slot.quick and all(unit.mark is not None for unit in slot.ahead)
+    assert redis_db.get(_marker()) == b"*"
+    first.acknowledge()
+    unit = fetcher.retrieve_work()
+    marker = wait_for_value(lambda: redis_db.get(_marker()), lambda v: v != b"*")
+    assert redis_db.lindex(unit.private, int(marker.decode().partition("|")[0])) == unit.job
+    # The key lapsed: the next beat says so, and quick batches go unnamed again.
+    fetch_slot.heard_exact_window(-2)
+    assert fetch_slot._exact_until <= time.monotonic() + 60
+    fetch_slot._exact_until = 0.0
+    fetch_slot.heard_exact_window(-2)
+    assert fetch_slot._exact_until <= time.monotonic()
+    # Set by hand with no TTL: every worker names each job until it is deleted.
+    fetch_slot.heard_exact_window(-1)
+    assert fetch_slot._exact_until > time.monotonic() + fetch_slot.EXACT_WINDOW - 60
+
+
+def test_a_crash_in_a_quick_batch_counts_no_job_and_asks_for_exact_marks(redis_db):
+    """A dead slot whose marker says "?" ran one of its jobs, not said which: all go back
+    uncounted (the finished ones and those never started are innocent, and so may the
+    running one be), and every worker is asked to name each job it starts for
+    EXACT_WINDOW seconds, this process at once. Another slot's named job still counts."""
+    fetch_slot._exact_until = 0.0
+    pid = _dead_pid()
+    batch = [_job(f"q{n}".ljust(24, "x")) for n in range(6)]
+    named = [_job(f"n{n}".ljust(24, "x")) for n in range(2)]
+    _dead_slots(redis_db, pid, {0: (batch, "?"), 1: (named, "*")})
+    assert Reaper(["default"], grace=0).boot_sweep() == 8
+    counted = {json.loads(raw)["jid"] for raw in batch + named
+               if redis_db.exists("super_fetch:recovered:" + json.loads(raw)["jid"])}
+    assert counted == {json.loads(named[0])["jid"]}
+    assert sorted(redis_db.lrange("queue:default", 0, -1)) == sorted(batch + named)
+    assert 0 < redis_db.ttl("super_fetch:exact_marks") <= fetch_slot.EXACT_WINDOW
+    assert fetch_slot._exact_until > time.monotonic() + fetch_slot.EXACT_WINDOW - 60
+
+
 def wait_for_value(read, good, timeout: float = 10.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -779,6 +871,9 @@ def test_the_reaper_counts_only_the_jobs_that_were_running(redis_db):
     counted = {raw for raw in ahead + oldest + bare + [_job("d".ljust(24, "x"))]
                if redis_db.exists("super_fetch:recovered:" + json.loads(raw)["jid"])}
     assert counted == {ahead[2], oldest[0], *bare}
+    # A death with jobs running: every worker names each job for a while (issue 48 item 5),
+    # so a pill among short jobs is named at its next deaths.
+    assert 0 < redis_db.ttl("super_fetch:exact_marks") <= fetch_slot.EXACT_WINDOW
     queue = redis_db.lrange("queue:default", 0, -1)
     assert sorted(queue) == sorted(ahead + oldest + bare + [_job("d".ljust(24, "x"))])
     assert not redis_db.keys("queue:default|*")

@@ -29,8 +29,10 @@ recent jobs, up to ``fetch_slot.PREFETCH``. The extra jobs
 are in the private list like any fetched job (a crash loses none: the reaper
 moves them back), and the same thread runs them next without a round trip; their
 ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
-per 16 jobs, with an LMOVE and an LREM per job, one DEL for all 16 poison
-counters and one LLEN (which places each job for its "running" marker). A thread that stops hands back the jobs it fetched ahead, unrun, and
+per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
+counters. A batch of jobs of a millisecond or more also carries an LLEN, which
+places each job for the "running" marker it writes as it starts; a batch of
+shorter jobs is marked as a whole instead (slot.py, ``QUICK``). A thread that stops hands back the jobs it fetched ahead, unrun, and
 so does a thread whose current job outlives a few milliseconds, or that holds
 jobs of a queue paused since (fair.py): no job waits behind a long one.
 ``FETCH_SIZE`` caps how many jobs one fetch moves.
@@ -383,10 +385,12 @@ class ReliableFetch:
                 move = ("LMOVE", public, private, "RIGHT", "LEFT")
                 parked = slot.take_parked()
                 acked = ack_commands(parked)
-                marks = slot.oldest_mark()
+                marks = slot.batch_mark()
                 # With jobs fetched ahead, the list's length after the moves: each job's place
-                # counted from the oldest end, which is how its marker names it when it starts.
-                length = [("LLEN", private)] if count > 1 else []
+                # counted from the oldest end, which is how its marker names it when it starts
+                # (a quick batch names none: the marker says "one of them", slot.QUICK_BATCH).
+                quick = slot.quick
+                length = [("LLEN", private)] if count > 1 and not quick else []
                 try:
                     replies = send_on(slot.connection(), [*acked, *marks, *(move,) * count, *length],
                                       raise_errors=False)
@@ -410,8 +414,9 @@ class ReliableFetch:
                     if moved:
                         # None started: each says where it sits when it does.
                         held = [ReliableUnit(name, public, private, job, slot) for job in moved]
-                        for position, unit in enumerate(held):
-                            unit.mark = tail_mark(_oldest_place(after, len(held)) + position, name)
+                        if not quick:
+                            for position, unit in enumerate(held):
+                                unit.mark = tail_mark(_oldest_place(after, len(held)) + position, name)
                         slot.ahead.extend(held)
                     raise refused
                 units = [ReliableUnit(name, public, private, job, slot) for job in replies[-count:] if job is not None]
@@ -421,9 +426,10 @@ class ReliableFetch:
                         # Each pushed onto the head of the list, behind the ones fetched before:
                         # counted from the oldest end, a job's place stays put when the jobs
                         # fetched after it are handed back (fair.py) while it runs.
-                        oldest = _oldest_place(after, len(units))
-                        for position, unit in enumerate(units[1:], 1):
-                            unit.mark = tail_mark(oldest + position, name)
+                        if not quick:
+                            oldest = _oldest_place(after, len(units))
+                            for position, unit in enumerate(units[1:], 1):
+                                unit.mark = tail_mark(oldest + position, name)
                         slot.started = time.monotonic()
                         slot.ahead.extend(units[1:])
                         self._fair.holding()
