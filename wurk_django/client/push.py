@@ -410,7 +410,7 @@ class Client:
         chain = self._chain
         if not len(chain):
             return job
-        redis = None if in_process else self._redis or connection.client_for(target or self.config)
+        redis = None if in_process else self._redis or _middleware_client(target or self.config)
         result = chain.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 
@@ -432,6 +432,13 @@ class Client:
             Writer(config or self.config, self._redis).push(jobs, extra=extra)
         else:
             Writer(config or self.config, self._redis).push(jobs)
+
+
+def _middleware_client(config: Config) -> Any:
+    """The client middleware is handed: the push path's, or on a Redis Cluster the
+    ``RedisCluster`` pushes write through (issue 46)."""
+    clustered = Writer(config).cluster()
+    return clustered if clustered is not None else connection.client_for(config)
 
 
 def _enqueued(jobs: list[dict]) -> None:

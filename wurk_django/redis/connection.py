@@ -279,8 +279,10 @@ def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> r
     return client
 
 
-#: What :func:`get_redis` refuses on a Redis Cluster (issue 46: stage 1 supports none of it yet).
-ENGINE = "wurk_django's job engine (pushes, the worker, the data API, the admin)"
+#: What :func:`get_redis` refuses on a Redis Cluster (issue 46 stage 2: pushes go through
+#: wurk_django.client.cluster_writer instead; the rest is not converted yet).
+ENGINE = ("wurk_django's job engine beyond plain synchronous pushes (async pushes, the worker, "
+          "the data API, the admin)")
 
 
 def client_for(config: Config) -> redis.Redis:
