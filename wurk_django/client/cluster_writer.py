@@ -33,7 +33,6 @@ from ..conf import Config
 from ..errors import RedisClusterError
 from ..redis import cluster
 from ..redis.cluster_layout import CLUSTER, QUEUE_SET_REFRESH
-from ..redis.connection import cached_client
 from .operations import Command, Enqueue, Extra, Operation, Schedule
 
 #: The one-server set each kind of scheduled entry is named by, and its per-queue twin.
@@ -42,14 +41,6 @@ _SETS = {keys.SCHEDULE: CLUSTER.schedule, keys.RETRY: CLUSTER.retry, keys.DEAD: 
 #: When this process last told each cluster's queue set about a queue:
 #: ``(pid, target identity, queue) -> monotonic()``. Only grows by queue names pushed to.
 _registered: dict[tuple[int, str, str], float] = {}
-
-
-def client(config: Config) -> Any | None:
-    """The process's redis-py ``RedisCluster`` for pushes to ``config``'s Redis when it is a
-    cluster node (as probed by :mod:`wurk_django.redis.cluster`), else ``None``."""
-    if not cluster.known(config.redis_target):
-        return None
-    return cached_client("push-cluster", config, lambda: cluster.cluster_client(config))
 
 
 def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:

@@ -42,11 +42,10 @@ import redis as redis_lib
 
 from .. import context, features, fleet, payload, wake_demand
 from ..conf import Config
-from ..errors import RedisClusterError
 from ..positioned import Positioned
 from ..redis import cluster, pools
 from ..redis import errors as redis_errors
-from ..redis.connection import async_redis, client_for, send_commands
+from ..redis.connection import async_redis, client_for, cluster_for, send_commands
 from ..redis.scripts import source_for_sha
 from . import cluster_writer, operations, reliable_push
 from .operations import Command, Enqueue, Extra, Operation, Schedule
@@ -166,15 +165,7 @@ class Writer:
         Outside a cluster, once the server was probed, one dictionary lookup."""
         if self._redis is not None:
             return None  # an explicit client is used as it is
-        target = self.config.redis_target
-        known = cluster.known(target)
-        if known is None:
-            try:
-                self.redis  # noqa: B018 (building the pool probes the server)
-            except RedisClusterError:
-                pass  # it is a cluster node: the one-server client is refused
-            known = cluster.known(target)
-        return cluster_writer.client(self.config) if known else None
+        return cluster_for(self.config)
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
