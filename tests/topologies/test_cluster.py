@@ -178,7 +178,9 @@ def test_pushes_work_and_the_data_api_fails_at_the_call_naming_it(redis_cluster)
         client.close()
 
 
-def test_an_async_push_fails_at_the_call(redis_cluster):
+def test_the_engines_asyncio_client_is_refused(redis_cluster):
+    # Async pushes go through the cluster write path (tests/topologies/test_cluster_push.py);
+    # the engine's redis.asyncio client itself is single-server only.
     config = Config(raw={"REDIS_URL": redis_cluster.url(0)})
 
     async def main():

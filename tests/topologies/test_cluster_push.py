@@ -128,3 +128,19 @@ def test_what_is_not_converted_is_still_refused_clearly(on_cluster):
 
     with pytest.raises(RedisClusterError, match="not supported on a Redis Cluster yet"):
         api.Stats().processed
+
+
+def test_an_async_push_through_the_door_lands_in_the_cluster_layout(on_cluster):
+    import asyncio
+
+    from wurk_django.client.push import Client
+
+    client = Client()
+    planned = client.plan({"class": PushedJob, "args": [5], "queue": "async"})
+
+    async def main():
+        return await client.awrite(planned)
+
+    jid = asyncio.run(main())
+    [raw] = on_cluster.lrange(CLUSTER.queue("async"), 0, -1)
+    assert payload.loads(raw)["jid"] == jid and on_cluster.smembers(CLUSTER.queues) == {b"async"}

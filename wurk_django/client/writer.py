@@ -42,6 +42,7 @@ import redis as redis_lib
 
 from .. import context, features, fleet, payload, wake_demand
 from ..conf import Config
+from ..errors import RedisClusterError
 from ..positioned import Positioned
 from ..redis import cluster, pools
 from ..redis import errors as redis_errors
@@ -251,12 +252,24 @@ class AsyncWriter:
             await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
         else:
             await self.write(jobs, extra=list(extra), front=front)
-        if jobs:
+        if jobs and not cluster.known(self.config.redis_target):
             await fleet.acheck(jobs, self.config, self.redis)
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
         ops = _apply_hooks(_operations(jobs, extra, front, self.config))
+        if self._redis is None and cluster.known(self.config.redis_target) is not False:
+            try:
+                self.redis  # noqa: B018 (asks the server whether it is a cluster node, once per process)
+            except RedisClusterError:
+                clustered = cluster_for(self.config)
+                if clustered is None:
+                    raise
+                # A Redis Cluster (issue 46): the blocking cluster write runs in a thread,
+                # off the event loop (wurk has no redis.asyncio cluster path).
+                import asyncio
+
+                return await asyncio.to_thread(cluster_writer.write, self.config, clustered, ops)
         commands, ask, sent = _commands(ops, self.redis)
         replies = await self.send(commands)
         if ask is not None:
