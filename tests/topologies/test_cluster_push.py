@@ -144,3 +144,14 @@ def test_an_async_push_through_the_door_lands_in_the_cluster_layout(on_cluster):
     jid = asyncio.run(main())
     [raw] = on_cluster.lrange(CLUSTER.queue("async"), 0, -1)
     assert payload.loads(raw)["jid"] == jid and on_cluster.smembers(CLUSTER.queues) == {b"async"}
+
+
+def test_stored_bytes_without_a_queue_are_refused_naming_them(on_cluster):
+    from wurk_django import keys
+    from wurk_django.client.writer import Writer
+
+    with pytest.raises(ValueError, match="without a queue name cannot be placed on a Redis Cluster"):
+        Writer().add_to_set(keys.DEAD, [(b'{"class":"C","args":[]}', time.time())])
+    with pytest.raises(ValueError, match="not json"):
+        Writer().add_to_set(keys.RETRY, [(b"not json", time.time())])
+    assert on_cluster.exists(CLUSTER.queues) == 0

@@ -60,8 +60,16 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
 
 
 def _queue_of(op: Schedule) -> str:
-    job = op.job if op.job is not None else payload.loads(op.raw)
-    return job["queue"]
+    """The queue whose sets take ``op``'s entry: on a cluster every set is a queue's own."""
+    try:
+        job = op.job if op.job is not None else payload.loads(op.raw)
+        queue = job["queue"]
+    except (ValueError, TypeError, KeyError):
+        queue = None
+    if type(queue) is not str or not queue:
+        raise ValueError(f"an entry for {op.into!r} without a queue name cannot be placed on a Redis Cluster "
+                         f"(each queue has its own set there): {op.raw[:200]!r}")
+    return queue
 
 
 def commands(ops: list[Operation], identity: str, *, now: float | None = None) -> tuple[list[Command], list[str]]:
