@@ -155,3 +155,20 @@ def test_stored_bytes_without_a_queue_are_refused_naming_them(on_cluster):
     with pytest.raises(ValueError, match="not json"):
         Writer().add_to_set(keys.RETRY, [(b"not json", time.time())])
     assert on_cluster.exists(CLUSTER.queues) == 0
+
+
+class UniqueOnCluster(Job):
+    unique_for = 60
+
+    def perform(self, *args):
+        pass
+
+
+def test_a_unique_job_is_refused_before_anything_is_written(on_cluster):
+    with wurk_settings(UNIQUE_JOBS=True):
+        with pytest.raises(RedisClusterError) as caught:
+            UniqueOnCluster.set(queue="uniq").perform_async(1)
+        assert "Client middleware using Redis" in str(caught.value)
+        PushedJob.set(queue="uniq").perform_async(2)  # a job without the feature still goes
+    assert [payload.loads(r)["args"] for r in on_cluster.lrange(CLUSTER.queue("uniq"), 0, -1)] == [[2]]
+    assert not on_cluster.keys("*unique*")

@@ -130,6 +130,24 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     return replies
 
 
+class MiddlewareRedis:
+    """What client middleware is handed as its ``redis`` on a Redis Cluster (issue 46 stage 2):
+    the built-in middleware that use Redis (unique locks, throttles) keep single-server key
+    names and multi-key scripts, not converted yet, so any use of it raises
+    :class:`~wurk_django.errors.RedisClusterError` naming what was asked, before the push
+    writes anything, instead of a raw ``CROSSSLOT`` or a lock in the wrong layout."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def __getattr__(self, name: str) -> Any:
+        raise cluster.not_yet(f"Client middleware using Redis (unique jobs, throttles, your own: it asked "
+                              f"for {name!r})", self._url)
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def forget() -> None:
     """Forget which queues were registered (tests that flush the cluster)."""
     _registered.clear()

@@ -26,6 +26,7 @@ from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
 from ..redis import connection, shards
+from . import cluster_writer
 from .arguments import check_arguments, check_keyword_arguments
 from .planning import NONE, Companions, Planned, Prepared
 from .writer import AsyncWriter, Writer
@@ -435,10 +436,11 @@ class Client:
 
 
 def _middleware_client(config: Config) -> Any:
-    """The client middleware is handed: the push path's, or on a Redis Cluster the
-    ``RedisCluster`` pushes write through (issue 46)."""
-    clustered = Writer(config).cluster()
-    return clustered if clustered is not None else connection.client_for(config)
+    """The client middleware is handed: the push path's, or on a Redis Cluster a stand-in
+    refusing any use clearly (issue 46: :class:`cluster_writer.MiddlewareRedis`)."""
+    if Writer(config).cluster() is not None:
+        return cluster_writer.MiddlewareRedis(config.redis_url)
+    return connection.client_for(config)
 
 
 def _enqueued(jobs: list[dict]) -> None:
