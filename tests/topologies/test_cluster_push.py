@@ -172,3 +172,17 @@ def test_a_unique_job_is_refused_before_anything_is_written(on_cluster):
         PushedJob.set(queue="uniq").perform_async(2)  # a job without the feature still goes
     assert [payload.loads(r)["args"] for r in on_cluster.lrange(CLUSTER.queue("uniq"), 0, -1)] == [[2]]
     assert not on_cluster.keys("*unique*")
+
+
+def test_a_django_tasks_enqueue_is_refused_clearly_its_result_record_is_not_converted(on_cluster, settings):
+    pytest.importorskip("wurk_django.tasks.compat")
+    from tests.tasks.conftest import WURK_TASKS
+
+    try:
+        from tests.tasks import sample
+    except Exception:  # no Tasks framework in this environment: the tasks tests skip too
+        pytest.skip("no django.tasks framework")
+    settings.TASKS = WURK_TASKS
+    with pytest.raises(RedisClusterError, match="companion commands"):
+        sample.add.enqueue(1, 2)
+    assert on_cluster.exists(CLUSTER.queue("default"), CLUSTER.queues) == 0
