@@ -20,6 +20,10 @@ from wurk_django.redis import scripts
 BUILDS_KEYS = {
     # The due job's queue comes from its payload: 'queue:' .. queue and 'wake:' .. queue.
     "promote_due",
+    # Queue caps (issue 47 item 4, merged after stage 1): its keys are in KEYS, read at
+    # computed indexes this audit cannot follow, and span several queues (several slots):
+    # on a cluster the capped fetch needs a per-queue form (issue 46 stage 3).
+    "queue_limits/lua/fetch",
 }
 
 #: Commands without a key argument; and those whose second argument is a key too.

@@ -29,6 +29,7 @@ from wurk_django.checks import check_redis_server
 from wurk_django.conf import Config
 from wurk_django.errors import ConfigurationError, RedisClusterError
 from wurk_django.redis import cluster, connection
+from wurk_django.redis.cluster_layout import CLUSTER
 
 
 class ClusterJob(Job):
@@ -158,24 +159,28 @@ def test_a_cluster_client_refuses_a_database_other_than_0(redis_cluster):
         cluster.cluster_client(config)
 
 
-def test_a_push_fails_at_the_call_naming_what_is_not_supported(redis_cluster):
+def test_pushes_work_and_the_data_api_fails_at_the_call_naming_it(redis_cluster):
+    # Stage 2: plain pushes write the cluster layout (tests/topologies/test_cluster_push.py);
+    # the data API is not converted yet.
     with wurk_settings(REDIS_URL=redis_cluster.url(2)):
-        for push in (lambda: ClusterJob.perform_async(1),
-                     lambda: ClusterJob.perform_bulk([[n] for n in range(5)]),
-                     lambda: ClusterJob.set(queue="other").perform_in(60, 1)):
-            with pytest.raises(RedisClusterError) as caught:
-                push()
-            _says_not_yet(caught.value, "pushes")
-        with pytest.raises(RedisClusterError):
-            api.Stats().processed  # the data API too
+        ClusterJob.perform_async(1)
+        ClusterJob.perform_bulk([[n] for n in range(5)])
+        ClusterJob.set(queue="other").perform_in(60, 1)
+        with pytest.raises(RedisClusterError) as caught:
+            api.Stats().processed
+        _says_not_yet(caught.value, "the data API")
     client = redis_cluster.client()
     try:
-        assert client.dbsize() == 0  # nothing was written anywhere in the single-server layout
+        assert client.llen(CLUSTER.queue("default")) == 6 and client.zcard(CLUSTER.schedule("other")) == 1
+        # Nothing anywhere in the single-server layout.
+        assert client.exists("queue:default", "queues", "schedule") == 0
     finally:
         client.close()
 
 
-def test_an_async_push_fails_at_the_call(redis_cluster):
+def test_the_engines_asyncio_client_is_refused(redis_cluster):
+    # Async pushes go through the cluster write path (tests/topologies/test_cluster_push.py);
+    # the engine's redis.asyncio client itself is single-server only.
     config = Config(raw={"REDIS_URL": redis_cluster.url(0)})
 
     async def main():
@@ -260,16 +265,16 @@ def test_a_password_and_options_of_the_redis_dict_reach_every_node(redis_cluster
             names |= {(c["name"], c["user"]) for c in admin.client_list() if c["name"] == "wurk-app"}
             admin.close()
         assert names == {("wurk-app", user)}
-        with pytest.raises(RedisClusterError):
-            ClusterJob.perform_async(1)
+        ClusterJob.perform_async(1)  # pushes log in on every node too
+    assert redis_cluster.client().llen(CLUSTER.queue("default")) == 1
 
 
 def test_the_message_never_shows_the_password(redis_cluster, cluster_user):
     user, password = cluster_user
     url = redis_cluster.url(0).replace("redis://", f"redis://{user}:{password}@")
     with wurk_settings(REDIS_URL=url), pytest.raises(RedisClusterError) as caught:
-        ClusterJob.perform_async(1)
-    _says_not_yet(caught.value, "pushes")
+        api.Stats().processed
+    _says_not_yet(caught.value, "the data API")
     assert password not in str(caught.value) and f"redis://{user}@127.0.0.1:" in str(caught.value)
     assert cluster.shown("redis://:pw@h:1/0") == "redis://h:1/0" and cluster.shown("redis://h:1/0") == "redis://h:1/0"
 
@@ -286,13 +291,17 @@ def test_a_wrong_password_decides_nothing(redis_cluster, cluster_user):
     assert cluster.known(config.redis_target) is None  # asked again by the next pool
 
 
-def test_a_shard_that_is_a_cluster_is_refused_at_the_push(redis_cluster):
+def test_a_shard_that_is_a_cluster_takes_pushes_in_the_cluster_layout(redis_cluster):
     from wurk_django import via
 
     with wurk_settings(SHARDS={"big": redis_cluster.url(1)}):
-        with via("big"), pytest.raises(RedisClusterError) as caught:
+        with via("big"):
             ClusterJob.perform_async(1)
-    _says_not_yet(caught.value, "pushes")
+    client = redis_cluster.client()
+    try:
+        assert client.llen(CLUSTER.queue("default")) == 1
+    finally:
+        client.close()
 
 
 def test_a_cluster_that_could_not_be_asked_at_first_is_asked_again_before_a_push_writes(redis_cluster, monkeypatch):
@@ -310,15 +319,14 @@ def test_a_cluster_that_could_not_be_asked_at_first_is_asked_again_before_a_push
             connection.get_redis(config=config)  # built, not decided
             assert cluster.known(config.redis_target) is None
             proxy.point_to(redis_cluster.ports[0])
-            for n in range(20):  # queues of many slots; the first push is refused already
-                with pytest.raises(RedisClusterError) as caught:
-                    ClusterJob.set(queue=f"q{n}").perform_async(n)
-                _says_not_yet(caught.value, "pushes")
+            for n in range(20):  # queues of many slots: each push asks, finds the cluster, writes its layout
+                ClusterJob.set(queue=f"q{n}").perform_async(n)
     finally:
         proxy.stop()
     client = redis_cluster.client()
     try:
-        assert client.dbsize() == 0
+        assert sum(client.llen(CLUSTER.queue(f"q{n}")) for n in range(20)) == 20
+        assert not any(client.exists(f"queue:q{n}") for n in range(20))
     finally:
         client.close()
 
@@ -342,6 +350,5 @@ def test_a_tls_cluster_is_detected_and_redis_client_speaks_tls_to_every_node(tls
             client.set(f"tls:{n}", n)
         owners = {client.get_node_from_key(f"tls:{n}").port for n in range(30)}
         assert owners == set(tls_cluster.ports) and client.get("tls:7") == b"7"
-        with pytest.raises(RedisClusterError) as caught:
-            ClusterJob.perform_async(1)
-        _says_not_yet(caught.value, "pushes")
+        ClusterJob.perform_async(1)  # over TLS to the primary owning the queue's slot
+        assert client.llen(CLUSTER.queue("default")) == 1

@@ -26,6 +26,7 @@ from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
 from ..redis import connection, shards
+from . import cluster_writer
 from .arguments import check_arguments, check_keyword_arguments
 from .planning import NONE, Companions, Planned, Prepared
 from .writer import AsyncWriter, Writer
@@ -410,7 +411,7 @@ class Client:
         chain = self._chain
         if not len(chain):
             return job
-        redis = None if in_process else self._redis or connection.client_for(target or self.config)
+        redis = None if in_process else self._redis or _middleware_client(target or self.config)
         result = chain.invoke((job["class"], job, job["queue"], redis), lambda: job)
         return result if result else None
 
@@ -432,6 +433,14 @@ class Client:
             Writer(config or self.config, self._redis).push(jobs, extra=extra)
         else:
             Writer(config or self.config, self._redis).push(jobs)
+
+
+def _middleware_client(config: Config) -> Any:
+    """The client middleware is handed: the push path's, or on a Redis Cluster a stand-in
+    refusing any use clearly (issue 46: :class:`cluster_writer.MiddlewareRedis`)."""
+    if Writer(config).cluster() is not None:
+        return cluster_writer.MiddlewareRedis(config.redis_url)
+    return connection.client_for(config)
 
 
 def _enqueued(jobs: list[dict]) -> None:

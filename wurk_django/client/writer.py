@@ -42,12 +42,13 @@ import redis as redis_lib
 
 from .. import context, features, fleet, payload, wake_demand
 from ..conf import Config
+from ..errors import RedisClusterError
 from ..positioned import Positioned
+from ..redis import cluster, pools
 from ..redis import errors as redis_errors
-from ..redis import pools
-from ..redis.connection import async_redis, client_for, send_commands
+from ..redis.connection import async_redis, client_for, cluster_for, send_commands
 from ..redis.scripts import source_for_sha
-from . import operations, reliable_push
+from . import cluster_writer, operations, reliable_push
 from .operations import Command, Enqueue, Extra, Operation, Schedule
 
 WriteHook = Callable[[list[Operation]], list[Operation]]
@@ -134,8 +135,9 @@ class Writer:
             reliable_push.deliver(self, jobs, extra=list(extra), front=front)
         else:
             self.write(jobs, extra=list(extra), front=front)
-        if jobs:
+        if jobs and not cluster.known(self.config.redis_target):
             # After the write: a job Ruby would run lossily is warned about (once per queue).
+            # (No Ruby process can run on a Redis Cluster: nothing to warn about there.)
             fleet.check(jobs, self.config, self.redis)
 
     def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False,
@@ -149,11 +151,22 @@ class Writer:
         False: operations the hooks already made, such as a batch's buffered pushes)."""
         if hooks:
             ops = _apply_hooks(ops)
+        clustered = self.cluster()
+        if clustered is not None:
+            return cluster_writer.write(self.config, clustered, ops)
         commands, ask, sent = _commands(ops, self.redis)
         replies = self.send(commands, connect_attempts=connect_attempts)
         if ask is not None:
             wake_demand.learn(ask, replies.pop(), sent)
         return replies
+
+    def cluster(self) -> Any | None:
+        """The ``RedisCluster`` client to write through when this writer's Redis is a
+        cluster node (issue 46: :mod:`wurk_django.client.cluster_writer`), else ``None``.
+        Outside a cluster, once the server was probed, one dictionary lookup."""
+        if self._redis is not None:
+            return None  # an explicit client is used as it is
+        return cluster_for(self.config)
 
     def add_to_set(self, name: str, entries: Iterable[tuple[dict | bytes, float]],
                    *, extra: Iterable[Command] = ()) -> list[Any]:
@@ -239,12 +252,24 @@ class AsyncWriter:
             await reliable_push.adeliver(self, jobs, extra=list(extra), front=front)
         else:
             await self.write(jobs, extra=list(extra), front=front)
-        if jobs:
+        if jobs and not cluster.known(self.config.redis_target):
             await fleet.acheck(jobs, self.config, self.redis)
 
     async def write(self, jobs: list[dict], *, extra: list[Command] | None = None, front: bool = False) -> list[Any]:
         """:meth:`Writer.write`, awaited."""
         ops = _apply_hooks(_operations(jobs, extra, front, self.config))
+        if self._redis is None and cluster.known(self.config.redis_target) is not False:
+            try:
+                self.redis  # noqa: B018 (asks the server whether it is a cluster node, once per process)
+            except RedisClusterError:
+                clustered = cluster_for(self.config)
+                if clustered is None:
+                    raise
+                # A Redis Cluster (issue 46): the blocking cluster write runs in a thread,
+                # off the event loop (wurk has no redis.asyncio cluster path).
+                import asyncio
+
+                return await asyncio.to_thread(cluster_writer.write, self.config, clustered, ops)
         commands, ask, sent = _commands(ops, self.redis)
         replies = await self.send(commands)
         if ask is not None:

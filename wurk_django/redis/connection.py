@@ -32,7 +32,7 @@ from redis.retry import Retry
 
 from .. import context
 from ..conf import Config
-from ..errors import RedisEvictionError, RedisVersionError
+from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
 from . import cluster, eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
 from .wire import state_of
@@ -279,8 +279,28 @@ def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> r
     return client
 
 
-#: What :func:`get_redis` refuses on a Redis Cluster (issue 46: stage 1 supports none of it yet).
-ENGINE = "wurk_django's job engine (pushes, the worker, the data API, the admin)"
+#: What :func:`get_redis` refuses on a Redis Cluster (issue 46 stage 2: pushes go through
+#: wurk_django.client.cluster_writer instead; the rest is not converted yet).
+ENGINE = ("wurk_django's job engine beyond plain pushes (the worker, the data API, the admin, "
+          "features writing beside a job, its asyncio client)")
+
+
+def cluster_for(config: Config) -> Any | None:
+    """The process's redis-py ``RedisCluster`` for the engine's steps already converted to
+    the cluster layout (issue 46 stage 2: pushes, the scheduler's promotion) when
+    ``config``'s Redis is a cluster node, else ``None``. Asks the server once per
+    process (building the one-server pool probes it); afterwards one dictionary lookup."""
+    target = config.redis_target
+    known = cluster.known(target)
+    if known is None:
+        try:
+            get_redis(config=config)
+        except RedisClusterError:
+            pass  # a cluster node: the one-server client is refused, the answer remembered
+        known = cluster.known(target)
+    if not known:
+        return None
+    return cached_client("engine-cluster", config, lambda: cluster.cluster_client(config))
 
 
 def client_for(config: Config) -> redis.Redis:

@@ -91,6 +91,10 @@ class Lua:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
+            if _is_cluster_client(client):
+                # A Redis Cluster (issue 46): scripts are per node, and the call went to the
+                # node of its keys, so the text goes there with EVAL (which caches it there).
+                return client.execute_command("EVAL", self.source, len(keys), *keys, *args)
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
@@ -98,6 +102,12 @@ class Lua:
         """The ``EVALSHA`` command to send inside another round trip."""
         keys = list(keys)
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+def _is_cluster_client(client: Any) -> bool:
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
 
 
 @functools.cache

@@ -33,8 +33,9 @@ from ..errors import InvalidJob
 from ..keys import schedule_wake_channel
 from ..processes import prune_processes
 from ..redis import pools
-from ..redis.connection import get_redis, send_commands
-from ..redis.scripts import script
+from ..redis.cluster_layout import CLUSTER
+from ..redis.connection import cluster_for, get_redis, send_commands
+from ..redis.scripts import lua, script
 from . import death, subscriber
 from .outage import is_outage
 from .timer import TimerLoop
@@ -143,25 +144,51 @@ class Scheduler:
         set and pushes them in the same atomic step, so a worker dying mid-sweep
         loses nothing and two workers never push one job twice.
         """
+        clustered = cluster_for(self.config)
+        if clustered is not None:
+            return self._enqueue_due_per_queue(clustered, now)
         redis = get_redis(config=self.config)
         promote = script(redis, "promote_due")
         moved = 0
         for name in SETS:
             while not self.loop.done:
                 at = now if now is not None else time.time()
-                taken, buried, *members = promote(keys=[name, keys.QUEUES, keys.DEAD],
-                                                  args=[payload.score(at), keys.QUEUE_PREFIX, _stamp(self.config, at), BATCH,
-                                                        keys.wake(""), *wake_args()])
-                moved += int(taken) - int(buried)
-                if buried:
-                    logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set",
-                                 buried, name)
-                for raw in members:
-                    # The script stored them in the same step; the death path tells the handlers.
-                    death.die(None, InvalidJob(f"a due job in {name} is not valid job JSON"),
-                              reason=death.SCHEDULER, config=self.config, raw=raw, stored=True)
-                if int(taken) < BATCH:
+                reply = promote(keys=[name, keys.QUEUES, keys.DEAD],
+                                args=[payload.score(at), keys.QUEUE_PREFIX, _stamp(self.config, at), BATCH,
+                                      keys.wake(""), *wake_args()])
+                taken, promoted = self._promoted(reply, name, None)
+                moved += promoted
+                if taken < BATCH:
                     break
+        return moved
+
+    def _promoted(self, reply: list, name: str, redis: Any) -> tuple[int, int]:
+        """(taken, pushed) of a promote script's ``reply``; its buried members told to the death path."""
+        taken, buried, *members = reply
+        if buried:
+            logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set", buried, name)
+        for raw in members:
+            # The script stored them in the same step; the death path tells the handlers.
+            death.die(None, InvalidJob(f"a due job in {name} is not valid job JSON"),
+                      reason=death.SCHEDULER, config=self.config, redis=redis, raw=raw, stored=True)
+        return int(taken), int(taken) - int(buried)
+
+    def _enqueue_due_per_queue(self, redis: Any, now: float | None) -> int:
+        """On a Redis Cluster (issue 46): each queue of the queue set has its own ``schedule``
+        and ``retry`` sets in its slot; one declared-keys script per set and batch moves its
+        due jobs onto that queue (``lua/promote_queue.lua``)."""
+        promote = lua("promote_queue")
+        moved = 0
+        for queue in sorted(member.decode() for member in redis.smembers(CLUSTER.queues)):
+            for name in (CLUSTER.retry(queue), CLUSTER.schedule(queue)):
+                while not self.loop.done:
+                    at = now if now is not None else time.time()
+                    reply = promote(redis, keys=[name, CLUSTER.queue(queue), CLUSTER.dead(queue), CLUSTER.wake(queue)],
+                                    args=[payload.score(at), _stamp(self.config, at), BATCH, *wake_args()])
+                    taken, promoted = self._promoted(reply, name, redis)
+                    moved += promoted
+                    if taken < BATCH:
+                        break
         return moved
 
     def usual_interval(self, count: int) -> float:
