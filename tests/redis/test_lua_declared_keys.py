@@ -24,6 +24,11 @@ BUILDS_KEYS = {
     # computed indexes this audit cannot follow, and span several queues (several slots):
     # on a cluster the capped fetch needs a per-queue form (issue 46 stage 3).
     "queue_limits/lua/fetch",
+    # Debounce (issue 47 items 2-3, merged after stage 1): a replaced tracked job's status
+    # record, whose jid only the script knows (it reads it from the burst's state), is named
+    # from a prefix in ARGV; on a cluster that record needs the burst's slot (push policies
+    # are not converted yet and refused there).
+    "policies/lua/debounce",
 }
 
 #: Commands without a key argument; and those whose second argument is a key too.

@@ -492,7 +492,10 @@ class ReliableFetch:
         command = caps.fetch_command(pairs, names, arm=False, most=count)
         parked = slot.take_parked() if first else []
         acked = ack_commands(parked)
-        marks = slot.oldest_mark() if first else []
+        # Every job of a walk through capped queues is named as it starts (below), so its
+        # fetch says "the oldest is running", never the quick batch's "one of these".
+        slot.quick = False
+        marks = slot.batch_mark() if first else []
         try:
             replies = send_on(slot.connection(), [*acked, *marks, command], raise_errors=False)
         except Exception:
