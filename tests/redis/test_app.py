@@ -70,7 +70,10 @@ def test_replies_match_a_plain_redis_py_client(redis_db, slow_path_calls, decode
     if wire.enabled():
         assert slow_path_calls == []  # every one of those took the fast path
     else:
-        assert len(slow_path_calls) == len(expected)  # every one went through redis-py
+        # Every one went through redis-py; so did the client's once-per-process question
+        # whether its server is a Redis Cluster node (issue 46), which is not one of them.
+        asked = [call for call in slow_path_calls if tuple(call[:2]) != ("INFO", "cluster")]
+        assert len(asked) == len(expected)
 
 
 def test_error_replies_raise_redis_py_classes(app):

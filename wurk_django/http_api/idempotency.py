@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import context, keys
-from ..redis import connection
 from .problems import Problem
 
 HEADER = "Idempotency-Key"
@@ -43,10 +42,10 @@ class Claim:
     def keep(self, status: int, body: Any) -> None:
         """Store the answer for the key's TTL (only successes are kept: see :func:`answer`)."""
         record = {"state": "done", "fp": self.fingerprint, "status": status, "body": body}
-        connection.get_redis().set(self.key, json.dumps(record), ex=context.config().http_api_idempotency_ttl)
+        context.redis().set(self.key, json.dumps(record), ex=context.config().http_api_idempotency_ttl)
 
     def release(self) -> None:
-        connection.get_redis().delete(self.key)
+        context.redis().delete(self.key)
 
 
 def check_key(value: str) -> str:
@@ -63,7 +62,7 @@ def claim(token: str, value: str, request_fingerprint: str) -> Claim | Stored:
     or was used for a different request (422)."""
     digest = hashlib.sha256(check_key(value).encode()).hexdigest()
     key = keys.http_api_idempotency(token, digest)
-    redis = connection.get_redis()
+    redis = context.redis()
     marker = json.dumps({"state": "claimed", "fp": request_fingerprint})
     if redis.set(key, marker, nx=True, ex=CLAIM_SECONDS):
         return Claim(key, request_fingerprint)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import keys
+from .. import context, keys
 from .. import status as tracked
 from ..api import DeadSet, JobRecord, Queue, RetrySet, ScheduledSet, WorkSet
 
@@ -84,9 +84,7 @@ def _where(jid: str, *, finished: bool = False) -> dict[str, Any]:
 def _fetched(jid: str) -> dict[str, Any] | None:
     """A job a worker fetched into its private list and has not shown in its work yet (that
     is written at its next heartbeat): running too. Asked last, as it SCANs the keyspace."""
-    from ..redis import connection
-
-    redis = connection.get_redis()
+    redis = context.redis()
     needle = jid.encode()
     for key in redis.scan_iter(match=keys.PRIVATE_ALL, count=1000):
         for raw in redis.lrange(key, 0, -1):
