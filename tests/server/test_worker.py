@@ -286,3 +286,21 @@ def test_json_job_log_is_one_object_per_line(redis_db, worker_factory):
     assert [r["msg"] for r in mine] == ["start", "fail"]
     assert mine[1]["ctx"]["class"] == "tests.jobsapp.jobs.FailingJob" and mine[1]["ctx"]["elapsed"] >= 0
     assert all({"ts", "pid", "tid", "lvl", "logger"} <= set(r) for r in records)
+
+
+@pytest.mark.parametrize("autodiscover", [None, []], ids=["default", "off"])
+def test_dj_045_the_worker_imports_each_apps_jobs_module_at_start(redis_db, worker_factory, autodiscover):
+    """DJ-045: a worker imports every installed app's ``jobs`` and ``tasks`` modules
+    (``WURK["AUTODISCOVER"]``) before it fetches, so a job pushed under a registered name
+    (``HardJob``, declared in tests/jobsapp/jobs.py and imported by nothing else) runs;
+    with ``AUTODISCOVER: []`` the name is unknown and the job goes to the retry set."""
+    extra = {} if autodiscover is None else {"AUTODISCOVER": autodiscover}
+    raw = {"class": "HardJob", "args": ["found"], "queue": "default", "jid": "a" * 24, "retry": True,
+           "created_at": time.time() * 1000}
+    redis_db.lpush("queue:default", json.dumps(raw))
+    worker_factory("-c", "1", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+    if autodiscover is None:
+        wait_for(lambda: redis_db.lrange("test:ruby", 0, -1) == [b"['found']"], timeout=30, message="HardJob to run")
+    else:
+        wait_for(lambda: redis_db.zcard("retry") == 1, timeout=30, message="the unknown class to be retried")
+        assert redis_db.lrange("test:ruby", 0, -1) == []
