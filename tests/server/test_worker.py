@@ -304,3 +304,21 @@ def test_dj_045_the_worker_imports_each_apps_jobs_module_at_start(redis_db, work
     else:
         wait_for(lambda: redis_db.zcard("retry") == 1, timeout=30, message="the unknown class to be retried")
         assert redis_db.lrange("test:ruby", 0, -1) == []
+
+
+def test_dj_041_one_command_fetches_polls_the_schedule_leads_cron_and_beats(redis_db, worker_factory):
+    """DJ-041: a single ``manage.py wurk`` runs everything: its fetchers run a pushed job,
+    its poller a scheduled one, it takes the lead and its cron fires a periodic job, and
+    it beats. No other process runs here."""
+    from tests.periodic.test_processes import EVERY_MINUTE, LEADER
+
+    env = {"WURK_TEST_EXTRA": json.dumps({"LEADER": LEADER, "PERIODIC": [EVERY_MINUTE]}),
+           "WURK_TEST_CLOCK": f"{time.time():.3f},12"}  # a cron minute in 5 s
+    worker = worker_factory("-c", "2", env=env)
+    identity = _identity(redis_db)
+    RecordJob.perform_async("pushed")
+    RecordJob.perform_in(1, "scheduled")
+    wait_for(lambda: sorted(_ran(redis_db)) == ["pushed", "scheduled"], timeout=30, message="both jobs")
+    assert f":{worker.pid}:" in wait_for(lambda: redis_db.get("dear-leader"), timeout=30, message="the lead").decode()
+    wait_for(lambda: redis_db.llen("test:cron"), timeout=30, message="the cron job to fire and run")
+    assert redis_db.sismember("processes", identity) and redis_db.hget(identity, "beat")
