@@ -482,6 +482,26 @@ def test_dj_045_embedded_start_autodiscovers_the_configured_modules(redis_db, em
     embedded.stop(timeout=0)
 
 
+def test_run_304_dashboard_signals_are_applied_in_embedded_mode_on_a_retained_thread(redis_db, embedded_settings):
+    """RUN-304: the web server owns the process's signals, so an embedded worker applies a
+    dashboard TSTP as ``quiet()`` and a TERM as ``stop()`` on one retained thread (a second
+    TERM starts no other), never on the heartbeat's. A standalone worker re-delivers them
+    to itself: tests/server/test_worker.py."""
+    assert embedded.start() is True
+    instance = embedded._current()
+    launcher = embedded.launcher()
+    instance._dashboard_signal("TSTP")
+    wait_for(lambda: launcher.manager.stop_flag.is_set(), timeout=15, message="the worker to be quiet")
+    assert embedded.running()
+    instance._dashboard_signal("TERM")
+    stopper = instance.stopper
+    assert stopper is not None and stopper is not threading.current_thread()
+    instance._dashboard_signal("TERM")
+    assert instance.stopper is stopper
+    wait_for(lambda: launcher.stopped.is_set(), timeout=30, message="the worker to stop")
+    assert not embedded.running() and redis_db.smembers("processes") == set()
+
+
 def test_stop_without_start_is_a_no_op(redis_db):
     before = threading.active_count()
     embedded.stop()

@@ -183,6 +183,7 @@ def test_unknown_keys_survive_a_retry(redis_db, worker_factory):
 
 
 def test_dashboard_term_signal_stops_the_process(redis_db, worker_factory):
+    """RUN-304: a standalone worker re-delivers a dashboard TERM to itself: the normal stop."""
     worker = worker_factory("-c", "1")
     identity = _identity(redis_db)
     redis_db.lpush(f"{identity}-signals", "TERM")  # what the API's Process.stop() writes (CORE-168)
