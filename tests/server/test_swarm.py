@@ -133,9 +133,9 @@ def start_swarm(worker_factory, redis_db):
     """Start a swarm; at teardown stop it by pid and check that no child outlived it."""
     runs: list[SwarmRun] = []
 
-    def start(*args: str, extra: dict | None = None, env: dict | None = None) -> SwarmRun:
+    def start(*args: str, extra: dict | None = None, env: dict | None = None, **kwargs) -> SwarmRun:
         full_env = {"WURK_TEST_EXTRA": json.dumps(extra or {}), **(env or {})}
-        run = SwarmRun(worker_factory(*args, env=full_env), redis_db)
+        run = SwarmRun(worker_factory(*args, env=full_env, **kwargs), redis_db)
         runs.append(run)
         return run
 
@@ -569,3 +569,30 @@ def test_children_are_forked_with_no_socket_or_pipe_of_the_parent_and_armed(redi
     os.kill(first, signal.SIGKILL)  # the supervisor opens its probe to forget it, then respawns
     second = next(iter(run.wait_identities(1, exclude={first}, timeout=30)))
     state_of(second)
+
+
+@slow
+def test_ent_704_each_child_fires_the_fork_hooks_with_its_slot_before_it_runs(redis_db, start_swarm):
+    """ENT-704 step 5: every child, the first ones and a respawned one, sends
+    ``child_forked`` (Ent ``on(:fork)``) with its slot's config and index (the receiver
+    writes to Redis from the child). Steps 1, 3 and 7 are checked above, steps 2, 4, 6
+    and 8 by the orphan, topology, TSTP and TERM tests."""
+    topology = [{"count": 1, "queues": ["critical"], "concurrency": 1},
+                {"count": 1, "queues": ["default"], "concurrency": 1}]
+    run = start_swarm(extra={"SWARM": topology}, settings="tests.server.settings_ops",
+                      env={"WURK_TEST_PROBE_MODULE": "tests.server.fork_hooks"})
+    found = run.wait_identities(2)
+
+    def forked() -> dict[int, str]:
+        entries = [raw.decode().split(":") for raw in redis_db.lrange("test:forked", 0, -1)]
+        return {int(pid): f"{index}:{queues}" for index, pid, queues in entries}
+
+    wait_for(lambda: len(forked()) == 2, message="both children's hooks")
+    by_pid = forked()
+    assert set(by_pid) == set(found)
+    assert sorted(by_pid.values()) == ["0:critical", "1:default"]
+    victim = next(pid for pid, slot in by_pid.items() if slot == "1:default")
+    os.kill(victim, signal.SIGKILL)
+    fresh = next(iter(run.wait_identities(1, exclude=set(found), timeout=30)))
+    wait_for(lambda: fresh in forked(), message="the respawned child's hook")
+    assert forked()[fresh] == "1:default"
