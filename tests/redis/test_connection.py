@@ -148,3 +148,18 @@ def test_run_831_redis_py_retries_are_off_so_a_lost_reply_is_never_replayed(redi
     assert pool.connection_kwargs["retry"]._retries == 0
     _lose_the_reply(client, "test:counter")
     assert redis_db.get("test:counter") == b"1"
+
+
+def test_run_601_main_and_blocking_fetch_pools_are_separate_and_sized_from_the_concurrency(redis_db):
+    """RUN-601: per process, a main pool of ``max(concurrency + 5, 10)`` and a pool for the
+    blocking fetch of its own, so an idle fetcher holds no main connection; both are
+    forgotten in a forked child (see the fork test above). The fetch pool is
+    ``concurrency + 2`` here, not ``concurrency``: see the row."""
+    from wurk_django.conf import Config
+
+    config = Config(CONCURRENCY=25)
+    main, fetch = get_redis("main", config=config), get_redis("fetch", config=config, block_seconds=2)
+    assert main.connection_pool is not fetch.connection_pool
+    assert main.connection_pool.max_connections == 30 and fetch.connection_pool.max_connections == 27
+    assert connection.pool_size_for(Config(CONCURRENCY=2)) == 10
+    assert fetch.connection_pool.connection_kwargs["socket_timeout"] > 2  # longer than the block
