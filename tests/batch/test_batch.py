@@ -155,7 +155,7 @@ def test_callback_registration_rules(redis_db, caplog):  # PRO-220
         Batch("nosuchbatchxxx")
 
 
-def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO-600
+def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO-600, PRO-221
     bid = "rubybatch00001"
     ruby = '[["success","Ruby::Done",{"id":12345678901234567,"list":[],"url":"a/b"}]]'
     redis_db.hset(f"b-{bid}", mapping={"callbacks": ruby, "total": 0})
@@ -173,6 +173,11 @@ def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO
     r.hset(f"b-{bid}", "callbacks", "[]")
     batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["death","A",{}]', "death", 3])
     assert r.hget(f"b-{bid}", "callbacks") == b'[["death","A",{}]]'
+    # PRO-221: the dedupe compares bytes: the same triple with a float written another way
+    # (Ruby's 1.0, Python's 1) is stored twice, which only runs the callback twice.
+    batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["success","A",{"n":1.0}]', "success", 3])
+    batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["success","A",{"n":1}]', "success", 3])
+    assert [entry[2]["n"] for entry in json.loads(r.hget(f"b-{bid}", "callbacks"))[1:]] == [1.0, 1]
 
 
 def test_failure_then_retry_success(redis_db, work):  # PRO-230, PRO-274
