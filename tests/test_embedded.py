@@ -434,6 +434,10 @@ def test_run_503_a_boot_that_fails_half_way_is_undone_and_the_site_keeps_serving
     from wurk_django.redis import connection
     from wurk_django.server.launcher import Launcher
 
+    # This process's embedded worker as if none ever started here, given back afterwards:
+    # the tests around this one see what they saw before it.
+    monkeypatch.setattr(embedded, "_instance", None)
+    monkeypatch.setattr(embedded, "_atexit_pid", None)
     original = Launcher.run
     started = []
 
@@ -469,6 +473,7 @@ def test_dj_045_embedded_start_autodiscovers_the_configured_modules(redis_db, em
     ``WURK["AUTODISCOVER"]`` (default ``jobs`` then ``tasks``) before its worker runs."""
     from django.utils import module_loading
 
+    monkeypatch.setattr(embedded, "_instance", None)  # given back afterwards (see above)
     seen = []
     original = module_loading.autodiscover_modules
 
@@ -482,11 +487,13 @@ def test_dj_045_embedded_start_autodiscovers_the_configured_modules(redis_db, em
     embedded.stop(timeout=0)
 
 
-def test_run_304_dashboard_signals_are_applied_in_embedded_mode_on_a_retained_thread(redis_db, embedded_settings):
+def test_run_304_dashboard_signals_are_applied_in_embedded_mode_on_a_retained_thread(redis_db, embedded_settings,
+                                                                                   monkeypatch):
     """RUN-304: the web server owns the process's signals, so an embedded worker applies a
     dashboard TSTP as ``quiet()`` and a TERM as ``stop()`` on one retained thread (a second
     TERM starts no other), never on the heartbeat's. A standalone worker re-delivers them
     to itself: tests/server/test_worker.py."""
+    monkeypatch.setattr(embedded, "_instance", None)  # given back afterwards (see above)
     assert embedded.start() is True
     instance = embedded._current()
     launcher = embedded.launcher()
