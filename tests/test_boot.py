@@ -175,6 +175,7 @@ def test_a_forked_child_decides_again(fresh_record, monkeypatch):
 
 @pytest.mark.django_db  # request_started also runs Django's close_old_connections receiver
 def test_first_request_starts_only_once(fresh_record, monkeypatch):
+    """RUN-842: the last-resort entry point, a one-shot ``request_started`` receiver."""
     starts = []
     monkeypatch.setattr(boot, "_decide_now", lambda: boot.Decision(EMBEDDED, "test"))
     monkeypatch.setattr(embedded, "start", lambda **kwargs: starts.append(kwargs["source"]) or True)
@@ -242,6 +243,9 @@ print(json.dumps({{"action": boot.current().action, "attempted": embedded.attemp
     (["/venv/bin/gunicorn", "site.wsgi"], {"SERVER_SOFTWARE": "gunicorn/27.0.1", "WURK_DISABLED": "1"}, SKIP),
 ])
 def test_django_setup_decides_and_starts_nothing(argv, environ, action, test_redis_url_env):
+    """RUN-842: ``django.setup()`` (the app registry being built) only decides; the start
+    happens later, in an entry point (the ``wurk`` command, gunicorn's hooks, the ASGI
+    lifespan wrapper, the first request: tests/test_embedded.py runs them)."""
     env = {**os.environ, **test_redis_url_env, **environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
            "WURK_TEST_EXTRA": json.dumps({"MODE": "embedded"})}
     if "WURK_DISABLED" not in environ:

@@ -281,6 +281,7 @@ def test_gunicorn_keeps_serving_while_redis_is_down_and_boots_once_it_is_up(redi
 
 
 def test_asgi_lifespan_starts_embedded_wurk_and_drains_it(redis_db, servers, test_redis_url):
+    """RUN-842: the ASGI lifespan wrapper is an entry point: startup runs, shutdown stops."""
     # No hooks config: only the lifespan wrapper starts and stops wurk here.
     server = Gunicorn("--worker-class", "asgi", app="tests.embedded_app:asgi_application", config=None,
                       redis_url=test_redis_url)
@@ -421,6 +422,91 @@ def test_a_failed_boot_is_logged_and_retried_until_stopped(redis_db, settings, c
     retry.join(timeout=15)
     assert not retry.is_alive()
     assert not embedded.running()
+
+
+def test_run_503_a_boot_that_fails_half_way_is_undone_and_the_site_keeps_serving(
+        redis_db, embedded_settings, monkeypatch, caplog):
+    """RUN-503: the drain hook is registered before the boot; a boot that raises after the
+    worker's threads started (its heartbeat written) is logged and stopped (deregistered,
+    nothing running) and ``start()`` returns False instead of raising. RUN-502: a server
+    older than Redis 7 is refused, and not retried."""
+    from wurk_django.errors import RedisVersionError
+    from wurk_django.redis import connection
+    from wurk_django.server.launcher import Launcher
+
+    # This process's embedded worker as if none ever started here, given back afterwards:
+    # the tests around this one see what they saw before it.
+    monkeypatch.setattr(embedded, "_instance", None)
+    monkeypatch.setattr(embedded, "_atexit_pid", None)
+    original = Launcher.run
+    started = []
+
+    def run_then_fail(self):
+        original(self)
+        wait_for(lambda: redis_db.scard("processes") == 1, timeout=15, message="the half-booted worker's beat")
+        started.append(self)
+        raise RuntimeError("a boot step after run() failed")
+
+    monkeypatch.setattr(Launcher, "run", run_then_fail)
+    assert embedded.start() is False
+    assert embedded._atexit_pid == os.getpid()
+    assert "embedded boot failed" in caplog.text and "a boot step after run() failed" in caplog.text
+    [launcher] = started
+    assert launcher.stopped.is_set() and not embedded.running()
+    assert redis_db.smembers("processes") == set()
+    embedded.stop(timeout=0)
+
+    monkeypatch.setattr(Launcher, "run", original)
+
+    def too_old(client, config):
+        raise RedisVersionError("wurk_django needs Redis 7.0 or newer; the server is 6.2.0.")
+
+    monkeypatch.setattr(connection, "check_server", too_old)
+    caplog.clear()
+    assert embedded.start() is False
+    assert "not retrying" in caplog.text and "6.2.0" in caplog.text
+    assert embedded._current().retry_thread is None and not embedded.running()
+
+
+def test_dj_045_embedded_start_autodiscovers_the_configured_modules(redis_db, embedded_settings, monkeypatch):
+    """DJ-045: the embedded start runs ``autodiscover_modules`` for each name of
+    ``WURK["AUTODISCOVER"]`` (default ``jobs`` then ``tasks``) before its worker runs."""
+    from django.utils import module_loading
+
+    monkeypatch.setattr(embedded, "_instance", None)  # given back afterwards (see above)
+    seen = []
+    original = module_loading.autodiscover_modules
+
+    def recording(*names, **kwargs):
+        seen.append((names, embedded.running()))
+        return original(*names, **kwargs)
+
+    monkeypatch.setattr(module_loading, "autodiscover_modules", recording)
+    assert embedded.start() is True
+    assert seen == [(("jobs",), False), (("tasks",), False)]
+    embedded.stop(timeout=0)
+
+
+def test_run_304_dashboard_signals_are_applied_in_embedded_mode_on_a_retained_thread(redis_db, embedded_settings,
+                                                                                   monkeypatch):
+    """RUN-304: the web server owns the process's signals, so an embedded worker applies a
+    dashboard TSTP as ``quiet()`` and a TERM as ``stop()`` on one retained thread (a second
+    TERM starts no other), never on the heartbeat's. A standalone worker re-delivers them
+    to itself: tests/server/test_worker.py."""
+    monkeypatch.setattr(embedded, "_instance", None)  # given back afterwards (see above)
+    assert embedded.start() is True
+    instance = embedded._current()
+    launcher = embedded.launcher()
+    instance._dashboard_signal("TSTP")
+    wait_for(lambda: launcher.manager.stop_flag.is_set(), timeout=15, message="the worker to be quiet")
+    assert embedded.running()
+    instance._dashboard_signal("TERM")
+    stopper = instance.stopper
+    assert stopper is not None and stopper is not threading.current_thread()
+    instance._dashboard_signal("TERM")
+    assert instance.stopper is stopper
+    wait_for(lambda: launcher.stopped.is_set(), timeout=30, message="the worker to stop")
+    assert not embedded.running() and redis_db.smembers("processes") == set()
 
 
 def test_stop_without_start_is_a_no_op(redis_db):

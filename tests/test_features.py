@@ -201,3 +201,19 @@ def test_every_public_push_api_loads_no_worker_engine(redis_db):
     assert classes.count("tests.jobsapp.push_tasks.celery_add") == 2
     assert classes.count("wurk_django.tasks.TaskJob") == 1
     assert redis_db.zcard("dead") == 1 and redis_db.zcard("schedule") == 0
+
+
+def test_pro_008_ent_005_no_license_each_feature_is_switched_on_by_its_own_setting(redis_db):
+    """PRO-008, ENT-005: no license check anywhere: a feature is off until its own setting
+    (or enable call) turns it on, and then works with nothing else configured. Unique
+    jobs here: off by default (two pushes, two jobs), on with ``UNIQUE_JOBS`` alone."""
+    from tests.jobsapp.push_jobs import Unique
+    from tests.support import wurk_settings
+
+    assert Unique.perform_async("a") and Unique.perform_async("a")
+    assert redis_db.llen("queue:default") == 2
+    with wurk_settings(UNIQUE_JOBS=True):
+        first = Unique.perform_async("b")
+        assert first and Unique.perform_async("b") is None
+    assert redis_db.llen("queue:default") == 3
+    assert redis_db.get(lock_key(payload.loads(redis_db.lindex("queue:default", 0)))) == first.encode()

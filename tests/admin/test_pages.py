@@ -273,6 +273,9 @@ def test_unreadable_dead_member_can_be_seen_and_deleted(admin_client, redis_db):
 
 
 def test_metrics_pages_read_sidekiq_keys(admin_client, redis_db):
+    """CORE-198: periods, a case-insensitive class filter, the table ranked by total time
+    with succeeded, failed, total and mean. CORE-199: one class's histogram totals and
+    its series (see the rows for what is not built)."""
     from tests.metrics.test_query import sidekiq_flush
 
     now = datetime.now(UTC)

@@ -155,7 +155,7 @@ def test_callback_registration_rules(redis_db, caplog):  # PRO-220
         Batch("nosuchbatchxxx")
 
 
-def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO-600
+def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO-600, PRO-221
     bid = "rubybatch00001"
     ruby = '[["success","Ruby::Done",{"id":12345678901234567,"list":[],"url":"a/b"}]]'
     redis_db.hset(f"b-{bid}", mapping={"callbacks": ruby, "total": 0})
@@ -173,6 +173,11 @@ def test_append_callback_keeps_bytes_dedupes_and_caps(redis_db):  # PRO-278, PRO
     r.hset(f"b-{bid}", "callbacks", "[]")
     batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["death","A",{}]', "death", 3])
     assert r.hget(f"b-{bid}", "callbacks") == b'[["death","A",{}]]'
+    # PRO-221: the dedupe compares bytes: the same triple with a float written another way
+    # (Ruby's 1.0, Python's 1) is stored twice, which only runs the callback twice.
+    batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["success","A",{"n":1.0}]', "success", 3])
+    batch_scripts.APPEND_CALLBACK(r, [f"b-{bid}"], ['["success","A",{"n":1}]', "success", 3])
+    assert [entry[2]["n"] for entry in json.loads(r.hget(f"b-{bid}", "callbacks"))[1:]] == [1.0, 1]
 
 
 def test_failure_then_retry_success(redis_db, work):  # PRO-230, PRO-274
@@ -629,3 +634,60 @@ def test_on_refuses_a_target_that_cannot_handle_its_event():
     batch.on("success", "MyApp::Callbacks")  # a Ruby class: checked by the worker that runs it
     batch.on("success", "reports.callbacks.Done")  # not importable here
     assert len(batch._staged) == 5
+
+
+def test_pro_240_the_gate_fires_from_pending_live_and_kids_only(redis_db, work):
+    """PRO-240: ``maybe_fire(bid, pending, live, kids)`` fires nothing while a job is live
+    or a child batch open, nor for a missing hash (``live = -1``, a straggler acking into
+    a deleted batch); with none live: complete, then success once nothing is pending and
+    no death flag is set in the subtree."""
+    from wurk_django.batch.fire import maybe_fire
+
+    def fired(batch) -> list[str]:
+        work()  # runs the callback jobs pushed to the default queue
+        return sorted(c.split(":")[0] for c in callbacks(redis_db) if batch.bid in c)
+
+    batch, dead = _new("g"), _new("x")
+    for each in (batch, dead):
+        with each.jobs():
+            Mark.set(queue="elsewhere").perform_async("never run here")
+    for state in ((0, -1, 0), (0, 1, 0), (0, 0, 1), (1, -1, 0)):
+        maybe_fire(batch.bid, *state)
+    assert fired(batch) == []
+    maybe_fire(batch.bid, 1, 0, 0)
+    assert fired(batch) == ["complete"]
+    maybe_fire(batch.bid, 0, 0, 0)
+    assert fired(batch) == ["complete", "success"]
+    redis_db.hset(keys.batch(dead.bid), "death", 1)
+    maybe_fire(dead.bid, 0, 0, 0)
+    assert fired(dead) == ["complete"]
+
+
+def test_pro_243_a_death_marks_claims_once_and_cascades_to_every_ancestor(redis_db, work):
+    """PRO-243: a job's death marks its batch dead (``death``, ``death_at``, the
+    ``dead-batches`` set), claims the death once (its ``:death`` callbacks run once
+    however often it is fired) and fires death up the chain: parent and grandparent,
+    each once."""
+    from wurk_django.batch.fire import fire_death
+
+    root = _new("r")
+    with root.jobs():
+        middle = _new("m")
+        with middle.jobs():
+            leaf = _new("l")
+            with leaf.jobs():
+                AlwaysFails.perform_async("a")
+    work()
+    work()  # the callbacks
+    deaths = sorted(c for c in callbacks(redis_db) if c.startswith("death:"))
+    assert deaths == sorted(f"death:{b.bid}:{t}" for b, t in ((root, "r"), (middle, "m"), (leaf, "l")))
+    for batch in (root, middle, leaf):
+        assert redis_db.hget(keys.batch(batch.bid), "death") == b"1"
+        assert redis_db.hget(keys.batch(batch.bid), "death_at")
+        assert redis_db.zscore("dead-batches", batch.bid) is not None
+    redis_db.hdel(keys.batch(leaf.bid), "death")
+    redis_db.zrem("dead-batches", leaf.bid)
+    fire_death(leaf.bid)  # again: the mark is applied again, the callbacks are not
+    work()
+    assert redis_db.hget(keys.batch(leaf.bid), "death") == b"1" and redis_db.zscore("dead-batches", leaf.bid)
+    assert sorted(c for c in callbacks(redis_db) if c.startswith("death:")) == deaths

@@ -58,6 +58,8 @@ def _scheduled_callbacks(redis_db) -> list[dict]:
 
 def test_a_ruby_callback_of_a_child_batch_is_left_for_ruby_and_the_parent_waits(redis_db, work, caplog,
                                                                                 monkeypatch):
+    """PRO-221: a callback target resolves in the runtime that serves its queue: a Ruby
+    target met by a Python worker is handed back, not failed."""
     parent, child = "RubyParent0001", "RubyChild00001"
     _ruby_batch(redis_db, parent, [["success", PY_TARGET, {"tag": "parent"}],
                                    ["death", PY_TARGET, {"tag": "parent"}]], jobs=1)

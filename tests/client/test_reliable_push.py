@@ -196,3 +196,41 @@ def test_raise_fills_the_room_left_then_names_the_jobs_it_refused_PRO_320(port):
     assert [job["args"] for job in raised.value.jobs] == [["d"], ["e"]]
     assert reliable_push.buffered() == 3
     assert _arrived(port) == ["a", "b", "c"]
+
+
+def test_pro_323_a_drain_goes_oldest_first_and_stops_with_the_failed_push_at_the_head():
+    """PRO-323: each later push first drains the buffer oldest first; the first transient
+    failure leaves that push at the head and stops (the later ones wait behind it); a
+    non-transient error (OOM here) leaves it there too and propagates; each push
+    delivered announces its jobs as recovered (``jobs.recovered.push`` in statsd)."""
+    sent: list[str] = []
+    failures: list[BaseException] = []
+
+    class Flaky:
+        def write(self, jobs, extra=None, front=False, connect_attempts=None):
+            if failures:
+                raise failures.pop(0)
+            sent.append(jobs[0]["args"][0])
+
+    recovered: list[tuple[str, int]] = []
+
+    def receiver(sender, queue, count, **kwargs):
+        recovered.append((queue, count))
+
+    buffer = reliable_push.PushBuffer()
+    buffer._groups.extend([([_job(name)], [], False) for name in ("a", "b", "c")])
+    buffer._count = 3
+    signals.pushes_recovered.connect(receiver)
+    try:
+        failures.append(redis_lib.ConnectionError("down"))
+        assert buffer.drain(Flaky()) is False
+        assert sent == [] and [g[0][0]["args"][0] for g in buffer._groups] == ["a", "b", "c"]
+        failures.append(redis_lib.ResponseError("OOM command not allowed when used memory > 'maxmemory'."))
+        with pytest.raises(redis_lib.ResponseError, match="OOM"):
+            buffer.drain(Flaky())
+        assert len(buffer) == 3 and buffer._groups[0][0][0]["args"] == ["a"]
+        assert buffer.drain(Flaky()) is True
+    finally:
+        signals.pushes_recovered.disconnect(receiver)
+    assert sent == ["a", "b", "c"] and len(buffer) == 0
+    assert recovered == [("default", 1)] * 3

@@ -142,6 +142,7 @@ def test_only_one_process_rolls_up_per_interval_without_a_leader(redis_db):
 
 
 def test_leader_component_and_leader_check_gate_the_rollups(redis_db):
+    """ENT-309, RUN-144: the rollups run on the leader only (or where the leader check says)."""
     class Leader:
         def __init__(self, value):
             self.value = value

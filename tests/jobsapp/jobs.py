@@ -364,3 +364,22 @@ class ShardEveryLimiterJob(Job):
             each.within_limit(lambda: None)
         made[-1].within_limit(lambda: None, estimate=1)
         context.current().redis.rpush("test:ran", f"limiters:{prefix}")
+
+
+class ForkStateJob(Job):
+    """Records, as JSON in ``test:fork-state``, what the process it runs in inherited at
+    fork: its pids, the frozen gc generation and its signal dispositions (read by the
+    swarm tests from a child). Its parent-death signal is not among them: Linux keeps it
+    per thread, and a job runs on a processor thread, not on the thread that set it."""
+
+    def perform(self):
+        import gc
+        import json
+        import signal
+
+        status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+        record("test:fork-state", json.dumps({
+            "pid": os.getpid(), "ppid": os.getppid(),
+            "frozen": gc.get_freeze_count(), "ignored": int(status["SigIgn"].strip(), 16),
+            "caught": int(status["SigCgt"].strip(), 16), "usr1": str(signal.getsignal(signal.SIGUSR1)),
+        }))

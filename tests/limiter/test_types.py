@@ -66,7 +66,7 @@ def test_concurrent_waits_for_a_slot_then_counts_the_wait(redis_db):
     assert (stats["held"], stats["immediate"], stats["waited"], stats["overages"]) == (2, 1, 1, 0)
 
 
-def test_concurrent_ignore_policy_skips_without_raising(redis_db):  # ENT-104
+def test_concurrent_ignore_policy_skips_without_raising(redis_db):  # ENT-104; ENT-106: None, held.acquired
     erp = limiter.concurrent("erp", 1, wait_timeout=5, policy="ignore")
     with erp.acquire() as first:
         started = time.monotonic()
@@ -98,7 +98,7 @@ def test_running_out_of_wait_is_not_an_overage(redis_db):  # ENT-121 [SEED-0]
     assert erp.status()["overages"] == 0
 
 
-def test_the_block_is_not_bounded_by_the_wait_and_errors_still_release(redis_db):
+def test_the_block_is_not_bounded_by_the_wait_and_errors_still_release(redis_db):  # ENT-106: the wait bounds the acquire only
     erp = limiter.concurrent("erp", 1, wait_timeout=0.05)
     assert erp.within_limit(time.sleep, 0.2) is None
     with pytest.raises(KeyError):
@@ -141,7 +141,7 @@ def test_bucket_counts_per_calendar_period(redis_db, clock):
     assert mails.status()["used"] == 1
 
 
-def test_bucket_used_is_all_or_nothing(redis_db, clock):
+def test_bucket_used_is_all_or_nothing(redis_db, clock):  # ENT-106: used=, all or nothing
     mails = driven(limiter.bucket("mailgun", 3, "hour", wait_timeout=0), clock)
     mails.within_limit(lambda: None, used=2)
     with pytest.raises(limiter.OverLimit):
@@ -243,7 +243,7 @@ def test_leaky_drains_steadily(redis_db, clock):  # ENT-126
 # -- points ----------------------------------------------------------------------------
 
 
-def test_points_spend_refill_and_refuse_at_once(redis_db, clock):  # ENT-127
+def test_points_spend_refill_and_refuse_at_once(redis_db, clock):  # ENT-127; ENT-106: estimate= required
     api = driven(limiter.points("graphql", 10, 1), clock)
     api.within_limit(lambda: None, estimate=4)
     api.within_limit(lambda: None, estimate=4)

@@ -75,3 +75,34 @@ def test_a_failed_flush_keeps_the_counts(redis_db, caplog):
     assert any(r.levelno >= logging.WARNING for r in caplog.records)
     tracker.flush(redis_db)
     assert redis_db.hget(minute_key(_now()), "A|p") == b"1"
+
+
+def test_run_703_the_minute_is_fixed_at_record_time_and_an_outage_keeps_the_last_60(redis_db, monkeypatch):
+    """RUN-703: counts accumulate in memory under the minute they were recorded in (a late
+    flush lags, it never moves them to its own minute); the flush swaps the tree out and
+    writes it in one go; a failed flush merges it back, keeping at most the 60 newest
+    minutes."""
+    start = (int(NOW) // 60 - 70) * 60 + 30  # mid-minute, 70 minutes ago
+    clock = [start]
+    monkeypatch.setattr(tracker_module.time, "time", lambda: clock[0])
+    tracker = MetricsTracker()
+    tracker.record("A", 1.0, failed=False)
+    clock[0] += 180  # flushed three minutes later: still counted in its own minute
+    tracker.flush(redis_db)
+    first = datetime.fromtimestamp(start, UTC)
+    assert redis_db.hget(minute_key(first), "A|p") == b"1"
+    assert not redis_db.exists(minute_key(datetime.fromtimestamp(clock[0], UTC)))
+    # An outage of 65 minutes: one execution a minute, every flush failing.
+    redis_db.flushdb()
+    import redis
+
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2)
+    moments = []
+    for _ in range(65):
+        moments.append(datetime.fromtimestamp(clock[0], UTC))
+        tracker.record("A", 1.0, failed=False)
+        clock[0] += 60
+    tracker.flush(dead)
+    tracker.flush(redis_db)
+    written = [m for m in moments if redis_db.hget(minute_key(m), "A|p") == b"1"]
+    assert written == moments[5:]  # the oldest five dropped, the 60 newest kept

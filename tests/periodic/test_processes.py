@@ -103,6 +103,8 @@ def test_cron_fires_once_per_tick_across_three_workers_and_a_leader_kill(redis_d
 
 
 def test_two_processes_that_both_believe_they_lead_fire_each_tick_once(redis_db, worker_factory):
+    # RUN-144: cron runs in every process, only a leader enqueues, and each due tick is
+    # claimed by compare-and-swap, so two processes that both lead fire it once.
     # ENT-308, ENT-412/413: the lock moves behind the old leader's back right after it
     # renewed, so its cached "I lead" holds for CACHE_TTL (several cron minutes): both
     # pollers tick as leader, and each slot still fires exactly once.

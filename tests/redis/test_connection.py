@@ -6,6 +6,7 @@ import os
 import threading
 
 import pytest
+import redis
 
 from tests.support import wait_for
 from wurk_django.redis import connection, wire
@@ -100,3 +101,65 @@ def test_redis_py_calls_take_the_kept_connection_before_dialing_RUN_130(redis_db
     with client.pipeline() as pipe:
         assert pipe.execute_command("CLIENT", "ID").execute() == [kept]
     assert _client_id(client) == kept
+
+
+
+def _lose_the_reply(client, key: str) -> None:
+    """``INCR key`` then a blocking read in one pipeline on one of ``client``'s pooled
+    connections; another connection kills that one (found by its name: no other client)
+    while it blocks, so the INCR is applied and its reply is lost with the socket."""
+    name = f"lose-{os.getpid()}-{threading.get_ident()}"
+    killer = connection.probe_redis(timeout=2)
+    killed: list[int] = []
+
+    def kill_soon() -> None:
+        def blocked():
+            return [line["id"] for line in killer.client_list()
+                    if line.get("name") == name and line.get("cmd") == "blpop"]
+
+        ids = wait_for(blocked, timeout=10, interval=0.02, message="the pipeline to block")
+        killer.execute_command("CLIENT", "KILL", "ID", ids[0])
+        killed.append(int(ids[0]))
+
+    thread = threading.Thread(target=kill_soon)
+    thread.start()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command("CLIENT", "SETNAME", name)
+        pipe.incr(key)
+        pipe.blpop([f"{key}:never"], 2)
+        with pytest.raises(redis.ConnectionError):
+            pipe.execute()
+    finally:
+        thread.join(15)
+        killer.connection_pool.disconnect()
+    assert killed, "the connection was not killed while it blocked"
+
+
+@pytest.mark.parametrize("purpose", ["main", "fetch"])
+def test_run_831_redis_py_retries_are_off_so_a_lost_reply_is_never_replayed(redis_db, purpose):
+    """RUN-831: redis-py's own retries are off (``Retry(NoBackoff(), 0)``) on the engine's
+    pools, which are ``BlockingConnectionPool``s with a 1 s checkout timeout. ENT-006 and
+    PRO-005: so an ``INCR`` (a poison counter, a stat) whose reply was lost after Redis
+    applied it is raised to its caller, not sent again: the counter is 1, not 2."""
+    client = get_redis(purpose)
+    pool = client.connection_pool
+    assert isinstance(pool, redis.BlockingConnectionPool) and pool.timeout == connection.CHECKOUT_TIMEOUT == 1.0
+    assert pool.connection_kwargs["retry"]._retries == 0
+    _lose_the_reply(client, "test:counter")
+    assert redis_db.get("test:counter") == b"1"
+
+
+def test_run_601_main_and_blocking_fetch_pools_are_separate_and_sized_from_the_concurrency(redis_db):
+    """RUN-601: per process, a main pool of ``max(concurrency + 5, 10)`` and a pool for the
+    blocking fetch of its own, so an idle fetcher holds no main connection; both are
+    forgotten in a forked child (see the fork test above). The fetch pool is
+    ``concurrency + 2`` here, not ``concurrency``: see the row."""
+    from wurk_django.conf import Config
+
+    config = Config(CONCURRENCY=25)
+    main, fetch = get_redis("main", config=config), get_redis("fetch", config=config, block_seconds=2)
+    assert main.connection_pool is not fetch.connection_pool
+    assert main.connection_pool.max_connections == 30 and fetch.connection_pool.max_connections == 27
+    assert connection.pool_size_for(Config(CONCURRENCY=2)) == 10
+    assert fetch.connection_pool.connection_kwargs["socket_timeout"] > 2  # longer than the block

@@ -324,6 +324,7 @@ def test_pro_110_kill_9_then_restart_recovers_the_jobs_of_both_capsules(redis_db
 
 @pytest.mark.slow
 def test_core_157_term_drains_every_capsule_in_parallel_and_requeues_from_all(redis_db, worker_factory):
+    """RUN-202: a stop drains within ``-t`` and every capsule against one deadline."""
     _push("StubbornJob", "single", "s", 2.0)
     _push("StubbornJob", "default", "d", 2.0)
     worker = worker_factory("-c", "2", "-t", "1", "--capsule", "single:1", "single")

@@ -95,3 +95,44 @@ def test_core_156_quiet_is_idempotent_stops_the_poller_and_later_beats_say_quiet
     assert quiets == [launcher] and launcher.scheduler.loop.done
     launcher.heartbeat.beat()
     assert redis_db.hget(launcher.state.identity, "quiet") == b"true"
+
+
+def test_core_150_one_beat_flushes_the_stats_writes_the_work_pings_and_registers(redis_db, launcher, monkeypatch):
+    """CORE-150: every 10 s a beat (1) flushes the stat counters, (2) rewrites the busy
+    hash, (3) measures a ``PING`` round trip, (4) lists the process and writes its hash
+    with a 60 s TTL, (5) fires ``heartbeat`` when the entry was new and ``beat`` always,
+    (6) acts on a popped dashboard signal; a failing stats flush is logged, not fatal."""
+    from wurk_django import signals
+    from wurk_django.server import heartbeat as heartbeat_mod
+
+    assert heartbeat_mod.BEAT_INTERVAL == 10
+    fired = []
+
+    def on_heartbeat(**kwargs):
+        fired.append("heartbeat")
+
+    def on_beat(**kwargs):
+        fired.append("beat")
+
+    signals.worker_heartbeat.connect(on_heartbeat)
+    signals.worker_beat.connect(on_beat)
+    told = []
+    launcher.heartbeat.on_signal = told.append
+    identity = launcher.state.identity
+    try:
+        launcher.state.begin("t1", "default", payload.dumps({"class": "X", "args": [], "jid": "c" * 24}))
+        launcher.state.end("t1", failed=False)
+        launcher.state.begin("t2", "default", payload.dumps({"class": "X", "args": [], "jid": "d" * 24}))
+        redis_db.lpush(keys.signals_list(identity), "TSTP")
+        launcher.heartbeat.beat()
+        assert redis_db.get("stat:processed") == b"1"
+        assert list(redis_db.hkeys(keys.work(identity))) == [b"t2"]
+        assert int(redis_db.hget(identity, "rtt_us")) > 0
+        assert redis_db.sismember("processes", identity) and 0 < redis_db.ttl(identity) <= TTL
+        assert fired == ["heartbeat", "beat"] and told == ["TSTP"]
+        monkeypatch.setattr(heartbeat_mod, "flush_stats", lambda *a: 1 / 0)
+        launcher.heartbeat.beat()  # logged; the beat goes on
+        assert fired == ["heartbeat", "beat", "beat"]
+    finally:
+        signals.worker_heartbeat.disconnect(on_heartbeat)
+        signals.worker_beat.disconnect(on_beat)

@@ -17,9 +17,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("swarm", [False, True], ids=["standalone", "swarm-child"])
 def test_a_stop_past_its_timeout_logs_each_requeue_and_the_stop(redis_db, worker_factory, swarm):
+    """RUN-112: the stop's joins are bounded by the deadline: a job stuck in a ten-minute
+    C call does not hold the process (an unbounded join would outlive the wait below)."""
     # One job stuck in C code (time.sleep: the interruption never reaches it before the
     # process exits) and one that sleeps in short steps (the interruption lands).
-    stuck = SlowJob.perform_async(60, "stuck")
+    stuck = SlowJob.perform_async(600, "stuck")
     stepping = LoopJob.perform_async(60, "stepping")
     worker = worker_factory(*(["--processes", "1"] if swarm else []), "-c", "2", "-t", "1")
     wait_for(lambda: redis_db.llen("test:started") == 2, timeout=30, message="both jobs running")

@@ -130,3 +130,29 @@ def test_heartbeat_fires_once_per_registration_and_a_failed_beat_rearms_it(redis
         signals.worker_heartbeat.disconnect(on_heartbeat)
         signals.worker_beat.disconnect(on_beat)
         launcher.heartbeat.clear()
+
+
+def test_run_208_a_graceful_stop_flushes_stats_and_metrics_deregisters_and_releases_the_lead(
+        redis_db, worker_factory):
+    """RUN-208: jobs that ran just before a TERM are all counted (the ``stat:processed``
+    counter, flushed every beat, and the per-class metrics, every few seconds: the stop
+    flushes both), the process leaves ``processes`` and its keys, and the leader lock it
+    held is released, not left to expire."""
+    import json
+
+    from tests.jobsapp.jobs import RecordJob
+    from tests.periodic.test_processes import LEADER
+
+    worker = worker_factory("-c", "2", env={"WURK_TEST_EXTRA": json.dumps({"LEADER": {**LEADER, "TTL": 60}})})
+    identity = wait_for(lambda: redis_db.get("dear-leader"), timeout=30, message="the worker to lead").decode()
+    for n in range(5):
+        RecordJob.perform_async(f"r{n}")
+    wait_for(lambda: redis_db.llen("test:ran") == 5, timeout=30, message="five jobs to run")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert redis_db.get("stat:processed") == b"5"
+    counted = sum(int(redis_db.hget(key, "tests.jobsapp.jobs.RecordJob|p") or 0)
+                  for key in redis_db.scan_iter(match="j|*:[0-9][0-9]"))  # per-minute keys, not ten-minute
+    assert counted == 5
+    assert redis_db.scard("processes") == 0 and not redis_db.exists(identity, f"{identity}:work")
+    assert redis_db.get("dear-leader") is None  # released: its TTL of 60 s has not run out

@@ -60,6 +60,9 @@ def test_pidspace_tells_a_gone_or_reused_pid():
 
 
 def test_a_restarted_worker_runs_its_killed_predecessors_jobs_within_seconds(redis_db, worker_factory, capsys):
+    """RUN-206: a hard kill's in-flight jobs run again from their start; on the same host
+    the restarted sibling takes them back at its boot (elsewhere: the reaper, in
+    tests/server/test_reaper.py; the other accepted costs are in docs/reliability.md)."""
     # Each kill interrupts jobs of its own: a job interrupted by a second crash is a
     # poison-pill suspect, given back alone once per reaper interval (docs/reliability.md).
     recoveries, boots = [], []

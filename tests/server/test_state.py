@@ -69,3 +69,34 @@ def test_the_identity_is_host_pid_nonce_and_a_fork_keeps_the_nonce(monkeypatch):
     os.close(read)
     os.waitpid(child, 0)
     assert theirs == f"{socket.gethostname()}:{child}:{nonce}"
+
+
+def test_run_801_shared_counters_and_the_busy_map_stay_exact_under_many_threads():
+    """RUN-801: processors are threads; what they share (the processed/failed counters,
+    the busy map, the metrics accumulator) is updated under locks, so many threads
+    counting at once lose nothing (and a free-threaded build needs no change)."""
+    import threading
+
+    from wurk_django.metrics.tracker import MetricsTracker
+    from wurk_django.server.state import WorkerState
+
+    state, metrics = WorkerState(), MetricsTracker()
+    threads, rounds = 8, 2000
+    start = threading.Barrier(threads)
+
+    def work(n: int) -> None:
+        start.wait()
+        for i in range(rounds):
+            tid = f"t{n}"
+            state.begin(tid, "default", b"{}")
+            state.end(tid, failed=i % 2 == 0)
+            metrics.record("A", 1.0, failed=False)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    assert (state.processed, state.failed) == (threads * rounds, threads * rounds // 2)
+    assert state.work_snapshot() == {}
+    assert sum(counts["A"].processed for counts in metrics._minutes.values()) == threads * rounds

@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.jobsapp.jobs import RecordJob, SlowJob, TraceJob
+from tests.jobsapp.jobs import ForkStateJob, RecordJob, SlowJob, TraceJob
 from tests.support import ROOT, children_of, wait_for
 from wurk_django.conf import Config
 from wurk_django.server import swarm as swarm_mod
@@ -75,6 +75,29 @@ def _pid_of_private(name: str) -> int:
     return int(name.split("|")[-3])
 
 
+def _mask(*signals: int) -> int:
+    return sum(1 << (sig - 1) for sig in signals)
+
+
+def _caught(pid: int) -> int:
+    """The signals ``pid`` has a handler for (``SigCgt`` of /proc/<pid>/status)."""
+    line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigCgt:"))
+    return int(line.split()[1], 16)
+
+
+def _shared_fds(pid: int) -> set[str]:
+    """The open pipes and sockets (``pipe:[inode]``, ``socket:[inode]``) ``pid`` holds."""
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(("pipe:", "socket:")):
+            found.add(target)
+    return found
+
+
 class SwarmRun:
     """One ``manage.py wurk --processes`` run; remembers every child pid it saw."""
 
@@ -110,9 +133,9 @@ def start_swarm(worker_factory, redis_db):
     """Start a swarm; at teardown stop it by pid and check that no child outlived it."""
     runs: list[SwarmRun] = []
 
-    def start(*args: str, extra: dict | None = None, env: dict | None = None) -> SwarmRun:
+    def start(*args: str, extra: dict | None = None, env: dict | None = None, **kwargs) -> SwarmRun:
         full_env = {"WURK_TEST_EXTRA": json.dumps(extra or {}), **(env or {})}
-        run = SwarmRun(worker_factory(*args, env=full_env), redis_db)
+        run = SwarmRun(worker_factory(*args, env=full_env, **kwargs), redis_db)
         runs.append(run)
         return run
 
@@ -249,6 +272,43 @@ def test_cohosted_swarm_is_refused_off_the_main_thread(caplog):
     assert started is None
     assert "main thread" in reason
     assert "manage.py wurk --processes N" in caplog.text
+
+
+def test_prepare_fork_closes_the_database_and_redis_flushes_logs_and_freezes_the_heap(redis_db, monkeypatch):
+    """RUN-811, DJ-043: before each fork the supervisor closes Django's database
+    connections and every Redis pool, flushes the log handlers (else a child writes the
+    parent's buffered lines again) and freezes the heap (``gc.freeze``). The test
+    database is SQLite in memory, which Django never closes: the call is what is seen."""
+    import gc
+
+    from django.db import connections
+
+    from wurk_django.redis import connection
+
+    flushed = []
+
+    class Buffered(logging.Handler):
+        def emit(self, record):
+            pass
+
+        def flush(self):
+            flushed.append(True)
+
+    handler = Buffered()
+    logging.getLogger("wurk_django.swarm").addHandler(handler)
+    closed = []
+    monkeypatch.setattr(connections, "close_all", lambda: closed.append(True))
+    connection.get_redis().ping()
+    swarm = Swarm(Config(), [Assignment(0, ("default",), 1)])
+    try:
+        swarm._prepare_fork()
+        assert closed == [True]
+        assert connection._clients == {}
+        assert flushed
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        logging.getLogger("wurk_django.swarm").removeHandler(handler)
 
 
 # -- real processes --------------------------------------------------------------------
@@ -468,3 +528,71 @@ def test_cohosted_swarm_is_drained_when_its_host_exits(redis_db):
     assert len(pids) == 2
     wait_for(lambda: all(_gone(pid) for pid in pids), timeout=10, message="co-hosted children gone")
     assert redis_db.smembers("processes") == set()  # drained by the host's exit hook, deregistered
+
+
+@slow
+def test_children_are_forked_with_no_socket_or_pipe_of_the_parent_and_armed(redis_db, start_swarm):
+    """What a child holds right after its fork, initial and respawned.
+
+    RUN-302, ENT-703 step 2: the supervisor's traps are in place when its first child
+    exists. RUN-811, RUN-402, DJ-043, ENT-703 step 3: it closed its sockets (Redis, its
+    probe client) before each fork, so a child shares none with it and opens its own;
+    the heap was frozen (``gc.freeze``) for the fork. RUN-303, ENT-704: the child closed
+    the inherited signal pipe (no pipe shared), ignores USR1 and handles TERM, INT, TSTP
+    and USR2 itself; its parent is the supervisor (ENT-703 step 4). Checked on the
+    first child and on the one respawned after it was killed.
+    """
+    trapped = _mask(signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2)
+    run = start_swarm("--processes", "1", "-c", "1")
+    wait_for(run.children, timeout=30, interval=0.01, message="the first fork")
+    assert _caught(run.pid) & trapped == trapped
+
+    def state_of(pid: int) -> dict:
+        ForkStateJob.perform_async()
+
+        def reported():
+            states = [json.loads(raw) for raw in redis_db.lrange("test:fork-state", 0, -1)]
+            return next((state for state in states if state["pid"] == pid), None)
+
+        state = wait_for(reported, timeout=30, message=f"child {pid} to run the job")
+        assert state["ppid"] == run.pid
+        assert state["frozen"] > 0
+        assert state["usr1"] == str(signal.SIG_IGN) and state["ignored"] & _mask(signal.SIGUSR1)
+        handled = _mask(signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGUSR2)
+        assert state["caught"] & handled == handled
+        shared = _shared_fds(pid) & _shared_fds(run.pid)
+        assert not shared, f"child {pid} shares {shared} with its supervisor"
+        return state
+
+    first = next(iter(run.wait_identities(1)))
+    state_of(first)
+    os.kill(first, signal.SIGKILL)  # the supervisor opens its probe to forget it, then respawns
+    second = next(iter(run.wait_identities(1, exclude={first}, timeout=30)))
+    state_of(second)
+
+
+@slow
+def test_ent_704_each_child_fires_the_fork_hooks_with_its_slot_before_it_runs(redis_db, start_swarm):
+    """ENT-704 step 5: every child, the first ones and a respawned one, sends
+    ``child_forked`` (Ent ``on(:fork)``) with its slot's config and index (the receiver
+    writes to Redis from the child). Steps 1, 3 and 7 are checked above, steps 2, 4, 6
+    and 8 by the orphan, topology, TSTP and TERM tests."""
+    topology = [{"count": 1, "queues": ["critical"], "concurrency": 1},
+                {"count": 1, "queues": ["default"], "concurrency": 1}]
+    run = start_swarm(extra={"SWARM": topology}, settings="tests.server.settings_ops",
+                      env={"WURK_TEST_PROBE_MODULE": "tests.server.fork_hooks"})
+    found = run.wait_identities(2)
+
+    def forked() -> dict[int, str]:
+        entries = [raw.decode().split(":") for raw in redis_db.lrange("test:forked", 0, -1)]
+        return {int(pid): f"{index}:{queues}" for index, pid, queues in entries}
+
+    wait_for(lambda: len(forked()) == 2, message="both children's hooks")
+    by_pid = forked()
+    assert set(by_pid) == set(found)
+    assert sorted(by_pid.values()) == ["0:critical", "1:default"]
+    victim = next(pid for pid, slot in by_pid.items() if slot == "1:default")
+    os.kill(victim, signal.SIGKILL)
+    fresh = next(iter(run.wait_identities(1, exclude=set(found), timeout=30)))
+    wait_for(lambda: fresh in forked(), message="the respawned child's hook")
+    assert forked()[fresh] == "1:default"

@@ -183,6 +183,7 @@ def test_unknown_keys_survive_a_retry(redis_db, worker_factory):
 
 
 def test_dashboard_term_signal_stops_the_process(redis_db, worker_factory):
+    """RUN-304: a standalone worker re-delivers a dashboard TERM to itself: the normal stop."""
     worker = worker_factory("-c", "1")
     identity = _identity(redis_db)
     redis_db.lpush(f"{identity}-signals", "TERM")  # what the API's Process.stop() writes (CORE-168)
@@ -286,3 +287,39 @@ def test_json_job_log_is_one_object_per_line(redis_db, worker_factory):
     assert [r["msg"] for r in mine] == ["start", "fail"]
     assert mine[1]["ctx"]["class"] == "tests.jobsapp.jobs.FailingJob" and mine[1]["ctx"]["elapsed"] >= 0
     assert all({"ts", "pid", "tid", "lvl", "logger"} <= set(r) for r in records)
+
+
+@pytest.mark.parametrize("autodiscover", [None, []], ids=["default", "off"])
+def test_dj_045_the_worker_imports_each_apps_jobs_module_at_start(redis_db, worker_factory, autodiscover):
+    """DJ-045: a worker imports every installed app's ``jobs`` and ``tasks`` modules
+    (``WURK["AUTODISCOVER"]``) before it fetches, so a job pushed under a registered name
+    (``HardJob``, declared in tests/jobsapp/jobs.py and imported by nothing else) runs;
+    with ``AUTODISCOVER: []`` the name is unknown and the job goes to the retry set."""
+    extra = {} if autodiscover is None else {"AUTODISCOVER": autodiscover}
+    raw = {"class": "HardJob", "args": ["found"], "queue": "default", "jid": "a" * 24, "retry": True,
+           "created_at": time.time() * 1000}
+    redis_db.lpush("queue:default", json.dumps(raw))
+    worker_factory("-c", "1", env={"WURK_TEST_EXTRA": json.dumps(extra)})
+    if autodiscover is None:
+        wait_for(lambda: redis_db.lrange("test:ruby", 0, -1) == [b"['found']"], timeout=30, message="HardJob to run")
+    else:
+        wait_for(lambda: redis_db.zcard("retry") == 1, timeout=30, message="the unknown class to be retried")
+        assert redis_db.lrange("test:ruby", 0, -1) == []
+
+
+def test_dj_041_one_command_fetches_polls_the_schedule_leads_cron_and_beats(redis_db, worker_factory):
+    """DJ-041: a single ``manage.py wurk`` runs everything: its fetchers run a pushed job,
+    its poller a scheduled one, it takes the lead and its cron fires a periodic job, and
+    it beats. No other process runs here."""
+    from tests.periodic.test_processes import EVERY_MINUTE, LEADER
+
+    env = {"WURK_TEST_EXTRA": json.dumps({"LEADER": LEADER, "PERIODIC": [EVERY_MINUTE]}),
+           "WURK_TEST_CLOCK": f"{time.time():.3f},12"}  # a cron minute in 5 s
+    worker = worker_factory("-c", "2", env=env)
+    identity = _identity(redis_db)
+    RecordJob.perform_async("pushed")
+    RecordJob.perform_in(1, "scheduled")
+    wait_for(lambda: sorted(_ran(redis_db)) == ["pushed", "scheduled"], timeout=30, message="both jobs")
+    assert f":{worker.pid}:" in wait_for(lambda: redis_db.get("dear-leader"), timeout=30, message="the lead").decode()
+    wait_for(lambda: redis_db.llen("test:cron"), timeout=30, message="the cron job to fire and run")
+    assert redis_db.sismember("processes", identity) and redis_db.hget(identity, "beat")

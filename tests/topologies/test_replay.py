@@ -137,6 +137,7 @@ def kill_after_push(private):
 
 @both
 def test_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_after_push, events, mode):
+    """PRO-005, PRO-321: a push whose reply was lost after it was written is not replayed."""
     config = _config(private.url(), events)
     job = _job()
     with pytest.raises(redis_lib.ConnectionError) as caught:
@@ -149,6 +150,8 @@ def test_a_round_trip_lost_after_it_was_written_is_not_replayed(private, kill_af
 
 
 def test_with_reliable_push_such_a_job_is_delivered_again_at_least_once(private, kill_after_push, events, monkeypatch):
+    """PRO-321: under reliable push the group whose reply was lost (applied, unacknowledged)
+    is buffered and delivered again: at least once, never lost."""
     from tests.support import wait_for
     from wurk_django.client import reliable_push
 

@@ -963,3 +963,29 @@ def test_jobs_fetched_ahead_are_named_past_a_stray_job_and_after_its_reconcile(r
     fetcher._reconcile(slot)
     assert stray in redis_db.lrange(public, 0, -1)
     assert [named(unit) for unit in slot.ahead] == [unit.job for unit in slot.ahead]
+
+
+def test_pro_132_a_failed_flush_keeps_the_acks_and_bulk_requeue_flushes_first(redis_db, fetcher, monkeypatch):
+    """PRO-132: a flush that fails puts the held ACKs back and raises; the next flush sends
+    them. Bulk requeue flushes first: a job that finished, its ACK still held, is not
+    requeued to run again."""
+    redis_db.lpush("queue:default", _job("a" * 24), _job("b" * 24))
+    done = fetcher.retrieve_work()
+    done.acknowledge()  # held back
+    original = reliable_fetch.send_commands
+
+    def down(*args, **kwargs):
+        raise redis_lib.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(reliable_fetch, "send_commands", down)
+    with pytest.raises(redis_lib.ConnectionError):
+        fetcher.flush_acks()
+    assert redis_db.lrange(done.private, 0, -1) == [done.job]  # not acknowledged yet
+    monkeypatch.setattr(reliable_fetch, "send_commands", original)
+    fetcher.flush_acks()
+    assert redis_db.llen(done.private) == 0
+
+    running = fetcher.retrieve_work()
+    running.acknowledge()  # finished just before the hard shutdown, its ACK held
+    fetcher.bulk_requeue([running])
+    assert redis_db.llen("queue:default") == 0 and redis_db.llen(running.private) == 0

@@ -274,3 +274,43 @@ def test_a_run_is_busy_while_it_runs_and_counted_as_processed_and_failed(redis_d
     assert payload.loads(entry)["queue"] == "default" and payload.loads(payload.loads(entry)["payload"])["jid"] == job["jid"]
     assert manager.state.work_snapshot() == {}
     assert manager.state.take_counts() == (3, 2)
+
+
+def test_run_122_the_loop_survives_a_fetch_error_and_flushes_acks_before_it_leaves(redis_db, caplog):
+    """RUN-122: the processor loop reports a fetch error, waits and goes on; it runs the
+    job it fetches next (acknowledged on success); a payload that does not parse goes
+    to the dead set, acknowledged; when the loop ends its ``finally`` flushes the held
+    ACKs before telling the manager it exited (which lets the pool close)."""
+    order: list[str] = []
+    good, bad = Unit(a_job(Fine)), Unit(a_job(Fine))
+    bad.job = b"{not json"
+    proc: Processor | None = None
+
+    class Fetcher:
+        def __init__(self):
+            self.replies = [redis_lib.ConnectionError("fetch failed"), good, bad]
+
+        def retrieve_work(self):
+            if not self.replies:
+                proc.done = True  # nothing more: the loop ends
+                return None
+            reply = self.replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+        def flush_acks(self):
+            order.append("flush")
+
+        def release_thread_connection(self):
+            order.append("release")
+
+    manager = processor_manager()
+    manager.fetcher = Fetcher()
+    manager.processor_exited = lambda p: order.append("exited")
+    proc = Processor(manager)
+    proc.run()  # the fetch error costs it one second's wait
+    assert "fetch: ConnectionError: fetch failed" in caplog.text
+    assert good.acked == 1 and bad.acked == 1 and not good.requeued and not bad.requeued
+    assert redis_db.zcard("dead") == 1
+    assert order == ["flush", "release", "exited"]
