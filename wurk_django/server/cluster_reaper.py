@@ -1,0 +1,83 @@
+"""Recovery of dead processes' jobs on a Redis Cluster (issue 46 stage 3).
+
+A job a worker fetched on a cluster sits in a private list in its queue's slot
+(``{q:<name>}:private|<host>|<pid>|<nonce>|<slot>``, :mod:`.fetch.cluster`) until it
+settles. When the process dies without settling it (kill -9, a lost machine), the
+list stays; :func:`recover` finds such lists on every primary (``SCAN`` with the
+private-list pattern, node by node) and moves their jobs back onto their queues with
+``lua/cluster_reclaim.lua``, both lists in one slot, so one atomic step per list.
+
+A list's owner is alive while its process hash ``{p:<identity>}`` exists (the
+heartbeat keeps it with a TTL, :mod:`.cluster_heartbeat`). The process running
+the sweep never reclaims its own lists.
+
+Not here yet: the one-server reaper's poison-pill accounting (recovery counters,
+crash records, held jobs) and its lock; a sweep by two processes at once is safe
+(the script moves what is there; the second finds the list empty).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from ..redis.cluster_layout import CLUSTER
+from ..redis.scripts import lua
+
+logger = logging.getLogger("wurk_django.worker")
+
+RECLAIM = lua("cluster_reclaim")
+
+#: ``SCAN`` pattern of every private list: ``{q:`` ... ``}:private|`` ... (the name is escaped, no ``}``).
+PATTERN = "{q:*}:private|*"
+
+
+def unescape(name: str) -> str:
+    """The queue name inside a ``{q:...}`` tag (the reverse of :func:`cluster_layout.tag`)."""
+    return name.replace("%7D", "}").replace("%7B", "{").replace("%25", "%")
+
+
+def parse(key: str) -> tuple[str, str] | None:
+    """``(queue, owner identity)`` of a private list's name, or ``None`` for another key.
+    The identity is ``<host>:<pid>:<nonce>``, as the heartbeat names the process."""
+    if not key.startswith("{q:"):
+        return None
+    end = key.find("}:private|")
+    if end < 0:
+        return None
+    parts = key[end + len("}:private|"):].split("|")
+    if len(parts) != 4:
+        return None
+    host, pid, nonce, _slot = parts
+    return unescape(key[3:end]), f"{host}:{pid}:{nonce}"
+
+
+def private_lists(client: Any) -> Iterator[str]:
+    """Every private list on the cluster, primary by primary."""
+    for node in client.get_primaries():
+        for key in client.get_redis_connection(node).scan_iter(match=PATTERN, count=500):
+            yield key.decode() if isinstance(key, bytes) else key
+
+
+def recover(client: Any, own_identity: str | None = None) -> int:
+    """Move back onto their queues the jobs of every private list whose owner is gone
+    (its ``{p:<identity>}`` hash expired), except ``own_identity``'s; how many jobs moved."""
+    alive: dict[str, bool] = {}
+    moved = 0
+    for key in private_lists(client):
+        parsed = parse(key)
+        if parsed is None:
+            continue
+        queue, owner = parsed
+        if owner == own_identity:
+            continue
+        if owner not in alive:
+            alive[owner] = bool(client.exists(CLUSTER.process(owner)))
+        if alive[owner]:
+            continue
+        count = int(RECLAIM(client, keys=[key, CLUSTER.queue(queue)]))
+        if count:
+            logger.warning("recovered %d job(s) of dead process %s onto queue %s", count, owner, queue)
+        moved += count
+    return moved
