@@ -8,8 +8,9 @@ private-list pattern, node by node) and moves their jobs back onto their queues 
 ``lua/cluster_reclaim.lua``, both lists in one slot, so one atomic step per list.
 
 A list's owner is alive while its process hash ``{p:<identity>}`` exists (the
-heartbeat keeps it with a TTL, :mod:`.cluster_heartbeat`). The process running
-the sweep never reclaims its own lists.
+heartbeat keeps it with a TTL, :mod:`.cluster_heartbeat`) and, when it ran in this
+host's pid space, while its pid runs the process that wrote it (:mod:`.pidspace`).
+The process running the sweep never reclaims its own lists.
 
 Not here yet: the one-server reaper's poison-pill accounting (recovery counters,
 crash records, held jobs) and its lock; a sweep by two processes at once is safe
@@ -22,8 +23,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from ..redis.cluster_layout import CLUSTER
 from ..redis.scripts import lua
+from . import pidspace
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -60,6 +64,24 @@ def private_lists(client: Any) -> Iterator[str]:
             yield key.decode() if isinstance(key, bytes) else key
 
 
+def _alive(client: Any, owner: str) -> bool:
+    """Whether process ``owner`` is alive: its hash has not expired, and when it ran in this
+    host's pid space (its ``info`` says, as on one server: :mod:`.pidspace`), its pid still
+    runs the process that wrote it, so a worker restarted after a kill -9 takes its
+    predecessor's jobs back at once instead of a heartbeat TTL later."""
+    info = client.hget(CLUSTER.process(owner), "info")
+    if info is None:
+        return False
+    try:
+        record = orjson.loads(info)
+        same_space = record.get("pid_scope") is not None and record.get("pid_scope") == pidspace.scope()
+        if same_space and pidspace.gone(int(record["pid"]), record.get("pid_started")):
+            return False
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass  # an info it cannot read: alive until its hash expires
+    return True
+
+
 def recover(client: Any, own_identity: str | None = None) -> int:
     """Move back onto their queues the jobs of every private list whose owner is gone
     (its ``{p:<identity>}`` hash expired), except ``own_identity``'s; how many jobs moved."""
@@ -73,7 +95,7 @@ def recover(client: Any, own_identity: str | None = None) -> int:
         if owner == own_identity:
             continue
         if owner not in alive:
-            alive[owner] = bool(client.exists(CLUSTER.process(owner)))
+            alive[owner] = _alive(client, owner)
         if alive[owner]:
             continue
         count = int(RECLAIM(client, keys=[key, CLUSTER.queue(queue)]))
