@@ -81,9 +81,8 @@ class ClusterWorker:
         self.gate = RunGate(self.concurrency, enabled=config.gil_gate is not False)
         fetching = copy.copy(config)
         fetching.fetch_class = lambda cfg: ClusterFetch(cfg)
-        ClusterManager.cluster = self.client
-        self.manager = ClusterManager(fetching, self.state, self.metrics, gate=self.gate,
-                                      request_shutdown=lambda: os.kill(os.getpid(), 15))
+        self.manager = ClusterManager(fetching, self.state, self.metrics, gate=self.gate)
+        self.manager.cluster = self.client  # before start(): each processor asks it once
         self.managers = [self.manager]
         self.scheduler = Scheduler(config)
         self._rng = random.Random()
