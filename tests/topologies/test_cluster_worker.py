@@ -74,6 +74,8 @@ def test_the_core_worker_runs_pushes_retries_scheduled_and_dead_jobs(on_cluster,
     assert int(on_cluster.get(CLUSTER.stat("processed"))) == 11
     assert int(on_cluster.get(CLUSTER.stat("failed"))) == 3
     assert on_cluster.smembers(CLUSTER.processes) == set()
+    out = worker.output()  # its last metrics flush, beat and deregistration went through
+    assert " ERROR: " not in out and "Traceback" not in out and "shutdown step" not in out, out[-3000:]
     assert not [k for k in on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES)]
 
 

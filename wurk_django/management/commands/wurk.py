@@ -261,7 +261,7 @@ class Command(BaseCommand):
         worker = ClusterWorker(config)
         logger.info(BANNER.format(version=_version(), identity=worker.state.identity, pid=os.getpid(),
                                   concurrency=worker.concurrency, queues=",".join(config.queue_names),
-                                  redis=f"Redis Cluster at {shown(config.redis_url)}"))
+                                  redis=f"Cluster at {shown(config.redis_url)}"))
         try:
             worker.run()
             worker.heartbeat.listed.wait(READY_WAIT)
