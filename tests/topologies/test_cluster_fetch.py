@@ -115,6 +115,13 @@ def test_the_reaper_moves_a_dead_process_jobs_back_and_leaves_a_live_one(on_clus
     assert on_cluster.lrange(running.private, 0, -1) == [running.job]  # its owner beats
 
 
+def test_processes_whose_hash_expired_leave_the_process_set(on_cluster):
+    cluster_heartbeat.beat(on_cluster, "h:1:alive", {"info": "{}"}, {}, {})
+    on_cluster.sadd(CLUSTER.processes, "h:2:killed")  # listed, its hash gone (kill -9, then its TTL)
+    assert cluster_reaper.prune_processes(on_cluster) == 1
+    assert on_cluster.smembers(CLUSTER.processes) == {b"h:1:alive"}
+
+
 def test_private_list_names_parse_back_to_queue_and_owner():
     key = CLUSTER.private_queue("a}b%", "web-1", 42, "n0nce", 3)
     assert cluster_reaper.parse(key) == ("a}b%", "web-1:42:n0nce")

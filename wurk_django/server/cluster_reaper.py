@@ -103,3 +103,14 @@ def recover(client: Any, own_identity: str | None = None) -> int:
             logger.warning("recovered %d job(s) of dead process %s onto queue %s", count, owner, queue)
         moved += count
     return moved
+
+
+def prune_processes(client: Any) -> int:
+    """Drop from ``{wurk}:processes`` every process whose hash has expired (killed without
+    deregistering): on one server the scheduler does this; how many were dropped."""
+    members = [m.decode() if isinstance(m, bytes) else m for m in client.smembers(CLUSTER.processes)]
+    gone = [identity for identity in members if not client.exists(CLUSTER.process(identity))]
+    if gone:
+        client.srem(CLUSTER.processes, *gone)
+    return len(gone)
+

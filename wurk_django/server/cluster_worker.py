@@ -139,6 +139,7 @@ class ClusterWorker:
 
     def reap(self) -> None:
         cluster_reaper.recover(self.client, self.state.identity)
+        cluster_reaper.prune_processes(self.client)
 
     def run(self) -> None:
         # Recovery first, before this process fetches: a restarted worker's jobs go back
