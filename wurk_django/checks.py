@@ -29,7 +29,9 @@ Ids:
 * from ``WurkBackend.check()`` (wurk_django/tasks/backend.py): ``wurk.E030`` an
   unknown ``OPTIONS`` key, ``wurk.E031`` a bad ``OPTIONS`` value, ``wurk.E032`` a
   queue name wurk cannot use;
-* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster,
+* deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster with a
+  feature switched on that the worker refuses there, ``wurk.W013`` Redis Cluster (what is
+  not supported there yet),
   ``wurk.E012`` eviction policy is not ``noeviction`` and ``ALLOW_EVICTION`` is not
   True (the worker would refuse to start; issue 43 item 3), ``wurk.W012`` the server
   does not tell its eviction policy, ``wurk.W011`` Redis unreachable. (``wurk.W010``,
@@ -117,11 +119,28 @@ def _hint_for(key: str) -> str:
     return ""
 
 
+def _on_cluster(config: Any) -> list[checks.CheckMessage]:
+    """A Redis Cluster node (issue 46): the worker runs its core features there, so the
+    error ``wurk.E011`` only when the settings switch on one it would refuse at boot;
+    else the warning ``wurk.W013`` saying what is not supported there yet."""
+    from .conf.validation import raw_settings
+    from .redis import cluster
+    from .server import cluster_boot
+
+    refused = cluster_boot.refusal(raw_settings(), config)
+    if refused:
+        return [checks.Error(refused, obj="settings.WURK", id="wurk.E011")]
+    return [checks.Warning(
+        f"Redis at {cluster.shown(config.redis_url)} is a Redis Cluster node: the worker runs its core "
+        f"features there (fetch, retries, scheduled jobs, the dead set, recovery); the admin, the data API "
+        f"and the features writing beside a job are refused there, see {cluster.DOCS}",
+        obj="settings.WURK", id="wurk.W013")]
+
+
 def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Deploy-only: the configured Redis is reachable, >= 7.0, not a cluster, and does not
+    """Deploy-only: the configured Redis is reachable, >= 7.0, a cluster only for what runs there, and does not
     evict keys (unless ``ALLOW_EVICTION`` says it may)."""
 
-    from .redis import cluster
     from .redis.connection import cluster_enabled
 
     if check_settings():
@@ -131,7 +150,7 @@ def check_redis_server(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
         client = probe_redis(config, timeout=2)
         try:
             if cluster_enabled(client):
-                return [checks.Error(str(cluster.not_yet("The worker", config.redis_url)), obj="settings.WURK", id="wurk.E011")]
+                return _on_cluster(config)
             version = server_version(client)
             policy = eviction_policy(client)
         finally:

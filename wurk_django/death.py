@@ -29,9 +29,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from . import context, keys, payload, registry, signals
 from .errors import WurkError
 from .positioned import Positioned
+from .redis.cluster_layout import CLUSTER
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -83,12 +86,24 @@ def store(client: Any, raw: bytes | str, *, max_jobs: int, timeout: int, trim: b
     keeps at most ``max_jobs - 1`` entries.
     """
     now = time.time() if now is None else now
+    name = keys.DEAD
+    if isinstance(client, RedisCluster):
+        # A Redis Cluster (issue 46): the job's own queue's dead set, one MULTI on the node
+        # of that queue's slot (the size limit applies per queue there).
+        name = CLUSTER.dead(_queue_of(raw))
+        client = client.get_redis_connection(client.get_node_from_key(name))
     pipe = client.pipeline(transaction=True)
-    pipe.zadd(keys.DEAD, {raw: now})
+    pipe.zadd(name, {raw: now})
     if trim:
-        pipe.zremrangebyscore(keys.DEAD, "-inf", now - timeout)
-        pipe.zremrangebyrank(keys.DEAD, 0, -max_jobs)
+        pipe.zremrangebyscore(name, "-inf", now - timeout)
+        pipe.zremrangebyrank(name, 0, -max_jobs)
     pipe.execute()
+
+
+def _queue_of(raw: bytes | str) -> str:
+    """The queue of a dead entry on a cluster; an entry without one goes to ``default``'s set."""
+    queue = parse_or_raw(raw).get("queue")
+    return queue if isinstance(queue, str) and queue else "default"
 
 
 def parse_or_raw(raw: bytes | str) -> dict:

@@ -221,17 +221,21 @@ def test_check_server_refuses_a_cluster_node(redis_cluster):
 
 def test_the_deploy_check_says_why(redis_cluster):
     with wurk_settings(REDIS_URL=redis_cluster.url(0)):
+        [warning] = check_redis_server()  # the core worker runs there (issue 46 stage 3)
+        assert warning.id == "wurk.W013" and "Redis Cluster node" in warning.msg
+    with wurk_settings(REDIS_URL=redis_cluster.url(0), UNIQUE_JOBS=True):
         [error] = check_redis_server()
-        assert error.id == "wurk.E011" and "not supported on a Redis Cluster yet" in error.msg
+        assert error.id == "wurk.E011" and "unique jobs" in error.msg
         with pytest.raises(SystemCheckError, match="wurk.E011"):
             call_command("check", "--deploy", stdout=io.StringIO(), stderr=io.StringIO())
 
 
-def test_a_worker_refuses_to_boot_on_a_cluster(redis_cluster):
-    worker = WorkerProcess("-c", "1", env={"WURK_TEST_REDIS_URL": redis_cluster.url(3)})
+def test_a_worker_with_a_feature_not_converted_refuses_to_boot_on_a_cluster(redis_cluster):
+    worker = WorkerProcess("-c", "1", "--processes", "2", env={"WURK_TEST_REDIS_URL": redis_cluster.url(3)})
     assert worker.wait(timeout=60) == 1
     output = worker.output()
-    assert "not supported on a Redis Cluster yet" in output and "cluster_enabled:1" in output
+    assert "a swarm" in output and "does not run on a Redis Cluster yet" in output
+    assert "cluster_enabled:1" in output
     assert "Traceback" not in output and "MovedError" not in output
 
 

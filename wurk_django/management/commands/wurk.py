@@ -13,7 +13,7 @@ from django.utils.module_loading import autodiscover_modules
 
 from ... import __version__
 from ...conf import Config, capsules, problems
-from ...errors import ConfigurationError, RedisVersionError
+from ...errors import ConfigurationError, RedisClusterError, RedisVersionError
 from ...redis import scripts
 from ...redis.connection import check_server, get_redis
 from ...server import boot_warnings, systemd
@@ -32,6 +32,8 @@ logger = logging.getLogger("wurk_django.worker")
 RELOAD_ENV = "RUN_MAIN"  # Django's autoreloader marks the child it restarts with RUN_MAIN=true
 #: The most seconds READY=1 waits for the first beat to list the process.
 READY_WAIT = 10.0
+#: What ``_connect`` answers for a Redis Cluster node (the worker then boots :mod:`cluster_worker`).
+ON_CLUSTER = "cluster"
 BANNER = "wurk_django {version}: {identity} pid {pid}, concurrency {concurrency}, queues {queues}, Redis {redis}"
 
 
@@ -165,6 +167,10 @@ class Command(BaseCommand):
         version = self._connect(config, pipe)
         if version is None:
             return
+        if version is ON_CLUSTER:
+            self._run_on_cluster(config, pipe, swarm=swarm, burst=bool(options.get("burst")),
+                                 pidfile=options.get("pidfile"))
+            return
         if swarm:
             # Here, not at the top: a single worker process boots without the supervisor's modules.
             from ...server.swarm import run_swarm
@@ -213,6 +219,8 @@ class Command(BaseCommand):
             try:
                 client = get_redis(config=config)
                 version = check_server(client, config)
+            except RedisClusterError:
+                return ON_CLUSTER  # a Redis Cluster node: the cluster worker's own boot (issue 46)
             except RedisVersionError as exc:
                 self.stderr.write(f"wurk: {exc}")
                 sys.exit(1)
@@ -233,6 +241,35 @@ class Command(BaseCommand):
                 logger.info("stopped while waiting for Redis")
                 return None
             delay = min(delay * 2, 30.0)
+
+    def _run_on_cluster(self, config: Config, pipe: SignalPipe, *, swarm: bool, burst: bool,
+                        pidfile: str | None) -> None:
+        """The worker on a Redis Cluster (issue 46 stage 3): the core features only; a
+        feature switched on that is not converted yet exits 1 naming it."""
+        from ...conf.validation import raw_settings
+        from ...redis.cluster import shown
+        from ...server import cluster_boot
+
+        refused = cluster_boot.refusal(raw_settings(), config, swarm=swarm, burst=burst)
+        if refused:
+            self.stderr.write(f"wurk: {refused}")
+            sys.exit(1)
+        from ...server.cluster_worker import ClusterWorker
+
+        if pidfile:
+            _write_pidfile(pidfile)
+        worker = ClusterWorker(config)
+        logger.info(BANNER.format(version=_version(), identity=worker.state.identity, pid=os.getpid(),
+                                  concurrency=worker.concurrency, queues=",".join(config.queue_names),
+                                  redis=f"Cluster at {shown(config.redis_url)}"))
+        try:
+            worker.run()
+            worker.heartbeat.listed.wait(READY_WAIT)
+            systemd.notify("READY=1", f"STATUS=fetching: {worker.concurrency} threads on a Redis Cluster")
+            self._supervise(worker, pipe)  # type: ignore[arg-type]
+        finally:
+            if pidfile:
+                _remove_pidfile(pidfile)
 
     def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
         stopping_since: float | None = None

@@ -1,0 +1,108 @@
+"""``manage.py wurk`` on a real Redis Cluster (3 primaries + 3 replicas), with real worker
+processes (issue 46 stage 3): the core path end to end, and a clear refusal at boot for a
+feature not converted yet."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, ClusterRecordJob, ClusterSlowJob
+from tests.support import wait_for, wurk_settings
+from wurk_django import payload
+from wurk_django.client import cluster_writer
+from wurk_django.redis.cluster_layout import CLUSTER
+
+QUEUES = ["c0", "c1", "c2", "c3"]
+WAIT = 60.0  # generous: the machine is shared; nothing here asserts a duration
+
+
+@pytest.fixture
+def on_cluster(redis_cluster):
+    cluster_writer.forget()
+    client = redis_cluster.client()
+    with wurk_settings(REDIS_URL=redis_cluster.url(0)):
+        yield client
+    client.close()
+    cluster_writer.forget()
+
+
+def _env(redis_cluster, **extra) -> dict[str, str]:
+    settings = {"REDIS_URL": redis_cluster.url(1), "QUEUES": QUEUES, "POLL_INTERVAL_AVERAGE": 1,
+                "CONCURRENCY": 3, **extra}
+    return {"WURK_TEST_EXTRA": json.dumps(settings)}
+
+
+def _ran(client) -> list[str]:
+    return [raw.decode() for raw in client.lrange("{test}:ran", 0, -1)]
+
+
+def _apart(client) -> tuple[str, str]:
+    """Two of QUEUES whose slots are on different primaries."""
+    owner = {name: client.get_node_from_key(CLUSTER.queue(name)).port for name in QUEUES}
+    return QUEUES[0], next(name for name in QUEUES[1:] if owner[name] != owner[QUEUES[0]])
+
+
+def test_the_core_worker_runs_pushes_retries_scheduled_and_dead_jobs(on_cluster, redis_cluster, worker_factory):
+    first, second = _apart(on_cluster)
+    for n in range(3):
+        ClusterRecordJob.set(queue=first).perform_async(f"{first}-{n}")
+        ClusterRecordJob.set(queue=second).perform_async(f"{second}-{n}")
+    ClusterFlakyJob.set(queue="c2").perform_async("flaky")
+    ClusterRecordJob.set(queue="c3").perform_in(2, "later")
+    doomed = ClusterDoomedJob.set(queue="c1").perform_async()
+    assert on_cluster.zcard(CLUSTER.schedule("c3")) == 1
+
+    worker = worker_factory("-c", "3", env=_env(redis_cluster))
+    expected = {f"{q}-{n}" for q in (first, second) for n in range(3)} | {"flaky", "later"}
+    wait_for(lambda: expected <= set(_ran(on_cluster)), WAIT, 0.2, "every job to run")
+    wait_for(lambda: on_cluster.zcard(CLUSTER.dead("c1")) == 1, WAIT, 0.2, "the doomed job in c1's dead set")
+
+    dead = payload.loads(on_cluster.zrange(CLUSTER.dead("c1"), 0, -1)[0])
+    assert dead["jid"] == doomed and dead["retry_count"] == 1
+    assert on_cluster.get("{test}:doomed") == b"2"  # its try and its one retry
+    assert on_cluster.get("{test}:tries:flaky") == b"2"
+    assert sorted(_ran(on_cluster)) == sorted(expected)  # each ran once
+    assert all(on_cluster.llen(CLUSTER.queue(q)) == 0 for q in QUEUES)
+    assert on_cluster.zcard(CLUSTER.retry("c2")) == 0 and on_cluster.zcard(CLUSTER.schedule("c3")) == 0
+    identity = wait_for(lambda: on_cluster.smembers(CLUSTER.processes), WAIT, 0.2, "the process listed")
+    assert len(identity) == 1
+
+    assert worker.stop(WAIT) == 0
+    # The last beat flushed the counters under {stats}; the process left the process set.
+    assert int(on_cluster.get(CLUSTER.stat("processed"))) == 11
+    assert int(on_cluster.get(CLUSTER.stat("failed"))) == 3
+    assert on_cluster.smembers(CLUSTER.processes) == set()
+    out = worker.output()  # its last metrics flush, beat and deregistration went through
+    assert " ERROR: " not in out and "Traceback" not in out and "shutdown step" not in out, out[-3000:]
+    assert not [k for k in on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES)]
+
+
+def test_a_job_of_a_worker_killed_mid_run_runs_again_after_a_restart(on_cluster, redis_cluster, worker_factory):
+    ClusterSlowJob.set(queue="c0").perform_async("slow", 2)
+    first = worker_factory("-c", "2", env=_env(redis_cluster))
+    wait_for(lambda: on_cluster.llen("{test}:started") == 1, WAIT, 0.1, "the slow job to start")
+    first.kill()
+    private = [k for k in on_cluster.scan_iter(match="{q:c0}:private|*", target_nodes=on_cluster.PRIMARIES)]
+    assert len(private) == 1 and on_cluster.llen(private[0]) == 1  # the job stayed in Redis
+    assert _ran(on_cluster) == []
+
+    second = worker_factory("-c", "2", env=_env(redis_cluster))
+    wait_for(lambda: _ran(on_cluster) == ["slow"], WAIT, 0.2, "the job to run again")
+    assert on_cluster.llen("{test}:started") == 2
+    assert on_cluster.exists(private[0]) == 0
+    assert second.stop(WAIT) == 0
+
+
+@pytest.mark.parametrize(("setting", "named"), [({"UNIQUE_JOBS": True}, "unique jobs"),
+                                                ({"CAPSULES": {"x": {"queues": ["c9"], "concurrency": 1}}},
+                                                 "capsules")])
+def test_a_feature_not_converted_is_refused_at_boot_by_name(on_cluster, redis_cluster, worker_factory,
+                                                          setting, named):
+    ClusterRecordJob.set(queue="c0").perform_async("never")
+    worker = worker_factory(env=_env(redis_cluster, **setting))
+    assert worker.wait(WAIT) == 1
+    out = worker.output()
+    assert named in out and "Redis Cluster" in out and "cluster_enabled:1" in out
+    assert on_cluster.llen(CLUSTER.queue("c0")) == 1  # nothing fetched

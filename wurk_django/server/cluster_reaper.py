@@ -1,0 +1,116 @@
+"""Recovery of dead processes' jobs on a Redis Cluster (issue 46 stage 3).
+
+A job a worker fetched on a cluster sits in a private list in its queue's slot
+(``{q:<name>}:private|<host>|<pid>|<nonce>|<slot>``, :mod:`.fetch.cluster`) until it
+settles. When the process dies without settling it (kill -9, a lost machine), the
+list stays; :func:`recover` finds such lists on every primary (``SCAN`` with the
+private-list pattern, node by node) and moves their jobs back onto their queues with
+``lua/cluster_reclaim.lua``, both lists in one slot, so one atomic step per list.
+
+A list's owner is alive while its process hash ``{p:<identity>}`` exists (the
+heartbeat keeps it with a TTL, :mod:`.cluster_heartbeat`) and, when it ran in this
+host's pid space, while its pid runs the process that wrote it (:mod:`.pidspace`).
+The process running the sweep never reclaims its own lists.
+
+Not here yet: the one-server reaper's poison-pill accounting (recovery counters,
+crash records, held jobs) and its lock; a sweep by two processes at once is safe
+(the script moves what is there; the second finds the list empty).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from ..redis.cluster_layout import CLUSTER
+from ..redis.scripts import lua
+from . import pidspace
+
+logger = logging.getLogger("wurk_django.worker")
+
+RECLAIM = lua("cluster_reclaim")
+
+#: ``SCAN`` pattern of every private list: ``{q:`` ... ``}:private|`` ... (the name is escaped, no ``}``).
+PATTERN = "{q:*}:private|*"
+
+
+def unescape(name: str) -> str:
+    """The queue name inside a ``{q:...}`` tag (the reverse of :func:`cluster_layout.tag`)."""
+    return name.replace("%7D", "}").replace("%7B", "{").replace("%25", "%")
+
+
+def parse(key: str) -> tuple[str, str] | None:
+    """``(queue, owner identity)`` of a private list's name, or ``None`` for another key.
+    The identity is ``<host>:<pid>:<nonce>``, as the heartbeat names the process."""
+    if not key.startswith("{q:"):
+        return None
+    end = key.find("}:private|")
+    if end < 0:
+        return None
+    parts = key[end + len("}:private|"):].split("|")
+    if len(parts) != 4:
+        return None
+    host, pid, nonce, _slot = parts
+    return unescape(key[3:end]), f"{host}:{pid}:{nonce}"
+
+
+def private_lists(client: Any) -> Iterator[str]:
+    """Every private list on the cluster, primary by primary."""
+    for node in client.get_primaries():
+        for key in client.get_redis_connection(node).scan_iter(match=PATTERN, count=500):
+            yield key.decode() if isinstance(key, bytes) else key
+
+
+def _alive(client: Any, owner: str) -> bool:
+    """Whether process ``owner`` is alive: its hash has not expired, and when it ran in this
+    host's pid space (its ``info`` says, as on one server: :mod:`.pidspace`), its pid still
+    runs the process that wrote it, so a worker restarted after a kill -9 takes its
+    predecessor's jobs back at once instead of a heartbeat TTL later."""
+    info = client.hget(CLUSTER.process(owner), "info")
+    if info is None:
+        return False
+    try:
+        record = orjson.loads(info)
+        same_space = record.get("pid_scope") is not None and record.get("pid_scope") == pidspace.scope()
+        if same_space and pidspace.gone(int(record["pid"]), record.get("pid_started")):
+            return False
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass  # an info it cannot read: alive until its hash expires
+    return True
+
+
+def recover(client: Any, own_identity: str | None = None) -> int:
+    """Move back onto their queues the jobs of every private list whose owner is gone
+    (its ``{p:<identity>}`` hash expired), except ``own_identity``'s; how many jobs moved."""
+    alive: dict[str, bool] = {}
+    moved = 0
+    for key in private_lists(client):
+        parsed = parse(key)
+        if parsed is None:
+            continue
+        queue, owner = parsed
+        if owner == own_identity:
+            continue
+        if owner not in alive:
+            alive[owner] = _alive(client, owner)
+        if alive[owner]:
+            continue
+        count = int(RECLAIM(client, keys=[key, CLUSTER.queue(queue)]))
+        if count:
+            logger.warning("recovered %d job(s) of dead process %s onto queue %s", count, owner, queue)
+        moved += count
+    return moved
+
+
+def prune_processes(client: Any) -> int:
+    """Drop from ``{wurk}:processes`` every process whose hash has expired (killed without
+    deregistering): on one server the scheduler does this; how many were dropped."""
+    members = [m.decode() if isinstance(m, bytes) else m for m in client.smembers(CLUSTER.processes)]
+    gone = [identity for identity in members if not client.exists(CLUSTER.process(identity))]
+    if gone:
+        client.srem(CLUSTER.processes, *gone)
+    return len(gone)
+

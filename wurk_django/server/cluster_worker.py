@@ -1,0 +1,208 @@
+"""The worker process on a Redis Cluster (issue 46 stage 3): the core path only.
+
+``manage.py wurk`` pointed at a cluster node builds this instead of the
+:class:`~wurk_django.server.launcher.Launcher` (after :mod:`.cluster_boot` found no
+feature switched on that is not converted): the same processors, run gate, settle
+and retry code, with
+
+* the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
+  queue's slot), its ACK and requeue;
+* the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
+* a heartbeat (:mod:`.cluster_heartbeat`) every :data:`BEAT_INTERVAL` seconds: the
+  process hash ``{p:<identity>}``, the process set ``{wurk}:processes``, the stat
+  counters under ``{stats}``;
+* the scheduler's per-queue promotion (``Scheduler.enqueue_due``, stage 2) every
+  ``POLL_INTERVAL_AVERAGE`` (or ``AVERAGE_SCHEDULED_POLL_INTERVAL``) seconds, with jitter;
+* the reaper's recovery of dead processes' private lists (:mod:`.cluster_reaper`) at
+  boot and every ``SUPER_FETCH_REAPER_INTERVAL`` seconds.
+
+The one-server launcher is untouched: nothing here is imported outside a cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import random
+import threading
+import time
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..conf import Config
+from ..metrics.tracker import MetricsTracker
+from ..redis.connection import cluster_for
+from . import cluster_heartbeat, cluster_reaper, pidspace
+from .fetch.cluster import ClusterFetch
+from .run.gate import RunGate
+from .run.manager import Manager
+from .scheduler import Scheduler
+from .state import WorkerState, hostname
+from .timer import TimerLoop
+
+logger = logging.getLogger("wurk_django.worker")
+
+BEAT_INTERVAL = 10.0
+
+
+class ClusterManager(Manager):
+    """A :class:`Manager` whose processors use the cluster client as every job's Redis."""
+
+    cluster: Any = None
+
+    def redis(self) -> Any:
+        return self.cluster
+
+
+class _Listing:
+    """What ``manage.py wurk`` waits on before it tells systemd the worker is ready."""
+
+    def __init__(self) -> None:
+        self.listed = threading.Event()
+
+
+class ClusterWorker:
+    """One worker process on a Redis Cluster; the interface ``manage.py wurk`` supervises
+    (``run``, ``quiet``, ``stop``, ``hard_shutdown``, ``deregister_now``, ``stopped``)."""
+
+    def __init__(self, config: Config, client: Any = None) -> None:
+        self.config = config
+        self.client = client if client is not None else cluster_for(config)
+        if self.client is None:
+            raise RuntimeError("ClusterWorker needs a Redis Cluster")
+        self.embedded = False
+        self.state = WorkerState()
+        self.started_at = time.time()
+        self.concurrency = config.concurrency
+        self.metrics = MetricsTracker(config)
+        self.gate = RunGate(self.concurrency, enabled=config.gil_gate is not False)
+        fetching = copy.copy(config)
+        fetching.fetch_class = lambda cfg: ClusterFetch(cfg)
+        self.manager = ClusterManager(fetching, self.state, self.metrics, gate=self.gate)
+        self.manager.cluster = self.client  # before start(): each processor asks it once
+        self.managers = [self.manager]
+        self.scheduler = Scheduler(config)
+        self._rng = random.Random()
+        self.scheduler_loop = TimerLoop("scheduler", self._promote, self._poll_interval,
+                                        first_wait=self._rng.random())
+        self.heartbeat = _Listing()
+        self.heartbeat_loop = TimerLoop("heartbeat", self.beat, lambda: BEAT_INTERVAL)
+        self.reaper_loop = TimerLoop("reaper", self.reap, lambda: float(config.reaper_interval),
+                                     first_wait=float(config.reaper_interval))
+        self.metrics_loop = TimerLoop("metrics-flush", self._flush_metrics, lambda: 30.0, first_wait=30.0)
+        self.quieting = False
+        self.stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stop_started = False
+
+    @property
+    def queue_names(self) -> list[str]:
+        return list(self.manager.fetcher.order.names)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_started
+
+    def _poll_interval(self) -> float:
+        average = self.config.poll_interval_average or self.config.average_scheduled_poll_interval
+        return float(average) * (0.5 + self._rng.random())
+
+    def _promote(self) -> None:
+        self.scheduler.enqueue_due()
+
+    def _flush_metrics(self) -> None:
+        self.metrics.flush(self.client)
+
+    def info(self) -> bytes:
+        return orjson.dumps({
+            "hostname": hostname(), "started_at": self.started_at, "pid": os.getpid(),
+            "tag": self.config.tag or "", "concurrency": self.concurrency,
+            "queues": self.queue_names, "labels": self.config.labels,
+            "identity": self.state.identity, "version": __version__, "embedded": False,
+            "runtime": "python", "cluster": True,
+            # A worker restarted on this host judges by them that this one is gone (cluster_reaper).
+            **pidspace.record(),
+        })
+
+    def beat(self) -> None:
+        processed, failed = self.state.take_counts()
+        work = self.state.work_snapshot()
+        # Counters taken before the write, not restored if it fails (CORE-152, as on one server).
+        cluster_heartbeat.beat(self.client, self.state.identity, {
+            "info": self.info(), "concurrency": self.concurrency, "busy": len(work),
+            "quiet": "true" if self.quieting else "false",
+        }, work, {"processed": processed, "failed": failed})
+        self.heartbeat.listed.set()
+
+    def reap(self) -> None:
+        cluster_reaper.recover(self.client, self.state.identity)
+        cluster_reaper.prune_processes(self.client)
+
+    def run(self) -> None:
+        # Recovery first, before this process fetches: a restarted worker's jobs go back
+        # onto their queues and are fetched again (by it or by any other).
+        try:
+            self.reap()
+        except Exception:
+            logger.exception("recovering dead processes' jobs failed; the reaper tries again later")
+        self.heartbeat_loop.start()
+        self.manager.start()
+        self.scheduler_loop.start()
+        self.reaper_loop.start()
+        self.metrics_loop.start()
+        logger.info("wurk_django worker %s started on a Redis Cluster: %d threads on %s", self.state.identity,
+                    self.concurrency, ", ".join(self.queue_names))
+
+    def quiet(self) -> None:
+        if self.quieting:
+            return
+        self.quieting = True
+        logger.info("quieting: no new jobs will be fetched")
+        self.manager.quiet()
+        self.scheduler_loop.terminate()
+        self.heartbeat_loop.wake()
+
+    def stop(self, timeout: float | None = None) -> None:
+        with self._stop_lock:
+            if self._stop_started:
+                return
+            self._stop_started = True
+        deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
+        try:
+            self.quiet()
+            self.manager.stop(deadline)
+        finally:
+            for loop in (self.scheduler_loop, self.reaper_loop, self.metrics_loop, self.heartbeat_loop):
+                try:
+                    loop.terminate()
+                    loop.join(timeout=5.0)
+                except Exception:
+                    logger.exception("stopping %s failed", loop.name)
+            for step in (self._flush_metrics, self._final_beat, self._deregister):
+                try:
+                    step()
+                except Exception:
+                    logger.exception("shutdown step %s failed", step.__name__)
+            logger.info("worker %s stopped", self.state.identity)
+            self.stopped.set()
+
+    def _final_beat(self) -> None:
+        self.beat()
+
+    def _deregister(self) -> None:
+        cluster_heartbeat.deregister(self.client, self.state.identity)
+
+    def hard_shutdown(self) -> None:
+        self.manager.hard_shutdown([p for p in self.manager.alive_processors() if p.unit is not None])
+
+    def deregister_now(self, budget: float = 2.0) -> bool:
+        self.heartbeat_loop.terminate()
+        try:
+            self._deregister()
+        except Exception as exc:
+            logger.warning("could not remove this process from the process list: %s", exc)
+            return False
+        return True
