@@ -38,6 +38,8 @@ Reported, medians over ``--runs``:
 * commands per job, each primary: ``total_commands_processed`` over the window, less the
   driver's own (one ``INFO`` and its ``RENAME``s), divided by all the jobs; the per-command
   breakdown (``INFO commandstats``) goes to the log and ``--json``;
+* round trips per job, each primary: ``total_writes_processed`` (one per event-loop turn in
+  which the server has replies for a client: a pipeline is one), the driver's taken out the same way;
 * the busiest primary's share of one core over the drain, and the idle CPU (ms per second)
   of each primary before the drain;
 * first, per layout, the push side (``--pushes``, 0 skips it): ``Noop.set(queue=...).perform_async()``
@@ -208,6 +210,7 @@ def counters(nodes: dict[int, redis.Redis]) -> dict[int, dict]:
         info = client.execute_command("INFO", "cpu", "stats", "commandstats")
         out[port] = {"cpu": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
                      "commands": int(info["total_commands_processed"]),
+                     "writes": int(info["total_writes_processed"]),
                      "by_command": {k[len("cmdstat_"):]: int(v["calls"]) for k, v in info.items()
                                     if k.startswith("cmdstat_")}}
     return out
@@ -292,6 +295,9 @@ def measure(cluster: ClusterNodes | None, single: Server | None, recorder: Serve
     idle_rate = {p: (before[p]["cpu"] - idle_start[p]["cpu"]) / (t0 - idle_t0) for p in ports}
     # Less the driver's own: the "before" INFO (counted by "after"), and the RENAMEs sent there.
     commands = {p: after[p]["commands"] - before[p]["commands"] - 1 - renamed[p] for p in ports}
+    # Reply writes: one per event-loop turn with replies for a client, so a pipeline is one
+    # (bench/README.md, round trips/job); less the driver's "before" INFO and RENAMEs.
+    writes = {p: after[p]["writes"] - before[p]["writes"] - 1 - renamed[p] for p in ports}
     by_command: dict[str, float] = {}
     for p in ports:
         for name, calls in after[p]["by_command"].items():
@@ -306,6 +312,7 @@ def measure(cluster: ClusterNodes | None, single: Server | None, recorder: Serve
         "redis_us_per_job": sum(spent.values()) / jobs * 1e6,
         "redis_us_per_job_each": [spent[p] / jobs * 1e6 for p in ports],
         "commands_per_job_each": [commands[p] / jobs for p in ports],
+        "round_trips_per_job_each": [writes[p] / jobs for p in ports],
         "busiest_core": max(spent.values()) / window,
         "idle_ms_per_s_each": [idle_rate[p] * 1e3 for p in ports],
         # Less what the server spent idle at the same rate over the window (cluster gossip,
@@ -346,7 +353,8 @@ def push_cost(cluster: ClusterNodes | None, single: Server | None, recorder: Ser
     after = counters(nodes)
     ports = sorted(nodes)
     return {"redis_us_per_job_each": [(after[p]["cpu"] - before[p]["cpu"]) / pushes * 1e6 for p in ports],
-            "commands_per_job_each": [(after[p]["commands"] - before[p]["commands"] - 1) / pushes for p in ports]}
+            "commands_per_job_each": [(after[p]["commands"] - before[p]["commands"] - 1) / pushes for p in ports],
+            "round_trips_per_job_each": [(after[p]["writes"] - before[p]["writes"] - 1) / pushes for p in ports]}
 
 
 def median_row(results: list[dict]) -> dict:
@@ -383,8 +391,9 @@ def main() -> None:
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores), {args.jobs} noop jobs over "
           f"{args.queues} queue(s), {args.processes} worker process(es) x {THREADS} threads, medians of {args.runs}\n")
     print("| layout | jobs/s | worker CPU us/job | Redis CPU us/job, all primaries | Redis CPU us/job, each primary "
-          "| Redis CPU us/job, all, net of idle | commands/job, each primary | busiest primary, share of a core "
-          "| idle Redis CPU ms/s, each | load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          "| Redis CPU us/job, all, net of idle | commands/job, each primary | round trips/job, each primary "
+          "| busiest primary, share of a core | idle Redis CPU ms/s, each | load (1 min) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     recorder = Server(args.port + 99)
     raw: dict[str, list[dict]] = {}
     layouts: list[tuple[str, int]] = [] if args.no_single else [("one server (Sidekiq layout)", 0)]
@@ -404,7 +413,7 @@ def main() -> None:
                     m = median_row(costs)
                     print(f"| {label}, push one at a time | - | - | {sum(m['redis_us_per_job_each']):.1f} | "
                           f"{each(m['redis_us_per_job_each'], '.1f')} | - | {each(m['commands_per_job_each'], '.2f')} "
-                          f"| - | - | {os.getloadavg()[0]:.2f} |", flush=True)
+                          f"| {each(m['round_trips_per_job_each'], '.2f')} | - | - | {os.getloadavg()[0]:.2f} |", flush=True)
                 results = []
                 for run in range(args.runs):
                     res = measure(cluster, single, recorder, args.queues, args.processes, args.jobs, args.idle)
@@ -418,7 +427,8 @@ def main() -> None:
             m = median_row(results)
             print(f"| {label} | {m['jobs_s']:,.0f} | {m['worker_us_per_job']:.0f} | {m['redis_us_per_job']:.1f} | "
                   f"{each(m['redis_us_per_job_each'], '.1f')} | {m['redis_net_us_per_job']:.1f} | "
-                  f"{each(m['commands_per_job_each'], '.2f')} | {m['busiest_core']:.0%} | {each(m['idle_ms_per_s_each'], '.1f')} | {m['load']:.2f} |", flush=True)
+                  f"{each(m['commands_per_job_each'], '.2f')} | {each(m['round_trips_per_job_each'], '.2f')} | "
+                  f"{m['busiest_core']:.0%} | {each(m['idle_ms_per_s_each'], '.1f')} | {m['load']:.2f} |", flush=True)
     finally:
         recorder.stop()
         if args.json:
