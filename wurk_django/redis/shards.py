@@ -14,6 +14,14 @@ config goes to that shard too (``wurk_django.api``, the admin pages), as
 ``Sidekiq.redis`` does inside ``Client.via``. The shard is never stored in the
 job: a worker runs against one shard (``manage.py wurk --shard eu``), and jobs
 it re-pushes itself (retries, schedules) stay there.
+
+A shard may be a Redis Cluster (issue 46 item 6): its URL names any node, and a
+cluster counts as one shard, its slots spreading its queues over its primaries.
+Nothing here treats it apart: the config a push is routed to is probed like any
+other (:mod:`wurk_django.redis.cluster`), the push door writes the cluster layout
+there, and ``manage.py wurk --shard`` on it runs the cluster worker. Two shards
+naming nodes of one cluster would be one set of keys under two names (docs/redis.md,
+"Shards and a cluster").
 """
 
 from __future__ import annotations

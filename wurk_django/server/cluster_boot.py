@@ -6,6 +6,11 @@ A feature switched on in the settings (or the command line) that is not converte
 to the cluster layout yet would write one-server keys beside the cluster's, or
 fail part way with ``CROSSSLOT``: :func:`refusal` names every such feature, and
 ``manage.py wurk`` exits 1 with that line before anything starts.
+
+``SHARDS`` and ``QUEUE_SHARDS`` are not refused (issue 46 item 6): a shard may be a
+cluster, and a worker on one (``manage.py wurk --shard <name>``, or a default Redis that
+is a cluster beside other shards) serves that cluster only; what its jobs push to
+another shard goes through the push door's routing, as from any process.
 """
 
 from __future__ import annotations
@@ -28,9 +33,7 @@ UNCONVERTED = {
     "STATSD": "statsd metrics (WURK['STATSD'])",
     "HEALTH_PORT": "the health listener (WURK['HEALTH_PORT'] or --health-port)",
     "MEMORY_LIMIT_MB": "the memory limit (WURK['MEMORY_LIMIT_MB'])",
-    "QUEUE_SHARDS": "queue shards (WURK['QUEUE_SHARDS'])",
     "LIMITER_REDIS": "a limiters' Redis (WURK['LIMITER_REDIS'])",
-    "SHARDS": "shards (WURK['SHARDS'])",
 }
 
 
