@@ -150,3 +150,21 @@ def redis_for(config: Config) -> redis_lib.Redis:
     from .redis.connection import client_for
 
     return client_for(config)
+
+
+def layout_redis(explicit: Any = None, *, config: Config | None = None) -> Any:
+    """The client for a step whose keys go through a layout
+    (:func:`wurk_django.redis.cluster_layout.layout_of`): :func:`redis`'s, except that on a
+    Redis Cluster it is the process's ``RedisCluster`` (issue 46 item 3: unique locks, batches,
+    pauses, result records), where :func:`redis` refuses the cluster for the steps not
+    converted yet. Outside a cluster it is exactly :func:`redis`'s client."""
+    if explicit is not None:
+        return explicit
+    here = globals()["config"](config)
+    ctx = _current.get()
+    if ctx is not None and ctx.config is here:
+        return ctx.redis
+    from .redis.connection import cluster_for
+
+    clustered = cluster_for(here)
+    return clustered if clustered is not None else redis_for(here)

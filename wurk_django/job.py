@@ -327,9 +327,10 @@ class Job:
         """False once this job's batch was invalidated (a long job may stop early)."""
         if not self.bid:
             return True
-        from . import keys
+        from .redis.cluster_layout import layout_of
 
-        return context.redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+        redis = context.layout_redis()  # on a Redis Cluster its {b:<bid>} hash (issue 46 item 3)
+        return redis.hget(layout_of(redis).batch(self.bid), "invalidated") != b"1"
 
     def progress(self, percent: float, message: str | None = None) -> bool:
         """Report how far this run is (``percent``, 0 to 100) and what it does now, in the

@@ -50,3 +50,52 @@ class ClusterSlowJob(Job):
         _redis().rpush("{test}:started", marker)
         time.sleep(seconds)
         _redis().rpush("{test}:ran", marker)
+
+
+# -- issue 46 item 3: the features beside a job, on a cluster ------------------------------
+
+
+class ClusterUniqueJob(Job):
+    """A unique job (until it succeeded): records like :class:`ClusterRecordJob`."""
+
+    unique_for = 60
+
+    def perform(self, value):
+        _redis().rpush("{test}:ran", str(value))
+
+
+class ClusterTrackedJob(Job):
+    """A tracked job (``track = True``) reporting its progress halfway, returning twice its argument."""
+
+    track = True
+
+    def perform(self, value):
+        self.progress(50, "halfway")
+        _redis().rpush("{test}:ran", str(value))
+        return value * 2
+
+
+class ClusterDoomedAtOnce(Job):
+    """Fails with no retry: straight to the dead set (a batch's death)."""
+
+    retry = False
+
+    def perform(self, value):
+        _redis().rpush("{test}:ran", str(value))
+        raise RuntimeError("doomed at once")
+
+
+class ClusterBatchCallbacks:
+    """A batch's callbacks: each records ``<event>:<bid>:<options' tag>`` in ``{test}:callbacks``."""
+
+    def _note(self, event, status, options):
+        _redis().rpush("{test}:callbacks", f"{event}:{status.bid}:{options.get('tag', '')}")
+
+    def on_success(self, status, options):
+        self._note("success", status, options)
+
+    def on_complete(self, status, options):
+        self._note("complete", status, options)
+
+    def on_death(self, status, options):
+        self._note("death", status, options)

@@ -9,15 +9,15 @@ from wurk_django.server import cluster_boot
 
 def test_the_core_settings_are_not_refused():
     raw = {"REDIS_URL": "redis://node:7000/0", "CONCURRENCY": 5, "QUEUES": ["a", "b"], "TIMEOUT": 8,
-           "PERIODIC": [], "UNIQUE_JOBS": False, "RELIABLE_PUSH_SPOOL": False}
+           "PERIODIC": [], "UNIQUE_JOBS": True, "RELIABLE_PUSH_SPOOL": False}  # unique jobs: issue 46 item 3
     assert cluster_boot.refusal(raw, Config(raw=raw)) is None
 
 
 def test_each_feature_switched_on_is_named_in_one_line_with_the_server_without_its_password():
-    raw = {"REDIS_URL": "redis://user:s3cret@node:7000/0", "UNIQUE_JOBS": True, "QUEUE_LIMITS": {"a": 2}}
+    raw = {"REDIS_URL": "redis://user:s3cret@node:7000/0", "FETCH_CLASS": "my.Fetch", "QUEUE_LIMITS": {"a": 2}}
     line = cluster_boot.refusal(raw, Config(raw={"REDIS_URL": raw["REDIS_URL"]}), swarm=True, burst=True)
     assert line is not None and "\n" not in line
-    for named in ("unique jobs (WURK['UNIQUE_JOBS'])", "queue limits", "a swarm", "--burst", "cluster_enabled:1",
+    for named in ("a custom fetcher (WURK['FETCH_CLASS'])", "queue limits", "a swarm", "--burst", "cluster_enabled:1",
                   "redis://user@node:7000/0", "docs/redis.md#redis-cluster"):
         assert named in line
     assert "s3cret" not in line

@@ -223,9 +223,9 @@ def test_the_deploy_check_says_why(redis_cluster):
     with wurk_settings(REDIS_URL=redis_cluster.url(0)):
         [warning] = check_redis_server()  # the core worker runs there (issue 46 stage 3)
         assert warning.id == "wurk.W013" and "Redis Cluster node" in warning.msg
-    with wurk_settings(REDIS_URL=redis_cluster.url(0), UNIQUE_JOBS=True):
+    with wurk_settings(REDIS_URL=redis_cluster.url(0), FETCH_CLASS="wurk_django.server.fetch.basic.BasicFetch"):
         [error] = check_redis_server()
-        assert error.id == "wurk.E011" and "unique jobs" in error.msg
+        assert error.id == "wurk.E011" and "a custom fetcher" in error.msg
         with pytest.raises(SystemCheckError, match="wurk.E011"):
             call_command("check", "--deploy", stdout=io.StringIO(), stderr=io.StringIO())
 

@@ -114,13 +114,15 @@ def test_a_push_needing_a_feature_not_converted_yet_is_refused_before_writing(on
 
     writer = Writer()
     job = {"queue": "feat", "class": "C", "args": [], "jid": "j1"}
-    for ops in ([operations.Extra(("HSET", "status:j1", "state", "queued")), *operations.for_jobs([dict(job)])],
+    # A companion command over two slots; a feature's script with no cluster split.
+    spanning = ("EVALSHA", "abc", 2, "{x}status:j1", "{y}other")
+    for ops in ([operations.Extra(spanning), *operations.for_jobs([dict(job)])],
                 [operations.Enqueue("feat", b"{}", None, via=("EVALSHA", "abc", 0))]):
         with pytest.raises(RedisClusterError) as caught:
             writer.write_operations(ops, hooks=False)
         message = str(caught.value)
         assert "not supported on a Redis Cluster yet" in message and "docs/redis.md#redis-cluster" in message
-    assert on_cluster.exists(CLUSTER.queue("feat"), "status:j1", CLUSTER.queues) == 0
+    assert on_cluster.exists(CLUSTER.queue("feat"), "{x}status:j1", CLUSTER.queues) == 0
 
 
 def test_what_is_not_converted_is_still_refused_clearly(on_cluster):
@@ -164,17 +166,18 @@ class UniqueOnCluster(Job):
         pass
 
 
-def test_a_unique_job_is_refused_before_anything_is_written(on_cluster):
+def test_a_unique_job_takes_its_lock_in_its_queues_slot_and_a_duplicate_is_dropped(on_cluster):
+    # Issue 46 item 3 (the worker's side: tests/topologies/test_cluster_features.py).
     with wurk_settings(UNIQUE_JOBS=True):
-        with pytest.raises(RedisClusterError) as caught:
-            UniqueOnCluster.set(queue="uniq").perform_async(1)
-        assert "Client middleware using Redis" in str(caught.value)
-        PushedJob.set(queue="uniq").perform_async(2)  # a job without the feature still goes
-    assert [payload.loads(r)["args"] for r in on_cluster.lrange(CLUSTER.queue("uniq"), 0, -1)] == [[2]]
-    assert not on_cluster.keys("*unique*")
+        jid = UniqueOnCluster.set(queue="uniq").perform_async(1)
+        assert UniqueOnCluster.set(queue="uniq").perform_async(1) is None
+        PushedJob.set(queue="uniq").perform_async(2)  # a job without the feature goes as ever
+    assert [payload.loads(r)["args"] for r in on_cluster.lrange(CLUSTER.queue("uniq"), 0, -1)] == [[2], [1]]
+    [lock] = on_cluster.keys("*unique*", target_nodes=on_cluster.PRIMARIES)
+    assert lock.startswith(b"{q:uniq}:unique:") and on_cluster.get(lock) == jid.encode()
 
 
-def test_a_django_tasks_enqueue_is_refused_clearly_its_result_record_is_not_converted(on_cluster, settings):
+def test_a_django_tasks_enqueue_writes_its_result_record_before_its_job(on_cluster, settings):
     pytest.importorskip("wurk_django.tasks.compat")
     from tests.tasks.conftest import WURK_TASKS
 
@@ -183,6 +186,8 @@ def test_a_django_tasks_enqueue_is_refused_clearly_its_result_record_is_not_conv
     except Exception:  # no Tasks framework in this environment: the tasks tests skip too
         pytest.skip("no django.tasks framework")
     settings.TASKS = WURK_TASKS
-    with pytest.raises(RedisClusterError, match="companion commands"):
-        sample.add.enqueue(1, 2)
-    assert on_cluster.exists(CLUSTER.queue("default"), CLUSTER.queues) == 0
+    result = sample.add.enqueue(1, 2)
+    [raw] = on_cluster.lrange(CLUSTER.queue("default"), 0, -1)
+    assert payload.loads(raw)["jid"] == result.id
+    assert on_cluster.hget(f"status:{result.id}", "state") == b"enqueued"
+    assert sample.add.get_result(result.id).status.name == "READY"

@@ -95,7 +95,8 @@ def test_a_job_of_a_worker_killed_mid_run_runs_again_after_a_restart(on_cluster,
     assert second.stop(WAIT) == 0
 
 
-@pytest.mark.parametrize(("setting", "named"), [({"UNIQUE_JOBS": True}, "unique jobs"),
+@pytest.mark.parametrize(("setting", "named"), [({"FETCH_CLASS": "wurk_django.server.fetch.basic.BasicFetch"},
+                                                 "a custom fetcher"),
                                                 ({"CAPSULES": {"x": {"queues": ["c9"], "concurrency": 1}}},
                                                  "capsules")])
 def test_a_feature_not_converted_is_refused_at_boot_by_name(on_cluster, redis_cluster, worker_factory,

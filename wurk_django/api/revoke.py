@@ -9,18 +9,24 @@
 
 A revoked job is recorded in the dead set, its error (``wurk_django.errors.JobRevoked``)
 naming who revoked it (``by``) and when; the entry also carries ``revoked_by``.
+
+On a Redis Cluster (issue 46 item 3) the same steps run in the cluster layout (the marker
+``{wurk}:revoked``, each queue's own sets and list); stopping a running job is refused there.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from .. import context, keys, payload, revocation
-from ..redis import pools
+from .. import context, death, keys, payload, revocation
+from ..redis import cluster, pools
+from ..redis.cluster_layout import CLUSTER, layout_of
+from ..redis.scripts import lua
 from ..text import to_text
 from ._base import RedisClient, conn
 from .process import SIGNAL_TTL, ProcessSet, WorkSet
-from .queue import Queue
+from .queue import Queue, _needles
 from .sorted import DeadSet, RetrySet, ScheduledSet
 
 __all__ = ["revoke", "QUEUED", "SCHEDULED", "RETRY", "RUNNING", "MARKED"]
@@ -56,6 +62,9 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
         raise ValueError(f"revoke needs a non-empty jid, not {jid!r}")
     if by is not None and not isinstance(by, str):
         raise ValueError(f"revoke's 'by' must be a string naming who revokes, not {by!r}")
+    clustered = context.layout_redis(redis)
+    if layout_of(clustered).cluster:
+        return _on_cluster(clustered, jid, by, terminate)
     client = conn(redis)
     at = time.time()
     command = revocation.command(jid, by, at, terminate=terminate)
@@ -102,3 +111,58 @@ def _bury(raw: bytes | str, exc: BaseException, by: str | None, redis: RedisClie
                 "failed_at": context.config().wire_format.now(),
                 "revoked_by": by or ""})
     DeadSet(redis=redis).kill(job, ex=exc)
+
+
+def _on_cluster(client: Any, jid: str, by: str | None, terminate: bool) -> str:
+    """:func:`revoke` on a Redis Cluster (issue 46 item 3), in the same order: the marker
+    (``{wurk}:revoked``, which a cluster worker reads at each beat and checks every job
+    against before running it), then each known queue's own schedule and retry sets, then
+    each queue's list (one script in the queue's slot). A job found is buried in its
+    queue's dead set, the death handlers told, as on one server. Stopping a running job
+    (``terminate``) is refused by name: a cluster worker has no revoke channel nor
+    signal list reader yet."""
+    if terminate:
+        raise cluster.not_yet("Stopping a running job (revoke(..., terminate=True))", context.config().redis_url)
+    at = time.time()
+    pipe = client.pipeline(transaction=False)
+    pipe.zadd(CLUSTER.revoked, {revocation.marker(jid, by, at): at + revocation.MARKER_TTL})
+    pipe.zremrangebyscore(CLUSTER.revoked, "-inf", at)
+    pipe.execute()
+    exc = revocation.revoked_error(by, at)
+    names = sorted(to_text(q) for q in client.smembers(CLUSTER.queues))
+    for where, set_of in ((SCHEDULED, CLUSTER.schedule), (RETRY, CLUSTER.retry)):
+        for name in names:
+            raw = _take_from_set(client, set_of(name), jid)
+            if raw is not None:
+                _bury_on(client, raw, exc, by)
+                return where
+    for name in names:
+        raw = lua("fast_delete_job")(client, [CLUSTER.queue(name)], _needles("jid", jid))
+        if raw:
+            _bury_on(client, raw, exc, by)
+            return QUEUED
+    return MARKED
+
+
+def _take_from_set(client: Any, key: str, jid: str) -> bytes | None:
+    """The member of the sorted set ``key`` whose jid is ``jid``, removed (``ZREM``: whoever
+    removes it owns it), or ``None``."""
+    for member, _score in client.zscan_iter(key, match=f"*{jid}*", count=100):
+        try:
+            found = payload.loads(member).get("jid")
+        except (ValueError, AttributeError):
+            continue
+        if found == jid and client.zrem(key, member):
+            return member
+    return None
+
+
+def _bury_on(client: Any, raw: bytes | str, exc: BaseException, by: str | None) -> None:
+    """:func:`_bury` through the cluster client: into the job's own queue's dead set."""
+    config = context.config()
+    job = payload.loads(raw)
+    if isinstance(job, dict):
+        job.update({"error_class": f"{type(exc).__module__}.{type(exc).__qualname__}", "error_message": str(exc),
+                    "failed_at": config.wire_format.now(), "revoked_by": by or ""})
+        raw = payload.dumps(job)
+    death.die(death.parse_or_raw(raw), exc, reason=death.MANUAL, config=config, redis=client, raw=raw)

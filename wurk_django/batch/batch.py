@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import canonical, keys, signals
 from .. import context as job_context
+from ..client import cluster_writer
 from ..client.writer import Writer
 from ..conf import QUEUE_NAME, Config
 from ..errors import WurkError
+from ..redis.cluster_layout import SIDEKIQ, SidekiqLayout, layout_of
 from ..text import to_text
 from . import context, fire, scripts
 from .context import Buffer
@@ -123,7 +125,8 @@ class Batch:
         return hash(self.bid)
 
     def _load(self) -> None:
-        fields = self._redis().hgetall(keys.batch(self.bid))
+        redis = self._redis()
+        fields = redis.hgetall(layout_of(redis).batch(self.bid))
         if not fields:
             raise NoSuchBatch(f"no batch {self.bid!r} (never created, expired or deleted)")
         get = lambda name: to_text(fields.get(name.encode()))  # noqa: E731
@@ -176,7 +179,8 @@ class Batch:
     def linger(self, value: Any) -> None:
         self._linger = None if value is None else _seconds(value, "linger", allow_zero=True)
         if self._written:
-            self._redis().hset(keys.batch(self.bid), "linger", "" if self._linger is None else str(self._linger))
+            redis = self._redis()
+            redis.hset(layout_of(redis).batch(self.bid), "linger", "" if self._linger is None else str(self._linger))
 
     def expires_in(self, seconds: int | float | dt.timedelta) -> Batch:
         """How long the batch lives (default 30 days); set before the first ``jobs()``."""
@@ -256,18 +260,27 @@ class Batch:
         config = job_context.config()
         self.home = config  # the server its jobs must go to (the client middleware checks each push)
         writer = Writer(config)
+        # On a Redis Cluster the batch's keys are {b:<bid>} (issue 46 item 3, batch/cluster.py).
+        redis = job_context.layout_redis(config=config)
+        layout = layout_of(redis)
         created = not self._written
         commands: list[tuple[Any, ...]] = []
         if created:
             parent = context.current_batch.get()
             if parent is not None and parent.bid != self.bid:
                 self.parent_bid = parent.bid
-            commands += self._first_write(time.time())
+            commands += self._first_write(time.time(), layout)
         jid = context.current_jid.get()
         # Inside a job the hold is named after it, so a re-run after a crash takes the same one.
         sentinel = f"hold:{jid}" if jid else f"hold:{secrets.token_hex(12)}"
-        commands.append(scripts.hold_command(self.bid, sentinel, self._expires_in))
-        writer.send(commands)
+        commands.append(scripts.hold_command(self.bid, sentinel, self._expires_in, layout))
+        if layout.cluster:
+            # Single-slot commands over several slots (the batch's, the fleet's index, its tags',
+            # its parent's), all answered before the block's first push: the hold is in place
+            # and the parent counts this child before any of its jobs can run.
+            cluster_writer.send(redis, commands)
+        else:
+            writer.send(commands)
         if created:
             signals.send(signals.batch_created, "batch", bid=self.bid)
         self._written = True
@@ -308,30 +321,30 @@ class Batch:
                          ("EXPIRE", keys.batch(self.bid, "jids"), self._expires_in)]
         return commands
 
-    def _first_write(self, now: float) -> list[tuple[Any, ...]]:
+    def _first_write(self, now: float, layout: SidekiqLayout = SIDEKIQ) -> list[tuple[Any, ...]]:
         bid = self.bid
         self.created_at = now
         callbacks = "[" + ",".join(self._staged) + "]"
         commands: list[tuple[Any, ...]] = [
-            ("HSET", keys.batch(bid), "created_at", repr(now), "description", self.description or "",
+            ("HSET", layout.batch(bid), "created_at", repr(now), "description", self.description or "",
              "callback_queue", self.callback_queue or "default", "callback_class", self._callback_class or "",
              "parent_bid", self.parent_bid or "", "tags", encode_entry(self._tags),
              "linger", "" if self._linger is None else str(self._linger), "callbacks", callbacks,
              "total", 0, "pending", 0, "failures", 0),
-            ("EXPIRE", keys.batch(bid), self._expires_in),
-            ("ZADD", keys.BATCHES, repr(now), bid),
-            ("ZREMRANGEBYSCORE", keys.BATCHES, "-inf", f"({now - scripts.DEFAULT_EXPIRY!r}"),
-            ("ZREMRANGEBYRANK", keys.BATCHES, 0, -scripts.INDEX_MAX),
+            ("EXPIRE", layout.batch(bid), self._expires_in),
+            ("ZADD", layout.batches, repr(now), bid),
+            ("ZREMRANGEBYSCORE", layout.batches, "-inf", f"({now - scripts.DEFAULT_EXPIRY!r}"),
+            ("ZREMRANGEBYRANK", layout.batches, 0, -scripts.INDEX_MAX),
         ]
         for tag in self._tags:
-            commands += [("SADD", keys.batch_tag(tag), bid),
-                         ("EXPIRE", keys.batch_tag(tag), self._expires_in, "NX"),
-                         ("EXPIRE", keys.batch_tag(tag), self._expires_in, "GT")]
+            commands += [("SADD", layout.batch_tag(tag), bid),
+                         ("EXPIRE", layout.batch_tag(tag), self._expires_in, "NX"),
+                         ("EXPIRE", layout.batch_tag(tag), self._expires_in, "GT")]
         if self.parent_bid:
             parent = self.parent_bid
-            commands += [("SADD", keys.batch(parent, "kids"), bid), ("SADD", keys.batch(parent, "pkids"), bid),
-                         ("EXPIRE", keys.batch(parent, "kids"), scripts.DEFAULT_EXPIRY, "NX"),
-                         ("EXPIRE", keys.batch(parent, "pkids"), scripts.DEFAULT_EXPIRY, "NX")]
+            commands += [("SADD", layout.batch(parent, "kids"), bid), ("SADD", layout.batch(parent, "pkids"), bid),
+                         ("EXPIRE", layout.batch(parent, "kids"), scripts.DEFAULT_EXPIRY, "NX"),
+                         ("EXPIRE", layout.batch(parent, "pkids"), scripts.DEFAULT_EXPIRY, "NX")]
         return commands
 
     def _write_buffer(self, writer: Writer, buffer: Buffer) -> None:
@@ -340,10 +353,11 @@ class Batch:
             writer.write_operations(ops[start:start + FLUSH_CHUNK], hooks=False)
 
     def _push_empty_marker_if_needed(self, config: Config) -> None:
-        redis = job_context.redis_for(config)
+        redis = job_context.layout_redis(config=config)
+        layout = layout_of(redis)
         pipe = redis.pipeline(transaction=False)
-        pipe.hget(keys.batch(self.bid), "total")
-        pipe.scard(keys.batch(self.bid, "kids"))
+        pipe.hget(layout.batch(self.bid), "total")
+        pipe.scard(layout.batch(self.bid, "kids"))
         total, kids = pipe.execute()
         if int(total or 0) == 0 and int(kids or 0) == 0:
             from ..client.push import Client
@@ -353,14 +367,15 @@ class Batch:
                                         "bid": self.bid})
 
     def _release(self, sentinel: str, config: Config) -> None:
-        state = ack_with_retries(self.bid, sentinel, job_context.redis_for(config))
+        state = ack_with_retries(self.bid, sentinel, job_context.layout_redis(config=config))
         fire.gate_reporting(self.bid, state[1], state[2], state[3], config)
 
     # -- reading and changing -------------------------------------------------------
 
     def include(self, jid: str) -> bool:
         """Whether ``jid`` is a live member (pushed, not yet succeeded or dead)."""
-        return bool(self._redis().sismember(keys.batch(self.bid, "jids"), jid))
+        redis = self._redis()
+        return bool(redis.sismember(layout_of(redis).batch(self.bid, "jids"), jid))
 
     def remove_jobs(self, *jids: str) -> int:
         """Take jobs out of the batch (they stop counting); returns how many were members."""
@@ -383,11 +398,12 @@ class Batch:
                 continue
             seen.add(bid)
             scripts.invalidate(redis, bid)
-            todo += [k.decode() for k in redis.smembers(keys.batch(bid, "kids"))]
+            todo += [k.decode() for k in redis.smembers(layout_of(redis).batch(bid, "kids"))]
 
     @property
     def valid(self) -> bool:
-        return self._redis().hget(keys.batch(self.bid), "invalidated") != b"1"
+        redis = self._redis()
+        return redis.hget(layout_of(redis).batch(self.bid), "invalidated") != b"1"
 
     @property
     def status(self) -> Status:
@@ -401,7 +417,7 @@ class Batch:
 
     @staticmethod
     def _redis():
-        return job_context.redis()
+        return job_context.layout_redis()
 
 
 def ack_with_retries(bid: str, jid: str, redis: Any) -> list[int]:

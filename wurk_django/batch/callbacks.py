@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from .. import context as job_context
-from .. import keys, payload
+from .. import payload
 from ..errors import WurkError
 from ..job import Job
 from ..outcome import Outcome
+from ..redis.cluster_layout import layout_of
 from .batch import EMPTY_CLASS
 from .fire import CALLBACK_CLASS
 
@@ -137,7 +138,7 @@ class CallbackJob(Job):
         from .status import Status
 
         where = job_context.current()
-        callback_class = where.redis.hget(keys.batch(bid), "callback_class")
+        callback_class = where.redis.hget(layout_of(where.redis).batch(bid), "callback_class")
         try:
             method = resolve(target, event, callback_class.decode() if callback_class else None)
         except UnresolvableTarget as exc:
@@ -159,7 +160,9 @@ def hand_back(where: job_context.JobContext, target: str, reason: UnresolvableTa
     delay = min(_FIRST_DELAY * 2 ** count, _LONGEST_DELAY)
     job[HANDED_BACK] = count + 1
     job.pop("enqueued_at", None)
-    where.redis.zadd(keys.SCHEDULE, {payload.dumps(job): time.time() + delay})
+    # On a Redis Cluster its queue's own schedule set (issue 46 item 3).
+    where.redis.zadd(layout_of(where.redis).schedule(str(job.get("queue") or where.queue)),
+                     {payload.dumps(job): time.time() + delay})
     where.outcome = Outcome.RESCHEDULED
     if target in _warned:
         logger.debug("batch callback %s jid=%s handed back again (%d times)", target, job.get("jid"), count + 1)

@@ -42,7 +42,7 @@ def _check_same_server(batch: Any, job: dict, queue: str, redis: Any) -> None:
         return
     from .. import context as job_context
 
-    own = job_context.redis_for(home)
+    own = job_context.layout_redis(config=home)
     if redis is own or _where(redis) == _where(own):
         return
     raise ValueError(

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
-from .. import context, keys
-from . import fire, scripts
+from .. import context
+from ..redis.cluster_layout import layout_of
+from . import cluster, fire, scripts
 
 logger = logging.getLogger("wurk_django.batch")
 
@@ -42,13 +44,23 @@ def on_death(job: dict, exc: BaseException, reason: str) -> None:
     # A death can come long after the batch was written: make sure nothing it
     # touched is left without a TTL, without extending a live clock.
     pipe = redis.pipeline(transaction=False)
-    for key in keys.batch_keys(bid):
+    for key in layout_of(redis).batch_keys(bid):
         pipe.expire(key, scripts.DEFAULT_EXPIRY, nx=True)
     pipe.execute()
     # On a replay the first attempt may have counted the death already: the marker tells.
-    if first_death == 1 or (attempt > 1 and not redis.exists(keys.batch(bid, "death"))):
+    if first_death == 1 or (attempt > 1 and not _death_claimed(redis, bid)):
         try:
             fire.fire_death(bid, config)
         except Exception:
             logger.exception("batch %s: could not fire its death callbacks", bid)
     fire.gate_reporting(bid, pending, live, kids, config)
+
+
+def _death_claimed(redis: Any, bid: str) -> bool:
+    """Whether the batch's ``death`` event was claimed: its marker, the batch's own key on one
+    server, in the callback queue's slot on a Redis Cluster (issue 46 item 3)."""
+    layout = layout_of(redis)
+    if not layout.cluster:
+        return bool(redis.exists(layout.batch(bid, "death")))
+    queue = redis.hget(layout.batch(bid), "callback_queue")
+    return cluster.fired(redis, bid, "death", queue.decode() if queue else "default")

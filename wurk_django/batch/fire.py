@@ -23,12 +23,14 @@ import time
 from typing import Any
 
 from .. import context as job_context
-from .. import keys, payload, signals, testing
+from .. import payload, signals, testing
 from ..client.planning import Planned
 from ..client.push import Client
 from ..client.writer import Writer
 from ..conf import Config
+from ..redis.cluster_layout import layout_of
 from ..redis.errors import ride_out
+from . import cluster as batch_cluster
 from . import context, scripts
 
 logger = logging.getLogger("wurk_django.batch")
@@ -69,8 +71,9 @@ def maybe_fire(bid: str, pending: int, live: int, kids: int, config: Config | No
 
 
 def _fields(bid: str, config: Config) -> dict[str, str] | None:
-    values = job_context.redis_for(config).hmget(keys.batch(bid), "callbacks", "callback_queue", "parent_bid",
-                                           "linger", "created_at")
+    redis = job_context.layout_redis(config=config)
+    values = redis.hmget(layout_of(redis).batch(bid), "callbacks", "callback_queue", "parent_bid", "linger",
+                         "created_at")
     if all(v is None for v in values):
         return None
     names = ("callbacks", "callback_queue", "parent_bid", "linger", "created_at")
@@ -80,11 +83,12 @@ def _fields(bid: str, config: Config) -> dict[str, str] | None:
 def _subtree_dead(bid: str, config: Config) -> bool:
     """The batch or one of its direct children carries the death flag (it cascades upward,
     so direct children are enough)."""
-    redis = job_context.redis_for(config)
-    kids = [k.decode() for k in redis.smembers(keys.batch(bid, "kids"))]
+    redis = job_context.layout_redis(config=config)
+    layout = layout_of(redis)
+    kids = [k.decode() for k in redis.smembers(layout.batch(bid, "kids"))]
     pipe = redis.pipeline(transaction=False)
     for b in [bid, *kids]:
-        pipe.hget(keys.batch(b), "death")
+        pipe.hget(layout.batch(b), "death")
     return any(flag == b"1" for flag in pipe.execute())
 
 
@@ -141,18 +145,31 @@ def fire_event(bid: str, event: str, fields: dict[str, str] | None = None, confi
     parent = fields["parent_bid"] or None
     # The batch's own server, whatever the callbacks' queue would route to: the script
     # pushes them where the batch lives.
-    client = Client(redis=job_context.redis_for(config), config=config)
-    planned = plan_callbacks(client, [callback_job(bid, target, event, options, queue, parent, config.wire_format)
-                                      for target, options in callback_entries(fields["callbacks"], event)])
+    redis = job_context.layout_redis(config=config)
+    clustered = layout_of(redis).cluster
+    client = Client(redis=redis, config=config)
+    items = [callback_job(bid, target, event, options, queue, parent, config.wire_format)
+             for target, options in callback_entries(fields["callbacks"], event)]
+    if clustered:
+        # Racing processes must plan the same callbacks: they join the parent before the claim.
+        for position, item in enumerate(items):
+            item["jid"] = batch_cluster.callback_jid(bid, event, position)
+    planned = plan_callbacks(client, items)
     # In the testing modes the planned callbacks are written by the client after the claim,
     # so they are recorded (fake) or run at once (inline) like every other job.
     through_client = testing.mode(config) is not None
     now = config.wire_format.now()
     wired = [] if through_client else [(p.jid, p.raw(enqueued_at=now)) for p in planned]
-    command = scripts.fire_command(bid, event, now=time.time(), queue=queue,
-                                   parent=parent if event != "death" else None, callbacks=wired)
     try:
-        fired = int(Writer(config).send([command])[0])
+        if clustered:
+            # Issue 46 item 3: the claim and the push in the callback queue's slot, the joins
+            # and the bookkeeping in the batches' own (batch/cluster.py says in which order).
+            fired = batch_cluster.fire(redis, bid, event, now=time.time(), queue=queue,
+                                       parent=parent if event != "death" else None, callbacks=wired)
+        else:
+            command = scripts.fire_command(bid, event, now=time.time(), queue=queue,
+                                           parent=parent if event != "death" else None, callbacks=wired)
+            fired = int(Writer(config).send([command])[0])
     except Exception as exc:
         raise CallbackEnqueueError(f"batch {bid}: could not fire {event!r}: {exc}") from exc
     if fired != 1:
@@ -193,8 +210,9 @@ def _apply_linger(bid: str, fields: dict[str, str], config: Config) -> None:
         linger = int(float(fields["linger"])) if fields["linger"] else scripts.POST_SUCCESS_EXPIRY
     except ValueError:
         linger = scripts.POST_SUCCESS_EXPIRY
-    pipe = job_context.redis_for(config).pipeline(transaction=False)
-    for key in keys.batch_keys(bid):
+    redis = job_context.layout_redis(config=config)
+    pipe = redis.pipeline(transaction=False)
+    for key in layout_of(redis).batch_keys(bid):
         pipe.expire(key, max(linger, 1))
     pipe.execute()
 
@@ -206,7 +224,7 @@ def propagate_to_parent(bid: str, fields: dict[str, str] | None = None, config: 
     parent = fields and fields["parent_bid"]
     if not parent:
         return
-    redis = job_context.redis_for(config)
+    redis = job_context.layout_redis(config=config)
     _clear_cascaded_death(redis, parent)
     pending, live, kids = scripts.kid_done(redis, parent, bid)
     maybe_fire(parent, pending, live, kids, config)
@@ -215,13 +233,14 @@ def propagate_to_parent(bid: str, fields: dict[str, str] | None = None, config: 
 def _clear_cascaded_death(redis: Any, parent: str) -> None:
     """A parent flagged dead only because a child died is no longer dead once no child is
     (a retry from the morgue worked): success can then fire for it too."""
-    if redis.hget(keys.batch(parent), "death") != b"1" or redis.scard(keys.batch(parent, "died")):
+    layout = layout_of(redis)
+    if redis.hget(layout.batch(parent), "death") != b"1" or redis.scard(layout.batch(parent, "died")):
         return
-    kids = [k.decode() for k in redis.smembers(keys.batch(parent, "kids"))]
+    kids = [k.decode() for k in redis.smembers(layout.batch(parent, "kids"))]
     pipe = redis.pipeline(transaction=False)
     for kid in kids:
-        pipe.hget(keys.batch(kid), "death")
+        pipe.hget(layout.batch(kid), "death")
     if any(flag == b"1" for flag in pipe.execute()):
         return
-    redis.hdel(keys.batch(parent), "death")
-    redis.zrem(keys.DEAD_BATCHES, parent)
+    redis.hdel(layout.batch(parent), "death")
+    redis.zrem(layout.dead_batches, parent)

@@ -7,11 +7,12 @@ def install_client() -> None:
     """Stamp pushes inside ``jobs()`` with the batch, and register each job in its batch as it is pushed."""
     from .. import middleware
     from ..client import writer
-    from . import hooks
+    from . import cluster, hooks
     from .client import BatchClientMiddleware
 
     middleware.register("client", "batch", BatchClientMiddleware, position=-20)
     writer.register_hook("batch", hooks.write_hook, position=20)
+    cluster.install()  # on a Redis Cluster the hook's scripts are split in two steps (issue 46 item 3)
 
 
 def install_death() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import context as job_context
-from .. import keys
 from ..errors import caused_by_shutdown
+from ..redis.cluster_layout import layout_of
 from ..redis.errors import ride_out
 from . import context, fire, scripts
 from .client import BatchClientMiddleware  # noqa: F401  (its old home: kept importable from here)
@@ -51,7 +51,7 @@ class BatchServerMiddleware:
         config, redis = where.config, where.redis
         jid = job.get("jid") or ""
         result = None
-        if job.get("class") != CALLBACK_CLASS and redis.hget(keys.batch(bid), "invalidated") == b"1":
+        if job.get("class") != CALLBACK_CLASS and redis.hget(layout_of(redis).batch(bid), "invalidated") == b"1":
             logger.info("batch %s was invalidated: skipping %s jid=%s", bid, job.get("class"), jid)
         else:
             try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import context as job_context
 from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from ..text import to_text
 from . import fire, scripts
 
@@ -29,6 +30,15 @@ def _int(value: bytes | None) -> int:
         return 0
 
 
+def _redis() -> Any:
+    """A batch's Redis: on a Redis Cluster the ``RedisCluster`` (issue 46 item 3)."""
+    return job_context.layout_redis()
+
+
+def _layout() -> SidekiqLayout:
+    return layout_of(_redis())
+
+
 class Status:
     """A snapshot of one batch's hash (read once; :meth:`reload` reads again)."""
 
@@ -36,10 +46,10 @@ class Status:
         if not isinstance(bid, str) or not bid.strip():
             raise ValueError(f"a bid must be a non-empty string, not {bid!r}")
         self.bid = bid
-        self._fields = fields if fields is not None else job_context.redis().hgetall(keys.batch(bid))
+        self._fields = fields if fields is not None else _redis().hgetall(_layout().batch(bid))
 
     def reload(self) -> Status:
-        self._fields = job_context.redis().hgetall(keys.batch(self.bid))
+        self._fields = _redis().hgetall(_layout().batch(self.bid))
         return self
 
     def __repr__(self) -> str:
@@ -118,7 +128,7 @@ class Status:
         """Every job ran (succeeded or died), the children too."""
         if self._get("complete") == "1":
             return True
-        return self.total > 0 and job_context.redis().scard(keys.batch(self.bid, "jids")) == 0
+        return self.total > 0 and _redis().scard(_layout().batch(self.bid, "jids")) == 0
 
     def callback_jids(self, event: str) -> list[str]:
         """The jids of the callback jobs ``event`` pushed, in the order of :meth:`callbacks`
@@ -135,23 +145,23 @@ class Status:
 
     @property
     def failed_jids(self) -> list[str]:
-        return sorted(j.decode() for j in job_context.redis().smembers(keys.batch(self.bid, "failed")))
+        return sorted(j.decode() for j in _redis().smembers(_layout().batch(self.bid, "failed")))
 
     @property
     def dead_jids(self) -> list[str]:
-        return sorted(j.decode() for j in job_context.redis().smembers(keys.batch(self.bid, "died")))
+        return sorted(j.decode() for j in _redis().smembers(_layout().batch(self.bid, "died")))
 
     @property
     def child_count(self) -> int:
-        return int(job_context.redis().scard(keys.batch(self.bid, "kids")))
+        return int(_redis().scard(_layout().batch(self.bid, "kids")))
 
     def children(self) -> list[str]:
-        return sorted(k.decode() for k in job_context.redis().smembers(keys.batch(self.bid, "kids")))
+        return sorted(k.decode() for k in _redis().smembers(_layout().batch(self.bid, "kids")))
 
     def pending_jids(self, count: int = 100) -> list[str]:
         """Up to ``count`` live members that are jobs (holds of open blocks left out)."""
         found: list[str] = []
-        for jid in job_context.redis().sscan_iter(keys.batch(self.bid, "jids"), count=100):
+        for jid in _redis().sscan_iter(_layout().batch(self.bid, "jids"), count=100):
             text = jid.decode()
             if not text.startswith("hold:"):
                 found.append(text)
@@ -201,7 +211,7 @@ class Status:
         (30 days), so a batch recreated under the same bid would not fire again.
         """
         parent = self.parent_bid
-        pending, live, kids = scripts.delete(job_context.redis(), self.bid, parent, self.tags)
+        pending, live, kids = scripts.delete(_redis(), self.bid, parent, self.tags)
         if parent:
             fire.gate_reporting(parent, pending, live, kids)
 

@@ -60,7 +60,8 @@ class AsyncResult:
     # -- reading -----------------------------------------------------------------
 
     def _redis(self) -> Any:
-        return context.redis(config=self._config)
+        # The result record is one key: on a Redis Cluster the RedisCluster reads it (issue 46 item 3).
+        return context.layout_redis(config=self._config)
 
     def _fields(self) -> dict[str, Any] | None:
         here = store.local(self.id)

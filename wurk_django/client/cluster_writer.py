@@ -14,26 +14,76 @@ to :func:`wurk_django.client.operations.commands` when its Redis is a cluster no
   seconds: one ``SADD`` per push would make the ``{wurk}`` slot as hot as every queue together.
 
 Commands are sent in one redis-py cluster pipeline: each goes to the primary owning
-its key, ``MOVED``/``ASK`` followed. A push that needs more than the job (a feature's
-script, a batch's or a status record's companion commands) is refused before anything
-is sent, with :class:`~wurk_django.errors.RedisClusterError` naming it: those features
-are not converted yet.
+its key, ``MOVED``/``ASK`` followed.
+
+What a push writes *beside* the job (issue 46 item 3) lives in other slots than the
+job's queue, so it cannot share the job's atomic step as on one server. It is sent in a
+round trip of its own, answered, *before* the jobs' round trip: whatever it records
+(a tracked job's first status record, a batch's registration of the jid) exists before
+any worker can fetch the job, and a crash between the two leaves a record of a job that
+was never pushed, never a job its record or its batch misses. So:
+
+* an :class:`~wurk_django.client.operations.Extra` command is accepted when it touches
+  one slot (a single-key command of :data:`SINGLE_KEY`, or a script whose declared keys
+  share a slot);
+* a job whose operation has a ``via`` (a feature's pushing script) is accepted when that
+  feature registered a *split* for its script (:func:`register_split`): the commands to
+  send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`).
+
+Anything else is refused before anything is sent, with
+:class:`~wurk_django.errors.RedisClusterError` naming it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from time import monotonic
 from typing import Any
 
 import redis as redis_lib
+from redis.crc import key_slot
 
 from .. import keys, payload
 from ..conf import Config
 from ..errors import RedisClusterError
 from ..redis import cluster
 from ..redis.cluster_layout import CLUSTER, QUEUE_SET_REFRESH
+from ..redis.scripts import source_for_sha
 from .operations import Command, Enqueue, Extra, Operation, Schedule
+
+#: Commands taking exactly one key, first: a companion command made of them is one slot.
+SINGLE_KEY = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "EXPIRE", "PEXPIRE", "SET", "DEL", "SADD", "SREM",
+                        "ZADD", "ZREM", "LPUSH", "RPUSH", "INCR", "INCRBY"})
+
+Split = Callable[[Operation], list[Command]]
+#: A feature's pushing script (by its SHA-1) -> the commands to send before its job is
+#: pushed plainly on a cluster (:func:`register_split`).
+_splits: dict[str, Split] = {}
+
+
+def register_split(sha: str, split: Split) -> None:
+    """On a cluster, a job whose ``via`` runs the script ``sha`` is written as
+    ``split(op)``'s commands (one slot each, sent and answered first), then the job's
+    plain push: how a feature whose one-server script pushes and books atomically
+    keeps its bookkeeping before the job exists (issue 46 item 3)."""
+    _splits[sha] = split
+
+
+def _one_slot(command: Command) -> bool:
+    """Whether a companion command touches keys of one slot only."""
+    name = str(command[0]).upper()
+    if name in SINGLE_KEY:
+        return len(command) > 1
+    if name in ("EVALSHA", "EVAL"):
+        count = int(command[2])
+        return count > 0 and len({key_slot(_bytes(k)) for k in command[3:3 + count]}) == 1
+    return False
+
+
+def _bytes(key: Any) -> bytes:
+    return key if isinstance(key, bytes) else str(key).encode()
 
 #: The one-server set each kind of scheduled entry is named by, and its per-queue twin.
 _SETS = {keys.SCHEDULE: CLUSTER.schedule, keys.RETRY: CLUSTER.retry, keys.DEAD: CLUSTER.dead}
@@ -48,12 +98,14 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
     for op in ops:
         kind = type(op)
         if kind is Extra:
-            name = str(op.command[0]).upper()
-            return cluster.not_yet(f"A push with companion commands ({name}: batches, status tracking, "
-                                   f"and other features writing beside the job)", url)
-        if op.via is not None:
-            return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: unique jobs, "
-                                   f"batches, limiters)", url)
+            if not _one_slot(op.command):
+                name = str(op.command[0]).upper()
+                return cluster.not_yet(f"A push with companion commands spanning hash slots ({name}: a feature "
+                                       f"writing beside the job not converted yet)", url)
+            continue
+        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits):
+            return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: push policies "
+                                   f"such as debounce_for, workflows, limiters)", url)
         if kind is Schedule and op.into not in _SETS:
             return cluster.not_yet(f"A job added to the set {op.into!r}", url)
     return None
@@ -82,6 +134,8 @@ def commands(ops: list[Operation], identity: str, *, now: float | None = None) -
     fronts: dict[str, list[bytes]] = {}
     queues: dict[str, None] = {}
     for op in ops:
+        if type(op) is Extra:
+            continue  # sent before, by write()
         if type(op) is Enqueue:
             (fronts if op.front else backs).setdefault(op.queue, []).append(op.raw)
             queues[op.queue] = None
@@ -115,14 +169,20 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     if refused is not None:
         raise refused
     identity = config.redis_target.identity
-    out, registered = commands(ops, identity)
-    pipe = redis.pipeline(transaction=False)
-    for command in out:
-        pipe.execute_command(*command)
-    replies = pipe.execute(raise_on_error=False)
-    for reply in replies:
-        if isinstance(reply, redis_lib.ResponseError):
-            raise reply
+    first: list[Command] = []
+    plain: list[Operation] = []
+    for op in ops:
+        if type(op) is Extra:
+            first.append(op.command)
+        elif op.via is not None:
+            first += _splits[op.via[1]](op)
+            plain.append(replace(op, via=None))
+        else:
+            plain.append(op)
+    # What is written beside the jobs first, answered, then the jobs (the module's docstring says why).
+    replies = send(redis, first) if first else []
+    out, registered = commands(plain, identity)
+    replies += send(redis, out)
     moment = monotonic()
     pid = os.getpid()
     for queue in registered:
@@ -130,22 +190,26 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     return replies
 
 
-class MiddlewareRedis:
-    """What client middleware is handed as its ``redis`` on a Redis Cluster (issue 46 stage 2):
-    the built-in middleware that use Redis (unique locks, throttles) keep single-server key
-    names and multi-key scripts, not converted yet, so any use of it raises
-    :class:`~wurk_django.errors.RedisClusterError` naming what was asked, before the push
-    writes anything, instead of a raw ``CROSSSLOT`` or a lock in the wrong layout."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-
-    def __getattr__(self, name: str) -> Any:
-        raise cluster.not_yet(f"Client middleware using Redis (unique jobs, throttles, your own: it asked "
-                              f"for {name!r})", self._url)
-
-    def __bool__(self) -> bool:
-        return True
+def send(redis: Any, commands: list[Command]) -> list[Any]:
+    """``commands`` in one cluster pipeline (one round trip per primary concerned); a
+    script the node does not hold yet (``NOSCRIPT``: scripts are per node) is sent again
+    with its text. Raises the first error reply."""
+    pipe = redis.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies = pipe.execute(raise_on_error=False)
+    again = [i for i, reply in enumerate(replies) if isinstance(reply, redis_lib.exceptions.NoScriptError)
+             and str(commands[i][0]).upper() == "EVALSHA" and source_for_sha(commands[i][1]) is not None]
+    if again:
+        pipe = redis.pipeline(transaction=False)
+        for i in again:
+            pipe.execute_command("EVAL", source_for_sha(commands[i][1]), *commands[i][2:])
+        for i, reply in zip(again, pipe.execute(raise_on_error=False), strict=True):
+            replies[i] = reply
+    for reply in replies:
+        if isinstance(reply, (redis_lib.ResponseError, redis_lib.RedisError)):
+            raise reply
+    return list(replies)
 
 
 def forget() -> None:

@@ -26,7 +26,6 @@ from ..conf import QUEUE_NAME_RULE, Config, is_queue_name
 from ..job import Job
 from ..middleware import Chain, client_chain
 from ..redis import connection, shards
-from . import cluster_writer
 from .arguments import check_arguments, check_keyword_arguments
 from .planning import NONE, Companions, Planned, Prepared
 from .writer import AsyncWriter, Writer
@@ -436,10 +435,12 @@ class Client:
 
 
 def _middleware_client(config: Config) -> Any:
-    """The client middleware is handed: the push path's, or on a Redis Cluster a stand-in
-    refusing any use clearly (issue 46: :class:`cluster_writer.MiddlewareRedis`)."""
-    if Writer(config).cluster() is not None:
-        return cluster_writer.MiddlewareRedis(config.redis_url)
+    """The client middleware is handed: the push path's, or on a Redis Cluster the process's
+    ``RedisCluster`` (issue 46 item 3: a unique lock goes into its queue's slot; a
+    middleware not converted refuses it by name, see ``policies.client``)."""
+    clustered = Writer(config).cluster()
+    if clustered is not None:
+        return clustered
     return connection.client_for(config)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from .. import context, keys, testing
 from ..client.operations import Operation, Schedule
+from ..redis import cluster
+from ..redis.cluster_layout import layout_of
 from ..redis.scripts import lua
 from ..results import store
 from . import (
@@ -66,6 +68,10 @@ class PolicyClientMiddleware:
         config = context.config()
         if redis is None or testing.mode(config) in ("fake", "inline"):
             return call_next()  # nothing reaches Redis: no policy to keep
+        if layout_of(redis).cluster:
+            # Their scripts span a job's key and a fleet-wide one: not converted to a cluster's
+            # slots (issue 46). Refused before anything is written, naming them.
+            raise cluster.not_yet("Push policies (throttle_for, debounce_for)", config.redis_url)
         if throttle is not None:
             return self._throttle(job, redis, call_next)
         quiet = job[DEBOUNCE] = seconds(DEBOUNCE, debounce)

@@ -39,13 +39,15 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 Names inside a tag are escaped (:func:`tag`), so a queue called ``a}b`` cannot
 share a slot by accident with a queue called ``a``.
 
-This module only names keys; nothing reads or writes them yet (issue 46 stage 1).
+This module only names keys (:func:`layout_of` picks the layout of a client's keys).
 :class:`SidekiqLayout` is the same interface over :mod:`wurk_django.keys`, byte for
 byte the layout of one server, so code written against a layout takes the queue
 everywhere (``layout.retry(queue)``) and runs on both.
 """
 
 from __future__ import annotations
+
+import redis
 
 from .. import keys
 
@@ -84,6 +86,8 @@ class SidekiqLayout:
     leader_token = keys.LEADER_TOKEN
     leader_info = keys.LEADER_INFO
     batches = keys.BATCHES
+    dead_batches = keys.DEAD_BATCHES
+    revoked = "revoked"  # wurk_django.revocation.KEY
     periodic = keys.PERIODIC
     limiter_list = keys.LIMITER_LIST
 
@@ -146,6 +150,17 @@ class SidekiqLayout:
     def batch(self, bid: str, suffix: str | None = None) -> str:
         return keys.batch(bid, suffix)
 
+    def batch_keys(self, bid: str) -> list[str]:
+        """Every key a batch may own: the hash first, then each suffix."""
+        return [self.batch(bid), *(self.batch(bid, s) for s in keys.BATCH_SUFFIXES)]
+
+    def batch_tag(self, tag: str) -> str:
+        return keys.batch_tag(tag)
+
+    def batch_fired(self, queue: str, bid: str, event: str) -> str:
+        """The marker claiming a batch event: one server, the batch's own ``b-<bid>-<event>``."""
+        return keys.batch(bid, event)
+
     def limiter_meta(self, name: str) -> str:
         return keys.limiter_meta(name)
 
@@ -174,6 +189,8 @@ class ClusterLayout(SidekiqLayout):
     leader_token = f"{LEADER}:leader-token"
     leader_info = f"{LEADER}:leader-info"
     batches = f"{FLEET}:batches"
+    dead_batches = f"{FLEET}:dead-batches"
+    revoked = f"{FLEET}:revoked"
     periodic = f"{FLEET}:periodic"
     limiter_list = f"{FLEET}:lmtr-list"
 
@@ -239,6 +256,15 @@ class ClusterLayout(SidekiqLayout):
     def batch(self, bid: str, suffix: str | None = None) -> str:
         return tag("b", bid) if suffix is None else f"{tag('b', bid)}:{suffix}"
 
+    def batch_tag(self, tag_name: str) -> str:
+        """A tag's set of bids: its own slot (a tag is shared by many batches)."""
+        return f"{tag('bt', tag_name)}:bids"
+
+    def batch_fired(self, queue: str, bid: str, event: str) -> str:
+        """In the callback queue's slot: claiming the event and pushing its callbacks are
+        then one script (issue 46 item 3), as ``fire.lua`` is on one server."""
+        return f"{queue_tag(queue)}:batch-fired:{bid}:{event}"
+
     def limiter_meta(self, name: str) -> str:
         return f"{tag('l', name)}:meta"
 
@@ -254,6 +280,14 @@ class ClusterLayout(SidekiqLayout):
 
 SIDEKIQ = SidekiqLayout()
 CLUSTER = ClusterLayout()
+
+
+def layout_of(client: object) -> SidekiqLayout:
+    """The layout of the keys ``client`` reaches: :data:`CLUSTER` for a redis-py
+    ``RedisCluster`` (built only for a cluster node), else :data:`SIDEKIQ`. A feature
+    converted to the cluster (issue 46 item 3) names its keys through it, so one code
+    path serves both and the one-server bytes stay Sidekiq's."""
+    return CLUSTER if isinstance(client, redis.RedisCluster) else SIDEKIQ
 
 
 def for_cluster(cluster: bool) -> SidekiqLayout:
@@ -288,7 +322,10 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                         layout.stat_on("processed", "2026-01-01"), layout.stat_on("failed", "2026-01-01")],
         "leader campaign": [layout.leader, layout.leader_token, layout.leader_info],
         "batch": [layout.batch(bid), layout.batch(bid, "jids"), layout.batch(bid, "failed"),
-                  layout.batch(bid, "complete"), layout.batch(bid, "success")],
+                  layout.batch(bid, "complete"), layout.batch(bid, "success"), layout.batch(bid, "died"),
+                  layout.batch(bid, "pkids")],
+        "batch event claimed, its callbacks pushed": [layout.batch_fired(queue, bid, "success"), layout.queue(queue),
+                                                       layout.wake(queue)],
         "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
         "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],

@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import keys, payload
+from ..redis.cluster_layout import layout_of
 
 DEFAULT_TTL = 86_400
 #: The ids a record may have: wurk's own jids (24 hex digits), Celery's UUIDs, and any
@@ -104,8 +105,10 @@ def commands(result_id: str, fields: dict[str, Any], ttl: int) -> list[tuple[Any
 
 
 def write(redis: Any, result_id: str, fields: dict[str, Any], ttl: int, *, drop: tuple[str, ...] = ()) -> None:
-    """HSET the fields (and HDEL ``drop``), renewing the expiry, in one round trip."""
-    pipe = redis.pipeline(transaction=True)
+    """HSET the fields (and HDEL ``drop``), renewing the expiry, in one round trip (one
+    ``MULTI``; on a Redis Cluster, where redis-py before 6.1 has no ``MULTI`` pipeline, the
+    same commands in order on the record's node: one key, issue 46 item 3)."""
+    pipe = redis.pipeline(transaction=not layout_of(redis).cluster)
     if drop:
         pipe.hdel(key(result_id), *drop)
     encoded = encode(fields)

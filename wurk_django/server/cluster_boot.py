@@ -1,7 +1,8 @@
 """What a worker refuses at boot on a Redis Cluster (issue 46 stage 3).
 
 The core worker runs on a cluster (:mod:`.cluster_worker`): fetch, run, retry,
-death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats.
+death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats, and
+(issue 46 item 3) unique jobs, batches, paused queues and result records.
 A feature switched on in the settings (or the command line) that is not converted
 to the cluster layout yet would write one-server keys beside the cluster's, or
 fail part way with ``CROSSSLOT``: :func:`refusal` names every such feature, and
@@ -27,7 +28,6 @@ UNCONVERTED = {
     "FETCH_CLASS": "a custom fetcher (WURK['FETCH_CLASS'])",
     "QUEUE_LIMITS": "queue limits (WURK['QUEUE_LIMITS'])",
     "PERIODIC": "periodic jobs (WURK['PERIODIC'])",
-    "UNIQUE_JOBS": "unique jobs (WURK['UNIQUE_JOBS'])",
     "LEADER": "leader election (WURK['LEADER'])",
     "HISTORY": "history (WURK['HISTORY'])",
     "STATSD": "statsd metrics (WURK['STATSD'])",
@@ -62,5 +62,5 @@ def refusal(raw: dict[str, Any], config: Config, *, swarm: bool = False, burst: 
     listed = ", ".join(features)
     return (f"a worker with {listed} does not run on a Redis Cluster yet: Redis at {cluster.shown(config.redis_url)} "
             f"is a cluster node (cluster_enabled:1). The worker runs there with the core features only "
-            f"(fetch, retries, scheduled jobs, the dead set, recovery); switch these off, or use one Redis "
-            f"primary (Sentinel for failover), see {cluster.DOCS}.")
+            f"(fetch, retries, scheduled jobs, the dead set, recovery, unique jobs, batches, paused queues, "
+            f"results); switch these off, or use one Redis primary (Sentinel for failover), see {cluster.DOCS}.")

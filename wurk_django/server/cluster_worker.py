@@ -8,6 +8,8 @@ and retry code, with
 * the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
   queue's slot), its ACK and requeue;
 * the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
+* the live revoke markers ``{wurk}:revoked`` read at each beat (issue 46 item 3), so a
+  job revoked while in flight is recorded as revoked instead of run, as on one server;
 * a heartbeat (:mod:`.cluster_heartbeat`) every :data:`BEAT_INTERVAL` seconds: the
   process hash ``{p:<identity>}``, the process set ``{wurk}:processes``, the stat
   counters under ``{stats}``;
@@ -34,6 +36,7 @@ import orjson
 from .. import __version__
 from ..conf import Config
 from ..metrics.tracker import MetricsTracker
+from ..redis.cluster_layout import CLUSTER
 from ..redis.connection import cluster_for
 from . import cluster_heartbeat, cluster_reaper, pidspace
 from .fetch.cluster import ClusterFetch
@@ -41,6 +44,7 @@ from .run.gate import RunGate
 from .run.manager import Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
+from .stopping import revocations
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
@@ -128,6 +132,10 @@ class ClusterWorker:
         })
 
     def beat(self) -> None:
+        # The live revoke markers first (issue 46 item 3; stopping/revocations.py): a processor
+        # checks each job against them, so once this process is listed it knows them.
+        read_at = time.monotonic()
+        revocations.load(self.client.zrangebyscore(CLUSTER.revoked, time.time(), "+inf"), read_at)
         processed, failed = self.state.take_counts()
         work = self.state.work_snapshot()
         # Counters taken before the write, not restored if it fails (CORE-152, as on one server).

@@ -129,7 +129,7 @@ def get(jid: str, *, redis: Any = None) -> Status | None:
     _checked(jid)
     fields = store.local(jid)
     if fields is None:
-        fields = store.read(context.redis(redis), jid)
+        fields = store.read(context.layout_redis(redis), jid)
     return None if fields is None else Status.from_record(jid, fields)
 
 
@@ -139,7 +139,7 @@ def get_many(jids: list[str], *, redis: Any = None) -> dict[str, Status]:
     wanted = [jid for jid in dict.fromkeys(jids) if store.valid_id(jid)]
     if not wanted:
         return {}
-    pipe = context.redis(redis).pipeline(transaction=False)
+    pipe = context.layout_redis(redis).pipeline(transaction=False)
     for jid in wanted:
         pipe.hgetall(store.key(jid))
     return {jid: Status.from_record(jid, store.decode(raw)) for jid, raw in zip(wanted, pipe.execute(), strict=True) if raw}

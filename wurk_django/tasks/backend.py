@@ -42,6 +42,7 @@ from .. import deadline as deadlines
 from ..client.planning import Companions, Planned
 from ..client.push import Client
 from ..conf import QUEUE_NAME, QUEUE_NAME_RULE
+from ..errors import RedisClusterError
 from ..redis.connection import async_redis
 from ..results.record import push_commands, waiting_state
 from . import results
@@ -289,7 +290,7 @@ class WurkBackend(BaseTaskBackend):
         """The result from Redis, from any process (DJ-018)."""
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = results.read(context.redis(), result_id)
+        fields = results.read(context.layout_redis(), result_id)  # on a Redis Cluster too (issue 46 item 3)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)
@@ -297,7 +298,15 @@ class WurkBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult:
         if not results.valid_id(result_id):
             raise TaskResultDoesNotExist(result_id)
-        fields = await results.aread(async_redis(context.config()), result_id)
+        try:
+            client = async_redis(context.config())
+        except RedisClusterError:
+            # A Redis Cluster (issue 46 item 3): wurk has no redis.asyncio cluster path; one
+            # HGETALL in a thread, off the event loop.
+            import asyncio
+
+            return await asyncio.to_thread(self.get_result, result_id)
+        fields = await results.aread(client, result_id)
         if fields is None:
             raise TaskResultDoesNotExist(result_id)
         return results.build_result(fields, result_id)

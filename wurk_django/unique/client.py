@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import context, payload, testing
 from ..client.arguments import check_arguments
+from ..redis.cluster_layout import layout_of
 from . import lock
 
 logger = logging.getLogger("wurk_django.client.push")
@@ -44,7 +45,9 @@ class UniqueClientMiddleware:
                 f"{job['class']}: a job cannot be both unique (unique_for) and encrypted (encrypt)")
         # The lock is keyed on the arguments exactly as they will be stored.
         job["args"] = check_arguments(job["class"], job["args"], config.on_complex_arguments)
-        key = lock.lock_key(job)
+        # On a Redis Cluster ``redis`` is the RedisCluster client: the lock goes into the slot
+        # of the job's queue, where the push that follows lands too (issue 46 item 3).
+        key = lock.lock_key(job, layout_of(redis))
         taken, holder = lock.acquire(redis, key, job["jid"], lock.lifetime(ttl, job.get("at")))
         if holder != job["jid"]:
             logger.info("duplicate %s dropped (jid=%s blocked by jid=%s)", job["class"], job["jid"], holder)

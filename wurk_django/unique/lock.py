@@ -2,9 +2,12 @@
 
 One key per distinct job: ``unique:`` + SHA-256 of the canonical JSON of
 ``[class, queue, args]`` (or of what the job class's ``unique_context(job)``
-returns). The push, the release after the job ran, the release when the job
-dies and :func:`locked` all derive it here, from the job as stored, so they
-can never disagree, nor disagree with Ruby processes sharing the database.
+returns); on a Redis Cluster ``{q:<queue>}:unique:<sha>``, in the slot of the job's
+queue (issue 46 item 3: :mod:`wurk_django.redis.cluster_layout`), the client's Redis
+deciding which (:func:`~wurk_django.redis.cluster_layout.layout_of`). The push, the
+release after the job ran, the release when the job dies and :func:`locked` all
+derive it here, from the job as stored, so they can never disagree, nor disagree
+with Ruby processes sharing the database.
 
 The key holds the jid of the job that owns it. Only the owner may delete it,
 and the compare and the delete happen in one script: a lock that expired and
@@ -21,7 +24,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import canonical, context, keys, registry
+from .. import canonical, context, registry
+from ..redis.cluster_layout import SIDEKIQ, SidekiqLayout, layout_of
 from ..redis.scripts import lua
 
 logger = logging.getLogger("wurk_django.client.push")
@@ -95,9 +99,9 @@ def context_of(job: dict) -> Any:
     return [job.get("class"), job.get("queue"), job.get("args")]
 
 
-def lock_key(job: dict) -> str:
-    """The Redis key of ``job``'s lock."""
-    return keys.unique_lock(canonical.sha256_hex(context_of(job)))
+def lock_key(job: dict, layout: SidekiqLayout = SIDEKIQ) -> str:
+    """The Redis key of ``job``'s lock (in ``layout``: on a cluster, in its queue's slot)."""
+    return layout.unique_lock(str(job.get("queue") or ""), canonical.sha256_hex(context_of(job)))
 
 
 def lifetime(ttl: int, at: Any, now: float | None = None) -> int:
@@ -124,8 +128,8 @@ def release(job: dict, client: redis_lib.Redis | None = None) -> bool:
     """Give back ``job``'s lock if the job still owns it (on ``client``; by default the
     running job's Redis, or the settings' outside a job)."""
     if client is None:
-        client = context.redis()
-    return release_if_owner(client, lock_key(job), job["jid"])
+        client = context.layout_redis()
+    return release_if_owner(client, lock_key(job, layout_of(client)), job["jid"])
 
 
 def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
@@ -154,8 +158,8 @@ def locked(*spec: Any, redis: redis_lib.Redis | None = None) -> str | None:
         queue = options.get("queue") or config.default_job_options.get("queue") or "default"
     job = {"class": name, "queue": str(queue), "args": list(args)}
     if redis is None:
-        redis = context.redis_for(config)
-    holder = redis.get(lock_key(job))
+        redis = context.layout_redis(config=config)
+    holder = redis.get(lock_key(job, layout_of(redis)))
     return holder.decode() if isinstance(holder, bytes) else holder
 
 

@@ -11,8 +11,8 @@ import logging
 import re
 from typing import Any
 
-from .. import keys
 from ..payload import truthy
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from . import lock
 
@@ -28,17 +28,26 @@ def digest_of(job: dict) -> str | None:
     return lock.lock_key(job).rpartition(":")[2]
 
 
-def holder(redis: Any, digest: str) -> str | None:
-    """The jid holding the lock ``digest``, or ``None`` when it is free."""
-    return to_text(redis.get(keys.unique_lock(_checked(digest))))
+def holder(redis: Any, digest: str, queue: str | None = None) -> str | None:
+    """The jid holding the lock ``digest``, or ``None`` when it is free (``queue``: the
+    job's queue, needed on a Redis Cluster, where the lock lives in the queue's slot)."""
+    return to_text(redis.get(_key(redis, digest, queue)))
 
 
-def release_digest(redis: Any, digest: str) -> bool:
+def release_digest(redis: Any, digest: str, queue: str | None = None) -> bool:
     """Delete the lock ``digest`` whoever holds it; True when there was one.
 
     Raises ``ValueError`` for anything but 64 lowercase hex digits (a lock key's own
-    shape), so a typo cannot delete another key."""
-    return bool(redis.delete(keys.unique_lock(_checked(digest))))
+    shape), so a typo cannot delete another key; on a Redis Cluster also without
+    ``queue`` (the job's queue: its lock lives in that queue's slot)."""
+    return bool(redis.delete(_key(redis, digest, queue)))
+
+
+def _key(redis: Any, digest: str, queue: str | None) -> str:
+    layout = layout_of(redis)
+    if layout.cluster and not queue:
+        raise ValueError("on a Redis Cluster a unique lock lives in its queue's slot: name the job's queue")
+    return layout.unique_lock(queue or "", _checked(digest))
 
 
 def release_for(redis: Any, job: dict) -> bool:
@@ -47,7 +56,7 @@ def release_for(redis: Any, job: dict) -> bool:
     digest = digest_of(job)
     if digest is None or not job.get("jid"):
         return False
-    return lock.release_if_owner(redis, keys.unique_lock(digest), str(job["jid"]))
+    return lock.release_if_owner(redis, lock.lock_key(job, layout_of(redis)), str(job["jid"]))
 
 
 def release_deleted(redis: Any, job: dict | None) -> None:

@@ -18,8 +18,12 @@ keys of one hash slot only, and each queue has its own slot (``{q:<name>}``,
 * the ACK is ``LREM`` of the exact bytes on the private list (one key); giving a job
   back is ``lua/cluster_requeue.lua`` (private list -> queue, one slot).
 
+A paused queue (``{q:<name>}:paused``, :mod:`wurk_django.pause`) is skipped: the flags
+of this fetcher's queues are read through a :class:`~wurk_django.pause.PausedCache`
+(at most 2 s old, as on one server), one pipeline per read (issue 46 item 3).
+
 Not here yet (refused at boot on a cluster, see ``wurk_django.server.cluster_boot``):
-fetching ahead, paused queues, queue caps, the push watch. Outside a cluster this
+fetching ahead, queue caps, the push watch. Outside a cluster this
 module is never imported: the one-server fetchers are unchanged.
 """
 
@@ -34,6 +38,7 @@ from typing import Any
 import redis as redis_lib
 
 from ...conf import Config
+from ...pause import PausedCache, paused_among
 from ...redis.cluster_layout import CLUSTER
 from ...redis.scripts import lua
 from ..outage import OutageLog
@@ -94,6 +99,7 @@ class ClusterFetch:
         self._turn = itertools.count()
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
         self.pid = os.getpid()
+        self.paused = PausedCache(config, read=lambda: paused_among(self.redis(), self.order.names))
 
     def redis(self) -> Any:
         if self._client is None:
@@ -122,9 +128,13 @@ class ClusterFetch:
             self._done.wait(0.05)
             return None
         slot = self._slot()
-        names = self.order()
         client = self.redis()
         try:
+            paused = self.paused.get()
+            names = [name for name in self.order() if name not in paused] if paused else self.order()
+            if not names:
+                self._done.wait(BLOCK_SECONDS)  # every queue paused: look again after a block's wait
+                return None
             for name in names:
                 private = self.private_list(name, slot)
                 raw = client.lmove(CLUSTER.queue(name), private, "RIGHT", "LEFT")
