@@ -264,7 +264,8 @@ def test_issue_46_item_4_the_busy_primary_killed_mid_drain(fault_cluster, worker
 
 def _queue_on_first_slot(group: RedisClusterGroup) -> tuple[str, int, int]:
     """A queue name whose slot is the lowest slot of its primary (``redis-cli --cluster reshard``
-    moves a source's lowest slots first), that primary's port, and another primary's port."""
+    moves a source's lowest slots first), that primary's port, and the port of a primary whose
+    slots are all higher: moved there, it is that one's lowest too, so it can be moved back."""
     client = group.node_client(group.ports[0], decode_responses=True)
     try:
         ranges = client.execute_command("CLUSTER", "SLOTS")
@@ -274,10 +275,9 @@ def _queue_on_first_slot(group: RedisClusterGroup) -> tuple[str, int, int]:
     for n in range(200_000):
         name = f"busy{n}"
         slot = key_slot(CLUSTER.queue(name).encode())
-        if slot in firsts:
-            source = firsts[slot]
-            target = next(port for port in firsts.values() if port != source)
-            return name, source, target
+        higher = [port for start, port in firsts.items() if start > slot]
+        if slot in firsts and higher:
+            return name, firsts[slot], higher[0]
     raise AssertionError("no queue name found on a primary's first slot")
 
 
@@ -293,17 +293,25 @@ def test_issue_46_item_4_the_busy_queues_slot_resharded_mid_drain(fault_cluster,
     queue, source, target = _queue_on_first_slot(fault_cluster)
     source_id, target_id = _node_id(fault_cluster, source), _node_id(fault_cluster, target)
 
-    def reshard() -> None:
+    def move(from_port: int, from_id: str, to_port: int, to_id: str) -> None:
         done = subprocess.run(
-            ["redis-cli", "--cluster", "reshard", f"127.0.0.1:{source}", "--cluster-from", source_id,
-             "--cluster-to", target_id, "--cluster-slots", "1", "--cluster-yes"],
+            ["redis-cli", "--cluster", "reshard", f"127.0.0.1:{from_port}", "--cluster-from", from_id,
+             "--cluster-to", to_id, "--cluster-slots", "1", "--cluster-yes"],
             capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-        _wait(lambda: owner(fault_cluster, queue) == target, "the busy queue's slot on its new primary", 30)
+        _wait(lambda: owner(fault_cluster, queue) == to_port, "the busy queue's slot on its new primary", 30)
+
+    def reshard() -> None:
+        # There and back twice, a moment of work between moves: four migrations mid-drain.
+        for _ in range(2):
+            move(source, source_id, target, target_id)
+            time.sleep(0.5)
+            move(target, target_id, source, source_id)
+            time.sleep(0.5)
 
     _, figures = drain_through(fault_cluster, worker_factory, queue, reshard)
-    figures.show("slot resharded")
-    assert owner(fault_cluster, queue) == target
+    figures.show("slot resharded 4 times (there and back, twice)")
+    assert owner(fault_cluster, queue) == source
     assert figures.lost == 0
     assert figures.twice <= WORKERS * THREADS  # only jobs in flight may run twice
     assert figures.left_at_fault_end > 0

@@ -226,10 +226,11 @@ class ClusterFetch:
         if uncertain(exc):
             self.unsure(private)
 
-    def _move(self, client: Any, name: str, private: str, block: bool) -> bytes | None:
+    def _move(self, client: Any, name: str, private: str, block: float = 0.0) -> bytes | None:
+        """``LMOVE`` from queue ``name`` into ``private``, or ``BLMOVE`` for ``block`` seconds."""
         self._sweep(client, name, private)
         if block:
-            return client.blmove(CLUSTER.queue(name), private, BLOCK_SECONDS, "RIGHT", "LEFT")
+            return client.blmove(CLUSTER.queue(name), private, block, "RIGHT", "LEFT")
         return client.lmove(CLUSTER.queue(name), private, "RIGHT", "LEFT")
 
     def retrieve_work(self) -> ClusterUnit | None:
@@ -249,7 +250,7 @@ class ClusterFetch:
         for name in names:
             private = self.private_list(name, slot)
             try:
-                raw = self._move(client, name, private, block=False)
+                raw = self._move(client, name, private)
             except FAULTS as exc:
                 self._failed(name, private, exc)
                 failed = True
@@ -260,10 +261,14 @@ class ClusterFetch:
                 return ClusterUnit(name, raw, self, private)
         if failed:
             return None  # some queue failed: look at all of them again rather than block on one
+        # While a queue rests, block no longer than its rest: it is asked again when the rest
+        # ends, not a whole block timeout later (a failover's end is noticed sooner).
+        ends = [until for until in self._resting.values() if until > now]
+        block = BLOCK_SECONDS if not ends else max(0.1, min(float(BLOCK_SECONDS), min(ends) - now))
         name = names[next(self._turn) % len(names)]
         private = self.private_list(name, slot)
         try:
-            raw = self._move(client, name, private, block=True)
+            raw = self._move(client, name, private, block=block)
         except FAULTS as exc:
             self._failed(name, private, exc)
             return None
