@@ -19,6 +19,7 @@ import redis as redis_lib
 
 from tests.local_redis import LocalRedis
 from tests.local_redis import free_port as _any_free_port
+from tests.support import stop_process
 
 _handed_out: set[int] = set()
 
@@ -295,10 +296,12 @@ class _ClusterNode(_PrivateRedis):
     """One cluster-enabled redis-server; over TLS only (cluster bus and replication
     too) when given ``certs``."""
 
-    def __init__(self, port: int, certs: dict[str, str] | None) -> None:
+    def __init__(self, port: int, certs: dict[str, str] | None, node_timeout: int = 2000,
+                 extra: tuple[str, ...] = ()) -> None:
         self.port = port
         self.certs = certs
-        cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+        cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                   "--cluster-node-timeout", str(node_timeout), *extra)
         if certs is None:
             transport: tuple[str, ...] = ("--port", str(port))
         else:
@@ -312,6 +315,12 @@ class _ClusterNode(_PrivateRedis):
             options.update(ssl=True, ssl_ca_certs=self.certs["ca.crt"])
         return redis_lib.Redis(port=self.port, **options)
 
+    def halt(self, sig: int) -> None:
+        """End the server with ``sig`` (by its pid) and reap it, keeping its folder
+        (``nodes.conf``, an append-only file): :meth:`start` brings the same node back."""
+        if self.server.proc is not None:
+            stop_process(self.server.proc, sig, 10)
+
 
 class RedisClusterGroup:
     """A real Redis Cluster on private ports: ``primaries`` primaries with ``replicas``
@@ -319,11 +328,16 @@ class RedisClusterGroup:
     (its ``nodes.conf`` there) and is stopped by its pid. ``tls=True``: every node speaks
     TLS only, with a CA made here (:attr:`certs`)."""
 
-    def __init__(self, primaries: int = 3, replicas: int = 1, *, tls: bool = False) -> None:
+    def __init__(self, primaries: int = 3, replicas: int = 1, *, tls: bool = False, node_timeout: int = 2000,
+                 server_args: tuple[str, ...] = ()) -> None:
         if shutil.which("redis-cli") is None:
             pytest.skip("redis-cli is not installed")
         self.primaries = primaries
         self.replicas = replicas
+        # The fault tests (issue 46 item 4) want a shorter cluster-node-timeout (a killed
+        # primary's failover starts sooner) and an append-only file (a restarted node keeps its data).
+        self.node_timeout = node_timeout
+        self.server_args = server_args
         self.tmp = Path(tempfile.mkdtemp(prefix="wurk-cluster-"))
         self.certs = certificates(self.tmp / "certs") if tls else None
         self.nodes: list[_ClusterNode] = []
@@ -340,7 +354,7 @@ class RedisClusterGroup:
     def start(self, timeout: float = 60.0) -> RedisClusterGroup:
         try:
             for _ in range(self.primaries * (1 + self.replicas)):
-                node = _ClusterNode(cluster_port(), self.certs)
+                node = _ClusterNode(cluster_port(), self.certs, self.node_timeout, self.server_args)
                 self.nodes.append(node)
                 node.start()
             addresses = [f"127.0.0.1:{port}" for port in self.ports]
@@ -384,6 +398,16 @@ class RedisClusterGroup:
         if self.certs is None:
             return RedisCluster(host="127.0.0.1", port=self.ports[0])
         return RedisCluster(host="127.0.0.1", port=self.ports[0], ssl=True, ssl_ca_certs=self.certs["ca.crt"])
+
+    def node(self, port: int) -> _ClusterNode:
+        return next(node for node in self.nodes if node.port == port)
+
+    def replica_of(self, primary_port: int) -> int:
+        """The port of a replica of the primary on ``primary_port``, its link up."""
+        for port in self.ports:
+            if port != primary_port and replicating(port, primary_port):
+                return port
+        raise AssertionError(f"no replica of the primary on port {primary_port} has its link up")
 
     def primary_ports(self) -> list[int]:
         found = []

@@ -106,6 +106,11 @@ class PausedCache:
         """Read the set again on the next ``get``: Redis said it was written."""
         self._read_at = -CACHE_TTL
 
+    def last(self) -> frozenset[str]:
+        """The names of the last read that worked (empty before the first): what a fetcher
+        goes on with while Redis cannot answer the read."""
+        return self._names
+
     def get(self) -> frozenset[str]:
         if self._fresh(time.monotonic()):
             return self._names

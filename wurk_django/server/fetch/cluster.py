@@ -22,6 +22,22 @@ A paused queue (``{q:<name>}:paused``, :mod:`wurk_django.pause`) is skipped: the
 of this fetcher's queues are read through a :class:`~wurk_django.pause.PausedCache`
 (at most 2 s old, as on one server), one pipeline per read (issue 46 item 3).
 
+Faults a cluster has (issue 46 item 4: a failover, a primary killed, a slot moved, a
+node restarted) touch the queues of one primary, or of one slot, for a few seconds:
+
+* a queue whose command failed rests for :data:`ERROR_BACKOFF` (every thread skips it)
+  while the threads go on with the other queues, so a primary being failed over stalls
+  only its own queues, not the whole worker;
+* a command that failed without a reply (a connection lost, a timeout) may have run:
+  a ``LMOVE`` that moved a job whose reply never came (or that redis-py's cluster client
+  sent again after a connection error, see ``cluster_client``) leaves a job in this
+  thread's private list that no thread runs, and no reaper takes back while this
+  process lives. So such a private list is marked, and the thread's next fetch from
+  that queue first moves whatever it holds back onto the queue
+  (``lua/cluster_reclaim.lua``): the thread holds no job of that queue when it fetches;
+* an ACK waits out a failover (:data:`ACK_PATIENCE`) instead of failing at once: a
+  failed ACK gives the job back to its queue, and it would run a second time.
+
 Not here yet (refused at boot on a cluster, see ``wurk_django.server.cluster_boot``):
 fetching ahead, queue caps, the push watch. Outside a cluster this
 module is never imported: the one-server fetchers are unchanged.
@@ -33,13 +49,18 @@ import itertools
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 import redis as redis_lib
+from redis.backoff import NoBackoff
+from redis.exceptions import AskError, ClusterDownError, RedisClusterException, TryAgainError
+from redis.retry import Retry
 
 from ...conf import Config
 from ...pause import PausedCache, paused_among
 from ...redis.cluster_layout import CLUSTER
+from ...redis.errors import is_failover
 from ...redis.scripts import lua
 from ..outage import OutageLog
 from ..state import NONCE, hostname
@@ -51,6 +72,32 @@ logger = logging.getLogger("wurk_django.worker")
 BLOCK_SECONDS = 1
 ERROR_BACKOFF = 1.0
 REQUEUE = lua("cluster_requeue")
+RECLAIM = lua("cluster_reclaim")
+
+#: What a cluster's passing faults raise. redis-py's ``SlotNotCoveredError`` (no node for a
+#: slot in its map, mid-failover) is not a ``RedisError``.
+FAULTS = (redis_lib.RedisError, RedisClusterException)
+
+#: Seconds an ACK keeps trying through a fault before it gives up (the job then goes back
+#: to its queue, and runs again): longer than a killed primary's failover with the
+#: default ``cluster-node-timeout`` of 15 s takes is not worth holding a thread for; a
+#: failover at the tests' 1 s node timeout takes about 2 s.
+ACK_PATIENCE = 15.0
+
+
+def passing(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cluster's passing fault, worth trying again in a moment: a
+    connection lost or a timeout, a slot without a node, ``CLUSTERDOWN``, ``TRYAGAIN`` (a
+    slot moving), redirections given up, a failover's refusals."""
+    return (not isinstance(exc, redis_lib.ResponseError)
+            or isinstance(exc, (ClusterDownError, TryAgainError, AskError)) or is_failover(exc))
+
+
+def uncertain(exc: BaseException) -> bool:
+    """Whether a command that raised ``exc`` may have run all the same: an error reply
+    (``ResponseError``: ``TRYAGAIN``, ``CLUSTERDOWN``, ``MOVED`` given up...) says it did
+    not; a connection lost or a timeout cannot say."""
+    return not isinstance(exc, redis_lib.ResponseError)
 
 
 class ClusterUnit:
@@ -71,12 +118,36 @@ class ClusterUnit:
         return CLUSTER.queue(self.queue)
 
     def acknowledge(self) -> None:
-        """The job is done, or its outcome is booked: out of the private list."""
-        self.fetcher.redis().lrem(self.private, 1, self.job)
+        """The job is done, or its outcome is booked: out of the private list. Through a
+        fault (its primary failed over, its slot moving) it tries again for up to
+        :data:`ACK_PATIENCE` seconds: the ``LREM`` of these exact bytes is safe to repeat,
+        and an ACK that gives up gives the job back to run again."""
+        deadline = time.monotonic() + ACK_PATIENCE
+        pause = 0.1
+        while True:
+            try:
+                self.fetcher.redis().lrem(self.private, 1, self.job)
+                return
+            except FAULTS as exc:
+                if not passing(exc):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    self.fetcher.unsure(self.private)
+                    # As a connection error: the processor then gives the job back to its
+                    # queue (a TRYAGAIN or CLUSTERDOWN reply would send it to the dead set).
+                    raise redis_lib.ConnectionError(f"could not acknowledge job {self.jid} through a "
+                                                    f"cluster fault for {ACK_PATIENCE:g}s: {exc}") from exc
+                logger.debug("ACK of job %s failed (%s); trying again in %.1fs", self.jid, exc, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def requeue(self) -> None:
         """Back onto the fetch end of its queue, unrun (private list -> queue, one step)."""
-        REQUEUE(self.fetcher.redis(), keys=[self.private, self.queue_key], args=[self.job])
+        try:
+            REQUEUE(self.fetcher.redis(), keys=[self.private, self.queue_key], args=[self.job])
+        except FAULTS:
+            self.fetcher.unsure(self.private)  # the next fetch from this queue sweeps it
+            raise
 
 
 class ClusterFetch:
@@ -97,6 +168,11 @@ class ClusterFetch:
         self._slot_lock = threading.Lock()
         # Which queue the next idle fetch blocks on: shared, so idle threads spread.
         self._turn = itertools.count()
+        # Queue name -> monotonic() until which no thread fetches from it (its command failed).
+        self._resting: dict[str, float] = {}
+        # Private lists that may hold a job no thread runs (a command on them failed
+        # without a reply): swept back onto their queue before the next fetch into them.
+        self._unsure: set[str] = set()
         self._outage = OutageLog("fetch", f", retrying every {ERROR_BACKOFF:g}s")
         self.pid = os.getpid()
         self.paused = PausedCache(config, read=lambda: paused_among(self.redis(), self.order.names))
@@ -108,7 +184,20 @@ class ClusterFetch:
                     from ...redis.cluster import cluster_client
                     from ...redis.connection import READ_TIMEOUT
 
-                    self._client = cluster_client(self.config, socket_timeout=READ_TIMEOUT + BLOCK_SECONDS)
+                    # No replay by redis-py: its cluster client sends a command again after a
+                    # connection error or a timeout (3 times by default), and a LMOVE that ran
+                    # without its reply reaching us, then sent again, moves a second job and
+                    # strands the first in this thread's private list (issue 46 item 4). Every
+                    # failure reaches the fetch instead, which marks that list for a sweep. A
+                    # failed command still makes redis-py refresh its slot map, and MOVED/ASK
+                    # are still followed.
+                    client = cluster_client(self.config, socket_timeout=READ_TIMEOUT + BLOCK_SECONDS)
+                    # redis-py 6 and later count the tries by ``retry``, 5.x by
+                    # ``cluster_error_retry_attempts``: set after construction, as either
+                    # keyword is refused or deprecated by one of them.
+                    client.retry = Retry(NoBackoff(), 0)
+                    client.cluster_error_retry_attempts = 0
+                    self._client = client
         return self._client
 
     def _slot(self) -> int:
@@ -122,31 +211,83 @@ class ClusterFetch:
     def private_list(self, queue: str, slot: int) -> str:
         return CLUSTER.private_queue(queue, hostname(), self.pid, NONCE, slot)
 
+    def unsure(self, private: str) -> None:
+        """``private`` may hold a job no thread runs: the next fetch into it sweeps it first."""
+        self._unsure.add(private)
+
+    def _sweep(self, client: Any, name: str, private: str) -> None:
+        """Move back onto queue ``name`` whatever ``private`` holds (this thread holds no job
+        of that queue while it fetches), if a failed command left it unsure."""
+        if private not in self._unsure:
+            return
+        moved = int(RECLAIM(client, keys=[private, CLUSTER.queue(name)]))
+        self._unsure.discard(private)
+        if moved:
+            logger.warning("%d job(s) left in %s by a command that failed without a reply went back to queue %s",
+                           moved, private, name)
+
+    def _failed(self, name: str, private: str, exc: BaseException) -> None:
+        self._outage.failed(exc)
+        self._resting[name] = time.monotonic() + ERROR_BACKOFF
+        if uncertain(exc):
+            self.unsure(private)
+
+    def _move(self, client: Any, name: str, private: str, block: float = 0.0) -> bytes | None:
+        """``LMOVE`` from queue ``name`` into ``private``, or ``BLMOVE`` for ``block`` seconds."""
+        self._sweep(client, name, private)
+        if block:
+            return client.blmove(CLUSTER.queue(name), private, block, "RIGHT", "LEFT")
+        return client.lmove(CLUSTER.queue(name), private, "RIGHT", "LEFT")
+
     def retrieve_work(self) -> ClusterUnit | None:
         """The next job, or ``None`` when stopping, idle for one block timeout, or Redis failed."""
         if self._done.is_set():
             self._done.wait(0.05)
             return None
         slot = self._slot()
-        client = self.redis()
+        now = time.monotonic()
         try:
             paused = self.paused.get()
-            names = [name for name in self.order() if name not in paused] if paused else self.order()
-            if not names:
-                self._done.wait(BLOCK_SECONDS)  # every queue paused: look again after a block's wait
-                return None
-            for name in names:
-                private = self.private_list(name, slot)
-                raw = client.lmove(CLUSTER.queue(name), private, "RIGHT", "LEFT")
-                if raw is not None:
-                    self._outage.succeeded()
-                    return ClusterUnit(name, raw, self, private)
-            name = names[next(self._turn) % len(names)]
+        except FAULTS:
+            # The flags live on every primary; one being failed over must not stop the
+            # others' queues: go on with the flags last read (a rest, below, covers its queues).
+            paused = self.paused.last()
+        # A paused queue is skipped; a queue whose primary just failed rests a moment and
+        # the others go on (module docstring).
+        names = [name for name in self.order()
+                 if name not in paused and self._resting.get(name, 0.0) <= now]
+        if not names:
+            # Every queue paused or resting: look again when the first rest ends, or after a
+            # block's wait when none rests (paused queues only).
+            ends = [until for until in self._resting.values() if until > now]
+            self._done.wait(max(min(ends) - now, 0.05) if ends else BLOCK_SECONDS)
+            return None
+        client = self.redis()
+        failed = False
+        for name in names:
             private = self.private_list(name, slot)
-            raw = client.blmove(CLUSTER.queue(name), private, BLOCK_SECONDS, "RIGHT", "LEFT")
-        except redis_lib.RedisError as exc:
-            self._outage.failed(exc)
-            self._done.wait(ERROR_BACKOFF)
+            try:
+                raw = self._move(client, name, private)
+            except FAULTS as exc:
+                self._failed(name, private, exc)
+                failed = True
+                continue
+            if raw is not None:
+                if not failed:
+                    self._outage.succeeded()
+                return ClusterUnit(name, raw, self, private)
+        if failed:
+            return None  # some queue failed: look at all of them again rather than block on one
+        # While a queue rests, block no longer than its rest: it is asked again when the rest
+        # ends, not a whole block timeout later (a failover's end is noticed sooner).
+        ends = [until for until in self._resting.values() if until > now]
+        block = BLOCK_SECONDS if not ends else max(0.1, min(float(BLOCK_SECONDS), min(ends) - now))
+        name = names[next(self._turn) % len(names)]
+        private = self.private_list(name, slot)
+        try:
+            raw = self._move(client, name, private, block=block)
+        except FAULTS as exc:
+            self._failed(name, private, exc)
             return None
         self._outage.succeeded()
         return None if raw is None else ClusterUnit(name, raw, self, private)
