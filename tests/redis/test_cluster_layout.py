@@ -123,3 +123,29 @@ def test_a_blocking_reliable_fetch_is_one_slot_but_several_queues_are_not(redis_
     finally:
         client.close()
         pusher.close()
+
+
+def test_every_limiter_key_is_sidekiqs_on_one_server_and_its_own_slot_on_a_cluster():
+    # Issue 46 item 3: the limiters name their keys through the layout of their client.
+    one = ("lmtr:L", "lmtr-cs:L", "lmtr-stats:L", "lmtr-b:L:7", "lmtr-w:L", "lmtr-l:L", "lmtr-p:L", "lmtr-list")
+    for layout in (SIDEKIQ, CLUSTER):
+        names = (layout.limiter_meta("L"), layout.limiter_slots("L"), layout.limiter_stats("L"),
+                 layout.limiter_bucket("L", 7), layout.limiter_window("L"), layout.limiter_leaky("L"),
+                 layout.limiter_points("L"), layout.limiter_list)
+        if layout is SIDEKIQ:
+            assert names == one
+        else:
+            assert len(slots(list(names[:-1]))) == 1 and names[0].startswith("{l:L}")
+            assert slots([names[-1]]) == slots([CLUSTER.queues])  # the name list is {wurk}'s
+
+
+def test_the_layout_of_a_client_is_the_clusters_only_for_a_redis_cluster(redis_cluster):
+    import redis
+
+    client = redis_cluster.client()
+    try:
+        assert cluster_layout.layout_of(client) is CLUSTER
+        assert cluster_layout.layout_of(client.pipeline()) is CLUSTER
+    finally:
+        client.close()
+    assert cluster_layout.layout_of(redis.Redis()) is SIDEKIQ and cluster_layout.layout_of(None) is SIDEKIQ

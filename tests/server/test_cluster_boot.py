@@ -21,3 +21,13 @@ def test_each_feature_switched_on_is_named_in_one_line_with_the_server_without_i
                   "redis://user@node:7000/0", "docs/redis.md#redis-cluster"):
         assert named in line
     assert "s3cret" not in line
+
+
+def test_leader_periodic_jobs_and_a_limiters_redis_are_not_refused():
+    # Issue 46 item 3: converted to the cluster layout (tests/topologies/test_cluster_periodic.py,
+    # tests/topologies/test_cluster_limiters.py run them on a real cluster).
+    raw = {"REDIS_URL": "redis://node:7000/0", "LEADER": {"TTL": 10, "RENEW_INTERVAL": 3},
+           "PERIODIC": [{"cron": "* * * * *", "job": "tests.jobsapp.jobs.CronRecordJob"}],
+           "LIMITER_REDIS": {"POOL_SIZE": 3}}
+    assert cluster_boot.refusal(raw, Config(raw={"REDIS_URL": raw["REDIS_URL"]})) is None
+    assert not {"PERIODIC", "LEADER", "LIMITER_REDIS"} & set(cluster_boot.UNCONVERTED)

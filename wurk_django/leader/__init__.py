@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import context, keys
+from .. import context
 
 if TYPE_CHECKING:
     from .election import Leader
@@ -51,10 +51,13 @@ def leader_info(redis: Any = None) -> dict[str, Any]:
     """``{"identity", "since", "token"}`` of the cluster's leader now; ``identity`` is
     ``""`` when nobody leads, ``since``/``token`` are None when unknown (a Ruby leader)."""
 
+    from ..redis.cluster_layout import layout_of  # here: reading settings imports this package
+
     redis = context.redis(redis)
+    where = layout_of(redis)
     pipe = redis.pipeline(transaction=False)
-    pipe.get(keys.LEADER)
-    pipe.hgetall(keys.LEADER_INFO)
+    pipe.get(where.leader)
+    pipe.hgetall(where.leader_info)
     current_id, info = pipe.execute()
     identity = current_id.decode() if isinstance(current_id, bytes) else (current_id or "")
     info = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import keys, signals
-from ..redis.connection import get_redis
+from .. import context, signals
+from ..redis.cluster_layout import layout_of
+from ..redis.connection import engine_client
 from ..redis.scripts import lua
 from ..reporting import report
 from ..server.state import identity as process_identity
@@ -103,7 +104,8 @@ class Leader:
         if cached is not None and now - cached[0] < self.cache_ttl:
             return cached[1]
         try:
-            current = self.redis.get(keys.LEADER)
+            redis = self.redis
+            current = redis.get(layout_of(redis).leader)
             answer = current is not None and to_text(current) == self.identity
         except Exception:
             answer = False
@@ -116,13 +118,16 @@ class Leader:
 
     @property
     def redis(self):
-        return self._redis if self._redis is not None else get_redis(config=self.config)
+        """The given client, else the engine's for this config (a ``RedisCluster`` on a
+        cluster: the lock, token and info are then the ``{leader}`` slot's keys)."""
+        return self._redis if self._redis is not None else engine_client(context.config(self.config))
 
     # -- one campaign step -------------------------------------------------------------
 
     def campaign(self) -> bool:
         """Take the lock if free, extend it if ours; returns whether we hold it."""
-        won = bool(lua("leader/lua/campaign")(self.redis, [keys.LEADER],
+        redis = self.redis
+        won = bool(lua("leader/lua/campaign")(redis, [layout_of(redis).leader],
                                               [self.identity, int(self.ttl * 1000)]))
         # The answer is cached before the election listeners run: the periodic poller's
         # listener wakes its thread to fire at once, and that thread asks is_leader(). With
@@ -144,12 +149,13 @@ class Leader:
         self._held = True
         self.since = time.time()
         redis = self.redis
+        where = layout_of(redis)
         try:
-            self.token = int(redis.incr(keys.LEADER_TOKEN))
+            self.token = int(redis.incr(where.leader_token))
             pipe = redis.pipeline(transaction=True)
-            pipe.hset(keys.LEADER_INFO, mapping={"identity": self.identity, "since": repr(self.since),
-                                                 "token": self.token})
-            pipe.pexpire(keys.LEADER_INFO, int(self.ttl * 1000))
+            pipe.hset(where.leader_info, mapping={"identity": self.identity, "since": repr(self.since),
+                                                  "token": self.token})
+            pipe.pexpire(where.leader_info, int(self.ttl * 1000))
             pipe.execute()
         except Exception:
             logger.exception("leader: could not record this term (fencing token %s)", self.token)
@@ -163,7 +169,8 @@ class Leader:
     def _keep_info(self) -> None:
         # The term record lives as long as the lock, so no stale record outlives a leader.
         try:
-            self.redis.pexpire(keys.LEADER_INFO, int(self.ttl * 1000))
+            redis = self.redis
+            redis.pexpire(layout_of(redis).leader_info, int(self.ttl * 1000))
         except Exception:
             logger.debug("leader: could not extend leader-info", exc_info=True)
 
@@ -171,7 +178,8 @@ class Leader:
         """Give the lock up if we still own it (a compare-and-delete on the server)."""
         released = False
         try:
-            released = bool(lua("leader/lua/release_if_owner")(self.redis, [keys.LEADER], [self.identity]))
+            redis = self.redis
+            released = bool(lua("leader/lua/release_if_owner")(redis, [layout_of(redis).leader], [self.identity]))
         except Exception:
             logger.exception("leader: could not release the lock; it lapses within %ss", self.ttl)
         if released:

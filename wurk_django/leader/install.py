@@ -44,4 +44,5 @@ class _Component:
 def install_server() -> None:
     from ..server.launcher import register_component
 
-    register_component("leader", build, position=POSITION)
+    # cluster=True: the lock, token and info are the {leader} slot's keys on a cluster (issue 46).
+    register_component("leader", build, position=POSITION, cluster=True)

@@ -11,6 +11,7 @@ from django.urls import path
 from django.utils.translation import gettext as _
 
 from ..admin.common import Page, keep_query, page_params, redirect_back, render, url, when
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from . import listing
 from .base import redis_client
@@ -41,9 +42,11 @@ def _row(name: str, meta: dict[str, str] | None) -> dict[str, Any]:
 
 
 def _metadata(names: list[str]) -> list[dict[str, str] | None]:
-    pipe = redis_client().pipeline(transaction=False)
+    client = redis_client()
+    where = layout_of(client)
+    pipe = client.pipeline(transaction=False)
     for name in names:
-        pipe.hgetall(f"lmtr:{name}")
+        pipe.hgetall(where.limiter_meta(name))
     return [{to_text(k): to_text(v) for k, v in found.items()} or None for found in pipe.execute()]
 
 

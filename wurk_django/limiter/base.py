@@ -17,11 +17,15 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import redis as redis_lib
+from redis.cluster import RedisCluster
 
-from .. import context, keys
+from .. import context
 from ..client.writer import Writer
 from ..conf import Config
-from ..redis.connection import get_redis
+from ..errors import RedisClusterError
+from ..redis.cluster import cluster_client
+from ..redis.cluster_layout import SidekiqLayout, layout_of
+from ..redis.connection import cached_client, cluster_for, get_redis
 from ..redis.scripts import lua
 from . import options as opts
 
@@ -107,11 +111,20 @@ _dedicated_lock = threading.Lock()
 
 def redis_client(config: Config | None = None) -> redis_lib.Redis:
     """The limiters' connection: ``WURK["LIMITER_REDIS"]`` if set (a dedicated pool,
-    so rate-limit traffic cannot starve job fetches), else the main pool."""
+    so rate-limit traffic cannot starve job fetches), else the main pool. On a Redis
+    Cluster (issue 46) a redis-py ``RedisCluster``: its keys are then the cluster
+    layout's (:func:`~wurk_django.redis.cluster_layout.layout_of`)."""
     config = config or context.config()  # inside a job, the worker's: its shard keeps the counters
     spec = config.limiter_redis
     if spec is None:
-        return context.redis_for(config)
+        try:
+            return context.redis_for(config)
+        except RedisClusterError:
+            # Outside a job (a view, a script) on a cluster: the engine's cluster client.
+            clustered = cluster_for(config)
+            if clustered is None:
+                raise
+            return clustered
     size = spec.pool_size
     key = (os.getpid(), spec.url or config.redis_url, size)
     client = _dedicated.get(key)
@@ -124,19 +137,56 @@ def redis_client(config: Config | None = None) -> redis_lib.Redis:
                     # Another server: the main connection settings do not apply to it.
                     raw = {k: v for k, v in config.raw.items() if k not in ("REDIS", "REDIS_URL")}
                     target = Config({**raw, "REDIS_URL": spec.url})
-                client = _dedicated[key] = get_redis("limiter", pool_size=size, config=target)
+                try:
+                    client = get_redis("limiter", pool_size=size, config=target)
+                except RedisClusterError:
+                    # A cluster (the main one, or the one spec.url names): a RedisCluster of
+                    # its own, so limiter traffic still has its own connections per node.
+                    client = cached_client("limiter-cluster", target, lambda: cluster_client(target))
+                _dedicated[key] = client
     return client
 
 
 def send(commands: list[tuple[Any, ...]], client: redis_lib.Redis | None = None) -> list[Any]:
-    """Send ``commands`` in one round trip (scripts as EVALSHA, resent as EVAL on NOSCRIPT)."""
+    """Send ``commands`` in one round trip (scripts as EVALSHA, resent as EVAL on NOSCRIPT).
+
+    On a Redis Cluster, one round trip per slot the commands touch, on that slot's
+    primary (a limiter's own commands are one slot: ``{l:<name>}``); a command without
+    a key (``TIME``) goes with the first group."""
     config = context.config()
-    return Writer(config, redis=client or redis_client(config)).send(commands)
+    client = client or redis_client(config)
+    if not isinstance(client, RedisCluster):
+        return Writer(config, redis=client).send(commands)
+    slots = [None if key is None else client.keyslot(key) for key in map(_first_key, commands)]
+    anywhere = next((slot for slot in slots if slot is not None), 0)
+    groups: dict[int, list[int]] = {}
+    for index, slot in enumerate(slots):
+        groups.setdefault(anywhere if slot is None else slot, []).append(index)
+    replies: list[Any] = [None] * len(commands)
+    for slot, indexes in groups.items():
+        node = client.nodes_manager.get_node_from_slot(slot)
+        sent = Writer(config, redis=client.get_redis_connection(node)).send([commands[i] for i in indexes])
+        for index, reply in zip(indexes, sent, strict=True):
+            replies[index] = reply
+    return replies
+
+
+def _first_key(command: tuple[Any, ...]) -> Any:
+    """The key a limiter command addresses (the first of a script's KEYS), or None (``TIME``)."""
+    name = str(command[0]).upper()
+    if name in ("EVALSHA", "EVAL"):
+        return command[3] if int(command[2]) > 0 else None
+    return command[1] if len(command) > 1 else None
 
 
 def run(script: str, keys_: list[str], args: list[Any], client: redis_lib.Redis | None = None) -> Any:
     """Run one limiter script (``wurk_django/limiter/lua/<script>.lua``) and return its reply."""
     return send([lua(f"limiter/lua/{script}").command(keys_, args)], client)[0]
+
+
+def layout(client: Any = None) -> SidekiqLayout:
+    """Where this process's limiter keys are: the layout of the limiters' Redis."""
+    return layout_of(client if client is not None else redis_client())
 
 
 # -- the base class ----------------------------------------------------------------------
@@ -182,25 +232,45 @@ class Limiter:
 
     @property
     def meta_key(self) -> str:
-        return keys.limiter_meta(self.name)
+        """The metadata hash (in the layout of the limiters' Redis)."""
+        return layout().limiter_meta(self.name)
 
     def register(self) -> int:
         """Write the metadata (type, options, fingerprint) and list the name; returns 1
         when the name was newly added to the list."""
-        return int(run("register", [self.meta_key, keys.LIMITER_LIST],
-                       [self.name, self.type, self.options_json, self.fingerprint, self.ttl]))
+        client = redis_client()
+        where = layout_of(client)
+        meta = where.limiter_meta(self.name)
+        fields = ("type", self.type, "options", self.options_json, "fingerprint", self.fingerprint)
+        if not where.cluster:
+            return int(run("register", [meta, where.limiter_list],
+                           [self.name, self.type, self.options_json, self.fingerprint, self.ttl], client))
+        # A Redis Cluster: the metadata is in the limiter's slot, the list in {wurk}, so
+        # register.lua's gate (list the name only when the metadata was written afresh)
+        # spans two steps. A process that dies between them leaves the name off the
+        # dashboard's list until the metadata expires and is written afresh; the limiter
+        # itself works all the same.
+        created, _ttl = send([("HSET", meta, *fields), ("EXPIRE", meta, self.ttl)], client)
+        if int(created) > 0:
+            return int(send([("SADD", where.limiter_list, self.name)], client)[0])
+        return 0
 
-    def state_keys(self) -> list[str]:
-        """The keys holding this limiter's counters (what :meth:`reset` deletes)."""
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        """The keys holding this limiter's counters (what :meth:`reset` deletes), in the
+        layout ``where`` (default: the limiters' Redis's)."""
         raise NotImplementedError
 
     def reset(self) -> None:
         """Forget every use so far; metadata and list membership stay."""
-        redis_client().delete(*self.state_keys())
+        client = redis_client()
+        send([("DEL", *self.state_keys(layout_of(client)))], client)
 
     def delete(self) -> None:
         """Remove the limiter from Redis entirely: state, metadata and list membership."""
-        send([("DEL", *self.state_keys(), self.meta_key), ("SREM", keys.LIMITER_LIST, self.name)])
+        client = redis_client()
+        where = layout_of(client)
+        send([("DEL", *self.state_keys(where), where.limiter_meta(self.name)),
+              ("SREM", where.limiter_list, self.name)], client)
 
     # -- status ------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from . import options as opts
-from .base import Held, Limiter, redis_client, run, send
+from .base import Held, Limiter, layout, redis_client, run, send
 
 MIN_SLEEP = 0.05
 
@@ -54,16 +54,17 @@ class Bucket(Limiter):
         epoch = int(now // self.interval)
         return epoch, (epoch + 1) * self.interval - now
 
-    def state_keys(self) -> list[str]:
-        return [keys.limiter_bucket(self.name, self._period()[0])]
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        return [(where or layout()).limiter_bucket(self.name, self._period()[0])]
 
     def _take(self, used: int = 1) -> Held:
         used = checked_used(self, used, self.count)
         deadline = time.monotonic() + self.options["wait_timeout"]
         client = redis_client()
+        where = layout_of(client)
         while True:
             epoch, left_in_period = self._period()
-            ok, _current = run("bucket_acquire", [keys.limiter_bucket(self.name, epoch)],
+            ok, _current = run("bucket_acquire", [where.limiter_bucket(self.name, epoch)],
                                [self.count, used, 2 * self.interval, repr(left_in_period)], client)
             if int(ok) == 1:
                 return Held(self, True)
@@ -73,5 +74,6 @@ class Bucket(Limiter):
 
     def status(self) -> dict[str, Any]:
         epoch, _left = self._period()
-        used = send([("GET", keys.limiter_bucket(self.name, epoch))])[0]
+        client = redis_client()
+        used = send([("GET", layout_of(client).limiter_bucket(self.name, epoch))], client)[0]
         return self._status(int(used or 0), self.count, float((epoch + 1) * self.interval))

@@ -11,10 +11,10 @@ import secrets
 import time
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from ..redis.scripts import lua
 from . import options as opts
-from .base import Held, Limiter, OverLimit, redis_client, run, send
+from .base import Held, Limiter, OverLimit, layout, redis_client, run, send
 
 #: Poll period while waiting for a slot, and the line between an "immediate" and a "waited" acquire.
 WAIT_SLEEP = 0.05
@@ -40,11 +40,10 @@ class Concurrent(Limiter):
             options["reschedule"] = reschedule
         super().__init__(name, options, register=register)
         self.limit = limit
-        self.slots_key = keys.limiter_slots(self.name)
-        self.stats_key = keys.limiter_stats(self.name)
 
-    def state_keys(self) -> list[str]:
-        return [self.slots_key, self.stats_key]
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        where = where or layout()
+        return [where.limiter_slots(self.name), where.limiter_stats(self.name)]
 
     def _take(self) -> Held:
         slot = secrets.token_hex(8)
@@ -52,8 +51,9 @@ class Concurrent(Limiter):
         deadline = started + self.options["wait_timeout"]
         args = [self.limit, self.options["lock_timeout"], slot, self.ttl]
         client = redis_client()
+        state = self.state_keys(layout_of(client))
         while True:
-            ok = run("concurrent_acquire", [self.slots_key, self.stats_key], args + self._now_args(), client)[0]
+            ok = run("concurrent_acquire", state, args + self._now_args(), client)[0]
             if int(ok) == 1:
                 return Held(self, True, slot=slot, started=started, acquired_at=time.monotonic())
             if self.policy != "raise":
@@ -69,25 +69,29 @@ class Concurrent(Limiter):
         # before the block runs.
         now = time.monotonic()
         waited = held.acquired_at - held.started
-        commands: list[tuple[Any, ...]] = [lua("limiter/lua/concurrent_release").command([self.slots_key], [held.slot])]
+        client = redis_client()
+        slots_key, stats_key = self.state_keys(layout_of(client))
+        commands: list[tuple[Any, ...]] = [lua("limiter/lua/concurrent_release").command([slots_key], [held.slot])]
         if waited < WAIT_SLEEP:
-            commands.append(("HINCRBY", self.stats_key, "immediate", 1))
+            commands.append(("HINCRBY", stats_key, "immediate", 1))
         else:
-            commands.append(("HINCRBY", self.stats_key, "waited", 1))
-            commands.append(("HINCRBY", self.stats_key, "wait_time", int(waited)))
-        commands.append(("HINCRBY", self.stats_key, "held_time", int(now - held.acquired_at)))
-        commands.append(("EXPIRE", self.stats_key, self.ttl))
-        released = send(commands)[0]
+            commands.append(("HINCRBY", stats_key, "waited", 1))
+            commands.append(("HINCRBY", stats_key, "wait_time", int(waited)))
+        commands.append(("HINCRBY", stats_key, "held_time", int(now - held.acquired_at)))
+        commands.append(("EXPIRE", stats_key, self.ttl))
+        released = send(commands, client)[0]
         if int(released) == 0:
             # Our slot was already evicted: this holder outran lock_timeout, so for a
             # while more than `limit` callers ran at once. That is an overage. (Running
             # out of wait_timeout is not; it shows in the job's `overrated` count.)
-            send([("HINCRBY", self.stats_key, "overages", 1), ("EXPIRE", self.stats_key, self.ttl)])
+            send([("HINCRBY", stats_key, "overages", 1), ("EXPIRE", stats_key, self.ttl)], client)
 
     def status(self) -> dict[str, Any]:
         """Slots held, the limit, the soonest slot expiry, plus the counters."""
-        used, first, stats = send([("ZCARD", self.slots_key), ("ZRANGE", self.slots_key, 0, 0, "WITHSCORES"),
-                                   ("HGETALL", self.stats_key)])
+        client = redis_client()
+        slots_key, stats_key = self.state_keys(layout_of(client))
+        used, first, stats = send([("ZCARD", slots_key), ("ZRANGE", slots_key, 0, 0, "WITHSCORES"),
+                                   ("HGETALL", stats_key)], client)
         reset_at = float(first[1]) if first else None
         result = self._status(int(used), self.limit, reset_at)
         counters = dict(zip(stats[::2], stats[1::2], strict=True)) if isinstance(stats, list) else stats

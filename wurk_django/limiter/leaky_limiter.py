@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, redis_client, run, send
+from .base import Held, Limiter, layout, redis_client, run, send
 
 WAIT_SLEEP = 0.05
 
@@ -35,17 +35,17 @@ class Leaky(Limiter):
         super().__init__(name, options, register=register)
         self.bucket_size = bucket_size
         self.drain_per_sec = bucket_size / opts.seconds(drain)
-        self.key = keys.limiter_leaky(self.name)
 
-    def state_keys(self) -> list[str]:
-        return [self.key]
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        return [(where or layout()).limiter_leaky(self.name)]
 
     def _take(self) -> Held:
         deadline = time.monotonic() + self.options["wait_timeout"]
         client = redis_client()
+        key = layout_of(client).limiter_leaky(self.name)
         args = [self.bucket_size, repr(self.drain_per_sec), self.ttl]
         while True:
-            if int(run("leaky_acquire", [self.key], args + self._now_args(), client)[0]) == 1:
+            if int(run("leaky_acquire", [key], args + self._now_args(), client)[0]) == 1:
                 return Held(self, True)
             if not self._refused(deadline, WAIT_SLEEP):
                 return Held(self, False)
@@ -54,7 +54,8 @@ class Leaky(Limiter):
         """The level as the next call would see it (drained since the last call);
         ``reset_at`` is when one more call fits, while the bucket is full."""
         now = self.redis_now()
-        level, last = send([("HMGET", self.key, "level", "last")])[0]
+        client = redis_client()
+        level, last = send([("HMGET", layout_of(client).limiter_leaky(self.name), "level", "last")], client)[0]
         current = 0.0
         if level is not None:
             elapsed = max(0.0, now - float(to_text(last))) if last is not None else 0.0

@@ -13,7 +13,7 @@ import inspect
 import json
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from .base import Limiter, redis_client, run, send
 
@@ -23,22 +23,33 @@ SWEEP_BATCH = 100
 
 def names() -> list[str]:
     """Every listed name whose metadata still exists, sorted; the others are swept out."""
-    listed = sorted(to_text(n) for n in redis_client().smembers(keys.LIMITER_LIST))
+    client = redis_client()
+    where = layout_of(client)
+    listed = sorted(to_text(n) for n in client.smembers(where.limiter_list))
     if not listed:
         return []
-    exists = send([("EXISTS", keys.limiter_meta(n)) for n in listed])
+    exists = send([("EXISTS", where.limiter_meta(n)) for n in listed], client)
     gone = [n for n, e in zip(listed, exists, strict=True) if not int(e)]
+    if where.cluster:
+        # Each name's metadata is in its own slot, the list in {wurk}: no one script sees
+        # both. A name registered again between the probe and this SREM drops off the
+        # dashboard's list until its metadata is written afresh (the limiter works on).
+        if gone:
+            send([("SREM", where.limiter_list, *gone)], client)
+        gone_set = set(gone)
+        return [n for n in listed if n not in gone_set]
     for i in range(0, len(gone), SWEEP_BATCH):
         batch = gone[i:i + SWEEP_BATCH]
         # The script checks again: a name registered since our probe stays.
-        run("list_sweep", [keys.LIMITER_LIST, *(keys.limiter_meta(n) for n in batch)], batch)
+        run("list_sweep", [where.limiter_list, *(where.limiter_meta(n) for n in batch)], batch, client)
     gone_set = set(gone)
     return [n for n in listed if n not in gone_set]
 
 
 def metadata(name: str) -> dict[str, str] | None:
     """``{"type", "options", "fingerprint"}`` as stored, or None."""
-    raw = redis_client().hgetall(keys.limiter_meta(name))
+    client = redis_client()
+    raw = client.hgetall(layout_of(client).limiter_meta(name))
     if not raw:
         return None
     return {to_text(k): to_text(v) for k, v in raw.items()}
@@ -80,6 +91,8 @@ def reset(name: str) -> bool:
     if limiter is not None:
         limiter.reset()
         return True
-    redis_client().delete(keys.limiter_slots(name), keys.limiter_window(name), keys.limiter_leaky(name),
-                          keys.limiter_points(name), keys.limiter_stats(name))
+    client = redis_client()
+    where = layout_of(client)
+    send([("DEL", where.limiter_slots(name), where.limiter_window(name), where.limiter_leaky(name),
+           where.limiter_points(name), where.limiter_stats(name))], client)
     return False

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, OverLimit, run, send
+from .base import Held, Limiter, OverLimit, layout, redis_client, run, send
 
 
 class PointsHeld(Held):
@@ -22,8 +22,9 @@ class PointsHeld(Held):
         if isinstance(actual, bool) or not isinstance(actual, (int, float)) or actual < 0:
             raise ValueError(f"points_used needs a number >= 0, not {actual!r}")
         limiter = self.limiter
-        return float(to_text(run("points_refund", [limiter.key],
-                                 [repr(float(self.estimate - actual)), limiter.initial, limiter.ttl])))
+        client = redis_client()
+        return float(to_text(run("points_refund", limiter.state_keys(layout_of(client)),
+                                 [repr(float(self.estimate - actual)), limiter.initial, limiter.ttl], client)))
 
 
 class Points(Limiter):
@@ -44,18 +45,18 @@ class Points(Limiter):
         super().__init__(name, options, register=register)
         self.initial = initial_points
         self.refill = refill_per_second
-        self.key = keys.limiter_points(self.name)
 
-    def state_keys(self) -> list[str]:
-        return [self.key]
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        return [(where or layout()).limiter_points(self.name)]
 
     def _take(self, estimate: float | None = None) -> Held:
         if isinstance(estimate, bool) or not isinstance(estimate, (int, float)) or estimate <= 0:
             raise ValueError(f"points limiter {self.name!r} needs estimate= a number > 0, not {estimate!r}")
         if estimate > self.initial:
             raise ValueError(f"estimate={estimate} can never fit in points limiter {self.name!r} of {self.initial}")
-        ok, _balance = run("points_acquire", [self.key],
-                           [self.initial, self.refill, estimate, self.ttl, *self._now_args()])
+        client = redis_client()
+        ok, _balance = run("points_acquire", self.state_keys(layout_of(client)),
+                           [self.initial, self.refill, estimate, self.ttl, *self._now_args()], client)
         if int(ok) != 1:
             raise OverLimit(self)
         return PointsHeld(self, True, estimate=estimate)
@@ -63,7 +64,8 @@ class Points(Limiter):
     def available(self, now: float | None = None) -> float:
         """The balance the next call would see (refilled since the last call)."""
         now = self.redis_now() if now is None else now
-        points, last = send([("HMGET", self.key, "points", "last")])[0]
+        client = redis_client()
+        points, last = send([("HMGET", layout_of(client).limiter_points(self.name), "points", "last")], client)[0]
         if points is None:
             return float(self.initial)
         elapsed = max(0.0, now - float(to_text(last))) if last is not None else 0.0

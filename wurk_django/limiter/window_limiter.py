@@ -7,10 +7,10 @@ import secrets
 import time
 from typing import Any
 
-from .. import keys
+from ..redis.cluster_layout import SidekiqLayout, layout_of
 from ..text import to_text
 from . import options as opts
-from .base import Held, Limiter, redis_client, run
+from .base import Held, Limiter, layout, redis_client, run
 from .bucket_limiter import checked_used
 
 #: Longest pause between two attempts while waiting.
@@ -38,18 +38,18 @@ class Window(Limiter):
         super().__init__(name, options, register=register)
         self.count = count
         self.interval = opts.seconds(interval)
-        self.key = keys.limiter_window(self.name)
 
-    def state_keys(self) -> list[str]:
-        return [self.key]
+    def state_keys(self, where: SidekiqLayout | None = None) -> list[str]:
+        return [(where or layout()).limiter_window(self.name)]
 
     def _take(self, used: int = 1) -> Held:
         used = checked_used(self, used, self.count)
         deadline = time.monotonic() + self.options["wait_timeout"]
         client = redis_client()
+        key = layout_of(client).limiter_window(self.name)
         while True:
             args = [self.count, self.interval, used, self.ttl, secrets.token_hex(8), *self._now_args()]
-            if int(run("window_acquire", [self.key], args, client)[0]) == 1:
+            if int(run("window_acquire", [key], args, client)[0]) == 1:
                 return Held(self, True)
             if not self._refused(deadline, MAX_SLEEP):
                 return Held(self, False)
@@ -57,6 +57,8 @@ class Window(Limiter):
     def status(self) -> dict[str, Any]:
         """Calls inside the window now; ``reset_at`` is when the oldest leaves it.
         Read-only: only an acquire trims old entries."""
-        count, oldest = run("window_status", [self.key], [self.interval, *self._now_args()])
+        client = redis_client()
+        count, oldest = run("window_status", self.state_keys(layout_of(client)), [self.interval, *self._now_args()],
+                            client)
         first = float(to_text(oldest))
         return self._status(int(count), self.count, None if first < 0 else first + self.interval)

@@ -23,7 +23,8 @@ def _urls(admin: Any) -> list:
 def install_server() -> None:
     from ..server.launcher import register_component
 
-    register_component("periodic", build, position=POSITION)
+    # cluster=True: each loop's marks and history are its {loop:<lid>} slot's on a cluster (issue 46).
+    register_component("periodic", build, position=POSITION, cluster=True)
 
 
 def install_admin() -> None:

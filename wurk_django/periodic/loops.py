@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
-from .. import canonical, context, keys
+from .. import canonical, context
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from . import zones
 from .schedule import gettext, parse
@@ -119,7 +120,7 @@ class Loop:
         """The last fires, newest first: ``(fired_at epoch, jid)``."""
         redis = context.redis(redis)
         out = []
-        for raw in redis.lrange(keys.loop_history(self.lid), 0, HISTORY_LENGTH - 1):
+        for raw in redis.lrange(layout_of(redis).loop_history(self.lid), 0, HISTORY_LENGTH - 1):
             try:
                 fired_at, jid = json.loads(raw)
                 out.append((int(fired_at), jid))
@@ -132,11 +133,16 @@ class Loop:
 
 
 def persist(loop: Loop, redis: Any = None) -> None:
-    """``SADD periodic`` and write ``loops:<lid>`` (``paused`` only if not set yet)."""
+    """``SADD periodic`` and write ``loops:<lid>`` (``paused`` only if not set yet).
+
+    One ``MULTI`` on one server; on a Redis Cluster the set (``{wurk}``) and the loop
+    (``{loop:<lid>}``) are two slots, written by one pipeline without a transaction:
+    a listed loop whose hash is missing is skipped by every reader (:class:`LoopSet`)."""
     redis = context.redis(redis)
-    key = keys.loop(loop.lid)
-    pipe = redis.pipeline(transaction=True)
-    pipe.sadd(keys.PERIODIC, loop.lid)
+    where = layout_of(redis)
+    key = where.loop(loop.lid)
+    pipe = redis.pipeline(transaction=not where.cluster)
+    pipe.sadd(where.periodic, loop.lid)
     stored = {**loop.push_defaults, **loop.options}
     stored = {k: stored[k] for k in sorted(stored)}
     pipe.hset(key, mapping={"schedule": loop.schedule, "klass": loop.klass,
@@ -148,9 +154,10 @@ def persist(loop: Loop, redis: Any = None) -> None:
 def unregister(lid: str, redis: Any = None) -> None:
     """Forget a loop: it stops firing and leaves the dashboard."""
     redis = context.redis(redis)
-    pipe = redis.pipeline(transaction=True)
-    pipe.srem(keys.PERIODIC, lid)
-    pipe.delete(keys.loop(lid), keys.loop_history(lid))
+    where = layout_of(redis)
+    pipe = redis.pipeline(transaction=not where.cluster)  # two slots on a cluster (see persist)
+    pipe.srem(where.periodic, lid)
+    pipe.delete(where.loop(lid), where.loop_history(lid))
     pipe.execute()
 
 
@@ -160,17 +167,19 @@ def set_paused(lid: str, paused: bool, redis: Any = None) -> bool:
     Stored in Redis, so it holds across deploys (registration never overwrites it).
     """
     redis = context.redis(redis)
-    if not redis.exists(keys.loop(lid)):
+    key = layout_of(redis).loop(lid)
+    if not redis.exists(key):
         return False
-    redis.hset(keys.loop(lid), "paused", "1" if paused else "0")
+    redis.hset(key, "paused", "1" if paused else "0")
     return True
 
 
 def record_fire(lid: str, fired_at: int, jid: str | None, redis: Any = None) -> None:
     redis = context.redis(redis)
+    history = layout_of(redis).loop_history(lid)
     pipe = redis.pipeline(transaction=False)
-    pipe.lpush(keys.loop_history(lid), canonical.dumps([fired_at, jid]))
-    pipe.ltrim(keys.loop_history(lid), 0, HISTORY_LENGTH - 1)
+    pipe.lpush(history, canonical.dumps([fired_at, jid]))
+    pipe.ltrim(history, 0, HISTORY_LENGTH - 1)
     pipe.execute()
 
 
@@ -179,12 +188,13 @@ class LoopSet:
 
     def __init__(self, redis: Any = None) -> None:
         self.redis = context.redis(redis)
+        self.layout = layout_of(self.redis)
 
     def lids(self) -> list[str]:
-        return sorted(to_text(m) for m in self.redis.smembers(keys.PERIODIC))
+        return sorted(to_text(m) for m in self.redis.smembers(self.layout.periodic))
 
     def __len__(self) -> int:
-        return int(self.redis.scard(keys.PERIODIC))
+        return int(self.redis.scard(self.layout.periodic))
 
     size = property(__len__)
 
@@ -194,11 +204,11 @@ class LoopSet:
             return iter(())
         pipe = self.redis.pipeline(transaction=False)
         for lid in lids:
-            pipe.hgetall(keys.loop(lid))
+            pipe.hgetall(self.layout.loop(lid))
         return iter([Loop.from_hash(lid, data) for lid, data in zip(lids, pipe.execute(), strict=True) if data])
 
     def fetch(self, lid: str) -> Loop | None:
-        data = self.redis.hgetall(keys.loop(lid))
+        data = self.redis.hgetall(self.layout.loop(lid))
         return Loop.from_hash(lid, data) if data else None
 
 

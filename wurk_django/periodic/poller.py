@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import context, keys
+from .. import context
 from ..client.push import Client
-from ..redis.connection import get_redis
+from ..redis.cluster_layout import layout_of
+from ..redis.connection import engine_client
 from ..redis.scripts import lua
 from ..server.outage import OutageLog, is_outage
 from ..server.threads import spawn
@@ -63,7 +64,9 @@ class Poller:
 
     @property
     def redis(self):
-        return self._redis if self._redis is not None else get_redis(config=self.config)
+        """The given client, else the engine's (a ``RedisCluster`` on a cluster, where each
+        loop's marks and history are its ``{loop:<lid>}`` slot's)."""
+        return self._redis if self._redis is not None else engine_client(self.config)
 
     def leader(self):
         if self._leader is not None:
@@ -188,7 +191,8 @@ class Poller:
             return None
         now = int(self.clock.now())
         redis = self.redis
-        lf_raw, nf_raw = (to_text(v) for v in redis.hmget(keys.loop(loop.lid), "lf", "nf"))
+        key = layout_of(redis).loop(loop.lid)
+        lf_raw, nf_raw = (to_text(v) for v in redis.hmget(key, "lf", "nf"))
         # Ruby wurk writes both as integer seconds, but "" for an exhausted schedule
         # (and a hand edit may leave "1736157600.0"): read leniently, claim on the bytes.
         slot = loops.parse_mark(nf_raw)
@@ -202,7 +206,7 @@ class Poller:
                            loop.lid, loop.klass, slot, now, now - slot)
         future = loop.next_fire_at(now)
         claimed = lua("periodic/lua/claim_fire")(
-            redis, [keys.loop(loop.lid)], [nf_raw or str(slot), str(now), "" if future is None else str(future)])
+            redis, [key], [nf_raw or str(slot), str(now), "" if future is None else str(future)])
         if not claimed:
             # Only around a leader handover: another process that also believed it led took the slot.
             logger.info("periodic: loop %s slot %d was fired by another process", loop.lid, slot)
@@ -231,19 +235,20 @@ def fire(lid: str, *, config: Any = None, clock: Callable[[], float] = time.time
     the fire in its history and move its marks as a tick would. Returns the jid,
     or None for an unknown lid."""
     config = context.config(config)
-    redis = redis or get_redis(config=config)
+    redis = redis or engine_client(config)
     loop = LoopSet(redis).fetch(lid)
     if loop is None:
         return None
     now = int(clock())
     jid = Client(config=config).push(loop.job_item())
     future = loop.next_fire_at(now)
+    key = layout_of(redis).loop(lid)
     pipe = redis.pipeline(transaction=True)
-    pipe.hset(keys.loop(lid), "lf", str(now))
+    pipe.hset(key, "lf", str(now))
     if future is None:
-        pipe.hdel(keys.loop(lid), "nf")
+        pipe.hdel(key, "nf")
     else:
-        pipe.hset(keys.loop(lid), "nf", str(future))
+        pipe.hset(key, "nf", str(future))
     pipe.execute()
     loops.record_fire(lid, now, jid, redis=redis)
     return jid
@@ -253,7 +258,7 @@ def enqueue_now(lid: str, *, config: Any = None, redis: Any = None) -> str | Non
     """Push a loop's job once, leaving its marks and history alone (the dashboard's
     "Enqueue now"). Returns the jid, or None for an unknown lid."""
     config = context.config(config)
-    loop = LoopSet(redis or get_redis(config=config)).fetch(lid)
+    loop = LoopSet(redis or engine_client(config)).fetch(lid)
     if loop is None:
         return None
     return Client(config=config).push(loop.job_item())

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import context, keys
+from .. import context
+from ..redis.cluster_layout import layout_of
 from . import loops
 from .config import build_loop, entry_loop, resolve_job, ruby_push_defaults
 from .loops import Loop
@@ -64,13 +65,14 @@ class Manager:
         if not klasses:
             return []
         redis = self.redis
-        stored = [m.decode() if isinstance(m, bytes) else m for m in redis.smembers(keys.PERIODIC)]
+        where = layout_of(redis)
+        stored = [m.decode() if isinstance(m, bytes) else m for m in redis.smembers(where.periodic)]
         candidates = [lid for lid in stored if lid not in self.written]
         if not candidates:
             return []
         pipe = redis.pipeline(transaction=False)
         for lid in candidates:
-            pipe.hget(keys.loop(lid), "klass")
+            pipe.hget(where.loop(lid), "klass")
         removed = []
         for lid, klass in zip(candidates, pipe.execute(), strict=True):
             klass = klass.decode() if isinstance(klass, bytes) else klass

@@ -47,7 +47,9 @@ everywhere (``layout.retry(queue)``) and runs on both.
 
 from __future__ import annotations
 
-import redis
+from typing import Any
+
+from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import keys
 
@@ -167,6 +169,21 @@ class SidekiqLayout:
     def limiter_slots(self, name: str) -> str:
         return keys.limiter_slots(name)
 
+    def limiter_stats(self, name: str) -> str:
+        return keys.limiter_stats(name)
+
+    def limiter_bucket(self, name: str, epoch: int) -> str:
+        return keys.limiter_bucket(name, epoch)
+
+    def limiter_window(self, name: str) -> str:
+        return keys.limiter_window(name)
+
+    def limiter_leaky(self, name: str) -> str:
+        return keys.limiter_leaky(name)
+
+    def limiter_points(self, name: str) -> str:
+        return keys.limiter_points(name)
+
     def loop(self, lid: str) -> str:
         return keys.loop(lid)
 
@@ -271,6 +288,23 @@ class ClusterLayout(SidekiqLayout):
     def limiter_slots(self, name: str) -> str:
         return f"{tag('l', name)}:cs"
 
+    # Every key of one limiter in its slot: a call's script and the counters it bumps
+    # beside it (concurrent's stats) are one slot, and limiters spread by name.
+    def limiter_stats(self, name: str) -> str:
+        return f"{tag('l', name)}:stats"
+
+    def limiter_bucket(self, name: str, epoch: int) -> str:
+        return f"{tag('l', name)}:b:{epoch}"
+
+    def limiter_window(self, name: str) -> str:
+        return f"{tag('l', name)}:w"
+
+    def limiter_leaky(self, name: str) -> str:
+        return f"{tag('l', name)}:l"
+
+    def limiter_points(self, name: str) -> str:
+        return f"{tag('l', name)}:p"
+
     def loop(self, lid: str) -> str:
         return tag("loop", lid)
 
@@ -282,17 +316,16 @@ SIDEKIQ = SidekiqLayout()
 CLUSTER = ClusterLayout()
 
 
-def layout_of(client: object) -> SidekiqLayout:
-    """The layout of the keys ``client`` reaches: :data:`CLUSTER` for a redis-py
-    ``RedisCluster`` (built only for a cluster node), else :data:`SIDEKIQ`. A feature
-    converted to the cluster (issue 46 item 3) names its keys through it, so one code
-    path serves both and the one-server bytes stay Sidekiq's."""
-    return CLUSTER if isinstance(client, redis.RedisCluster) else SIDEKIQ
-
-
 def for_cluster(cluster: bool) -> SidekiqLayout:
     """The layout for a server that is (``True``) or is not a cluster node."""
     return CLUSTER if cluster else SIDEKIQ
+
+
+def layout_of(client: Any) -> SidekiqLayout:
+    """The layout of the server ``client`` talks to: a redis-py ``RedisCluster`` (or its
+    pipeline) is a cluster's, anything else one server's. For features handed a client
+    (a job's ``ctx.redis``, the cluster worker's): the client decides, not a setting."""
+    return CLUSTER if isinstance(client, (RedisCluster, ClusterPipeline)) else SIDEKIQ
 
 
 def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, nonce: str = "n",
@@ -326,7 +359,7 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                   layout.batch(bid, "pkids")],
         "batch event claimed, its callbacks pushed": [layout.batch_fired(queue, bid, "success"), layout.queue(queue),
                                                        layout.wake(queue)],
-        "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter)],
+        "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter), layout.limiter_stats(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
         "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],
     }

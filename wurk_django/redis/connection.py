@@ -303,6 +303,15 @@ def cluster_for(config: Config) -> Any | None:
     return cached_client("engine-cluster", config, lambda: cluster.cluster_client(config))
 
 
+def engine_client(config: Config) -> Any:
+    """The client of ``config``'s Redis for a feature converted to the cluster layout
+    (issue 46 item 3: leader election, periodic loops): the ``RedisCluster`` of
+    :func:`cluster_for` on a cluster, else :func:`get_redis`'s client. The feature then
+    names its keys with :func:`~wurk_django.redis.cluster_layout.layout_of` that client."""
+    clustered = cluster_for(config)
+    return clustered if clustered is not None else get_redis(config=config)
+
+
 def client_for(config: Config) -> redis.Redis:
     """``get_redis(config=config)``, remembered on ``config`` for the push path, which
     asks once per push: the lookup's key, pool size and lock cost more than the rest of

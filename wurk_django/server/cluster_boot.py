@@ -1,8 +1,9 @@
 """What a worker refuses at boot on a Redis Cluster (issue 46 stage 3).
 
 The core worker runs on a cluster (:mod:`.cluster_worker`): fetch, run, retry,
-death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats, and
-(issue 46 item 3) unique jobs, batches, paused queues and result records.
+death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats; and
+(issue 46 item 3) unique jobs, batches, paused queues, result records, leader election,
+periodic jobs and every limiter kind, also on a dedicated ``LIMITER_REDIS``.
 A feature switched on in the settings (or the command line) that is not converted
 to the cluster layout yet would write one-server keys beside the cluster's, or
 fail part way with ``CROSSSLOT``: :func:`refusal` names every such feature, and
@@ -27,13 +28,10 @@ UNCONVERTED = {
     "SWARM": "a swarm (WURK['SWARM'] or --processes)",
     "FETCH_CLASS": "a custom fetcher (WURK['FETCH_CLASS'])",
     "QUEUE_LIMITS": "queue limits (WURK['QUEUE_LIMITS'])",
-    "PERIODIC": "periodic jobs (WURK['PERIODIC'])",
-    "LEADER": "leader election (WURK['LEADER'])",
     "HISTORY": "history (WURK['HISTORY'])",
     "STATSD": "statsd metrics (WURK['STATSD'])",
     "HEALTH_PORT": "the health listener (WURK['HEALTH_PORT'] or --health-port)",
     "MEMORY_LIMIT_MB": "the memory limit (WURK['MEMORY_LIMIT_MB'])",
-    "LIMITER_REDIS": "a limiters' Redis (WURK['LIMITER_REDIS'])",
 }
 
 

@@ -16,7 +16,13 @@ and retry code, with
 * the scheduler's per-queue promotion (``Scheduler.enqueue_due``, stage 2) every
   ``POLL_INTERVAL_AVERAGE`` (or ``AVERAGE_SCHEDULED_POLL_INTERVAL``) seconds, with jitter;
 * the reaper's recovery of dead processes' private lists (:mod:`.cluster_reaper`) at
-  boot and every ``SUPER_FETCH_REAPER_INTERVAL`` seconds.
+  boot and every ``SUPER_FETCH_REAPER_INTERVAL`` seconds;
+* the features' background components registered with ``cluster=True``
+  (:func:`~wurk_django.server.launcher.register_component`: leader election, the
+  periodic poller; issue 46 item 3), built once the processors fetch, started after
+  the loops above, stopped in reverse order before them, as the launcher does. A
+  component registered without it is never built here: its feature either is refused
+  at boot (:mod:`.cluster_boot`) or has no background part on a cluster yet.
 
 The one-server launcher is untouched: nothing here is imported outside a cluster.
 """
@@ -38,7 +44,7 @@ from ..conf import Config
 from ..metrics.tracker import MetricsTracker
 from ..redis.cluster_layout import CLUSTER
 from ..redis.connection import cluster_for
-from . import cluster_heartbeat, cluster_reaper, pidspace
+from . import cluster_heartbeat, cluster_reaper, launcher, pidspace
 from .fetch.cluster import ClusterFetch
 from .run.gate import RunGate
 from .run.manager import Manager
@@ -97,10 +103,27 @@ class ClusterWorker:
         self.reaper_loop = TimerLoop("reaper", self.reap, lambda: float(config.reaper_interval),
                                      first_wait=float(config.reaper_interval))
         self.metrics_loop = TimerLoop("metrics-flush", self._flush_metrics, lambda: 30.0, first_wait=30.0)
+        # Built in run(), once the processors are fetching (as the launcher does).
+        self.components: list[tuple[str, launcher.Component]] = []
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._stop_started = False
+
+    def _build_components(self) -> list[tuple[str, launcher.Component]]:
+        from .. import features
+
+        features.install(features.SERVER)
+        built = []
+        for name, factory in launcher.registered(cluster=True):
+            component = factory(self)
+            if component is not None:
+                built.append((name, component))
+        return built
+
+    def component(self, name: str) -> launcher.Component | None:
+        """The running component registered as ``name``, if this process has it."""
+        return next((c for n, c in self.components if n == name), None)
 
     @property
     def queue_names(self) -> list[str]:
@@ -161,6 +184,17 @@ class ClusterWorker:
         self.scheduler_loop.start()
         self.reaper_loop.start()
         self.metrics_loop.start()
+        try:
+            self.components = self._build_components()
+            for _name, component in self.components:
+                component.start()
+        except BaseException:
+            logger.error("the worker failed to start its components; stopping what had started")
+            try:
+                self.stop(timeout=0)
+            except Exception:
+                logger.exception("stopping the half-started worker failed")
+            raise
         logger.info("wurk_django worker %s started on a Redis Cluster: %d threads on %s", self.state.identity,
                     self.concurrency, ", ".join(self.queue_names))
 
@@ -171,6 +205,13 @@ class ClusterWorker:
         logger.info("quieting: no new jobs will be fetched")
         self.manager.quiet()
         self.scheduler_loop.terminate()
+        for name, component in self.components:
+            quiet = getattr(component, "quiet", None)
+            if quiet is not None:
+                try:
+                    quiet()
+                except Exception:
+                    logger.exception("quieting component %s failed", name)
         self.heartbeat_loop.wake()
 
     def stop(self, timeout: float | None = None) -> None:
@@ -183,6 +224,13 @@ class ClusterWorker:
             self.quiet()
             self.manager.stop(deadline)
         finally:
+            # The components first, in reverse start order (the periodic poller before
+            # the leader releases its lock), while the heartbeat still lists this process.
+            for name, component in reversed(self.components):
+                try:
+                    component.stop()
+                except Exception:
+                    logger.exception("stopping component %s failed", name)
             for loop in (self.scheduler_loop, self.reaper_loop, self.metrics_loop, self.heartbeat_loop):
                 try:
                     loop.terminate()

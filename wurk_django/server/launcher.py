@@ -52,20 +52,40 @@ class Component(Protocol):
 
 ComponentFactory = Callable[["Launcher"], "Component | None"]
 _components: dict[str, tuple[int, ComponentFactory]] = {}
+#: Components whose feature runs on a Redis Cluster too (issue 46 item 3): the cluster
+#: worker (:mod:`.cluster_worker`) builds these, and only these.
+_on_cluster: set[str] = set()
 
 
-def register_component(name: str, factory: ComponentFactory, *, position: int) -> None:
+def register_component(name: str, factory: ComponentFactory, *, position: int, cluster: bool = False) -> None:
     """Add (or replace) a component every :class:`Launcher` builds with ``factory(launcher)``.
 
     Components start after the built-in ones, lowest position first, and stop
     in reverse order before the reaper and the heartbeat stop. A factory returns
     ``None`` when its feature is off for this process.
+
+    ``cluster=True`` says the feature works on a Redis Cluster (its keys go through
+    the cluster layout): the worker on a cluster builds it too, with ``factory(worker)``
+    where ``worker`` has the launcher's ``config``, ``state``, ``managers``,
+    ``queue_names`` and ``component()``. Left False, the cluster worker never builds it.
     """
     _components[name] = (position, factory)
+    if cluster:
+        _on_cluster.add(name)
+    else:
+        _on_cluster.discard(name)
 
 
 def unregister_component(name: str) -> None:
     _components.pop(name, None)
+    _on_cluster.discard(name)
+
+
+def registered(*, cluster: bool = False) -> list[tuple[str, ComponentFactory]]:
+    """``(name, factory)`` of the registered components, lowest position first; only those
+    registered with ``cluster=True`` when ``cluster``."""
+    ordered = sorted(_components.items(), key=lambda item: item[1][0])
+    return [(name, factory) for name, (_pos, factory) in ordered if not cluster or name in _on_cluster]
 
 
 class Launcher:
@@ -133,7 +153,7 @@ class Launcher:
 
         features.install(features.SERVER)
         built = []
-        for name, (_pos, factory) in sorted(_components.items(), key=lambda item: item[1][0]):
+        for name, factory in registered():
             component = factory(self)
             if component is not None:
                 built.append((name, component))
