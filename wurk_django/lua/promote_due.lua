@@ -20,25 +20,15 @@
 
 --!include lua/snippets/stamp_enqueued_at
 
-local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
-local buried = 0
-local dead = {}
-for _, member in ipairs(due) do
-  local ok, job = pcall(cjson.decode, member)
-  if ok and type(job) == 'table' and type(job['queue']) == 'string' and job['queue'] ~= '' then
-    local queue = job['queue']
-    push_job(KEYS[2], queue, ARGV[2] .. queue, stamp(member, ARGV[3]), ARGV[5] and (ARGV[5] .. queue), false)
-  else
-    -- Not a job anybody can run: keep it for a human in the dead set instead of dropping it.
-    redis.call('ZADD', KEYS[3], ARGV[1], member)
-    buried = buried + 1
-    dead[#dead + 1] = member
-  end
-  redis.call('ZREM', KEYS[1], member)
-end
+--!include lua/snippets/promote_members
+
+local taken, buried, dead = promote_members(KEYS[1], KEYS[3], ARGV[1], ARGV[4], function(queue, member)
+  push_job(KEYS[2], queue, ARGV[2] .. queue, stamp(member, ARGV[3]), ARGV[5] and (ARGV[5] .. queue), false)
+  return true
+end)
 if ARGV[5] then
   wake_fetchers(ARGV[6], ARGV[7])
 end
-local reply = {#due, buried}
+local reply = {taken, buried}
 for _, member in ipairs(dead) do reply[#reply + 1] = member end
 return reply
