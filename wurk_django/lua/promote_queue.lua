@@ -7,9 +7,9 @@
 -- ARGV[4], ARGV[5] = most wake-up tokens kept, their TTL.
 -- Returns {jobs taken from the set, of which moved to dead, then those dead members}.
 --
--- As promote_due.lua, but every key is declared: the set is per queue, so each due job goes
--- onto the list of the set's own queue (a cluster cannot push onto another slot's list from
--- here). The queue set is not touched: a queue is registered when a job is put in its sets.
+-- As promote_due.lua, but for one queue: the set is per queue, so each due job goes onto the
+-- list of the set's own queue (a cluster cannot push onto another slot's list from here). The
+-- queue set is not touched: a queue is registered when a job is put in its sets.
 
 --!include lua/snippets/stamp_enqueued_at
 
