@@ -12,8 +12,9 @@ class WurkClient
     call(Net::HTTP::Post, "/jobs", { class: klass, args: args, **options })["jid"]
   end
 
-  def status(jid)
-    call(Net::HTTP::Get, "/jobs/#{jid}")
+  # A job pushed without "track" is looked for only in the running work and in `queue`.
+  def status(jid, queue: nil)
+    call(Net::HTTP::Get, "/jobs/#{jid}#{queue && "?queue=#{URI.encode_www_form_component(queue)}"}")
   end
 
   private
@@ -31,4 +32,4 @@ end
 
 client = WurkClient.new(ENV.fetch("WURK_URL"), ENV.fetch("WURK_TOKEN"))
 jid = client.push("shop.jobs.SendReceipt", 42, queue: "mail")
-puts "#{jid} #{client.status(jid)["state"]}"
+puts "#{jid} #{client.status(jid, queue: "mail")["state"]}"

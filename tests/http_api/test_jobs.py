@@ -165,30 +165,66 @@ def _raw_job(jid: str, **fields) -> bytes:
                           **fields})
 
 
-def test_the_status_says_where_the_job_is(http_api, redis_db):
+def _tracked(redis_db, jid: str, state: str = "enqueued") -> None:
+    """A status record for ``jid``, as a tracked class keeps one."""
+    store.write(redis_db, jid, {"state": state, "class": RECORD}, 60)
+
+
+def test_the_status_says_where_a_tracked_job_is(http_api, redis_db):
     api = http_api()
-    queued_jid = api.post("/jobs", {"class": RECORD, "args": ["q"], "queue": "mail"}).json()["jid"]
-    scheduled_jid = api.post("/jobs", {"class": RECORD, "args": ["s"], "in": 600}).json()["jid"]
+    queued_jid = api.post("/jobs", {"class": RECORD, "args": ["q"], "queue": "mail", "track": True}).json()["jid"]
+    scheduled_jid = api.post("/jobs", {"class": RECORD, "args": ["s"], "in": 600, "track": True}).json()["jid"]
     redis_db.zadd("retry", {_raw_job("r" * 24, retry_count=2, error_class="KeyError",
                                      error_message="gone"): time.time() + 60})
     redis_db.zadd("dead", {_raw_job("d" * 24, error_class="RuntimeError", error_message="boom"): time.time()})
+    _tracked(redis_db, "r" * 24, "retrying")
+    _tracked(redis_db, "d" * 24, "failed")
 
     status = api.get(f"/jobs/{queued_jid}").json()
-    assert (status["state"], status["queue"], status["class"], status["result"]) == ("queued", "mail", RECORD, None)
+    assert (status["state"], status["queue"], status["class"]) == ("queued", "mail", RECORD)
+    assert status["result"]["state"] == "enqueued"
     status = api.get(f"/jobs/{scheduled_jid}").json()
     assert status["state"] == "scheduled" and status["at"] > time.time() + 500
     status = api.get(f"/jobs/{'r' * 24}").json()
     assert (status["state"], status["retry_count"], status["error_class"]) == ("retry", 2, "KeyError")
     status = api.get(f"/jobs/{'d' * 24}").json()
     assert (status["state"], status["error_message"]) == ("dead", "boom")
-    assert api.get("/jobs/0123456789abcdef01234567").json() == {"jid": "0123456789abcdef01234567",
-                                                                "state": "unknown", "result": None}
     assert "args" not in status  # arguments may be private: a status never shows them
 
 
-def test_a_job_in_a_worker_s_private_list_is_running(http_api, redis_db):
-    # Fetched, not yet in the worker's work (written at its next heartbeat).
+def test_a_job_without_a_record_is_looked_for_only_where_it_is_cheap(http_api, redis_db, monkeypatch):
+    """Review of stop 51: a job that keeps no status record is looked for in the running work
+    and in the queue the request names, never in the sets, every queue or the keyspace;
+    elsewhere it is a 404 job-unknown problem."""
+    from redis import Redis
+
+    from wurk_django.api.sorted import JobSet
+
+    searched: list[str] = []
+    scan_iter, zscan_iter = Redis.scan_iter, Redis.zscan_iter
+    monkeypatch.setattr(Redis, "scan_iter", lambda self, *a, **kw: searched.append("SCAN") or scan_iter(self, *a, **kw))
+    monkeypatch.setattr(Redis, "zscan_iter",
+                        lambda self, *a, **kw: searched.append("ZSCAN") or zscan_iter(self, *a, **kw))
+    monkeypatch.setattr(JobSet, "find_job", lambda self, jid: searched.append(self.name))
+    api = http_api()
+    queued_jid = api.post("/jobs", {"class": RECORD, "args": ["q"], "queue": "mail"}).json()["jid"]
+    status = api.get(f"/jobs/{queued_jid}?queue=mail").json()
+    assert (status["state"], status["queue"], status["class"], status["result"]) == ("queued", "mail", RECORD, None)
+    detail = assert_problem(api.get(f"/jobs/{queued_jid}"), 404, "job-unknown")["detail"]
+    assert "unknown or untracked" in detail
+    assert_problem(api.get(f"/jobs/{queued_jid}?queue=other"), 404, "job-unknown")
+    scheduled_jid = api.post("/jobs", {"class": RECORD, "args": ["s"], "in": 600}).json()["jid"]
+    redis_db.zadd("dead", {_raw_job("d" * 24): time.time()})
     redis_db.lpush("queue:mail|box|123|n0nce|0", _raw_job("f" * 24, queue="mail"))
+    for jid in (scheduled_jid, "d" * 24, "f" * 24, "0123456789abcdef01234567"):
+        assert_problem(api.get(f"/jobs/{jid}"), 404, "job-unknown")
+    assert searched == []
+
+
+def test_a_job_in_a_worker_s_private_list_is_running(http_api, redis_db):
+    # Fetched, not yet in the worker's work (written at its next heartbeat); it keeps a record.
+    redis_db.lpush("queue:mail|box|123|n0nce|0", _raw_job("f" * 24, queue="mail"))
+    _tracked(redis_db, "f" * 24)
     status = http_api().get(f"/jobs/{'f' * 24}").json()
     assert (status["state"], status["queue"], status["class"]) == ("running", "mail", RECORD)
     assert assert_problem(http_api().delete(f"/jobs/{'f' * 24}"), 409, "job-not-deletable")["state"] == "running"

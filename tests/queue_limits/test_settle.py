@@ -7,34 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.jobsapp.outcome_jobs import Broken, Doomed, Fine, Limited, a_job
 from tests.support import StandInUnit, processor_manager
-from wurk_django import Job, limiter, payload
 from wurk_django.queue_limits import caps as queue_caps
 from wurk_django.server.run.processor import Processor
-
-
-class Fine(Job):
-    def perform(self, *args):
-        pass
-
-
-class Broken(Job):
-    retry = 3
-
-    def perform(self, *args):
-        raise RuntimeError("broken on purpose")
-
-
-class Doomed(Job):
-    retry = 0
-
-    def perform(self, *args):
-        raise RuntimeError("doomed on purpose")
-
-
-class Limited(Job):
-    def perform(self, *args):
-        raise limiter.OverLimit(limiter.concurrent("queue-limits-test", 1, backoff=lambda *_a: 60))
 
 
 class CappedUnit(StandInUnit):
@@ -46,12 +22,6 @@ class CappedUnit(StandInUnit):
         self.slot = SimpleNamespace(config=None)
 
 
-def _job(klass: type, **extra) -> dict:
-    return {"class": f"{klass.__module__}.{klass.__qualname__}", "args": [1], "queue": "reports",
-            "jid": payload.new_jid(), "retry": True, "created_at": payload.now_ms(),
-            "enqueued_at": payload.now_ms(), **extra}
-
-
 @pytest.fixture
 def freed(monkeypatch):
     sent: list = []
@@ -61,7 +31,7 @@ def freed(monkeypatch):
 
 @pytest.mark.parametrize("klass", [Fine, Broken, Doomed, Limited], ids=["succeeded", "retried", "dead", "rescheduled"])
 def test_every_outcome_of_a_run_frees_its_slot_once(redis_db, freed, klass):
-    unit = CappedUnit(_job(klass))
+    unit = CappedUnit(a_job(klass, "reports"))
     Processor(processor_manager()).process(unit)
     assert freed == [("reports", "queue:reports|host|1|nonce|0", 1)]
     assert unit.cap is None and unit.acked == 1
@@ -75,7 +45,7 @@ def test_a_payload_that_cannot_run_frees_its_slot(redis_db, freed):
 
 
 def test_a_job_put_back_unrun_frees_its_slot(redis_db, freed):
-    unit = CappedUnit(_job(Fine))
+    unit = CappedUnit(a_job(Fine, "reports"))
     manager = processor_manager()
     manager.fetcher = SimpleNamespace(retrieve_work=lambda: unit)
     processor = Processor(manager)
@@ -85,6 +55,6 @@ def test_a_job_put_back_unrun_frees_its_slot(redis_db, freed):
 
 
 def test_a_unit_without_a_slot_sends_nothing(redis_db, freed):
-    unit = StandInUnit(_job(Fine), "default")
+    unit = StandInUnit(a_job(Fine, "reports"), "default")
     Processor(processor_manager()).process(unit)
     assert unit.acked == 1 and freed == []

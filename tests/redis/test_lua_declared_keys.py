@@ -6,8 +6,8 @@ is invisible to the client routing the call and fails on another node. This test
 reads every script as Redis receives it (snippets included) and follows each key
 argument of ``redis.call``/``redis.pcall`` back to ``KEYS``: directly, through a
 local, a function parameter (every call site checked), or a table filled from
-such values. The scripts that build key names today are pinned below: stage 2 of
-issue 46 gives them their keys; a new script doing it fails here.
+such values. The one script the audit cannot follow is pinned below; a new script
+building a key name fails here.
 """
 
 from __future__ import annotations
@@ -18,17 +18,10 @@ from wurk_django.redis import scripts
 
 #: Scripts that build key names inside today (docs/redis.md#redis-cluster lists why).
 BUILDS_KEYS = {
-    # The due job's queue comes from its payload: 'queue:' .. queue and 'wake:' .. queue.
-    "promote_due",
     # Queue caps (issue 47 item 4, merged after stage 1): its keys are in KEYS, read at
     # computed indexes this audit cannot follow, and span several queues (several slots):
     # on a cluster the capped fetch needs a per-queue form (issue 46 stage 3).
     "queue_limits/lua/fetch",
-    # Debounce (issue 47 items 2-3, merged after stage 1): a replaced tracked job's status
-    # record, whose jid only the script knows (it reads it from the burst's state), is named
-    # from a prefix in ARGV; on a cluster that record needs the burst's slot (push policies
-    # are not converted yet and refused there).
-    "policies/lua/debounce",
 }
 
 #: Commands without a key argument; and those whose second argument is a key too.
@@ -118,10 +111,6 @@ def undeclared(text: str) -> list[tuple[str, str]]:
 def test_only_the_pinned_scripts_build_key_names():
     found = {name for name in scripts.all_names() if undeclared(scripts.source(name))}
     assert found == BUILDS_KEYS
-
-
-def test_promote_due_builds_the_queue_and_wake_keys():
-    assert {key for _, key in undeclared(scripts.source("promote_due"))} == {"queue_key", "key"}
 
 
 def test_the_audit_sees_a_built_key_and_accepts_declared_ones():

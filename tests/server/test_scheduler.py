@@ -105,3 +105,26 @@ def test_promotion_wakes_idle_fetchers_of_the_queues_it_pushed_to(redis_db):
     assert Scheduler(Config()).enqueue_due() == 3
     assert redis_db.llen("queue:mail") == 3
     assert redis_db.lrange("wake:mail", 0, -1) == [b"1"] * 3 and 0 < redis_db.ttl("wake:mail") <= 60
+
+
+def test_a_due_job_whose_queue_keys_were_not_given_waits_for_the_next_call(redis_db):
+    # The script takes every key in KEYS (review of stop 51): the scheduler names the due jobs'
+    # queues, read first; a job due meanwhile, of another queue, stays in the set and its
+    # queue is returned, so the next call names it.
+    from wurk_django import keys
+    from wurk_django.client.operations import wake_args
+    from wurk_django.redis.scripts import lua
+    from wurk_django.server.scheduler import promote_keys
+
+    mail = json.dumps({"class": "X", "args": [1], "jid": "m" * 24, "queue": "mail"})
+    late = json.dumps({"class": "X", "args": [2], "jid": "l" * 24, "queue": "late"})
+    redis_db.zadd("schedule", {mail: 1, late: 2, "not json": 3})
+    taken, buried, dead, missing = lua("promote_due")(
+        redis_db, ["schedule", keys.QUEUES, keys.DEAD, *promote_keys([b"mail"])],
+        ["10.0", "10000", BATCH, *wake_args(), b"mail"])
+    assert (taken, buried, dead, missing) == (2, 1, [b"not json"], [b"late"])
+    assert redis_db.zrange("schedule", 0, -1) == [late.encode()] and redis_db.llen("queue:mail") == 1
+    assert redis_db.zrange("dead", 0, -1) == [b"not json"]
+    assert scheduler().enqueue_due(now=10.0) == 1
+    assert redis_db.zcard("schedule") == 0 and redis_db.llen("queue:late") == 1
+    assert redis_db.smembers("queues") == {b"mail", b"late"}

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.support import wurk_settings
+from tests.topologies.cluster_client import cluster_settings
 from wurk_django import Job, payload
 from wurk_django.client import cluster_writer
 from wurk_django.errors import RedisClusterError
@@ -22,12 +23,8 @@ class PushedJob(Job):
 
 @pytest.fixture
 def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(4)):  # a replica's URL: the client finds the primaries
+    with cluster_settings(redis_cluster, 4) as client:  # a replica's URL: the client finds the primaries
         yield client
-    client.close()
-    cluster_writer.forget()
 
 
 def test_a_push_lands_on_its_queue_list_under_the_queue_tag(on_cluster):

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis as redis_lib
 
-from tests.support import wurk_settings
 from wurk_django import Job, context, keys, payload
-from wurk_django.client import cluster_writer
 from wurk_django.client.writer import Writer
 from wurk_django.redis.cluster_layout import CLUSTER
 from wurk_django.server.scheduler import Scheduler
@@ -29,16 +26,6 @@ def _due(queue: str, arg: object, into: str = keys.SCHEDULE) -> str:
     job = {"class": "LaterJob", "args": [arg], "queue": queue, "jid": jid, "retry": True}
     Writer().add_to_set(into, [(job, time.time() - 5)])
     return jid
-
-
-@pytest.fixture
-def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(0)):
-        yield client
-    client.close()
-    cluster_writer.forget()
 
 
 def test_due_jobs_of_every_queue_are_promoted_onto_their_own_queue(on_cluster, redis_cluster):

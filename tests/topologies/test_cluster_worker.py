@@ -9,23 +9,12 @@ import json
 import pytest
 
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, ClusterRecordJob, ClusterSlowJob
-from tests.support import wait_for, wurk_settings
+from tests.support import wait_for
 from wurk_django import payload
-from wurk_django.client import cluster_writer
 from wurk_django.redis.cluster_layout import CLUSTER
 
 QUEUES = ["c0", "c1", "c2", "c3"]
 WAIT = 60.0  # generous: the machine is shared; nothing here asserts a duration
-
-
-@pytest.fixture
-def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(0)):
-        yield client
-    client.close()
-    cluster_writer.forget()
 
 
 def _env(redis_cluster, **extra) -> dict[str, str]:

@@ -16,6 +16,7 @@ from ..errors import ConfigurationError
 from ..payload import WireFormat
 from .setting import ADMIN, CLIENT, LOGGING, REDIS, RETRIES, SWARM, WORKER, Setting
 from .validators import (
+    int_at_least,
     is_callables,
     is_int,
     is_middleware,
@@ -158,7 +159,7 @@ ROWS: tuple[Setting, ...] = (
             parse=_wire_format, type=WireFormat),
     # -- Worker --
     Setting("CONCURRENCY", 5,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Job threads per worker process (integer >= 1).", WORKER,
             type=int),
     Setting("GIL_GATE", None,
@@ -214,7 +215,7 @@ ROWS: tuple[Setting, ...] = (
             "look again only every 15 intervals: Redis tells them about pushes.", WORKER,
             type=NUMBER),
     Setting("FETCH_SIZE", 16,
-            lambda v: is_int(v, 0), "an integer >= 0",
+            *int_at_least(0),
             "Most jobs a thread moves from a busy queue in one round trip (fetching ahead, while its recent jobs "
             "are short). `0` or `1`: one job per fetch, as Sidekiq does. A thread whose current job runs past 5 ms "
             "hands the jobs it holds ahead back to their queue, so they never wait behind a long job; see "
@@ -264,7 +265,7 @@ ROWS: tuple[Setting, ...] = (
             "docs/worker.md and docs/embedded.md.", WORKER,
             type=str),
     Setting("EMBEDDED_CONCURRENCY", 2,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             'Job threads each web process runs when `MODE` is `"embedded"`. See docs/embedded.md.', WORKER,
             type=int),
     Setting("TAG", None,
@@ -305,15 +306,15 @@ ROWS: tuple[Setting, ...] = (
             type=str),
     # -- Retries and the dead set --
     Setting("MAX_RETRIES", 25,
-            lambda v: is_int(v, 0), "an integer >= 0",
+            *int_at_least(0),
             "How many retries `retry: True` means (about 20 days with the default back-off).", RETRIES,
             type=int),
     Setting("DEAD_MAX_JOBS", 10_000,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Size cap of the dead set; older entries are trimmed when a job dies.", RETRIES,
             type=int),
     Setting("DEAD_TIMEOUT_IN_SECONDS", 180 * 24 * 3600,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Age cap of the dead set (180 days).", RETRIES,
             attribute="dead_timeout", type=int),
     Setting("ERROR_HANDLERS", [],
@@ -400,7 +401,7 @@ ROWS: tuple[Setting, ...] = (
             "logged by jid and the process exits with status 75 (docs/reliability.md).", CLIENT,
             type=bool | str | os.PathLike),
     Setting("RELIABLE_PUSH_BUFFER", 1000,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "How many jobs that buffer holds; what a push that does not fit does is `RELIABLE_PUSH_OVERFLOW`'s "
             "choice.", CLIENT,
             type=int),

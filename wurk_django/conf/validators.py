@@ -7,6 +7,7 @@ Plain functions of a value, importing nothing heavy, so a feature's
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -80,6 +81,12 @@ def redis_url_problem(url: Any) -> str | None:
 def is_int(v: Any, minimum: int | None = None) -> bool:
     """An int that is not a bool (``True`` is not ``1`` here), at least ``minimum``."""
     return isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+
+
+def int_at_least(minimum: int) -> tuple[Callable[[Any], bool], str]:
+    """A settings row's check and its words (``want``) for an integer of at least ``minimum``:
+    ``Setting("MAX_RETRIES", 25, *int_at_least(0), "doc...")``."""
+    return (lambda v: is_int(v, minimum)), f"an integer >= {minimum}"
 
 
 def is_number(v: Any) -> bool:

@@ -101,6 +101,9 @@ _AUTH = (401, 403, 429, 503)
 _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
                 "schema": {"type": "string", "minLength": 1, "maxLength": 255},
                 "description": "Replays the first answer to this key for HTTP_API_IDEMPOTENCY_TTL seconds."}
+_QUEUE = {"name": "queue", "in": "query", "required": False, "schema": {"type": "string"},
+          "description": "The job's queue: a job that keeps no status record is looked for there (and in the "
+                         "running work) only."}
 _JID = {"name": "jid", "in": "path", "required": True,
         "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"}}
 
@@ -143,6 +146,7 @@ def document(server: str = "/") -> dict[str, Any]:
             "/jobs/{jid}": {
                 "parameters": [_JID],
                 "get": {"summary": "Where a job is now", "security": [{"bearer": []}],
+                        "parameters": [_QUEUE],
                         "responses": {"200": _json({"$ref": "#/components/schemas/JobStatus"}, "The status."),
                                       **_problems(*_AUTH, 404)}},
                 "delete": {"summary": "Delete a scheduled or retrying job (admin scope)",

@@ -25,6 +25,7 @@ TYPES: dict[str, tuple[int, str]] = {
     "class-not-allowed": (403, "This job class may not be enqueued over HTTP"),
     "not-found": (404, "No such endpoint"),
     "job-not-found": (404, "No scheduled or retrying job has this jid"),
+    "job-unknown": (404, "No job is known by this jid: unknown or untracked"),
     "method-not-allowed": (405, "This endpoint does not take this method"),
     "job-not-deletable": (409, "The job is not scheduled or retrying"),
     "idempotency-key-in-use": (409, "A request with this Idempotency-Key is still being answered"),

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ..conf.setting import Setting
-from ..conf.validators import is_int
+from ..conf.validators import int_at_least, is_int
 
 HTTP_API = "HTTP API"
 SCOPES = ("enqueue", "read", "admin")
@@ -91,16 +91,16 @@ ROWS = (
             "that prefix. Empty: nothing may be enqueued.", HTTP_API,
             parse=tuple, type=tuple),
     Setting("HTTP_API_MAX_BODY_BYTES", 1_048_576,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Largest request body the HTTP API reads, in bytes; larger gets a 413 problem.", HTTP_API,
             type=int),
     Setting("HTTP_API_MAX_ARGS_BYTES", 65_536,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Largest `args` plus `kwargs` of one job pushed over HTTP, in bytes of JSON; larger gets a 422 "
             "problem.", HTTP_API,
             type=int),
     Setting("HTTP_API_MAX_BULK", 1000,
-            lambda v: is_int(v, 1), "an integer >= 1",
+            *int_at_least(1),
             "Most jobs one `POST /v1/jobs/bulk` may push.", HTTP_API,
             type=int),
     Setting("HTTP_API_IDEMPOTENCY_TTL", 86_400,

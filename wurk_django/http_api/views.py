@@ -160,9 +160,17 @@ def create_jobs(request: HttpRequest, token: Token) -> HttpResponse:
 
 @endpoint({"GET": READ, "DELETE": ADMIN})
 def job(request: HttpRequest, token: Token, jid: str) -> HttpResponse:
-    """``GET /v1/jobs/<jid>``: where the job is; ``DELETE``: remove a scheduled or retrying job."""
+    """``GET /v1/jobs/<jid>[?queue=<name>]``: where the job is (404 ``job-unknown`` for a job with
+    no status record that is neither running nor in the named queue); ``DELETE``: remove a
+    scheduled or retrying job."""
     if request.method == "GET":
-        return JsonResponse(status.job_status(jid))
+        queue = request.GET.get("queue") or None
+        found = status.job_status(jid, queue)
+        if found is None:
+            where = f"running nor in queue {queue!r:.100}" if queue is not None else "running"
+            raise Problem("job-unknown", f"job {jid!r:.100} keeps no status record and is not {where}: unknown "
+                                         "or untracked (a job with no record is looked for only there)")
+        return JsonResponse(found)
     return _delete(jid)
 
 
@@ -173,7 +181,7 @@ def _delete(jid: str) -> HttpResponse:
         entry = jobs_set.find_job(jid)
         if entry is not None and entry.delete():
             return JsonResponse({"jid": jid, "deleted": True, "state": name})
-    where = status.job_status(jid)["state"]
+    where = status.job_status(jid, everywhere=True)["state"]
     if where in (status.UNKNOWN, status.SCHEDULED, status.RETRY):  # gone meanwhile: nothing left to delete
         raise Problem("job-not-found", f"no scheduled or retrying job has jid {jid!r:.100}")
     raise Problem("job-not-deletable", f"job {jid!r:.100} is {where}; only a scheduled or retrying job is deleted",

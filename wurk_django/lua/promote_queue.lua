@@ -7,28 +7,19 @@
 -- ARGV[4], ARGV[5] = most wake-up tokens kept, their TTL.
 -- Returns {jobs taken from the set, of which moved to dead, then those dead members}.
 --
--- As promote_due.lua, but every key is declared: the set is per queue, so each due job goes
--- onto the list of the set's own queue (a cluster cannot push onto another slot's list from
--- here). The queue set is not touched: a queue is registered when a job is put in its sets.
+-- As promote_due.lua, but for one queue: the set is per queue, so each due job goes onto the
+-- list of the set's own queue (a cluster cannot push onto another slot's list from here). The
+-- queue set is not touched: a queue is registered when a job is put in its sets.
 
 --!include lua/snippets/stamp_enqueued_at
 
-local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
-local buried = 0
-local dead = {}
-for _, member in ipairs(due) do
-  local ok, job = pcall(cjson.decode, member)
-  if ok and type(job) == 'table' and type(job['queue']) == 'string' and job['queue'] ~= '' then
-    redis.call('LPUSH', KEYS[2], stamp(member, ARGV[2]))
-  else
-    -- Not a job anybody can run: keep it for a human in the dead set instead of dropping it.
-    redis.call('ZADD', KEYS[3], ARGV[1], member)
-    buried = buried + 1
-    dead[#dead + 1] = member
-  end
-  redis.call('ZREM', KEYS[1], member)
-end
-local moved = #due - buried
+--!include lua/snippets/promote_members
+
+local taken, buried, dead = promote_members(KEYS[1], KEYS[3], ARGV[1], ARGV[3], function(_queue, member)
+  redis.call('LPUSH', KEYS[2], stamp(member, ARGV[2]))
+  return true
+end)
+local moved = taken - buried
 if moved > 0 then
   local tokens = {}
   for i = 1, math.min(moved, tonumber(ARGV[4])) do tokens[i] = '1' end
@@ -36,6 +27,6 @@ if moved > 0 then
   redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[4]) - 1)
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[5]))
 end
-local reply = {#due, buried}
+local reply = {taken, buried}
 for _, member in ipairs(dead) do reply[#reply + 1] = member end
 return reply

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import replace
 from typing import Any
 
-from .. import context, keys, testing
+from .. import context, keys, payload, testing
 from ..client.operations import Operation, Schedule
 from ..redis import cluster
 from ..redis.cluster_layout import layout_of
@@ -39,8 +40,13 @@ logger = logging.getLogger("wurk_django.client.push")
 
 DEBOUNCE_LUA = lua("policies/lua/debounce")
 THROTTLE_LUA = lua("policies/lua/throttle")
-#: The prefix of status record keys: ``debounce.lua`` marks a replaced tracked job's record revoked.
-STATUS_PREFIX = store.PREFIX
+#: The jid of the tracked job each debounced push (by its own jid) replaces: read by the
+#: middleware, which has the push's Redis, and taken by the write hook, which gives that job's
+#: status record to ``debounce.lua`` in KEYS (the script marks it revoked). Entries of pushes
+#: that failed before their write are dropped, oldest first, past :data:`REPLACING_MOST`.
+_replacing: dict[str, str] = {}
+_replacing_lock = threading.Lock()
+REPLACING_MOST = 1024
 #: How long a debounce key's state outlives the longest a burst can last, in seconds.
 STATE_SLACK = 60
 
@@ -84,6 +90,7 @@ class PolicyClientMiddleware:
                              "quiet time, so perform_in/perform_at cannot choose a time")
         now = job[DEBOUNCED_AT] = time.time()
         job["at"] = now + quiet  # a scheduled job; the write hook writes it with debounce.lua
+        _note_replaced(job["jid"], _pending_tracked_jid(redis, debounce_key(job)))
         return call_next()
 
     @staticmethod
@@ -109,6 +116,30 @@ class PolicyClientMiddleware:
         return result
 
 
+def _pending_tracked_jid(redis: Any, state_key: str) -> str | None:
+    """The jid of the job pending under ``state_key`` when it keeps a status record (its
+    payload carries "track"); ``None`` otherwise. An untracked burst costs one ``HGET``."""
+    member = redis.hget(state_key, "member")
+    member = member.encode() if isinstance(member, str) else member
+    if not member or b'"track"' not in member:
+        return None
+    try:
+        pending = payload.loads(member)
+    except ValueError:
+        return None
+    jid = pending.get("jid") if isinstance(pending, dict) else None
+    return jid if isinstance(jid, str) and jid else None
+
+
+def _note_replaced(jid: str, replaced: str | None) -> None:
+    if replaced is None:
+        return
+    with _replacing_lock:
+        while len(_replacing) >= REPLACING_MOST:
+            del _replacing[next(iter(_replacing))]
+        _replacing[jid] = replaced
+
+
 def write_hook(ops: list[Operation]) -> list[Operation]:
     """Write each debounced job's first push with ``debounce.lua`` (one atomic step)."""
     for op in ops:
@@ -128,7 +159,10 @@ def write_hook(ops: list[Operation]) -> list[Operation]:
         max_wait = float(job.get(MAX_WAIT) or quiet * MAX_WAIT_FACTOR)
         now = float(job[DEBOUNCED_AT])
         lifetime = math.ceil(max_wait + quiet) + STATE_SLACK
-        out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE, keys.DEBOUNCES],
+        with _replacing_lock:
+            replaced = _replacing.pop(job["jid"], None)
+        record = [store.key(replaced)] if replaced is not None else []
+        out.append(replace(op, via=DEBOUNCE_LUA.command([debounce_key(job), keys.SCHEDULE, keys.DEBOUNCES, *record],
                                                           [op.raw, repr(now), repr(quiet), repr(max_wait),
-                                                           lifetime, STATUS_PREFIX, job["jid"]])))
+                                                           lifetime, job["jid"], replaced or ""])))
     return out

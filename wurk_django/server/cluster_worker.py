@@ -50,6 +50,7 @@ from .run.gate import RunGate
 from .run.manager import Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
+from .stop_once import StopOnce
 from .stopping import revocations
 from .timer import TimerLoop
 
@@ -107,8 +108,7 @@ class ClusterWorker:
         self.components: list[tuple[str, launcher.Component]] = []
         self.quieting = False
         self.stopped = threading.Event()
-        self._stop_lock = threading.Lock()
-        self._stop_started = False
+        self._stop_once = StopOnce()
 
     def _build_components(self) -> list[tuple[str, launcher.Component]]:
         from .. import features
@@ -131,7 +131,7 @@ class ClusterWorker:
 
     @property
     def stopping(self) -> bool:
-        return self._stop_started
+        return self._stop_once.started
 
     def _poll_interval(self) -> float:
         average = self.config.poll_interval_average or self.config.average_scheduled_poll_interval
@@ -215,11 +215,9 @@ class ClusterWorker:
         self.heartbeat_loop.wake()
 
     def stop(self, timeout: float | None = None) -> None:
-        with self._stop_lock:
-            if self._stop_started:
-                return
-            self._stop_started = True
-        deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
+        deadline = self._stop_once.begin(self.config, timeout)
+        if deadline is None:
+            return  # a stop has begun already
         try:
             self.quiet()
             self.manager.stop(deadline)

@@ -32,6 +32,7 @@ from .run.gate import RunGate
 from .run.manager import HARD_SHUTDOWN_WAIT, Manager
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
+from .stop_once import StopOnce
 from .stopping.revoke_channel import RevokeChannel
 from .threads import spawn
 from .timer import TimerLoop
@@ -143,8 +144,7 @@ class Launcher:
             self.health = HealthListener(self, config.health_port, config.health_bind)
         self.quieting = False
         self.stopped = threading.Event()
-        self._stop_lock = threading.Lock()
-        self._stop_started = False
+        self._stop_once = StopOnce()
 
     def _build_components(self) -> list[tuple[str, Component]]:
         # Lazy: features.install() imports the feature packages, whose install() imports
@@ -167,7 +167,7 @@ class Launcher:
     @property
     def stopping(self) -> bool:
         """True once :meth:`stop` has begun (it may still be draining)."""
-        return self._stop_started
+        return self._stop_once.started
 
     def component(self, name: str) -> Component | None:
         """The running component registered as ``name``, if this process has it."""
@@ -242,11 +242,9 @@ class Launcher:
 
         A host that embeds the worker passes its own, shorter budget (DJ-062).
         """
-        with self._stop_lock:
-            if self._stop_started:
-                return
-            self._stop_started = True
-        deadline = time.monotonic() + (self.config.timeout if timeout is None else max(timeout, 0.0))
+        deadline = self._stop_once.begin(self.config, timeout)
+        if deadline is None:
+            return  # a stop has begun already
         try:
             self.quiet()
             events.fire("shutdown", self)

@@ -93,6 +93,27 @@ class _DueLoop(TimerLoop):
             return True
 
 
+def queues_of(members: list[bytes]) -> set[bytes]:
+    """The queue names of the due ``members`` that are jobs (a member that is not is buried by
+    the script, which needs no key of a queue for it)."""
+    names = set()
+    for raw in members:
+        try:
+            job = payload.loads(raw)
+        except Exception:  # not JSON: the script buries it
+            continue
+        queue = job.get("queue") if isinstance(job, dict) else None
+        if isinstance(queue, str) and queue:
+            names.add(queue.encode())
+    return names
+
+
+def promote_keys(queues: list[bytes]) -> list[bytes]:
+    """``promote_due.lua``'s keys of each queue, in order: its list and its wake-up list."""
+    queue_prefix, wake_prefix = keys.QUEUE_PREFIX.encode(), keys.wake("").encode()
+    return [key for name in queues for key in (queue_prefix + name, wake_prefix + name)]
+
+
 def _stamp(config: Config | None, at: float) -> str:
     """The ``enqueued_at`` the promote script writes, as JSON number text in the configured unit."""
     wire = config.wire_format if config is not None else payload.SIDEKIQ8
@@ -151,27 +172,38 @@ class Scheduler:
         promote = script(redis, "promote_due")
         moved = 0
         for name in SETS:
+            queues: set[bytes] = set()
             while not self.loop.done:
                 at = now if now is not None else time.time()
-                reply = promote(keys=[name, keys.QUEUES, keys.DEAD],
-                                args=[payload.score(at), keys.QUEUE_PREFIX, _stamp(self.config, at), BATCH,
-                                      keys.wake(""), *wake_args()])
-                taken, promoted = self._promoted(reply, name, None)
-                moved += promoted
-                if taken < BATCH:
+                score = payload.score(at)
+                # The script takes every key in KEYS: the due jobs' queues are read first (a
+                # round trip that, with nothing due, replaces the script's).
+                due = redis.zrange(name, "-inf", score, byscore=True, offset=0, num=BATCH)
+                if not due:
+                    break
+                queues |= queues_of(due)
+                named = sorted(queues)
+                taken, buried, members, missing = promote(
+                    keys=[name, keys.QUEUES, keys.DEAD, *promote_keys(named)],
+                    args=[score, _stamp(self.config, at), BATCH, *wake_args(), *named])
+                moved += self._promoted(int(taken), int(buried), members, name, None)
+                if missing:
+                    queues |= set(missing)  # due meanwhile: the next call names their keys
+                    continue
+                if int(taken) < BATCH:
                     break
         return moved
 
-    def _promoted(self, reply: list, name: str, redis: Any) -> tuple[int, int]:
-        """(taken, pushed) of a promote script's ``reply``; its buried members told to the death path."""
-        taken, buried, *members = reply
+    def _promoted(self, taken: int, buried: int, members: list, name: str, redis: Any) -> int:
+        """How many of the ``taken`` members a promote script moved were pushed; its ``buried``
+        ``members`` are told to the death path."""
         if buried:
             logger.error("%d due job(s) in %s were not valid job JSON; moved them to the dead set", buried, name)
         for raw in members:
             # The script stored them in the same step; the death path tells the handlers.
             death.die(None, InvalidJob(f"a due job in {name} is not valid job JSON"),
                       reason=death.SCHEDULER, config=self.config, redis=redis, raw=raw, stored=True)
-        return int(taken), int(taken) - int(buried)
+        return taken - buried
 
     def _enqueue_due_per_queue(self, redis: Any, now: float | None) -> int:
         """On a Redis Cluster (issue 46): each queue of the queue set has its own ``schedule``
@@ -183,11 +215,11 @@ class Scheduler:
             for name in (CLUSTER.retry(queue), CLUSTER.schedule(queue)):
                 while not self.loop.done:
                     at = now if now is not None else time.time()
-                    reply = promote(redis, keys=[name, CLUSTER.queue(queue), CLUSTER.dead(queue), CLUSTER.wake(queue)],
-                                    args=[payload.score(at), _stamp(self.config, at), BATCH, *wake_args()])
-                    taken, promoted = self._promoted(reply, name, redis)
-                    moved += promoted
-                    if taken < BATCH:
+                    taken, buried, *members = promote(
+                        redis, keys=[name, CLUSTER.queue(queue), CLUSTER.dead(queue), CLUSTER.wake(queue)],
+                        args=[payload.score(at), _stamp(self.config, at), BATCH, *wake_args()])
+                    moved += self._promoted(int(taken), int(buried), members, name, redis)
+                    if int(taken) < BATCH:
                         break
         return moved
 

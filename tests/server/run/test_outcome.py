@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import redis as redis_lib
 
-from wurk_django import Job, context, limiter, payload, signals
+from tests.jobsapp.outcome_jobs import Broken, Fine, Limited, a_job
+from wurk_django import Job, context, payload, signals
 from wurk_django.conf import get_config
 from wurk_django.errors import JobInterrupted, Shutdown
 from wurk_django.middleware import server_chain
@@ -27,18 +28,6 @@ from ...support import processor_manager
 pytestmark = pytest.mark.django_db
 
 
-class Fine(Job):
-    def perform(self, *args):
-        pass
-
-
-class Broken(Job):
-    retry = 3
-
-    def perform(self, *args):
-        raise ValueError("broken")
-
-
 class Resumable(Job):
     def perform(self, *args):
         raise JobInterrupted("later")
@@ -47,11 +36,6 @@ class Resumable(Job):
 class Stopped(Job):
     def perform(self, *args):
         raise Shutdown()
-
-
-class Limited(Job):
-    def perform(self, *args):
-        raise limiter.OverLimit(limiter.concurrent("outcome-test", 1, backoff=lambda *_a: 60))
 
 
 class SeesItself(Job):
@@ -74,12 +58,6 @@ class Observer:
         SEEN.append([where, RAISED])
         call_next()
         SEEN[-1][1] = where.outcome
-
-
-def a_job(klass: type | str, **extra) -> dict:
-    name = klass if isinstance(klass, str) else f"{klass.__module__}.{klass.__qualname__}"
-    return {"class": name, "args": [1], "queue": "default", "jid": payload.new_jid(), "retry": True,
-            "created_at": payload.now_ms(), "enqueued_at": payload.now_ms(), **extra}
 
 
 class Watched(Processor):

@@ -2,20 +2,21 @@
 -- member of the schedule set; a new push takes its place (the last payload wins) and fires
 -- after `quiet` seconds, but never later than `max_wait` seconds after the burst's first push.
 -- KEYS[1] the key's state hash (member, first); KEYS[2] the schedule set; KEYS[3] the index of
--- pending debounced jobs (state key -> fire time), which the admin lists.
+-- pending debounced jobs (state key -> fire time), which the admin lists; KEYS[4] (optional)
+-- the status record of the tracked job the caller found pending when it read the state hash
+-- just before this step.
 -- ARGV[1] the new member (the job's bytes); ARGV[2] now (epoch seconds); ARGV[3] quiet;
--- ARGV[4] max_wait; ARGV[5] the state's lifetime in whole seconds; ARGV[6] the prefix of status
--- record keys ("status:"); ARGV[7] the new job's jid.
+-- ARGV[4] max_wait; ARGV[5] the state's lifetime in whole seconds; ARGV[6] the new job's jid;
+-- ARGV[7] the jid of the job whose record is KEYS[4].
 -- Returns {score, replaced}: when the job fires, and 1 when it took a pending job's place.
 --
 -- A replaced job that keeps a status record (a tracked class: its payload carries "track")
 -- would read `scheduled` until the record expired; it reads `revoked` from this same step,
--- its message naming the jid that took its place. That record's key is built here from the
--- prefix, as promote_due.lua builds queue keys: the replaced jid is known only inside this
--- step (the state hash holds it), so no caller could declare the key without a round trip
--- more. Redis Cluster is refused today (docs/redis.md); the cluster layout must put a
--- debounced job's status key in its state key's slot. A job without "track" costs a
--- substring search.
+-- its message naming the jid that took its place. Its record is in KEYS like every key: the
+-- caller read the pending job's jid from the state hash (policies/client.py). Should another
+-- push of the same key have come between that read and this step, the job replaced here is
+-- not the one the caller named, and its record is left as it is (it expires with its TTL):
+-- only a record this step can name is written. A job without "track" costs a substring search.
 local now, quiet, max_wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local state = redis.call("hmget", KEYS[1], "member", "first")
 local first, replaced = now, 0
@@ -24,16 +25,15 @@ local first, replaced = now, 0
 if state[1] and redis.call("zrem", KEYS[2], state[1]) == 1 then
   first = tonumber(state[2]) or now
   replaced = 1
-  if ARGV[6] and string.find(state[1], '"track"', 1, true) then
+  if KEYS[4] and string.find(state[1], '"track"', 1, true) then
     local ok, old = pcall(cjson.decode, state[1])
-    if ok and type(old) == "table" and type(old.jid) == "string" then
-      local record = ARGV[6] .. old.jid
-      local open = redis.call("hmget", record, "state", "ttl")
+    if ok and type(old) == "table" and old.jid == ARGV[7] then
+      local open = redis.call("hmget", KEYS[4], "state", "ttl")
       -- Only an open record: a job pushed again by hand may have ended already.
       if (open[1] == "scheduled" or open[1] == "enqueued") and tonumber(open[2]) then
-        redis.call("hset", record, "state", "revoked", "message", "replaced by a later push " .. ARGV[7],
+        redis.call("hset", KEYS[4], "state", "revoked", "message", "replaced by a later push " .. ARGV[6],
                    "finished_at", string.format("%d", math.floor(now * 1000)))
-        redis.call("expire", record, tonumber(open[2]))
+        redis.call("expire", KEYS[4], tonumber(open[2]))
       end
     end
   end
