@@ -111,8 +111,9 @@ class Manager:
     def abandon(self, run: Run) -> None:
         """The watchdog gave ``run``'s thread up (a hard time limit, a revoke's grace; the run
         is in its abandoned phase already). Everything the thread held for the worker comes
-        back now: its fetch slot and that slot's connection, what its features registered with :meth:`Run.hold`; a fresh processor takes its place, so the
-        worker keeps its full concurrency; and the run is settled, off the watchdog's thread
+        back now: its fetch slot and that slot's connection, what its features registered
+        with :meth:`Run.hold`; a fresh processor takes its place, so the worker keeps its
+        full concurrency; and the run is settled, off the watchdog's thread
         (a Redis outage then stalls that settlement only). Past the limit of abandoned
         threads still stuck, the process restarts itself."""
         with self._lock:
