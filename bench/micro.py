@@ -34,10 +34,9 @@ from wurkbench.jobs import Noop  # noqa: E402
 
 from wurk_django import payload, signals  # noqa: E402
 from wurk_django.redis.connection import get_redis, send_commands, send_on  # noqa: E402
-from wurk_django.server.run import database
-from wurk_django.server.run.joblog import JobLogger, PlainFormatter  # noqa: E402
 from wurk_django.server.logwriter import BatchingStreamHandler  # noqa: E402
-from wurk_django.server.run.gate import RunGate  # noqa: E402
+from wurk_django.server.run import database  # noqa: E402
+from wurk_django.server.run.joblog import JobLogger, PlainFormatter  # noqa: E402
 from wurk_django.server.state import thread_id  # noqa: E402
 
 N = int(os.environ.get("MICRO_N", "20000"))
@@ -140,11 +139,6 @@ def bookkeeping_paths() -> None:
     timeit("database.before_job + after_job, mark read by getattr(local, name, default) (before)", marks_by_getattr)
     timeit("database.before_job + after_job, no open connection (now: the mark a class default)",
            lambda: (database.before_job(), database.after_job()))
-    gate = RunGate(10)
-    # enter() now wraps wide_open(): close to, not exactly, the gate's two calls on the old path.
-    timeit("run gate, full limit: enter() + leave(), the gate's calls on the job's old path (before, about)",
-           lambda: (gate.enter(), gate.leave()))
-    timeit("run gate, full limit: wide_open() (now: the one call)", gate.wide_open)
     timeit("signals.send x2 with no receivers", lambda: (signals.send(signals.job_started, None, job=None),
                                                            signals.send(signals.job_succeeded, None, job=None)))
     timeit("thread_id() (cached per thread)", thread_id)

@@ -38,7 +38,7 @@ import redis
 import run
 from run import BENCH, BIN, OUT, PY, THREADS, base_env, completions, log, med, peak_rss_mb, start, stop
 
-SYSTEMS = ("wurk", "wurk-nolog", "wurk-nogate", "celery", "celery-reuse", "dramatiq", "huey", "rq")
+SYSTEMS = ("wurk", "wurk-nolog", "celery", "celery-reuse", "dramatiq", "huey", "rq")
 PACKAGES = {"wurk": "wurk_django", "celery": "celery", "dramatiq": "django_dramatiq",
             "huey": "huey.contrib.djhuey", "rq": "django_rq"}
 LAT_KEY = "bench:orm:lat"
@@ -58,10 +58,8 @@ ENQUEUE = {
 def env_for(system: str, args: argparse.Namespace) -> dict:
     extra = {"DJANGO_SETTINGS_MODULE": "ormbench.settings", "BENCH_ORM_SYSTEM": system.split("-")[0],
              "BENCH_CONN_MAX_AGE": str(args.conn_max_age), "BENCH_PG_DB": args.pg_db}
-    if system in ("wurk-nolog", "wurk-nogate"):
+    if system == "wurk-nolog":
         extra["BENCH_JOBLOG"] = "0"
-    if system == "wurk-nogate":  # the run gate off (docs/worker.md, How many jobs run at once)
-        extra["BENCH_GIL_GATE"] = "0"
     if system == "celery-reuse":
         # Celery's Django fix-up closes every connection before and after each task whatever
         # CONN_MAX_AGE says, unless CELERY_DB_REUSE_MAX is set: then once per that many tasks.
@@ -154,7 +152,8 @@ def drain(r: redis.Redis, system: str, n: int, args: argparse.Namespace, dsn: st
     probe.start()
     count = 0
     # The worker's CPU (and Redis's, round trips, commands) over the rate's own window, as
-    # bench/run.py measures them (issue 48 item 4: the run gate judged by CPU time too).
+    # bench/run.py measures them (issue 48 item 4: the run gate, since removed, was judged by CPU
+    # time too).
     sampler = run.Sampler(r, [p.pid for p in procs])
     sampler.sample()
     try:
@@ -249,7 +248,7 @@ def report(results: list[dict], meta: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default=",".join(s for s in SYSTEMS if s != "wurk-nogate"))
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--rq-jobs", type=int, default=300, help="RQ forks a child per job: fewer jobs")
     ap.add_argument("--runs", type=int, default=3)

@@ -41,7 +41,7 @@ PY = sys.executable
 BIN = Path(PY).parent
 OUT = Path(os.environ.get("BENCH_OUT", "/tmp/wurk-bench"))
 SHAPES = ("noop", "cpu", "io", "redis", "redis-plain", "redis-fast", "redis-cache")
-ALL_SYSTEMS = ("wurk", "wurk-nolog", "wurk-nogate", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork",
+ALL_SYSTEMS = ("wurk", "wurk-nolog", "sidekiq", "sidekiq-nolog", "celery-threads", "celery-prefork",
                "rq", "dramatiq", "huey")
 THREADS = 10
 WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io": "wurkbench.jobs.Io",
@@ -56,9 +56,7 @@ RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "Red
 PEER_SHAPES = {"redis-fast": "redis-plain", "redis-cache": "redis-plain"}
 #: Ratios with the same per-job logging policy on both sides: (ours, theirs, label).
 POLICY_PAIRS = (("wurk", "sidekiq", "log on for both"), ("wurk-nolog", "sidekiq-nolog", "log off for both"),
-                ("wurk-nolog", "dramatiq", "no per-job log on either side"),
-                ("wurk-nogate", "dramatiq", "no per-job log on either side, wurk's run gate off"),
-                ("wurk-nolog", "wurk-nogate", "wurk's run gate on (the default) against off (docs/worker.md)"))
+                ("wurk-nolog", "dramatiq", "no per-job log on either side"))
 
 
 def log(msg: str) -> None:
@@ -174,11 +172,9 @@ def fill(r: redis.Redis, system: str, shape: str, n: int, url: str) -> None:
 def worker_commands(system: str, processes: int, url: str, has_processes: bool) -> list[tuple[list[str], dict]] | None:
     """Command lines (with extra env) that make up `processes` x 10 threads, or None if unsupported."""
     env: dict = {}
-    if system in ("wurk", "wurk-nolog", "wurk-nogate"):
+    if system in ("wurk", "wurk-nolog"):
         if system != "wurk":
             env["BENCH_JOBLOG"] = "0"
-        if system == "wurk-nogate":
-            env["BENCH_GIL_GATE"] = "0"
         cmd = [PY, str(REPO / "manage.py"), "wurk", "-c", str(THREADS), "-q", "bench"]
         if processes > 1:
             if not has_processes:
@@ -721,8 +717,8 @@ def summarize(path: Path, top: int = 25) -> list[str]:
 def main() -> None:
     global THREADS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", default=",".join(s for s in ALL_SYSTEMS if s != "wurk-nogate"),
-                    help="comma list of " + ", ".join(ALL_SYSTEMS) + " (wurk-nogate only when named)")
+    ap.add_argument("--systems", default=",".join(ALL_SYSTEMS),
+                    help="comma list of " + ", ".join(ALL_SYSTEMS))
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--threads", type=int, default=THREADS, help="threads per worker process, every system (10)")
     ap.add_argument("--jobs", type=int, default=5000, help="jobs per drain measurement")

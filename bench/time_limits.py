@@ -56,13 +56,12 @@ class _Unit:
 
 def cost(n: int = 20000) -> None:
     from wurk_django.metrics.tracker import MetricsTracker
-    from wurk_django.server.run.gate import RunGate
     from wurk_django.server.run.manager import Manager
     from wurk_django.server.run.processor import Processor
     from wurk_django.server.state import WorkerState, thread_id
 
     config = get_config()
-    manager = Manager(config, WorkerState(), MetricsTracker(config), gate=RunGate(1, enabled=False))
+    manager = Manager(config, WorkerState(), MetricsTracker(config))
     processor = Processor(manager)
     processor.tid = thread_id()
     processor.thread = threading.current_thread()

@@ -2,8 +2,7 @@
 
 ``BENCH_JOBLOG=0`` sets the ``wurk_django.job`` logger to WARNING (no per-job
 lines); by default the job log stays on, as in production. ``BENCH_COUNT=1``
-loads the client-side command counter (measurement runs only). ``BENCH_GIL_GATE=0``
-turns the run gate off (the ``wurk-nogate`` system of bench/run.py; ``1`` turns it on). ``BENCH_FEATURES=1``
+loads the client-side command counter (measurement runs only). ``BENCH_FEATURES=1``
 switches on unique jobs, encryption, statsd (to a port nothing listens on), history,
 leader election and a periodic job (bench/startup.py); ``BENCH_ADMIN=1`` adds the
 admin's apps, as a web process has them.
@@ -35,8 +34,6 @@ WURK = {
 
 if os.environ.get("BENCH_FETCH_SIZE"):  # FETCH_SIZE: how many jobs one fetch moves (1: as Sidekiq)
     WURK["FETCH_SIZE"] = int(os.environ["BENCH_FETCH_SIZE"])
-if os.environ.get("BENCH_GIL_GATE") in ("0", "1"):
-    WURK["GIL_GATE"] = os.environ["BENCH_GIL_GATE"] == "1"
 
 if os.environ.get("BENCH_FEATURES") == "1":
     WURK.update({

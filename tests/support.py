@@ -170,7 +170,6 @@ def processor_manager(chain=None, **patch):
     from wurk_django.middleware import server_chain
     from wurk_django.redis.connection import get_redis
     from wurk_django.server.retry import Retrier
-    from wurk_django.server.run.gate import RunGate
     from wurk_django.server.run.joblog import JobLogger
     from wurk_django.server.state import WorkerState
 
@@ -178,7 +177,7 @@ def processor_manager(chain=None, **patch):
     manager = SimpleNamespace(fetcher=None, config=config, state=WorkerState(), retrier=Retrier(config),
                               joblog=JobLogger([], True), server_chain=chain or server_chain(config),
                               metrics=MetricsTracker(), stop_flag=threading.Event(), name="test",
-                              redis=lambda: get_redis(config=config), gate=RunGate(1, enabled=False))
+                              redis=lambda: get_redis(config=config))
     for name, value in patch.items():
         setattr(manager.retrier, name, value)
     return manager

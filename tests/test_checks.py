@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.core import checks
 from django.core.management import call_command
@@ -230,3 +232,24 @@ def test_settings_that_do_nothing_together_are_warned_about_issue_47(wurk):
     assert message.id == "wurk.W043" and "reports" in message.msg and "BasicFetch" in message.msg
     wurk(QUEUE_LIMITS={"reports": 2})
     assert check_feature_settings() == []
+
+
+def test_gil_gate_is_still_accepted_but_warned_about_as_having_no_effect_issue_48(wurk):
+    """The run gate is gone (issue 48 item 4): settings that set GIL_GATE still load and
+    pass check_settings, and W044 says the key does nothing and can be deleted."""
+    from wurk_django.checks import check_retired_settings
+
+    assert check_retired_settings() == []
+    for value in (None, True, False):
+        wurk(GIL_GATE=value)
+        assert check_settings() == []
+        get_config()  # the worker's config still builds
+        [message] = check_retired_settings()
+        assert message.id == "wurk.W044" and message.level == checks.WARNING
+        assert "'GIL_GATE'" in message.msg and "no longer has an effect" in message.msg
+        assert "delete" in message.hint
+    shown = io.StringIO()
+    call_command("check", stderr=shown)  # registered: manage.py check shows it, and passes
+    assert "wurk.W044" in shown.getvalue()
+    wurk()
+    assert check_retired_settings() == []

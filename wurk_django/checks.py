@@ -17,6 +17,8 @@ Ids:
   ``wurk.W043`` ``QUEUE_LIMITS`` is set while ``FETCH_CLASS`` is ``BasicFetch``
   (a worker serving a capped queue refuses to start; a warning, since a web
   process never fetches);
+* ``wurk.W044`` a key that no longer has an effect is set (``GIL_GATE``: the run
+  gate was removed in issue 48 item 4);
 * ``wurk.E020`` a ``PERIODIC`` entry is malformed (schedule, options);
   ``wurk.W021`` a periodic job class cannot be found (a warning: it stops the
   worker's periodic loop, not ``migrate``); ``wurk.W020`` a periodic time zone
@@ -111,6 +113,25 @@ def check_feature_settings(app_configs: Any = None, **kwargs: Any) -> list[check
                 hint="leave FETCH_CLASS unset (reliable fetch) to use QUEUE_LIMITS; see docs/queues.md",
                 obj="settings.WURK", id="wurk.W043"))
     return messages
+
+
+#: Keys still accepted (settings that set them load) that no longer do anything: why.
+RETIRED = {
+    "GIL_GATE": "the run gate it switched was removed (issue 48 item 4: it gained less than 10 % on every "
+                "shape measured); a worker runs up to CONCURRENCY jobs at once, one a thread",
+}
+
+
+def check_retired_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Keys of ``settings.WURK`` that are still accepted but no longer have an effect."""
+    try:
+        raw = conf.raw_settings()
+    except ConfigurationError:
+        return []  # check_settings reports it
+    return [checks.Warning(f"WURK[{key!r}] no longer has an effect: {why}",
+                           hint=f"delete WURK[{key!r}] (docs/worker.md, How many jobs run at once)",
+                           obj="settings.WURK", id="wurk.W044")
+            for key, why in RETIRED.items() if key in raw]
 
 
 def _hint_for(key: str) -> str:
@@ -268,6 +289,7 @@ def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[checks
 def register() -> None:
     checks.register(check_settings, "wurk")
     checks.register(check_feature_settings, "wurk")
+    checks.register(check_retired_settings, "wurk")
     checks.register(check_celery_settings, "wurk")
     checks.register(check_tasks_framework, "wurk")
     checks.register(check_periodic, "wurk")

@@ -37,8 +37,7 @@ INSTALLED_APPS = ["ormbench"]
 
 if SYSTEM == "wurk":
     INSTALLED_APPS.append("wurk_django")
-    WURK = {"REDIS_URL": REDIS_URL, "QUEUES": ["bench"], "CONCURRENCY": 10,
-            "GIL_GATE": {"1": True, "0": False}.get(os.environ.get("BENCH_GIL_GATE", ""))}
+    WURK = {"REDIS_URL": REDIS_URL, "QUEUES": ["bench"], "CONCURRENCY": 10}
     if os.environ.get("BENCH_JOBLOG", "1") == "0":
         LOGGING = {"version": 1, "disable_existing_loggers": False,
                    "loggers": {"wurk_django.job": {"level": "WARNING"}}}

@@ -87,6 +87,20 @@ class TurnJob(Job):
         record("test:turns", f"end:{marker}")
 
 
+class HeldJob(Job):
+    """Counts itself running in ``test:held:running`` (each start's count noted in
+    ``test:held:seen``) until the test pushes a token to ``test:held:release``; so a test
+    sees how many jobs run at once. Gives up after 30 s, so a failing test never hangs."""
+
+    def perform(self):
+        redis = get_redis()
+        redis.rpush("test:held:seen", redis.incr("test:held:running"))
+        try:
+            redis.blpop(["test:held:release"], timeout=30)
+        finally:
+            redis.decr("test:held:running")
+
+
 class KillerJob(Job):
     """Kills its own worker process, as a segfaulting C extension would."""
 

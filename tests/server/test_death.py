@@ -19,7 +19,6 @@ from wurk_django.outcome import Outcome
 from wurk_django.redis.connection import get_redis
 from wurk_django.server import death, poison
 from wurk_django.server.retry import Retrier
-from wurk_django.server.run.gate import RunGate
 from wurk_django.server.run.processor import Processor
 from wurk_django.server.scheduler import Scheduler
 
@@ -105,7 +104,7 @@ class _Unit:
 def _processor(config: Config) -> Processor:
     manager = SimpleNamespace(fetcher=None, config=config, state=None, retrier=None, joblog=None,
                               server_chain=None, metrics=None, stop_flag=threading.Event(), name="test",
-                              redis=lambda: get_redis(config=config), gate=RunGate(1, enabled=False))
+                              redis=lambda: get_redis(config=config))
     return Processor(manager)
 
 

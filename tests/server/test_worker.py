@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.fixtures import raw as fixture_raw
-from tests.jobsapp.jobs import FailingJob, RecordJob, SlowJob, ZeroRetryJob, add_numbers
+from tests.jobsapp.jobs import FailingJob, HeldJob, RecordJob, SlowJob, ZeroRetryJob, add_numbers
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
@@ -41,6 +41,21 @@ def test_runs_jobs_from_several_queues(redis_db, worker_factory):
     # CORE-152: counters are flushed at the latest on shutdown.
     assert int(redis_db.get("stat:processed")) == 31
     assert int(redis_db.get("stat:failed") or 0) == 0
+
+
+def test_c_n_runs_n_jobs_at_once_and_never_more_issue_48(redis_db, worker_factory):
+    """``-c N``: N threads, each running one job at a time, and no other limit in the
+    worker (issue 48 item 4 removed the run gate): with six jobs that wait to be let go,
+    four run at once, and the other two start only as those end."""
+    for _ in range(6):
+        HeldJob.perform_async()
+    worker_factory("-c", "4")
+    wait_for(lambda: redis_db.llen("test:held:seen") == 4, message="four jobs running at once")
+    assert sorted(int(v) for v in redis_db.lrange("test:held:seen", 0, -1)) == [1, 2, 3, 4]
+    redis_db.rpush("test:held:release", *["go"] * 6)
+    wait_for(lambda: redis_db.llen("test:held:seen") == 6, message="all six started")
+    wait_for(lambda: int(redis_db.get("test:held:running")) == 0, message="all six ended")
+    assert max(int(v) for v in redis_db.lrange("test:held:seen", 0, -1)) == 4
 
 
 def test_failing_job_is_booked_in_retry_with_sidekiq_fields(redis_db, worker_factory):

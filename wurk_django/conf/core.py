@@ -160,20 +160,19 @@ ROWS: tuple[Setting, ...] = (
     # -- Worker --
     Setting("CONCURRENCY", 5,
             *int_at_least(1),
-            "Job threads per worker process (integer >= 1).", WORKER,
+            "Job threads per worker process (integer >= 1). Each runs one job at a time, so at most this many "
+            "jobs run at once in the process (all of them when that many are waiting; nothing else limits it).",
+            WORKER,
             type=int),
+    # Kept so settings that still set it load: it switched the run gate, removed in issue 48 item 4
+    # (it gained less than 10 % on every shape measured); checks.py warns while it is set (wurk.W044).
     Setting("GIL_GATE", None,
-            lambda v: v is None or isinstance(v, bool), "None, True or False",
-            "Let only as many of a process's threads run short jobs at once as keep the interpreter busy. Threads "
-            "share Python's lock (the GIL) and hand it to each other at every system call; for jobs made of "
-            "Python work and short calls to a local service (a plain redis-py client) fewer running threads cost "
-            "less CPU per job and run more of them (1.2x the jobs/s). The limit starts at the thread count and "
-            "goes down only while the process uses a whole CPU on short jobs whose threads sleep 5 or more times a "
-            "job; a job running longer than 5 ms, or one that opened a database connection, stops counting. "
-            "`None` (the default): on in `manage.py wurk` processes, off in an embedded worker, whose web "
-            "threads would count in the process-wide measures it reads. `True` or `False`: on or off everywhere. "
-            "Processes of 2 threads or fewer never limit. See docs/worker.md, How many jobs run at once.", WORKER,
-            type=bool | None),
+            lambda v: True, "anything (it is ignored)",
+            "No longer has an effect: the run gate it switched was removed (it gained less than 10 % on "
+            "every shape measured; docs/benchmarks.md, The run gate). Accepted so settings that set it still load; "
+            "`manage.py check` warns (`wurk.W044`) while it is set. Delete it. See docs/worker.md, "
+            "How many jobs run at once.", WORKER,
+            attribute=""),
     Setting("QUEUES", ["default"],
             lambda v: isinstance(v, (list, tuple)) and len(v) > 0, "a non-empty list of queue specs",
             'Queues to fetch from, each `"name"` or `"name,weight"` (or `[name, weight]`). No weights: strict '

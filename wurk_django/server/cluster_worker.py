@@ -2,7 +2,7 @@
 
 ``manage.py wurk`` pointed at a cluster node builds this instead of the
 :class:`~wurk_django.server.launcher.Launcher` (after :mod:`.cluster_boot` found no
-feature switched on that is not converted): the same processors, run gate, settle
+feature switched on that is not converted): the same processors, settle
 and retry code, with
 
 * the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
@@ -46,7 +46,6 @@ from ..redis.cluster_layout import CLUSTER
 from ..redis.connection import cluster_for
 from . import cluster_heartbeat, cluster_reaper, launcher, pidspace
 from .fetch.cluster import ClusterFetch
-from .run.gate import RunGate
 from .run.manager import Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
@@ -89,10 +88,9 @@ class ClusterWorker:
         self.started_at = time.time()
         self.concurrency = config.concurrency
         self.metrics = MetricsTracker(config)
-        self.gate = RunGate(self.concurrency, enabled=config.gil_gate is not False)
         fetching = copy.copy(config)
         fetching.fetch_class = lambda cfg: ClusterFetch(cfg)
-        self.manager = ClusterManager(fetching, self.state, self.metrics, gate=self.gate)
+        self.manager = ClusterManager(fetching, self.state, self.metrics)
         self.manager.cluster = self.client  # before start(): each processor asks it once
         self.managers = [self.manager]
         self.scheduler = Scheduler(config)

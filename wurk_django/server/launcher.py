@@ -28,7 +28,6 @@ from . import events
 from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .reaper import Reaper
-from .run.gate import RunGate
 from .run.manager import HARD_SHUTDOWN_WAIT, Manager
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
@@ -109,15 +108,9 @@ class Launcher:
         # itself when it is the only one, so a process without capsules runs as it always did.
         self.capsules = plan(config)
         self.concurrency = sum(capsule.concurrency for capsule in self.capsules)
-        # One run gate for the process: its threads share one interpreter lock, whatever their capsule.
-        # GIL_GATE None: on in a worker process; off embedded, where the web server's threads
-        # would count in the CPU time and sleeps the gate reads for the whole process.
-        gated = (not embedded) if config.gil_gate is None else config.gil_gate
-        self.gate = RunGate(self.concurrency, enabled=gated)
         self.managers = [
             Manager(capsule_config(config, self.capsules, index) if len(self.capsules) > 1 else config,
-                    self.state, self.metrics, name=capsule.name, request_shutdown=request_shutdown,
-                    gate=self.gate)
+                    self.state, self.metrics, name=capsule.name, request_shutdown=request_shutdown)
             for index, capsule in enumerate(self.capsules)]
         self.manager = self.managers[0]
         self.scheduler = Scheduler(config)

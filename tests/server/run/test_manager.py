@@ -15,7 +15,6 @@ from wurk_django import payload
 from wurk_django.conf import Config
 from wurk_django.metrics.tracker import MetricsTracker
 from wurk_django.server.run import manager as manager_mod
-from wurk_django.server.run.gate import RunGate
 from wurk_django.server.run.manager import Manager
 from wurk_django.server.state import WorkerState
 
@@ -27,7 +26,7 @@ def make(redis_db):
     def build(concurrency: int = 2) -> tuple[Manager, list[str]]:
         config = Config(QUEUES=["default"], CONCURRENCY=concurrency, FETCH_POLL_INTERVAL=0.2)
         asked: list[str] = []
-        manager = Manager(config, WorkerState(), MetricsTracker(config), gate=RunGate(concurrency, enabled=False),
+        manager = Manager(config, WorkerState(), MetricsTracker(config),
                           request_shutdown=lambda: asked.append(threading.current_thread().name))
         made.append(manager)
         return manager, asked

@@ -4,7 +4,7 @@ A job stopped by its hard time limit is settled once, by the watchdog, through t
 same code as any other run: it counts in ``stat:failed`` and the job metrics, and
 its job log has an end line. Its thread, when it comes back late, changes nothing.
 Abandoning a thread gives back what it held (its fetch slot, that slot's pooled
-connection, its run-gate pass), so the worker keeps its full concurrency however
+connection), so the worker keeps its full concurrency however
 many threads sleep abandoned; past a limit of them it restarts itself cleanly.
 """
 
@@ -146,13 +146,12 @@ def test_live_fails_once_the_process_is_past_its_abandoned_limit_issue_43_item_1
     from wurk_django.conf import Config
     from wurk_django.metrics.tracker import MetricsTracker
     from wurk_django.server.health import HealthListener
-    from wurk_django.server.run.gate import RunGate
     from wurk_django.server.run.manager import Manager
     from wurk_django.server.state import WorkerState
 
     config = Config(queues=["default"], concurrency=2, abandoned_threads_limit=2)
     restarts: list[str] = []
-    manager = Manager(config, WorkerState(), MetricsTracker(config), gate=RunGate(2, enabled=False),
+    manager = Manager(config, WorkerState(), MetricsTracker(config),
                       request_shutdown=lambda: restarts.append("asked"))
     launcher = types.SimpleNamespace(stopped=threading.Event(), stopping=False, quieting=False,
                                      managers=[manager])

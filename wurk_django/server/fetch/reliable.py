@@ -233,11 +233,6 @@ class ReliableFetch:
     def private_lists(self) -> list[str]:
         return [private for _, private in self.all_keys()]
 
-    def next_in_hand(self) -> bool:
-        """Has the calling thread's slot a job fetched ahead, so its next job needs no round trip?"""
-        slot = getattr(self._local, "slot", None)
-        return slot is not None and bool(slot.ahead)
-
     def in_hand(self) -> int:
         """Jobs fetched ahead that no thread has started yet: off their queue, so a check
         for "nothing left to do" (``--burst``) must count them too."""

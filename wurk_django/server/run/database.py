@@ -10,8 +10,6 @@ were a measurable part of the per-job cost (RUN-706). A thread is marked when
 Django opens a connection in it (``connection_created`` is sent synchronously,
 in the connecting thread) and unmarked once the guard finds every one of its
 connections closed, which is after each job under the default ``CONN_MAX_AGE = 0``.
-The same mark tells the run gate (gate.py, ``GIL_GATE``) that the thread's jobs
-wait on the database: they stop counting against its limit.
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connections, reset_queries
 from django.db.backends.signals import connection_created
-
-from . import gate as run_gate
 
 
 class _Marks(threading.local):
@@ -38,14 +34,6 @@ _threads = _Marks()
 
 def _opened_here(sender: Any, **kwargs: Any) -> None:
     _threads.open = True
-    # The job now waits on the database's work: it no longer counts among the jobs the
-    # run gate limits (more of those at once keep the database busy, not the GIL).
-    run_gate.step_aside()
-
-
-def holds_connection() -> bool:
-    """Whether this thread has opened a database connection it has not closed since."""
-    return _threads.open
 
 
 connection_created.connect(_opened_here, weak=False, dispatch_uid="wurk_django.server.run.database")

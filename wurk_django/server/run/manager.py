@@ -27,7 +27,6 @@ from ..retry import Retrier
 from ..state import WorkerState
 from ..stopping import watchdog
 from ..threads import raise_in_thread, spawn
-from .gate import RunGate
 from .joblog import JobLogger
 from .processor import Processor
 from .run import Run
@@ -50,9 +49,8 @@ def _default_shutdown_request() -> None:
 
 class Manager:
     def __init__(self, config: Config, state: WorkerState, metrics: MetricsTracker, name: str = "default",
-                 request_shutdown: Callable[[], None] | None = None, *, gate: RunGate) -> None:
+                 request_shutdown: Callable[[], None] | None = None) -> None:
         self.name = name
-        self.gate = gate  # the process's one run gate, shared by every manager (the launcher makes it)
         self.metrics = metrics
         self.config = config
         self.state = state
@@ -113,9 +111,9 @@ class Manager:
     def abandon(self, run: Run) -> None:
         """The watchdog gave ``run``'s thread up (a hard time limit, a revoke's grace; the run
         is in its abandoned phase already). Everything the thread held for the worker comes
-        back now: its fetch slot and that slot's connection, its run-gate pass, what its
-        features registered with :meth:`Run.hold`; a fresh processor takes its place, so the
-        worker keeps its full concurrency; and the run is settled, off the watchdog's thread
+        back now: its fetch slot and that slot's connection, what its features registered
+        with :meth:`Run.hold`; a fresh processor takes its place, so the worker keeps its
+        full concurrency; and the run is settled, off the watchdog's thread
         (a Redis outage then stalls that settlement only). Past the limit of abandoned
         threads still stuck, the process restarts itself."""
         with self._lock:
@@ -126,7 +124,6 @@ class Manager:
                 self._abandoned.append(run.thread)
         try:
             self._take_back_slot(run)
-            self.gate.release(run.thread.ident if run.thread is not None else None)
             run.give_back_held()
         finally:
             if processor is not None:
@@ -185,7 +182,6 @@ class Manager:
         self._stopping = True
         self.stop_flag.set()
         self.fetcher.terminate()
-        self.gate.open()  # threads waiting for their turn hand their jobs back now
         with self._lock:
             processors = list(self._processors)
         for processor in processors:

@@ -53,9 +53,6 @@ class Processor:
         self.joblog = manager.joblog
         self.chain = manager.server_chain
         self.metrics = manager.metrics
-        self.gate = manager.gate
-        # Does this thread have its next job in hand (fetched ahead)? Then it keeps its pass.
-        self.next_in_hand = getattr(self.fetcher, "next_in_hand", _nothing_in_hand)
         self.stop_flag: threading.Event = manager.stop_flag
         self.done = False
         self.killed = False  # set at hard shutdown: the job was requeued, never ACK it
@@ -86,8 +83,7 @@ class Processor:
         except (Shutdown, HardStop):
             pass
         finally:
-            self.gate.leave()
-            if not self.abandoned:  # else its slot, connection and pass were taken back already
+            if not self.abandoned:  # else its slot and connection were taken back already
                 try:
                     self.fetcher.flush_acks()  # before the manager may close the pool (RUN-122)
                 except Exception as exc:
@@ -116,29 +112,7 @@ class Processor:
             # Fetched after quiet began (or past --max-jobs): back to the fetch end, unrun (CORE-107).
             self._put_back(unit)
             return
-        if self.gate.enabled and not self.gate.wide_open():
-            self._handle_in_turn(unit)
-        else:
-            self._handle(unit)
-
-    def _handle_in_turn(self, unit: Any) -> None:
-        """``GIL_GATE`` while the gate limits: wait for this thread's turn among those running
-        short jobs (gate.py), and keep the turn only while the next job is in hand."""
-        self.unit = unit  # waiting, it holds the job: --burst and a hard stop must see it
-        if database.holds_connection():
-            self.gate.leave()  # its jobs wait on the database: they do not count
-        else:
-            self.gate.take()
-        try:
-            if self.done:  # quiet began while it waited
-                if not self.killed:  # else the hard stop put it back already
-                    self._put_back(unit)
-                self.unit = None
-                return
-            self._handle(unit)
-        finally:
-            if not self.next_in_hand():
-                self.gate.leave()  # another thread runs while this one fetches
+        self._handle(unit)
 
     def _put_back(self, unit: Any) -> None:
         """Back to its queue, unrun. If Redis refuses, reliable fetch keeps the job in this
@@ -280,10 +254,6 @@ class Processor:
         if watched:
             watchdog.WATCHDOG.unwatch(run)
         return outcome, error, mine
-
-
-def _nothing_in_hand() -> bool:
-    return False
 
 
 def _perform(ctx: JobContext) -> None:

@@ -14,8 +14,7 @@ thread up first). Whichever party moves the run out of running/stopping settles 
 that comes back after being abandoned has its late outcome dropped.
 
 An abandoned run gives back at once what its thread held for the worker (its fetch
-slot and that slot's pooled connection, its run-gate pass, and whatever a feature
-registered with :meth:`Run.hold`), so a thread stuck in a C call costs the worker
+slot and that slot's pooled connection, and whatever a feature registered with :meth:`Run.hold`), so a thread stuck in a C call costs the worker
 one idle thread and nothing else.
 """
 
