@@ -50,3 +50,13 @@ class ClusterSlowJob(Job):
         _redis().rpush("{test}:started", marker)
         time.sleep(seconds)
         _redis().rpush("{test}:ran", marker)
+
+
+class ClusterLateRetryJob(Job):
+    """Always fails, its retry an hour away: it stays in its queue's retry set."""
+
+    retry = 3
+    retry_in = staticmethod(lambda count, exc, job: 3600)
+
+    def perform(self):
+        raise RuntimeError("retried much later")

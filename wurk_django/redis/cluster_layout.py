@@ -39,7 +39,8 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 Names inside a tag are escaped (:func:`tag`), so a queue called ``a}b`` cannot
 share a slot by accident with a queue called ``a``.
 
-This module only names keys; nothing reads or writes them yet (issue 46 stage 1).
+This module only names keys (and tells which layout a client's Redis has:
+:func:`layout_of`, :func:`known_queues`).
 :class:`SidekiqLayout` is the same interface over :mod:`wurk_django.keys`, byte for
 byte the layout of one server, so code written against a layout takes the queue
 everywhere (``layout.retry(queue)``) and runs on both.
@@ -259,6 +260,23 @@ CLUSTER = ClusterLayout()
 def for_cluster(cluster: bool) -> SidekiqLayout:
     """The layout for a server that is (``True``) or is not a cluster node."""
     return CLUSTER if cluster else SIDEKIQ
+
+
+def layout_of(client: object) -> SidekiqLayout:
+    """The layout of the Redis ``client`` talks to: :data:`CLUSTER` for redis-py's
+    ``RedisCluster`` (the only client wurk builds for a cluster), else :data:`SIDEKIQ`.
+    For code that takes a client and must name keys on both (issue 46 item 3)."""
+    from redis.cluster import RedisCluster
+
+    return CLUSTER if isinstance(client, RedisCluster) else SIDEKIQ
+
+
+def known_queues(client: object) -> list[str]:
+    """The names in the queue set of ``client``'s Redis (``{wurk}:queues`` on a cluster),
+    sorted: the queues whose per-queue keys a fleet-wide view reads."""
+    from ..text import to_text
+
+    return sorted(to_text(name) for name in client.smembers(layout_of(client).queues))  # type: ignore[attr-defined]
 
 
 def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, nonce: str = "n",

@@ -1,7 +1,8 @@
 """What a worker refuses at boot on a Redis Cluster (issue 46 stage 3).
 
 The core worker runs on a cluster (:mod:`.cluster_worker`): fetch, run, retry,
-death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats.
+death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats, the
+history rollups, statsd metrics and the health listener (issue 46 item 3).
 A feature switched on in the settings (or the command line) that is not converted
 to the cluster layout yet would write one-server keys beside the cluster's, or
 fail part way with ``CROSSSLOT``: :func:`refusal` names every such feature, and
@@ -24,9 +25,6 @@ UNCONVERTED = {
     "PERIODIC": "periodic jobs (WURK['PERIODIC'])",
     "UNIQUE_JOBS": "unique jobs (WURK['UNIQUE_JOBS'])",
     "LEADER": "leader election (WURK['LEADER'])",
-    "HISTORY": "history (WURK['HISTORY'])",
-    "STATSD": "statsd metrics (WURK['STATSD'])",
-    "HEALTH_PORT": "the health listener (WURK['HEALTH_PORT'] or --health-port)",
     "MEMORY_LIMIT_MB": "the memory limit (WURK['MEMORY_LIMIT_MB'])",
     "QUEUE_SHARDS": "queue shards (WURK['QUEUE_SHARDS'])",
     "LIMITER_REDIS": "a limiters' Redis (WURK['LIMITER_REDIS'])",
@@ -36,14 +34,12 @@ UNCONVERTED = {
 
 def enabled(raw: dict[str, Any], config: Config | None = None) -> list[str]:
     """The unconverted features ``raw`` (``settings.WURK``) switches on, and those ``config``
-    (the command line's) does: capsules, a health port."""
+    (the command line's) does: capsules."""
     out = [label for key, label in UNCONVERTED.items()
            if key in raw and raw[key] is not None and raw[key] != DEFAULTS.get(key)]
     if config is not None:
         if len(getattr(config, "capsules", None) or {}) > 0 and UNCONVERTED["CAPSULES"] not in out:
             out.append(UNCONVERTED["CAPSULES"])
-        if getattr(config, "health_port", None) and UNCONVERTED["HEALTH_PORT"] not in out:
-            out.append(UNCONVERTED["HEALTH_PORT"])
     return out
 
 

@@ -14,7 +14,9 @@ and retry code, with
 * the scheduler's per-queue promotion (``Scheduler.enqueue_due``, stage 2) every
   ``POLL_INTERVAL_AVERAGE`` (or ``AVERAGE_SCHEDULED_POLL_INTERVAL``) seconds, with jitter;
 * the reaper's recovery of dead processes' private lists (:mod:`.cluster_reaper`) at
-  boot and every ``SUPER_FETCH_REAPER_INTERVAL`` seconds.
+  boot and every ``SUPER_FETCH_REAPER_INTERVAL`` seconds;
+* the launcher components converted to the cluster layout (:data:`COMPONENTS`: the
+  history rollups, the statsd gauges), and the health listener (``HEALTH_PORT``).
 
 The one-server launcher is untouched: nothing here is imported outside a cluster.
 """
@@ -37,6 +39,9 @@ from ..metrics.tracker import MetricsTracker
 from ..redis.connection import cluster_for
 from . import cluster_heartbeat, cluster_reaper, pidspace
 from .fetch.cluster import ClusterFetch
+from .heartbeat import SIGNALS
+from .launcher import dump_threads
+from .threads import spawn
 from .run.gate import RunGate
 from .run.manager import Manager
 from .scheduler import Scheduler
@@ -46,6 +51,12 @@ from .timer import TimerLoop
 logger = logging.getLogger("wurk_django.worker")
 
 BEAT_INTERVAL = 10.0
+
+#: The launcher components (``launcher.register_component``) that run on a cluster: their
+#: Redis reads and writes go through the cluster layout (issue 46 item 3). A component not
+#: named here is not built; the settings that switch on the others are refused at boot
+#: (:mod:`.cluster_boot`).
+COMPONENTS = frozenset({"history", "statsd-gauges"})
 
 
 class ClusterManager(Manager):
@@ -68,8 +79,11 @@ class ClusterWorker:
     """One worker process on a Redis Cluster; the interface ``manage.py wurk`` supervises
     (``run``, ``quiet``, ``stop``, ``hard_shutdown``, ``deregister_now``, ``stopped``)."""
 
-    def __init__(self, config: Config, client: Any = None) -> None:
+    def __init__(self, config: Config, client: Any = None, on_signal: Any = None) -> None:
         self.config = config
+        #: What a dashboard signal does (``manage.py wurk`` passes its own: a TERM from the
+        #: Busy page then stops the process as an OS signal would).
+        self.on_signal = on_signal or self._dashboard_signal
         self.client = client if client is not None else cluster_for(config)
         if self.client is None:
             raise RuntimeError("ClusterWorker needs a Redis Cluster")
@@ -93,10 +107,36 @@ class ClusterWorker:
         self.reaper_loop = TimerLoop("reaper", self.reap, lambda: float(config.reaper_interval),
                                      first_wait=float(config.reaper_interval))
         self.metrics_loop = TimerLoop("metrics-flush", self._flush_metrics, lambda: 30.0, first_wait=30.0)
+        # Built in run(), as the launcher does, once the processors are fetching.
+        self.components: list[tuple[str, Any]] = []
+        self.health = None
+        if config.health_port:
+            from .health import HealthListener
+
+            # Its readiness pings the node of REDIS_URL (PING needs no slot) and reads this
+            # worker's state: the same checks as on one server.
+            self.health = HealthListener(self, config.health_port, config.health_bind)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._stop_started = False
+
+    def _build_components(self) -> list[tuple[str, Any]]:
+        from .. import features
+        from .launcher import _components
+
+        features.install(features.SERVER)
+        built = []
+        for name, (_pos, factory) in sorted(_components.items(), key=lambda item: item[1][0]):
+            if name in COMPONENTS:
+                component = factory(self)
+                if component is not None:
+                    built.append((name, component))
+        return built
+
+    def component(self, name: str) -> Any | None:
+        """The running component registered as ``name``, if this process has it."""
+        return next((c for n, c in self.components if n == name), None)
 
     @property
     def queue_names(self) -> list[str]:
@@ -131,11 +171,25 @@ class ClusterWorker:
         processed, failed = self.state.take_counts()
         work = self.state.work_snapshot()
         # Counters taken before the write, not restored if it fails (CORE-152, as on one server).
-        cluster_heartbeat.beat(self.client, self.state.identity, {
+        signals = cluster_heartbeat.beat(self.client, self.state.identity, {
             "info": self.info(), "concurrency": self.concurrency, "busy": len(work),
             "quiet": "true" if self.quieting else "false",
         }, work, {"processed": processed, "failed": failed})
         self.heartbeat.listed.set()
+        for name in signals:
+            if name in SIGNALS:
+                self.on_signal(name)
+            else:
+                logger.warning("ignoring unknown signal %r from the dashboard", name)
+
+    def _dashboard_signal(self, name: str) -> None:
+        """Off the heartbeat thread, as the launcher does (RUN-304)."""
+        if name == "TSTP":
+            spawn("dashboard-quiet", self.quiet)
+        elif name == "TERM":
+            spawn("dashboard-stop", self.stop)
+        elif name == "TTIN":
+            dump_threads()
 
     def reap(self) -> None:
         cluster_reaper.recover(self.client, self.state.identity)
@@ -150,9 +204,14 @@ class ClusterWorker:
             logger.exception("recovering dead processes' jobs failed; the reaper tries again later")
         self.heartbeat_loop.start()
         self.manager.start()
+        self.components = self._build_components()
         self.scheduler_loop.start()
         self.reaper_loop.start()
         self.metrics_loop.start()
+        for _name, component in self.components:
+            component.start()
+        if self.health is not None:
+            self.health.start()  # last: ready only once everything above runs (RUN-110)
         logger.info("wurk_django worker %s started on a Redis Cluster: %d threads on %s", self.state.identity,
                     self.concurrency, ", ".join(self.queue_names))
 
@@ -175,6 +234,14 @@ class ClusterWorker:
             self.quiet()
             self.manager.stop(deadline)
         finally:
+            stoppers = [component.stop for _name, component in reversed(self.components)]
+            if self.health is not None:
+                stoppers.insert(0, self.health.stop)
+            for stop in stoppers:
+                try:
+                    stop()
+                except Exception:
+                    logger.exception("stopping %s failed", stop)
             for loop in (self.scheduler_loop, self.reaper_loop, self.metrics_loop, self.heartbeat_loop):
                 try:
                     loop.terminate()
