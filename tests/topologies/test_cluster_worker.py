@@ -138,8 +138,12 @@ def test_history_statsd_and_the_health_listener_run_on_the_cluster_worker(on_clu
             STATSD={"HOST": "127.0.0.1", "PORT": udp.port}, HEALTH_PORT=health))
         wait_for(lambda: len(_ran(on_cluster)) == 4, WAIT, 0.2, "the jobs to run")
         assert udp.wait_for("sidekiq.jobs.count", 4, timeout=WAIT)  # per-job metrics, one per job
-        gauges = udp.wait_for("sidekiq.queue.size", 4, timeout=WAIT)  # the process's queues, each
-        assert any(line.startswith("sidekiq.queue.size:0|g|#queue:c0,process:") for line in gauges), gauges
+        # The snapshot's queue gauges (every queue of the queue set, idle's one job counted) and
+        # the process's own gauges, from the queues' lists in the cluster layout.
+        assert "sidekiq.queue.size:1|g|#queue:idle" in udp.wait_for("sidekiq.queue.size:1|g|#queue:idle",
+                                                                     timeout=WAIT)
+        assert udp.wait_for("sidekiq.queue.size:0|g|#queue:c0,process:", timeout=WAIT)
+        assert udp.wait_for("sidekiq.busy:", timeout=WAIT)
         wait_for(lambda: _get(f"http://127.0.0.1:{health}/ready") == 200, WAIT, 0.2, "/ready")
         assert _get(f"http://127.0.0.1:{health}/live") == 200
         # The rollup sampled every queue's list in the cluster layout (idle holds its one job),

@@ -11,8 +11,8 @@ from django.utils.translation import ngettext
 
 from .. import keys
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
-from ..redis.cluster_layout import known_queues, layout_of
 from ..api.revoke import revoke
+from ..redis.cluster_layout import known_queues, layout_of
 from .common import Page, args_text, keep_query, page_params, redirect_back, redis, render, url, when
 from .sets import deadline_of
 

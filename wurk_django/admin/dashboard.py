@@ -10,8 +10,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from ..api import Stats, StatsHistory, WorkSet
-from ..redis.cluster_layout import layout_of
 from ..metrics.query import MetricsQuery
+from ..redis.cluster_layout import layout_of
 from ..redis.errors import memory_limit
 from ..redis.eviction import evicted_from_info
 from ..redis.layout_client import is_cluster

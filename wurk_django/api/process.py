@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import keys, payload
 from ..processes import prune_processes
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from ._base import RedisClient, cluster_aware, one_slot, to_float, to_int, utc
-from ..redis.cluster_layout import layout_of
 from .record import JobRecord
 
 __all__ = ["ProcessSet", "Process", "WorkSet", "Workers", "Work", "EmbeddedProcessError"]

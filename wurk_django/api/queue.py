@@ -9,9 +9,9 @@ from typing import overload
 
 from .. import keys
 from .. import pause as pausing
+from ..redis.cluster_layout import known_queues, layout_of
 from ..redis.scripts import lua
 from ._base import PAGE_SIZE, RedisClient, cluster_aware, conn, latency_of_raw, one_slot
-from ..redis.cluster_layout import known_queues, layout_of
 from .record import JobRecord
 
 __all__ = ["Queue"]

@@ -12,9 +12,9 @@ from typing import Any
 from .. import keys, payload
 from ..encryption.envelope import PLACEHOLDER as ENCRYPTED_PLACEHOLDER
 from ..encryption.envelope import is_envelope
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from ._base import RedisClient, cluster_aware, latency_of, timestamp_at, to_float, to_int
-from ..redis.cluster_layout import layout_of
 
 __all__ = ["JobRecord", "ACTIVE_JOB_WRAPPERS", "decode_backtrace"]
 

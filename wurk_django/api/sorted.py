@@ -21,8 +21,8 @@ from typing import Any
 from .. import context, death, keys, payload
 from ..client.push import Client
 from ..client.writer import Writer
-from ._base import PAGE_SIZE, RedisClient, cluster_aware, epoch, one_slot, utc
 from ..redis.cluster_layout import known_queues, layout_of
+from ._base import PAGE_SIZE, RedisClient, cluster_aware, epoch, one_slot, utc
 from .record import JobRecord
 
 __all__ = ["SortedEntry", "SortedSet", "JobSet", "ScheduledSet", "RetrySet", "DeadSet"]

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from .. import keys
+from ..redis.cluster_layout import known_queues, layout_of
 from ..text import to_text
 from ._base import RedisClient, cluster_aware, latency_of_raw, to_int
-from ..redis.cluster_layout import known_queues, layout_of
 
 __all__ = ["Stats", "StatsHistory", "QueueSummary"]
 

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import keys, payload
-from ..redis.cluster_layout import known_queues, layout_of
 from ..metrics.query import minute_key
+from ..redis.cluster_layout import known_queues, layout_of
 
 BUCKETS = {"1m": 60, "5m": 300, "1h": 3600}
 TTLS = {"1m": 86_400, "5m": 604_800, "1h": 2_592_000}

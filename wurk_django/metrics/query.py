@@ -21,7 +21,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import context, keys
+from .. import keys
 
 __all__ = [
     "BUCKET_BOUNDS_MS",

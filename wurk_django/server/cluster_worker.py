@@ -41,11 +41,11 @@ from . import cluster_heartbeat, cluster_reaper, pidspace
 from .fetch.cluster import ClusterFetch
 from .heartbeat import SIGNALS
 from .launcher import dump_threads
-from .threads import spawn
 from .run.gate import RunGate
 from .run.manager import Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
+from .threads import spawn
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..redis.connection import cluster_for, get_redis
 from ..redis.cluster_layout import layout_of
+from ..redis.connection import cluster_for, get_redis
 from . import client, emit
 
 #: Seconds between two sends: the heartbeat's interval, as on the Ruby side.
