@@ -31,6 +31,10 @@ WAIT = 60.0
 #: The pages (URL names) that read only core data: 200 on a cluster.
 CORE = {"wurk_django_dashboard_changelist", "wurk_stats", "wurk_stats_queues", "wurk_prometheus", "wurk_busy",
         "wurk_queues", "wurk_queue", "wurk_set", "wurk_metrics", "wurk_metrics_job", "wurk_history"}
+#: Pages of features that do not run on a cluster yet: 503 with the line saying so (a
+#: feature converted later moves to CORE).
+NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_limits", "wurk_periodic", "wurk_policies", "wurk_profiles",
+           "wurk_tasks", "wurk_held"}
 
 
 @pytest.fixture
@@ -71,6 +75,8 @@ def test_every_page_renders_or_says_its_feature_does_not_run_on_a_cluster(admin_
     assert {p.url_name for p in pages()} <= walked
     for name in CORE:
         assert statuses[f"GET {name}"] == 200, (name, statuses)
+    for name in NOT_YET:
+        assert statuses[f"GET {name}"] == 503, (name, statuses)
     assert statuses["GET wurk_set_job"] == 404  # no such entry: the "job gone" page
 
 

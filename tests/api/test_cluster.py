@@ -191,3 +191,14 @@ def test_processes_and_their_work_read_the_process_hashes(on_cluster):
     assert on_cluster.lrange(CLUSTER.signals("h:1:n"), 0, -1) == [b"TSTP"]
     # The worker's next beat takes it.
     assert cluster_heartbeat.beat(on_cluster, "h:1:n", {"info": info}, {}, {}) == ["TSTP"]
+
+
+def test_scan_iter_of_the_cluster_client_covers_every_primary(on_cluster):
+    """What a key pattern read across the cluster relies on (the admin's task results list):
+    redis-py's RedisCluster.scan_iter walks every primary, not one node."""
+    names = [f"status:j{n}" for n in range(40)]
+    for name in names:
+        on_cluster.set(name, 1)
+    holders = {on_cluster.get_node_from_key(name).name for name in names}
+    assert len(holders) == len(on_cluster.get_primaries())
+    assert sorted(k.decode() for k in on_cluster.scan_iter(match="status:*", count=10)) == sorted(names)

@@ -21,3 +21,11 @@ def test_each_feature_switched_on_is_named_in_one_line_with_the_server_without_i
                   "redis://user@node:7000/0", "docs/redis.md#redis-cluster"):
         assert named in line
     assert "s3cret" not in line
+
+
+def test_history_statsd_and_the_health_port_run_on_a_cluster():
+    # Issue 46 item 3: converted (tests/topologies/test_cluster_worker.py runs them on a real cluster).
+    raw = {"REDIS_URL": "redis://node:7000/0", "HISTORY": {"ROLLUP_INTERVAL": 5},
+           "STATSD": {"HOST": "127.0.0.1", "PORT": 8125}, "HEALTH_PORT": 7433}
+    assert cluster_boot.refusal(raw, Config(raw=raw)) is None
+    assert not {"HISTORY", "STATSD", "HEALTH_PORT"} & set(cluster_boot.UNCONVERTED)
