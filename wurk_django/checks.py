@@ -153,8 +153,9 @@ def _on_cluster(config: Any) -> list[checks.CheckMessage]:
         return [checks.Error(refused, obj="settings.WURK", id="wurk.E011")]
     return [checks.Warning(
         f"Redis at {cluster.shown(config.redis_url)} is a Redis Cluster node: the worker runs its core "
-        f"features there (fetch, retries, scheduled jobs, the dead set, recovery); the admin, the data API "
-        f"and the features writing beside a job are refused there, see {cluster.DOCS}",
+        f"features there (fetch, retries, scheduled jobs, the dead set, recovery, history, statsd, the health "
+        f"listener), the admin's core pages and the data API read it; the features writing beside a job are "
+        f"refused there, see {cluster.DOCS}",
         obj="settings.WURK", id="wurk.W013")]
 
 

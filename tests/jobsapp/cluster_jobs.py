@@ -99,3 +99,13 @@ class ClusterBatchCallbacks:
 
     def on_death(self, status, options):
         self._note("death", status, options)
+
+
+class ClusterLateRetryJob(Job):
+    """Always fails, its retry an hour away: it stays in its queue's retry set."""
+
+    retry = 3
+    retry_in = staticmethod(lambda count, exc, job: 3600)
+
+    def perform(self):
+        raise RuntimeError("retried much later")

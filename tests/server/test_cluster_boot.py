@@ -31,3 +31,11 @@ def test_leader_periodic_jobs_and_a_limiters_redis_are_not_refused():
            "LIMITER_REDIS": {"POOL_SIZE": 3}}
     assert cluster_boot.refusal(raw, Config(raw={"REDIS_URL": raw["REDIS_URL"]})) is None
     assert not {"PERIODIC", "LEADER", "LIMITER_REDIS"} & set(cluster_boot.UNCONVERTED)
+
+
+def test_history_statsd_and_the_health_port_run_on_a_cluster():
+    # Issue 46 item 3: converted (tests/topologies/test_cluster_worker.py runs them on a real cluster).
+    raw = {"REDIS_URL": "redis://node:7000/0", "HISTORY": {"ROLLUP_INTERVAL": 5},
+           "STATSD": {"HOST": "127.0.0.1", "PORT": 8125}, "HEALTH_PORT": 7433}
+    assert cluster_boot.refusal(raw, Config(raw=raw)) is None
+    assert not {"HISTORY", "STATSD", "HEALTH_PORT"} & set(cluster_boot.UNCONVERTED)

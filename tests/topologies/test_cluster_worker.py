@@ -5,11 +5,15 @@ feature not converted yet."""
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
 import pytest
 
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, ClusterRecordJob, ClusterSlowJob
-from tests.support import wait_for
+from tests.redis_servers import free_port
+from tests.statsd.listener import UDPListener
+from tests.support import wait_for, wurk_settings
 from wurk_django import payload
 from wurk_django.redis.cluster_layout import CLUSTER
 
@@ -96,3 +100,64 @@ def test_a_feature_not_converted_is_refused_at_boot_by_name(on_cluster, redis_cl
     out = worker.output()
     assert named in out and "Redis Cluster" in out and "cluster_enabled:1" in out
     assert on_cluster.llen(CLUSTER.queue("c0")) == 1  # nothing fetched
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_history_statsd_and_the_health_listener_run_on_the_cluster_worker(on_cluster, redis_cluster,
+                                                                          worker_factory):
+    """Issue 46 item 3: HISTORY, STATSD and HEALTH_PORT switched on, the worker boots on the
+    cluster, rolls the history up (queue gauges from the queues' own keys), sends the job
+    metrics and the process gauges, and answers /live and /ready."""
+    from wurk_django import history
+
+    udp = UDPListener(free_port())
+    health = free_port()
+    try:
+        for n in range(4):
+            ClusterRecordJob.set(queue=QUEUES[n]).perform_async(f"m{n}")
+        ClusterRecordJob.set(queue="idle").perform_async("waits")  # a queue no worker serves
+        worker = worker_factory("-c", "2", env=_env(
+            redis_cluster, HISTORY={"ROLLUP_INTERVAL": 5, "SNAPSHOT_INTERVAL": 1},
+            STATSD={"HOST": "127.0.0.1", "PORT": udp.port}, HEALTH_PORT=health))
+        wait_for(lambda: len(_ran(on_cluster)) == 4, WAIT, 0.2, "the jobs to run")
+        assert udp.wait_for("sidekiq.jobs.count", 4, timeout=WAIT)  # per-job metrics, one per job
+        # The snapshot's queue gauges (every queue of the queue set, idle's one job counted) and
+        # the process's own gauges, from the queues' lists in the cluster layout.
+        assert "sidekiq.queue.size:1|g|#queue:idle" in udp.wait_for("sidekiq.queue.size:1|g|#queue:idle",
+                                                                     timeout=WAIT)
+        assert udp.wait_for("sidekiq.queue.size:0|g|#queue:c0,process:", timeout=WAIT)
+        assert udp.wait_for("sidekiq.busy:", timeout=WAIT)
+        wait_for(lambda: _get(f"http://127.0.0.1:{health}/ready") == 200, WAIT, 0.2, "/ready")
+        assert _get(f"http://127.0.0.1:{health}/live") == 200
+        # The rollup sampled every queue's list in the cluster layout (idle holds its one job),
+        # and the snapshots carry the dashboard totals read across the queues' sets.
+        sampled = wait_for(lambda: [q for q in history.queue_history("1m", 300) if q["name"] == "idle"],
+                           WAIT, 0.5, "a queue rollup")
+        assert max(point["size"] for point in sampled[0]["points"]) == 1
+        snapshots = wait_for(lambda: [s for s in history.recent(50) if s.get("processed", 0) >= 4], WAIT, 0.5,
+                             "a snapshot after the first beat")
+        assert snapshots[-1]["enqueued"] == 1
+        assert worker.stop(WAIT) == 0
+        out = worker.output()
+        assert " ERROR: " not in out and "Traceback" not in out, out[-3000:]
+    finally:
+        udp.close()
+
+
+def test_quiet_from_the_busy_page_reaches_the_cluster_worker(on_cluster, redis_cluster, worker_factory):
+    from wurk_django.api import ProcessSet
+
+    worker = worker_factory("-c", "1", env=_env(redis_cluster))
+    [process] = wait_for(lambda: list(ProcessSet()), WAIT, 0.2, "the process listed")
+    process.quiet()
+    wait_for(lambda: [p for p in ProcessSet() if p.stopping], WAIT, 0.2, "the process quiet at its next beat")
+    process.stop()
+    assert worker.wait(WAIT) == 0
+    assert on_cluster.smembers(CLUSTER.processes) == set()

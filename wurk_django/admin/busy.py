@@ -12,6 +12,7 @@ from django.utils.translation import ngettext
 from .. import keys
 from ..api import EmbeddedProcessError, ProcessSet, WorkSet
 from ..api.revoke import revoke
+from ..redis.cluster_layout import known_queues, layout_of
 from .common import Page, args_text, keep_query, page_params, redirect_back, redis, render, url, when
 from .sets import deadline_of
 
@@ -105,6 +106,20 @@ def _progress(rows: list[dict[str, Any]], tracked: list[str]) -> None:
             row["status"] = record
 
 
+def held_lists() -> int:
+    """How many private lists hold jobs back (``ZCARD`` of the held index; on a Redis
+    Cluster the index is per queue: summed over the known queues)."""
+    client = redis()
+    layout = layout_of(client)
+    if not layout.cluster:
+        return int(client.zcard(keys.HELD_INDEX) or 0)
+    names = known_queues(client)
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.zcard(layout.held_index(name))
+    return sum(int(n or 0) for n in pipe.execute()) if names else 0
+
+
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     if request.method == "POST":
         _signal(request)
@@ -180,6 +195,6 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
         },
         "any_signalable": any(not p["embedded"] for p in processes),
         # Lists of jobs held back as poison-pill suspects (their page: held.py).
-        "held_lists": int(redis().zcard(keys.HELD_INDEX) or 0),
+        "held_lists": held_lists(),
     }
     return render(request, model_admin, "busy.html", context, section="busy", title=_("Busy"))

@@ -301,4 +301,30 @@ def each_row(items: Iterable[T], build: Callable[[T], dict[str, Any]], key: Call
 
 
 def redis():
-    return job_context.redis()
+    """The Redis the pages read: the process-wide client, or on a Redis Cluster the
+    process's ``RedisCluster`` (issue 46 item 3; the pages name keys through its layout)."""
+    from ..redis.layout_client import layout_client
+
+    return layout_client()
+
+
+def not_on_cluster(feature: str) -> None:
+    """Raise :class:`~wurk_django.errors.RedisClusterError` naming ``feature`` when the pages'
+    Redis is a cluster: for a page whose feature does not run there yet, which would read
+    one-server keys nobody writes on a cluster (the page then answers 503 with that line)."""
+    from ..redis import cluster
+    from ..redis.layout_client import is_cluster
+
+    if is_cluster(redis()):
+        raise cluster.not_yet(feature, job_context.config().redis_url)
+
+
+def servers(client: Any = None) -> list[Any]:
+    """One plain client per server the pages' ``INFO`` reads: ``[client]`` on one server,
+    each primary's own client on a Redis Cluster (``INFO`` is per node)."""
+    from ..redis.layout_client import is_cluster
+
+    client = redis() if client is None else client
+    if is_cluster(client):
+        return [client.get_redis_connection(node) for node in client.get_primaries()]
+    return [client]

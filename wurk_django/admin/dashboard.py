@@ -9,13 +9,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from .. import keys
 from ..api import Stats, StatsHistory, WorkSet
 from ..metrics.query import MetricsQuery
+from ..redis.cluster_layout import layout_of
 from ..redis.errors import memory_limit
 from ..redis.eviction import evicted_from_info
+from ..redis.layout_client import is_cluster
 from .access import bearer_ok  # noqa: F401  (kept importable from here)
-from .common import redis, render, summary
+from .common import redis, render, servers, summary
 
 HISTORY_CHOICES = (7, 30, 90)
 MAX_HISTORY_DAYS = 180  # the history chart offers at most 180 days (CORE-242)
@@ -24,7 +25,9 @@ MAX_HISTORY_DAYS = 180  # the history chart offers at most 180 days (CORE-242)
 def today_counts() -> dict[str, int]:
     """Processed and failed so far in the current UTC day (CORE-056)."""
     day = datetime.now(UTC).date().isoformat()
-    processed, failed = redis().mget([keys.stat_processed_on(day), keys.stat_failed_on(day)])
+    client = redis()
+    layout = layout_of(client)  # {stats}:stat:... on a cluster: one slot, one MGET
+    processed, failed = client.mget([layout.stat_on("processed", day), layout.stat_on("failed", day)])
     return {"processed": int(processed or 0), "failed": int(failed or 0), "date": day}
 
 
@@ -43,8 +46,13 @@ def uptime_text(seconds: int) -> str:
 
 
 def redis_info() -> dict[str, Any]:
-    """Server name, version, uptime, clients and memory for the store cards (CORE-190)."""
-    info = redis().info()
+    """Server name, version, uptime, clients and memory for the store cards (CORE-190).
+    On a Redis Cluster, over its primaries: clients and memory summed, the shortest
+    uptime, the largest peak, the first primary's version, "Redis Cluster" as the name."""
+    client = redis()
+    if is_cluster(client):
+        return _cluster_info([node.info() for node in servers(client)])
+    info = client.info()
     if "dragonfly_version" in info:
         name, version = "Dragonfly", info["dragonfly_version"]
     elif "valkey_version" in info:
@@ -63,6 +71,39 @@ def redis_info() -> dict[str, Any]:
         "store_version": str(version),
         "memory_full": memory_full(info),
     }
+
+
+def _cluster_info(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    first = infos[0] if infos else {}
+
+    def total(field: str) -> int:
+        return sum(int(info.get(field, 0) or 0) for info in infos)
+
+    uptime = min((int(info.get("uptime_in_seconds", 0)) for info in infos), default=0)
+    version = str(first.get("valkey_version") or first.get("redis_version", "?"))
+    return {
+        "redis_version": str(first.get("redis_version", version)),
+        "uptime_in_days": uptime // 86400,
+        "uptime_in_seconds": uptime,
+        "uptime": uptime_text(uptime),
+        "connected_clients": total("connected_clients"),
+        "used_memory_human": _human(total("used_memory")),
+        "used_memory_peak_human": _human(max((int(i.get("used_memory_peak", 0) or 0) for i in infos), default=0)),
+        "store_name": (_("Valkey Cluster") if "valkey_version" in first else _("Redis Cluster"))
+        + " " + ngettext("(%(count)d primary)", "(%(count)d primaries)", len(infos)) % {"count": len(infos)},
+        "store_version": version,
+        "memory_full": next((text for text in map(memory_full, infos) if text), ""),
+    }
+
+
+def _human(size: int) -> str:
+    """Bytes as Redis's ``*_human`` fields write them (``1.23M``)."""
+    value = float(size)
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024 or unit == "T":
+            return f"{int(value)}B" if unit == "B" else f"{value:.2f}{unit}"
+        value /= 1024
+    return f"{size}B"
 
 
 def memory_full(info: dict[str, Any]) -> str:
@@ -208,7 +249,9 @@ def prometheus(request: HttpRequest, model_admin: Any) -> HttpResponse:
            [(f"{{class={_label(r.name)}}}", r.failed) for r in classes])
     metric("wurk_job_seconds_last_hour", "gauge", "Seconds spent by successful runs per job class, last 60 minutes.",
            [(f"{{class={_label(r.name)}}}", round(r.total_seconds, 3)) for r in classes])
-    evicted = evicted_from_info(redis().info("stats"))
+    readings = [evicted_from_info(node.info("stats")) for node in servers()]
+    counted = [n for n in readings if n is not None]
+    evicted = sum(counted) if counted else None  # over every primary on a cluster
     if evicted is not None:  # a look-alike server without the field: no sample rather than a false 0
         metric("wurk_redis_evicted_keys", "counter",
                "Keys Redis evicted since it started (INFO stats evicted_keys): with a policy other than "

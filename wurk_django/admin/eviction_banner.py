@@ -33,12 +33,24 @@ def _reading(identity: str) -> tuple[str | None, int | None]:
     if cached is not None and now - cached[0] < CACHE_SECONDS:
         return cached[1], cached[2]
     try:
-        policy, evicted = eviction.state(context.redis())
+        policy, evicted = _state()
     except redis_lib.RedisError:
         policy, evicted = None, None  # the page's own reads report an unreachable Redis
     with _lock:
         _read[identity] = (now, policy, evicted)
     return policy, evicted
+
+
+def _state() -> tuple[str | None, int | None]:
+    """The policy and ``evicted_keys``; on a Redis Cluster, read on every primary: the
+    first evicting policy found (else the first one), and the keys evicted summed."""
+    from .common import servers
+
+    readings = [eviction.state(client) for client in servers()]
+    policies = [policy for policy, _evicted in readings]
+    policy = next((p for p in policies if eviction.evicting(p)), policies[0] if policies else None)
+    counts = [evicted for _policy, evicted in readings if evicted is not None]
+    return policy, (sum(counts) if counts else None)
 
 
 def notice() -> dict[str, Any] | None:

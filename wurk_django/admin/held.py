@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 from ..api import JobRecord
 from ..server import poison, suspects
 from ..server.reaper import Reaper
-from .common import args_text, redirect_back, redis, render, url, when
+from .common import args_text, not_on_cluster, redirect_back, redis, render, url, when
 
 
 def _release(request: HttpRequest) -> None:
@@ -51,6 +51,7 @@ def _row(job: suspects.HeldJob) -> dict[str, Any]:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    not_on_cluster("Held jobs (the poison-pill accounting of recovered jobs)")
     if request.method == "POST":
         _release(request)
         return redirect_back(request, url(request, "wurk_held"))

@@ -91,13 +91,9 @@ def _kind(kind: str) -> Kind:
 
 
 def read_page(job_set: JobSet, number: int, count: int, *, newest_first: bool) -> tuple[int, list[SortedEntry]]:
-    """``(size, entries)``: one ``ZCARD`` and one ``ZRANGE`` by rank."""
-    start = (number - 1) * count
-    pipe = redis().pipeline(transaction=False)
-    pipe.zcard(job_set.name)
-    pipe.zrange(job_set.name, start, start + count - 1, desc=newest_first, withscores=True)
-    size, elements = pipe.execute()
-    return int(size), [SortedEntry(job_set, score, value) for value, score in elements]
+    """``(size, entries)``: one ``ZCARD`` and one ``ZRANGE`` by rank (on a Redis Cluster,
+    per known queue's set, merged: :meth:`JobSet.window`)."""
+    return job_set.window((number - 1) * count, count, desc=newest_first)
 
 
 #: Entries read per round trip while a filter walks a set.
@@ -109,25 +105,20 @@ def search_page(job_set: JobSet, substr: str, number: int, count: int, *,
     """``(matches, entries)`` for entries whose JSON contains ``substr``.
 
     The set is read in display order, ``SEARCH_CHUNK`` entries per ``ZRANGE`` by
-    rank; every match is counted but only the current page's are kept, so memory
-    stays bounded by one chunk and one page, however deep the page.
+    rank (per queue's set on a Redis Cluster, merged); every match is counted but
+    only the current page's are kept, so memory stays bounded by one chunk (per
+    set) and one page, however deep the page.
     """
     needle = substr.encode("utf-8")
     first, last = (number - 1) * count, number * count
     matches = 0
     kept: list[SortedEntry] = []
-    r = redis()
-    rank = 0
-    while True:
-        chunk = r.zrange(job_set.name, rank, rank + SEARCH_CHUNK - 1, desc=newest_first, withscores=True)
-        for value, score in chunk:
-            if needle in value:
-                if first <= matches < last:
-                    kept.append(SortedEntry(job_set, score, value))
-                matches += 1
-        if len(chunk) < SEARCH_CHUNK:
-            return matches, kept
-        rank += SEARCH_CHUNK
+    for entry in job_set.walk(SEARCH_CHUNK, desc=newest_first):
+        if needle in entry.value:
+            if first <= matches < last:
+                kept.append(entry)
+            matches += 1
+    return matches, kept
 
 
 def entry_key(entry: SortedEntry) -> str:
@@ -263,19 +254,15 @@ def _bulk(request: HttpRequest, spec: Kind, job_set: JobSet, kind: str) -> HttpR
 def enqueue_all(job_set: JobSet) -> int:
     """Push every entry to its queue now, unchanged (scheduled "Enqueue all").
 
-    Pops one member at a time (``ZPOPMIN``), bounded by the starting size;
-    unreadable members and those the client rejects are put back.
+    Pops one member at a time (``ZPOPMIN``; per queue's set on a Redis Cluster),
+    bounded by the starting size; unreadable members and those the client rejects
+    are put back.
     """
-    r = redis()
     client = Client()
     pushed = 0
-    keep: dict[bytes, float] = {}
+    keep: dict[str, dict[bytes, float]] = {}
     try:
-        for _member in range(int(r.zcard(job_set.name))):
-            popped = r.zpopmin(job_set.name, 1)
-            if not popped:
-                break
-            raw, score = popped[0]
+        for raw, score, name in job_set.pop_each():
             try:
                 job = payload.loads(raw)
                 if not isinstance(job, dict):
@@ -283,15 +270,14 @@ def enqueue_all(job_set: JobSet) -> int:
                 job.pop("at", None)  # run now, not at the old time
                 client.push(job)
             except ValueError:
-                keep[raw] = score
+                keep.setdefault(name, {})[raw] = score
                 continue
             except BaseException:
-                keep[raw] = score  # put back below, then fail loudly
+                keep.setdefault(name, {})[raw] = score  # put back below, then fail loudly
                 raise
             pushed += 1
     finally:
-        if keep:
-            r.zadd(job_set.name, keep)
+        job_set.put_back(keep)
     return pushed
 
 
@@ -302,13 +288,16 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
         raise Http404(_("no such action"))
     job_set = spec.set_class()
     back = url(request, "wurk_set", kind=kind)
+    # On a Redis Cluster the set is many queues' sets: the background action (one set,
+    # one script) is not converted, so it runs in the request there.
+    background = action in bulk.ACTIONS and not job_set.merged()
     if request.method != "POST":
         context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
                    "size": job_set.size, "back": back,
-                   "in_background": action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT}
+                   "in_background": background and job_set.size > bulk_views.SYNC_LIMIT}
         title = _("%(set)s: confirm") % {"set": spec.title}
         return render(request, model_admin, "confirm.html", context, section=kind, title=title)
-    if action in bulk.ACTIONS and job_set.size > bulk_views.SYNC_LIMIT:
+    if background and job_set.size > bulk_views.SYNC_LIMIT:
         # Too many for one request: a job of our own works through the set and the
         # progress page follows it.
         token = bulk.start(job_set.name, action, redis=redis())

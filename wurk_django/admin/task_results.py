@@ -16,7 +16,7 @@ from django.utils.translation import pgettext_lazy
 from ..results import store
 from ..tasks import results
 from ..tasks.results import STATUS_OF
-from .common import Page, call_text, each_row, keep_query, page_params, redis, render, url
+from .common import Page, call_text, each_row, keep_query, not_on_cluster, page_params, redis, render, url
 
 #: At most this many results are read to sort a listing; older ones are still
 #: reachable by id (the search box, or a job's link).
@@ -79,6 +79,7 @@ def row(jid: str, fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
+    not_on_cluster("Task results")
     client = redis()
     wanted_status = request.GET.get("status", "").upper()
     search = request.GET.get("q", "").strip()
@@ -140,6 +141,7 @@ def where_is_job(request: HttpRequest, jid: str, state: str) -> tuple[str, str] 
 def detail(request: HttpRequest, model_admin: Any, result_id: str) -> HttpResponse:
     if not results.valid_id(result_id):
         raise Http404(_("not a task result id"))
+    not_on_cluster("Task results")
     fields = results.read(redis(), result_id)
     if fields is None:
         return render(request, model_admin, "task.html", {"missing": True, "result_id": result_id},

@@ -10,6 +10,14 @@ import redis as redis_lib
 
 from .. import context, payload
 
+# The client of layout-aware reads and actions (issue 46 item 3), named here for the api modules.
+from ..redis.layout_client import is_cluster as is_cluster
+from ..redis.layout_client import layout_client
+from ..redis.layout_client import one_slot as one_slot
+
+#: The client the converted reads and actions use (a ``RedisCluster`` on a cluster).
+cluster_aware = layout_client
+
 RedisClient = redis_lib.Redis
 
 # Page size of every paginated read (CORE-242).

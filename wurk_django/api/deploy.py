@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 
 from .. import keys
 from ..text import to_text
-from ._base import RedisClient, conn
+from ._base import RedisClient, cluster_aware, one_slot
 
 __all__ = ["Deploy"]
 
@@ -33,7 +33,8 @@ class Deploy:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        # A Redis Cluster's client too (issue 46 item 3): a mark's keys are used alone.
+        return cluster_aware(self._redis)
 
     def mark(self, label: str | None = None, at: datetime | None = None) -> str | None:
         """Mark a deploy at ``at`` (default now), floored to the UTC minute, labelled
@@ -54,7 +55,7 @@ class Deploy:
         if not redis.set(keys.deploy_lock(label), iso, nx=True, ex=LOCK_TTL):
             return None
         key = keys.deploy_marks(at.date())
-        pipe = redis.pipeline(transaction=True)
+        pipe = one_slot(redis, key).pipeline(transaction=True)
         pipe.hset(key, iso, label)
         pipe.expire(key, MARKS_TTL)
         pipe.execute()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from .. import keys
-from ._base import RedisClient, conn
+from ._base import RedisClient, cluster_aware
 from .record import read_iteration
 
 __all__ = ["IterableJobQuery"]
@@ -30,7 +30,8 @@ class IterableJobQuery:
             if not self.jids:
                 self._states = {}
             else:
-                pipe = conn(self._redis).pipeline(transaction=False)
+                # A Redis Cluster's client too (issue 46 item 3): one key per jid, each read alone.
+                pipe = cluster_aware(self._redis).pipeline(transaction=False)
                 for jid in self.jids:
                     pipe.hgetall(keys.iteration(jid))
                 self._states = {jid: read_iteration(fields)

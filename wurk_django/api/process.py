@@ -8,8 +8,9 @@ from typing import Any
 
 from .. import keys, payload
 from ..processes import prune_processes
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
-from ._base import RedisClient, conn, to_float, to_int, utc
+from ._base import RedisClient, cluster_aware, one_slot, to_float, to_int, utc
 from .record import JobRecord
 
 __all__ = ["ProcessSet", "Process", "WorkSet", "Workers", "Work", "EmbeddedProcessError"]
@@ -23,7 +24,7 @@ class EmbeddedProcessError(RuntimeError):
 
 
 def _sorted_identities(redis: RedisClient) -> list[str]:
-    return sorted(to_text(i) for i in redis.sscan_iter(keys.PROCESSES))
+    return sorted(to_text(i) for i in redis.sscan_iter(layout_of(redis).processes))
 
 
 class Process(dict):
@@ -40,7 +41,7 @@ class Process(dict):
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
 
     @property
     def identity(self) -> str:
@@ -92,7 +93,7 @@ class Process(dict):
     @property
     def leader(self) -> bool:
         """Whether Enterprise's ``dear-leader`` key names this process (core only reads it)."""
-        current = self._leader if self._leader is not None else to_text(self.redis.get(keys.LEADER)) or ""
+        current = self._leader if self._leader is not None else _leader(self.redis)
         return bool(current) and current == self.identity
 
     @property
@@ -120,8 +121,9 @@ class Process(dict):
                                        "its host application controls its lifecycle")
 
     def _signal(self, sig: str) -> None:
-        key = keys.signals_list(self.identity)
-        pipe = self.redis.pipeline(transaction=True)
+        redis = self.redis
+        key = layout_of(redis).signals(self.identity)
+        pipe = one_slot(redis, key).pipeline(transaction=True)
         pipe.lpush(key, sig)
         pipe.expire(key, SIGNAL_TTL)
         pipe.execute()
@@ -137,24 +139,29 @@ class ProcessSet:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
 
     def cleanup(self) -> int:
         """Drop identities whose heartbeat hash has no ``info`` (the process died and its
         hash expired). At most once a minute cluster-wide via the ``process_cleanup``
-        lock. Returns how many were removed."""
-        return prune_processes(self.redis)
+        lock. Returns how many were removed. On a Redis Cluster the workers' reaper
+        does this (:mod:`wurk_django.server.cluster_reaper`): 0 here."""
+        redis = self.redis
+        if layout_of(redis).cluster:
+            return 0
+        return prune_processes(redis)
 
     def __iter__(self) -> Iterator[Process]:
         """Processes sorted by identity; identities without ``info`` are skipped."""
         redis = self.redis
+        layout = layout_of(redis)
         identities = _sorted_identities(redis)
         if not identities:
             return
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hmget(identity, *_HEARTBEAT_FIELDS)
-        pipe.get(keys.LEADER)
+            pipe.hmget(layout.process(identity), *_HEARTBEAT_FIELDS)
+        pipe.get(layout.leader)
         *rows, leader = pipe.execute()
         leader_id = to_text(leader) or ""
         for row in rows:
@@ -181,7 +188,8 @@ class ProcessSet:
     @property
     def size(self) -> int:
         """``SCARD processes``: may include a dead process until the next cleanup."""
-        return int(self.redis.scard(keys.PROCESSES))
+        redis = self.redis
+        return int(redis.scard(layout_of(redis).processes))
 
     def __len__(self) -> int:
         return self.size
@@ -199,7 +207,7 @@ class ProcessSet:
     @property
     def leader(self) -> str:
         """Identity of the Enterprise leader, or ``""``."""
-        return to_text(self.redis.get(keys.LEADER)) or ""
+        return _leader(self.redis)
 
     def get(self, identity: str) -> Process | None:
         for process in self:
@@ -259,22 +267,25 @@ class WorkSet:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
 
     def __iter__(self) -> Iterator[tuple[str, str, Work]]:
         redis = self.redis
+        layout = layout_of(redis)
         identities = _sorted_identities(redis)
         if not identities:
             return
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hgetall(keys.work(identity))
-            pipe.hgetall(keys.workers(identity))
+            pipe.hgetall(layout.work(identity))
+            # Sidekiq 6's name: no Ruby process runs on a cluster (nor writes it there).
+            if not layout.cluster:
+                pipe.hgetall(keys.workers(identity))
         replies = pipe.execute()
         found: list[tuple[str, str, Work]] = []
         for n, identity in enumerate(identities):
             # A Sidekiq 6 process writes only ``:workers``; ours with WIRE_FORMAT 7 write both, the same.
-            threads = replies[2 * n] or replies[2 * n + 1] or {}
+            threads = (replies[n] if layout.cluster else replies[2 * n] or replies[2 * n + 1]) or {}
             for tid, raw in threads.items():
                 if not raw:
                     continue
@@ -291,12 +302,13 @@ class WorkSet:
     def size(self) -> int:
         """Busy threads per the heartbeats (Σ ``busy``), cheaper than counting work entries."""
         redis = self.redis
+        layout = layout_of(redis)
         identities = _sorted_identities(redis)
         if not identities:
             return 0
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hget(identity, "busy")
+            pipe.hget(layout.process(identity), "busy")
         return sum(to_int(busy) for busy in pipe.execute())
 
     def __len__(self) -> int:
@@ -308,6 +320,10 @@ class WorkSet:
             if work.job.jid == jid:
                 return work
         return None
+
+
+def _leader(redis: RedisClient) -> str:
+    return to_text(redis.get(layout_of(redis).leader)) or ""
 
 
 def _run_at_key(work: Work) -> float:

@@ -9,9 +9,9 @@ from typing import overload
 
 from .. import keys
 from .. import pause as pausing
+from ..redis.cluster_layout import known_queues, layout_of
 from ..redis.scripts import lua
-from ..text import to_text
-from ._base import PAGE_SIZE, RedisClient, conn, latency_of_raw
+from ._base import PAGE_SIZE, RedisClient, cluster_aware, conn, latency_of_raw, one_slot
 from .record import JobRecord
 
 __all__ = ["Queue"]
@@ -26,22 +26,28 @@ def _needles(field: str, value: str) -> list[str]:
 
 class Queue:
     """One queue. Producers ``LPUSH`` (left = newest), workers pop from the right
-    (oldest), so iteration goes newest first (CORE-051)."""
+    (oldest), so iteration goes newest first (CORE-051).
+
+    On a Redis Cluster (issue 46) the list is ``{q:<name>}:queue`` and the queue set
+    ``{wurk}:queues``: :attr:`rname` names the key of the Redis the queue reads."""
 
     def __init__(self, name: str = "default", redis: RedisClient | None = None) -> None:
         self.name = name
-        self.rname = keys.queue(name)
         self._redis = redis
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
+
+    @property
+    def rname(self) -> str:
+        """The key of the list: ``queue:<name>``, ``{q:<name>}:queue`` on a cluster."""
+        return layout_of(self.redis).queue(self.name)
 
     @classmethod
     def all(cls, redis: RedisClient | None = None) -> list[Queue]:
         """Every queue named in the ``queues`` set, sorted by name."""
-        names = sorted(to_text(n) for n in conn(redis).smembers(keys.QUEUES))
-        return [cls(name, redis=redis) for name in names]
+        return [cls(name, redis=redis) for name in known_queues(cluster_aware(redis))]
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"
@@ -61,15 +67,22 @@ class Queue:
 
     @property
     def paused(self) -> bool:
-        """Whether the queue is in the ``paused`` set, read live from Redis (PRO-300)."""
-        return bool(self.redis.sismember(keys.PAUSED, self.name))
+        """Whether the queue is in the ``paused`` set, read live from Redis (PRO-300); on a
+        cluster, whether its flag ``{q:<name>}:paused`` is set."""
+        redis = self.redis
+        layout = layout_of(redis)
+        if layout.cluster:
+            return bool(redis.exists(layout.paused(self.name)))
+        return bool(redis.sismember(keys.PAUSED, self.name))
 
     def pause(self) -> None:
-        """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300)."""
-        pausing.pause(self.name, self.redis)
+        """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300).
+        Through the one-server client: pausing is not converted to a cluster here, so on
+        one it raises :class:`~wurk_django.errors.RedisClusterError`."""
+        pausing.pause(self.name, conn(self._redis))
 
     def unpause(self) -> None:
-        pausing.unpause(self.name, self.redis)
+        pausing.unpause(self.name, conn(self._redis))
 
     @property
     def latency(self) -> float:
@@ -162,8 +175,24 @@ class Queue:
         return int(lua("fast_delete_by_class")(self.redis, [self.rname], _needles("class", name)))
 
     def clear(self) -> bool:
-        """Drop every job and forget the queue: ``MULTI UNLINK queue:<n>; SREM queues <n>``."""
-        pipe = self.redis.pipeline(transaction=True)
+        """Drop every job and forget the queue: ``MULTI UNLINK queue:<n>; SREM queues <n>``.
+
+        On a Redis Cluster the two keys are in different slots: the list goes first,
+        then the name, and the name stays while the queue's own ``schedule``, ``retry``
+        or ``dead`` set holds entries: the scheduler and the merged views find those
+        sets through the queue set only."""
+        redis = self.redis
+        layout = layout_of(redis)
+        if layout.cluster:
+            pipe = one_slot(redis, self.rname).pipeline(transaction=True)
+            pipe.unlink(self.rname)
+            for name in (layout.schedule(self.name), layout.retry(self.name), layout.dead(self.name)):
+                pipe.zcard(name)
+            _unlinked, *sizes = pipe.execute()
+            if not any(sizes):
+                redis.srem(layout.queues, self.name)
+            return True
+        pipe = redis.pipeline(transaction=True)
         pipe.unlink(self.rname)
         pipe.srem(keys.QUEUES, self.name)
         pipe.execute()

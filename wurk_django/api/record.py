@@ -12,8 +12,9 @@ from typing import Any
 from .. import keys, payload
 from ..encryption.envelope import PLACEHOLDER as ENCRYPTED_PLACEHOLDER
 from ..encryption.envelope import is_envelope
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
-from ._base import RedisClient, conn, latency_of, timestamp_at, to_float, to_int
+from ._base import RedisClient, cluster_aware, latency_of, timestamp_at, to_float, to_int
 
 __all__ = ["JobRecord", "ACTIVE_JOB_WRAPPERS", "decode_backtrace"]
 
@@ -129,7 +130,7 @@ class JobRecord:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
 
     def __getitem__(self, key: str) -> Any:
         return self.item.get(key)
@@ -284,7 +285,8 @@ class JobRecord:
         """Remove this exact entry from its queue: ``LREM queue:<q> 1 <value>``."""
         if not self.queue:
             return False
-        deleted = bool(self.redis.lrem(keys.queue(self.queue), 1, self.value))
+        redis = self.redis
+        deleted = bool(redis.lrem(layout_of(redis).queue(self.queue), 1, self.value))
         if deleted:
             # The job's unique lock goes with it, so the next identical push is not dropped.
             from ..unique.unlock import release_deleted  # lazy: only a delete pays for it

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from .. import keys
+from ..redis.cluster_layout import known_queues, layout_of
 from ..text import to_text
-from ._base import RedisClient, conn, latency_of_raw, to_int
+from ._base import RedisClient, cluster_aware, latency_of_raw, to_int
 
 __all__ = ["Stats", "StatsHistory", "QueueSummary"]
 
@@ -31,10 +32,17 @@ class Stats:
 
     ``workers_size`` and ``enqueued`` need one read per process / queue and are
     computed on first use.
+
+    On a Redis Cluster (issue 46) the counters are ``{stats}:stat:*`` and the
+    scheduled, retry and dead sizes are summed over every known queue's own sets:
+    one more round trip (the queue set), then three ``ZCARD`` per queue.
     """
 
     def __init__(self, redis: RedisClient | None = None) -> None:
         self._redis = redis
+        if layout_of(self.redis).cluster:
+            self._load_cluster()
+            return
         pipe = self.redis.pipeline(transaction=False)
         pipe.get(keys.STAT_PROCESSED)
         pipe.get(keys.STAT_FAILED)
@@ -60,10 +68,48 @@ class Stats:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
+
+    def _load_cluster(self) -> None:
+        redis = self.redis
+        layout = layout_of(redis)
+        names = known_queues(redis)
+        pipe = redis.pipeline(transaction=False)
+        for kind in ("processed", "failed", "expired"):
+            pipe.get(layout.stat(kind))
+        pipe.scard(layout.processes)
+        pipe.lindex(layout.queue("default"), -1)
+        for name in names:
+            pipe.zcard(layout.schedule(name))
+            pipe.zcard(layout.retry(name))
+            pipe.zcard(layout.dead(name))
+        processed, failed, expired, processes, oldest_default, *sizes = pipe.execute()
+        self.processed = to_int(processed)
+        self.failed = to_int(failed)
+        self.expired = to_int(expired)
+        self.scheduled_size = sum(int(n) for n in sizes[0::3])
+        self.retry_size = sum(int(n) for n in sizes[1::3])
+        self.dead_size = sum(int(n) for n in sizes[2::3])
+        self.processes_size = int(processes)
+        self.default_queue_latency = latency_of_raw(oldest_default)
+        self._workers_size = None
+        self._enqueued = None
 
     def _load_slow(self) -> None:
         redis = self.redis
+        layout = layout_of(redis)
+        if layout.cluster:
+            identities = list(redis.sscan_iter(layout.processes))
+            queues = list(redis.sscan_iter(layout.queues))
+            pipe = redis.pipeline(transaction=False)
+            for identity in identities:
+                pipe.hget(layout.process(to_text(identity)), "busy")
+            for queue in queues:
+                pipe.llen(layout.queue(to_text(queue)))
+            replies = pipe.execute() if identities or queues else []
+            self._workers_size = sum(to_int(v) for v in replies[:len(identities)])
+            self._enqueued = sum(int(v) for v in replies[len(identities):])
+            return
         identities = list(redis.sscan_iter(keys.PROCESSES))
         queues = list(redis.sscan_iter(keys.QUEUES))
         pipe = redis.pipeline(transaction=False)
@@ -96,14 +142,18 @@ class Stats:
     def queue_summaries(self) -> list[QueueSummary]:
         """Name, size, latency and paused flag of every queue, biggest first (ties by name)."""
         redis = self.redis
-        names = sorted(to_text(q) for q in redis.sscan_iter(keys.QUEUES))
+        layout = layout_of(redis)
+        names = sorted(to_text(q) for q in redis.sscan_iter(layout.queues))
         if not names:
             return []
         pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(keys.queue(name))
-            pipe.lindex(keys.queue(name), -1)
-            pipe.sismember(keys.PAUSED, name)
+            pipe.llen(layout.queue(name))
+            pipe.lindex(layout.queue(name), -1)
+            if layout.cluster:  # a flag per queue there, in the queue's slot
+                pipe.exists(layout.paused(name))
+            else:
+                pipe.sismember(keys.PAUSED, name)
         replies = pipe.execute()
         summaries = [
             QueueSummary(name=name, size=int(replies[3 * i]), latency=latency_of_raw(replies[3 * i + 1]),
@@ -132,7 +182,9 @@ class Stats:
         ``"expired"`` when named; other names are ignored). Per-day history is left alone."""
         chosen = [n for n in _RESETTABLE if n in names] if names else list(_RESET_BY_DEFAULT)
         if chosen:
-            self.redis.mset({keys.stat(n): 0 for n in chosen})
+            redis = self.redis
+            layout = layout_of(redis)  # on a cluster all under {stats}: one slot, one MSET
+            redis.mset({layout.stat(n): 0 for n in chosen})
 
 
 class StatsHistory:
@@ -151,7 +203,7 @@ class StatsHistory:
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
 
     def dates(self) -> list[str]:
         """``YYYY-MM-DD`` from ``start`` backwards."""
@@ -168,6 +220,8 @@ class StatsHistory:
 
     def _series(self, kind: str) -> dict[str, int]:
         dates = self.dates()
-        values = self.redis.mget([keys.stat_on(kind, d) for d in dates])
+        redis = self.redis
+        layout = layout_of(redis)  # on a cluster all under {stats}: one slot, one MGET
+        values = redis.mget([layout.stat_on(kind, d) for d in dates])
         # A day nobody worked has no key at all: that is a 0, not a gap.
         return {d: to_int(v) for d, v in zip(dates, values, strict=True)}

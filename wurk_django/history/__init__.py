@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import context, keys
+from .. import keys
 from .rollup import BUCKETS, TTLS
 
 __all__ = ["history", "queue_history", "recent", "set_leader_check", "RANGES"]
@@ -54,6 +54,14 @@ def _int(value: Any) -> int:
         return 0
 
 
+def _client(redis: Any) -> Any:
+    """``redis``, else the process's client: on a Redis Cluster its ``RedisCluster`` (issue
+    46 item 3; every history key is read alone, one slot each)."""
+    from ..redis.layout_client import layout_client
+
+    return layout_client(redis)
+
+
 def _window(bucket: str, window: float | None, now: float | None) -> tuple[int, list[int]]:
     if bucket not in BUCKETS:
         raise ValueError(f"bucket must be one of {sorted(BUCKETS)}, not {bucket!r}")
@@ -73,7 +81,7 @@ def history(bucket: str = "1m", window: float | None = None, *, now: float | Non
     to what that bucket keeps (a day, a week, 30 days).
     """
     _step, starts = _window(bucket, window, now)
-    client = context.redis(redis)
+    client = _client(redis)
     pipe = client.pipeline(transaction=False)
     for start in starts:
         pipe.hmget(keys.throughput_rollup(bucket, start), "p", "f", "ms")
@@ -85,7 +93,7 @@ def queue_history(bucket: str = "1m", window: float | None = None, *, now: float
                   redis: Any = None) -> list[dict[str, Any]]:
     """Size and latency per queue per bucket: ``[{"name", "points": [{"at", "size", "latency"}]}]``."""
     _step, starts = _window(bucket, window, now)
-    client = context.redis(redis)
+    client = _client(redis)
     pipe = client.pipeline(transaction=False)
     for start in starts:
         pipe.hgetall(keys.queue_rollup(bucket, start))
@@ -110,7 +118,7 @@ def queue_history(bucket: str = "1m", window: float | None = None, *, now: float
 
 def recent(limit: int = 1000, *, redis: Any = None) -> list[dict[str, Any]]:
     """The last ``limit`` snapshots, oldest first: ``{"at": seconds, field: number, ...}``."""
-    client = context.redis(redis)
+    client = _client(redis)
     points = []
     for entry_id, fields in reversed(client.xrevrange(keys.HISTORY_STREAM, count=limit)):
         ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

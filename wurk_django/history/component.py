@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from .. import keys
-from ..redis.connection import get_redis
+from ..redis.connection import cluster_for, get_redis
 from ..server.timer import TimerLoop, off_the_beat
 from . import leader_check
 from .rollup import rollup_queues, rollup_throughput, snapshot
@@ -70,8 +70,12 @@ class HistoryComponent:
         snapshot(self._redis(), cap=self.options.stream_cap, statsd_client=statsd.client())
 
     def _redis(self) -> Any:
-        # The worker's own Redis (a --shard worker's shard) and pool, not the settings' default.
-        return get_redis(config=self.launcher.config)
+        # The worker's own Redis (a --shard worker's shard) and pool, not the settings' default;
+        # on a Redis Cluster its RedisCluster (issue 46 item 3: every key here is used alone,
+        # the queues' through the layout).
+        config = self.launcher.config
+        clustered = cluster_for(config)
+        return clustered if clustered is not None else get_redis(config=config)
 
 
 def factory(launcher: Any) -> HistoryComponent | None:

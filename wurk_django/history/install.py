@@ -9,7 +9,7 @@ def install_server() -> None:
     from ..server.launcher import register_component
     from .component import factory
 
-    register_component("history", factory, position=COMPONENT_POSITION)
+    register_component("history", factory, position=COMPONENT_POSITION, cluster=True)
 
 
 def install_admin() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import keys, payload
 from ..metrics.query import minute_key
+from ..redis.cluster_layout import known_queues, layout_of
 
 BUCKETS = {"1m": 60, "5m": 300, "1h": 3600}
 TTLS = {"1m": 86_400, "5m": 604_800, "1h": 2_592_000}
@@ -107,13 +108,14 @@ def _latency(raw: Any, now: float) -> float:
 def rollup_queues(redis: Any, now: float | None = None) -> int:
     """Sample every queue's size and latency into the current buckets; returns the queue count."""
     now = time.time() if now is None else now
-    names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in redis.smembers(keys.QUEUES))
+    layout = layout_of(redis)  # on a Redis Cluster: {wurk}:queues and {q:<name>}:queue
+    names = known_queues(redis)
     if not names:
         return 0
     pipe = redis.pipeline(transaction=False)
     for name in names:
-        pipe.llen(keys.queue(name))
-        pipe.lrange(keys.queue(name), -1, -1)
+        pipe.llen(layout.queue(name))
+        pipe.lrange(layout.queue(name), -1, -1)
     replies = pipe.execute()
     mapping: dict[str, Any] = {}
     for i, name in enumerate(names):
@@ -133,7 +135,7 @@ def default_collector() -> dict[str, int]:
     """The dashboard's totals, as the snapshot stream stores them."""
     from ..api import Stats
 
-    stats = Stats()
+    stats = Stats()  # on a Redis Cluster, summed over every queue's sets
     return {"processed": stats.processed, "failures": stats.failed, "enqueued": stats.enqueued,
             "retries": stats.retry_size, "dead": stats.dead_size, "scheduled": stats.scheduled_size,
             "busy": stats.workers_size}
@@ -161,13 +163,14 @@ def queue_gauges(redis: Any, statsd_client: Any, now: float | None = None) -> No
     from ..statsd import emit
 
     now = time.time() if now is None else now
-    names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in redis.smembers(keys.QUEUES))
+    layout = layout_of(redis)
+    names = known_queues(redis)
     if not names:
         return
     pipe = redis.pipeline(transaction=False)
     for name in names:
-        pipe.llen(keys.queue(name))
-    pipe.lrange(keys.queue("default"), -1, -1)
+        pipe.llen(layout.queue(name))
+    pipe.lrange(layout.queue("default"), -1, -1)
     *sizes, tail = pipe.execute()
     for name, size in zip(names, sizes, strict=True):
         emit("gauge", "queue.size", int(size), [f"queue:{name}"], to=statsd_client)

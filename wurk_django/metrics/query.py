@@ -21,7 +21,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from .. import context, keys
+from .. import keys
 
 __all__ = [
     "BUCKET_BOUNDS_MS",
@@ -167,7 +167,11 @@ class MetricsQuery:
 
     @property
     def redis(self) -> redis_lib.Redis:
-        return context.redis(self._redis)
+        # On a Redis Cluster the process's RedisCluster (issue 46 item 3): every metrics
+        # key is read alone (one slot each), in non-transactional pipelines.
+        from ..redis.layout_client import layout_client
+
+        return layout_client(self._redis)
 
     def _buckets(self, minutes: int | None, hours: int | None) -> tuple[str, list[tuple[datetime, str]]]:
         """``(granularity, [(bucket start, key), ...])`` newest first, clamped like Sidekiq (CORE-213)."""

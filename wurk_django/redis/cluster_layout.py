@@ -39,7 +39,8 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 Names inside a tag are escaped (:func:`tag`), so a queue called ``a}b`` cannot
 share a slot by accident with a queue called ``a``.
 
-This module only names keys (:func:`layout_of` picks the layout of a client's keys).
+This module only names keys (and tells which layout a client's Redis has:
+:func:`layout_of`, :func:`known_queues`).
 :class:`SidekiqLayout` is the same interface over :mod:`wurk_django.keys`, byte for
 byte the layout of one server, so code written against a layout takes the queue
 everywhere (``layout.retry(queue)``) and runs on both.
@@ -326,6 +327,14 @@ def layout_of(client: Any) -> SidekiqLayout:
     pipeline) is a cluster's, anything else one server's. For features handed a client
     (a job's ``ctx.redis``, the cluster worker's): the client decides, not a setting."""
     return CLUSTER if isinstance(client, (RedisCluster, ClusterPipeline)) else SIDEKIQ
+
+
+def known_queues(client: object) -> list[str]:
+    """The names in the queue set of ``client``'s Redis (``{wurk}:queues`` on a cluster),
+    sorted: the queues whose per-queue keys a fleet-wide view reads."""
+    from ..text import to_text
+
+    return sorted(to_text(name) for name in client.smembers(layout_of(client).queues))  # type: ignore[attr-defined]
 
 
 def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, nonce: str = "n",

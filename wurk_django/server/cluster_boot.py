@@ -3,7 +3,8 @@
 The core worker runs on a cluster (:mod:`.cluster_worker`): fetch, run, retry,
 death, scheduled jobs, recovery of a dead process's jobs, heartbeat and stats; and
 (issue 46 item 3) unique jobs, batches, paused queues, result records, leader election,
-periodic jobs and every limiter kind, also on a dedicated ``LIMITER_REDIS``.
+periodic jobs, every limiter kind (also on a dedicated ``LIMITER_REDIS``), the history
+rollups, statsd metrics and the health listener.
 A feature switched on in the settings (or the command line) that is not converted
 to the cluster layout yet would write one-server keys beside the cluster's, or
 fail part way with ``CROSSSLOT``: :func:`refusal` names every such feature, and
@@ -28,23 +29,18 @@ UNCONVERTED = {
     "SWARM": "a swarm (WURK['SWARM'] or --processes)",
     "FETCH_CLASS": "a custom fetcher (WURK['FETCH_CLASS'])",
     "QUEUE_LIMITS": "queue limits (WURK['QUEUE_LIMITS'])",
-    "HISTORY": "history (WURK['HISTORY'])",
-    "STATSD": "statsd metrics (WURK['STATSD'])",
-    "HEALTH_PORT": "the health listener (WURK['HEALTH_PORT'] or --health-port)",
     "MEMORY_LIMIT_MB": "the memory limit (WURK['MEMORY_LIMIT_MB'])",
 }
 
 
 def enabled(raw: dict[str, Any], config: Config | None = None) -> list[str]:
     """The unconverted features ``raw`` (``settings.WURK``) switches on, and those ``config``
-    (the command line's) does: capsules, a health port."""
+    (the command line's) does: capsules."""
     out = [label for key, label in UNCONVERTED.items()
            if key in raw and raw[key] is not None and raw[key] != DEFAULTS.get(key)]
     if config is not None:
         if len(getattr(config, "capsules", None) or {}) > 0 and UNCONVERTED["CAPSULES"] not in out:
             out.append(UNCONVERTED["CAPSULES"])
-        if getattr(config, "health_port", None) and UNCONVERTED["HEALTH_PORT"] not in out:
-            out.append(UNCONVERTED["HEALTH_PORT"])
     return out
 
 

@@ -48,15 +48,19 @@ def commands(identity: str, fields: dict[str, Any], work: dict[str, Any], counts
 
 
 def beat(client: Any, identity: str, fields: dict[str, Any], work: dict[str, Any],
-         counts: dict[str, int]) -> None:
+         counts: dict[str, int]) -> list[str]:
     """Send one beat (:func:`commands`) on the ``RedisCluster`` ``client``; raises the first
-    error reply."""
+    error reply. Returns the dashboard's signals popped from the process's signals list
+    (``TSTP``, ``TERM``, ``TTIN``: the Busy page's quiet and stop, issue 46 item 3)."""
     pipe = client.pipeline(transaction=False)
     for command in commands(identity, fields, work, counts):
         pipe.execute_command(*command)
-    for reply in pipe.execute(raise_on_error=False):
+    pipe.execute_command("RPOP", CLUSTER.signals(identity), 10)
+    replies = pipe.execute(raise_on_error=False)
+    for reply in replies:
         if isinstance(reply, Exception):
             raise reply
+    return [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in replies[-1] or []]
 
 
 def deregister(client: Any, identity: str) -> None:

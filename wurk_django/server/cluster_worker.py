@@ -23,6 +23,7 @@ and retry code, with
   the loops above, stopped in reverse order before them, as the launcher does. A
   component registered without it is never built here: its feature either is refused
   at boot (:mod:`.cluster_boot`) or has no background part on a cluster yet.
+* the health listener (``HEALTH_PORT``), started last, stopped first.
 
 The one-server launcher is untouched: nothing here is imported outside a cluster.
 """
@@ -46,17 +47,19 @@ from ..redis.cluster_layout import CLUSTER
 from ..redis.connection import cluster_for
 from . import cluster_heartbeat, cluster_reaper, launcher, pidspace
 from .fetch.cluster import ClusterFetch
+from .heartbeat import SIGNALS
+from .launcher import dump_threads
 from .run.manager import Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
 from .stop_once import StopOnce
 from .stopping import revocations
+from .threads import spawn
 from .timer import TimerLoop
 
 logger = logging.getLogger("wurk_django.worker")
 
 BEAT_INTERVAL = 10.0
-
 
 class ClusterManager(Manager):
     """A :class:`Manager` whose processors use the cluster client as every job's Redis."""
@@ -78,8 +81,11 @@ class ClusterWorker:
     """One worker process on a Redis Cluster; the interface ``manage.py wurk`` supervises
     (``run``, ``quiet``, ``stop``, ``hard_shutdown``, ``deregister_now``, ``stopped``)."""
 
-    def __init__(self, config: Config, client: Any = None) -> None:
+    def __init__(self, config: Config, client: Any = None, on_signal: Any = None) -> None:
         self.config = config
+        #: What a dashboard signal does (``manage.py wurk`` passes its own: a TERM from the
+        #: Busy page then stops the process as an OS signal would).
+        self.on_signal = on_signal or self._dashboard_signal
         self.client = client if client is not None else cluster_for(config)
         if self.client is None:
             raise RuntimeError("ClusterWorker needs a Redis Cluster")
@@ -104,6 +110,13 @@ class ClusterWorker:
         self.metrics_loop = TimerLoop("metrics-flush", self._flush_metrics, lambda: 30.0, first_wait=30.0)
         # Built in run(), once the processors are fetching (as the launcher does).
         self.components: list[tuple[str, launcher.Component]] = []
+        self.health = None
+        if config.health_port:
+            from .health import HealthListener
+
+            # Its readiness pings the node of REDIS_URL (PING needs no slot) and reads this
+            # worker's state: the same checks as on one server.
+            self.health = HealthListener(self, config.health_port, config.health_bind)
         self.quieting = False
         self.stopped = threading.Event()
         self._stop_once = StopOnce()
@@ -160,11 +173,25 @@ class ClusterWorker:
         processed, failed = self.state.take_counts()
         work = self.state.work_snapshot()
         # Counters taken before the write, not restored if it fails (CORE-152, as on one server).
-        cluster_heartbeat.beat(self.client, self.state.identity, {
+        signals = cluster_heartbeat.beat(self.client, self.state.identity, {
             "info": self.info(), "concurrency": self.concurrency, "busy": len(work),
             "quiet": "true" if self.quieting else "false",
         }, work, {"processed": processed, "failed": failed})
         self.heartbeat.listed.set()
+        for name in signals:
+            if name in SIGNALS:
+                self.on_signal(name)
+            else:
+                logger.warning("ignoring unknown signal %r from the dashboard", name)
+
+    def _dashboard_signal(self, name: str) -> None:
+        """Off the heartbeat thread, as the launcher does (RUN-304)."""
+        if name == "TSTP":
+            spawn("dashboard-quiet", self.quiet)
+        elif name == "TERM":
+            spawn("dashboard-stop", self.stop)
+        elif name == "TTIN":
+            dump_threads()
 
     def reap(self) -> None:
         cluster_reaper.recover(self.client, self.state.identity)
@@ -186,6 +213,8 @@ class ClusterWorker:
             self.components = self._build_components()
             for _name, component in self.components:
                 component.start()
+            if self.health is not None:
+                self.health.start()  # last: ready only once everything above runs (RUN-110)
         except BaseException:
             logger.error("the worker failed to start its components; stopping what had started")
             try:
@@ -220,11 +249,15 @@ class ClusterWorker:
             self.quiet()
             self.manager.stop(deadline)
         finally:
-            # The components first, in reverse start order (the periodic poller before
-            # the leader releases its lock), while the heartbeat still lists this process.
-            for name, component in reversed(self.components):
+            # The health listener first (not ready any more), then the components in
+            # reverse start order (the periodic poller before the leader releases its
+            # lock), while the heartbeat still lists this process.
+            stoppers = [(name, component.stop) for name, component in reversed(self.components)]
+            if self.health is not None:
+                stoppers.insert(0, ("health", self.health.stop))
+            for name, stop in stoppers:
                 try:
-                    component.stop()
+                    stop()
                 except Exception:
                     logger.exception("stopping component %s failed", name)
             for loop in (self.scheduler_loop, self.reaper_loop, self.metrics_loop, self.heartbeat_loop):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..redis.connection import get_redis
+from ..redis.cluster_layout import layout_of
+from ..redis.connection import cluster_for, get_redis
 from . import client, emit
 
 #: Seconds between two sends: the heartbeat's interval, as on the Ruby side.
@@ -37,16 +38,20 @@ class ProcessGauges:
         launcher = self.launcher
         process = f"process:{launcher.state.identity}"
         emit("gauge", "busy", launcher.state.busy_count(), [process])
-        heartbeat = getattr(launcher, "heartbeat", None)
-        evicted = heartbeat.evictions.evicted if heartbeat is not None else None
+        # A cluster worker's heartbeat reads no eviction count (issue 46): no gauge there.
+        evictions = getattr(getattr(launcher, "heartbeat", None), "evictions", None)
+        evicted = evictions.evicted if evictions is not None else None
         if evicted is not None:
             emit("gauge", "redis.evicted_keys", evicted)
         names = list(launcher.queue_names)
         if not names:
             return
-        pipe = get_redis(config=launcher.config).pipeline(transaction=False)
+        clustered = cluster_for(launcher.config)
+        redis = clustered if clustered is not None else get_redis(config=launcher.config)
+        layout = layout_of(redis)  # {q:<name>}:queue on a Redis Cluster (issue 46 item 3)
+        pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(f"queue:{name}")
+            pipe.llen(layout.queue(name))
         for name, size in zip(names, pipe.execute(), strict=True):
             emit("gauge", "queue.size", int(size), [f"queue:{name}", process])
 

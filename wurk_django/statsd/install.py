@@ -131,4 +131,4 @@ def install_server() -> None:
     from ..server.launcher import register_component
     from .gauges import factory
 
-    register_component("statsd-gauges", factory, position=GAUGES_POSITION)
+    register_component("statsd-gauges", factory, position=GAUGES_POSITION, cluster=True)

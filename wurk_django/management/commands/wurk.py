@@ -258,7 +258,7 @@ class Command(BaseCommand):
 
         if pidfile:
             _write_pidfile(pidfile)
-        worker = ClusterWorker(config)
+        worker = ClusterWorker(config, on_signal=pipe.send_self)
         logger.info(BANNER.format(version=_version(), identity=worker.state.identity, pid=os.getpid(),
                                   concurrency=worker.concurrency, queues=",".join(config.queue_names),
                                   redis=f"Cluster at {shown(config.redis_url)}"))
