@@ -13,7 +13,7 @@ import pytest
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, ClusterRecordJob, ClusterSlowJob
 from tests.redis_servers import free_port
 from tests.statsd.listener import UDPListener
-from tests.support import wait_for, wurk_settings
+from tests.support import wait_for
 from wurk_django import payload
 from wurk_django.redis.cluster_layout import CLUSTER
 
