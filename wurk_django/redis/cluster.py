@@ -134,10 +134,10 @@ def not_yet(feature: str, url: str) -> RedisClusterError:
     cluster, that wurk does not support that feature on one yet, and where to look."""
     return RedisClusterError(
         f"{feature} is not supported on a Redis Cluster yet: Redis at {shown(url)} is a cluster node "
-        f"(cluster_enabled:1). On a cluster wurk_django supports today application code's "
-        f"redis_client() (a redis-py RedisCluster) and plain pushes (perform_async, perform_bulk, "
-        f"perform_in/at); for the rest use one Redis primary (Sentinel for failover) "
-        f"or WURK['SHARDS'] to spread load, see {DOCS}.")
+        f"(cluster_enabled:1). On a cluster wurk_django runs today pushes, the core worker and the "
+        f"features the docs list (unique jobs, batches, limiters, periodic jobs, results, the data API, "
+        f"the admin's core pages); for the rest use one Redis primary (Sentinel for failover) "
+        f"or a one-server shard in WURK['SHARDS'], see {DOCS}.")
 
 
 def shown(url: str) -> str:
