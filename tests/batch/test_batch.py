@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from tests.batch.conftest import callbacks, promote_retries
-from tests.jobsapp.batch_jobs import AddSibling, AlwaysFails, Callbacks, FailOnce, Mark, NextStage, Noop
+from tests.jobsapp.batch_jobs import AddSibling, AlwaysFails, Callbacks, FailOnce, Mark, NextStage, Noop, OpensBatch
 from wurk_django import keys, payload
 from wurk_django.batch import Batch, BatchSet, DeadBatchSet, NoSuchBatch, Status
 from wurk_django.batch import scripts as batch_scripts
@@ -691,3 +691,13 @@ def test_pro_243_a_death_marks_claims_once_and_cascades_to_every_ancestor(redis_
     work()
     assert redis_db.hget(keys.batch(leaf.bid), "death") == b"1" and redis_db.zscore("dead-batches", leaf.bid)
     assert sorted(c for c in callbacks(redis_db) if c.startswith("death:")) == deaths
+
+
+def test_a_batch_opened_in_a_plain_job_names_its_hold_after_that_job(redis_db, work):  # issue 48
+    # The batch middleware runs for batch jobs only; the hold of a block opened inside any
+    # other job still carries that job's jid (read from its context), so a re-run after a
+    # crash takes the same hold instead of leaving a second one open.
+    jid = OpensBatch.perform_async()
+    work()  # the job, then the child it pushed
+    members = [m.decode() for m in redis_db.lrange("test:members", 0, -1)]
+    assert members == [f"hold:{jid}"]  # the block's pushes are written when it ends

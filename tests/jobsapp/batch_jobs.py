@@ -61,6 +61,19 @@ class AddSibling(Job):
         record("test:marks", f"{self.bid}:{value}")
 
 
+class OpensBatch(Job):
+    """A plain job (no bid of its own) that opens a new batch and records the batch's live
+    members as seen inside the block (``test:members``: only its hold, the pushes wait for the block's end)."""
+
+    def perform(self):
+        batch = Batch()
+        with batch.jobs():
+            Mark.perform_async("child")
+            members = get_redis().smembers(f"b-{batch.bid}-jids")
+        for member in sorted(m.decode() for m in members):
+            record("test:members", member)
+
+
 class KillSelfOnce(Job):
     """The first run kills its own worker process (kill -9), later runs succeed."""
 

@@ -270,7 +270,7 @@ class Batch:
             if parent is not None and parent.bid != self.bid:
                 self.parent_bid = parent.bid
             commands += self._first_write(time.time(), layout)
-        jid = context.current_jid.get()
+        jid = context.job_jid()
         # Inside a job the hold is named after it, so a re-run after a crash takes the same one.
         sentinel = f"hold:{jid}" if jid else f"hold:{secrets.token_hex(12)}"
         commands.append(scripts.hold_command(self.bid, sentinel, self._expires_in, layout))

@@ -17,6 +17,8 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
+from .. import context as job_context
+
 if TYPE_CHECKING:
     from ..client.operations import Operation
     from .batch import Batch
@@ -52,6 +54,17 @@ class Buffer:
     def take(self) -> list[Operation]:
         taken, self.operations = self.operations, []
         return taken
+
+
+def job_jid() -> str | None:
+    """The jid of the job running here: set by the batch middleware for a batch job, else
+    the running job's (its context, which the worker and ``perform_inline`` make current)."""
+    jid = current_jid.get()
+    if jid is not None:
+        return jid
+    running = job_context.running()
+    job = running.job if running is not None else None
+    return job.get("jid") if job else None
 
 
 def set_batch(batch: Batch | None, buffer: Buffer | None) -> tuple[Token, Token]:

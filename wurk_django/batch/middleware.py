@@ -31,9 +31,14 @@ class BatchServerMiddleware:
       limiter's reschedule, an iterable job pausing) or a shutdown: nothing is
       recorded; the job stays a live member and its next run is the one that counts.
 
-    It has no ``applies``: it runs for every job, batch or not, because a batch opened
-    inside any job names its hold after that job's jid (``current_jid``).
+    It runs only for batch jobs (``applies``): a batch opened inside any other job
+    names its hold after that job's jid from the job's context
+    (:func:`~wurk_django.batch.context.job_jid`), so a plain job pays nothing here.
     """
+
+    @staticmethod
+    def applies(job: dict) -> bool:
+        return bool(job.get("bid"))
 
     def __call__(self, instance: Any, job: dict, queue: str, call_next: Callable[[], Any]) -> Any:
         token = context.current_jid.set(job.get("jid"))

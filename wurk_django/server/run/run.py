@@ -157,12 +157,13 @@ class Run:
             if self.raised:
                 self.raised = False
                 async_raise.clear(threading.get_ident())
-            if self.phase is Phase.SETTLED:
-                return True  # asked again on the way out (only the thread moves a run here)
-            if self.phase not in ACTIVE:
-                return False
-            self.phase = Phase.SETTLED
-            return True
+            # Compared by identity, not looked up in ACTIVE: an Enum's hash is Python code,
+            # and this runs on every job.
+            phase = self.phase
+            if phase is Phase.RUNNING or phase is Phase.STOPPING:
+                self.phase = Phase.SETTLED
+                return True
+            return phase is Phase.SETTLED  # asked again on the way out (only the thread moves a run here)
 
     def claim(self) -> bool:
         """True exactly once: the settlement's own guard against a second call. (Which party

@@ -108,7 +108,7 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
                 end(outcome, error, elapsed_ms)
             except Exception as exc:  # an observer never stops a job
                 report(exc, {"context": "job observer", "jid": run.jid}, ctx.config)
-    revoked = run.revoked
+    revoked = run.revoked if run.stops else None  # no stop asked: no property call per job
     if revoked is not None and outcome is not Outcome.INTERRUPTED:
         # Stopped by a revoke, however the run ended after the soft stop: the dead set, naming who.
         outcome = revoked_outcome(ctx, revoked)
