@@ -96,7 +96,9 @@ def test_the_core_pages_show_what_a_worker_did_on_the_cluster(admin_client, on_c
     wait_for(lambda: on_cluster.llen("{test}:ran") == 4, WAIT, 0.2, "the quick jobs to run")
     wait_for(lambda: DeadSet().size == 1 and RetrySet().size == 1, WAIT, 0.2, "a dead job and a retry")
     wait_for(lambda: on_cluster.llen("{test}:started") == 1, WAIT, 0.2, "the slow job to start")
-    wait_for(lambda: Stats().processed >= 5 and Stats().workers_size == 1, WAIT, 0.2, "a beat with the counts")
+    # Processed and failed reach Redis at the worker's beats: wait for a beat that has them all.
+    wait_for(lambda: Stats().processed >= 5 and Stats().failed >= 3 and Stats().workers_size == 1, WAIT, 0.2,
+             "a beat with the counts")
     [process] = list(ProcessSet())
 
     page = admin_client.get(BASE).content.decode()

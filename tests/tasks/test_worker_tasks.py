@@ -66,4 +66,6 @@ def test_refused_payload_goes_to_dead_without_running(backend, redis_db, worker_
     [dead] = wait_for(lambda: redis_db.zrange("dead", 0, -1), message="a dead job")
     assert json.loads(dead)["jid"] == result.id
     assert redis_db.llen("test:tasks") == 0
-    assert sample.mark.get_result(result.id).status == TaskResultStatus.FAILED
+    # The result record is written by the death handlers, just after the dead set's entry.
+    wait_for(lambda: sample.mark.get_result(result.id).status == TaskResultStatus.FAILED,
+             message="the result recorded failed")

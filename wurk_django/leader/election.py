@@ -20,6 +20,7 @@ from typing import Any
 from .. import context, signals
 from ..redis.cluster_layout import layout_of
 from ..redis.connection import engine_client
+from ..redis.layout_client import one_slot
 from ..redis.scripts import lua
 from ..reporting import report
 from ..server.state import identity as process_identity
@@ -152,7 +153,9 @@ class Leader:
         where = layout_of(redis)
         try:
             self.token = int(redis.incr(where.leader_token))
-            pipe = redis.pipeline(transaction=True)
+            # One slot ({leader}) on a cluster: its primary's plain client runs the MULTI, since
+            # redis-py's cluster pipelines have no transactions in every version we support.
+            pipe = one_slot(redis, where.leader_info).pipeline(transaction=True)
             pipe.hset(where.leader_info, mapping={"identity": self.identity, "since": repr(self.since),
                                                   "token": self.token})
             pipe.pexpire(where.leader_info, int(self.ttl * 1000))

@@ -21,6 +21,7 @@ from .. import context
 from ..client.push import Client
 from ..redis.cluster_layout import layout_of
 from ..redis.connection import engine_client
+from ..redis.layout_client import one_slot
 from ..redis.scripts import lua
 from ..server.outage import OutageLog, is_outage
 from ..server.threads import spawn
@@ -243,7 +244,7 @@ def fire(lid: str, *, config: Any = None, clock: Callable[[], float] = time.time
     jid = Client(config=config).push(loop.job_item())
     future = loop.next_fire_at(now)
     key = layout_of(redis).loop(lid)
-    pipe = redis.pipeline(transaction=True)
+    pipe = one_slot(redis, key).pipeline(transaction=True)  # a cluster's MULTI: on the slot's primary
     pipe.hset(key, "lf", str(now))
     if future is None:
         pipe.hdel(key, "nf")
