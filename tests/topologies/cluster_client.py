@@ -4,6 +4,7 @@ fixture of tests/topologies/conftest.py, or a test file's own with other setting
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,3 +24,15 @@ def cluster_settings(redis_cluster, node: int = 0, **settings) -> Iterator:
     finally:
         client.close()
         cluster_writer.forget()
+
+
+def worker_env(redis_cluster, **settings) -> dict[str, str]:
+    """The environment of a test worker process on node 1 of ``redis_cluster`` (a different
+    node from the tests' own client), polling the schedule every second, plus ``settings``."""
+    return {"WURK_TEST_EXTRA": json.dumps({"REDIS_URL": redis_cluster.url(1), "POLL_INTERVAL_AVERAGE": 1,
+                                           **settings})}
+
+
+def ran(client) -> list[str]:
+    """What the cluster test jobs recorded in ``{test}:ran``, in order."""
+    return [raw.decode() for raw in client.lrange("{test}:ran", 0, -1)]

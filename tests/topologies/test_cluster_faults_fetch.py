@@ -9,9 +9,8 @@ from __future__ import annotations
 import pytest
 import redis as redis_lib
 
-from tests.support import wurk_settings
+from tests.topologies.cluster_client import cluster_settings
 from wurk_django import context, payload
-from wurk_django.client import cluster_writer
 from wurk_django.client.writer import Writer
 from wurk_django.redis.cluster_layout import CLUSTER
 from wurk_django.server import cluster_reaper
@@ -21,12 +20,8 @@ from wurk_django.server.fetch.cluster import ClusterFetch
 
 @pytest.fixture
 def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(0), QUEUES=["q0", "q1", "q2", "q3"]):
+    with cluster_settings(redis_cluster, QUEUES=["q0", "q1", "q2", "q3"]) as client:
         yield client
-    client.close()
-    cluster_writer.forget()
 
 
 def _push(queue: str, jid: str) -> None:

@@ -4,8 +4,6 @@ callbacks, paused queues, result records; what is not converted is refused by na
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from redis.crc import key_slot
 
@@ -15,7 +13,8 @@ from tests.jobsapp.cluster_jobs import (
     ClusterTrackedJob,
     ClusterUniqueJob,
 )
-from tests.support import wait_for, wurk_settings
+from tests.support import wait_for
+from tests.topologies.cluster_client import cluster_settings, ran, worker_env
 from wurk_django import payload
 from wurk_django.client import cluster_writer
 from wurk_django.errors import RedisClusterError
@@ -28,22 +27,15 @@ CALLBACKS = "tests.jobsapp.cluster_jobs.ClusterBatchCallbacks"
 
 @pytest.fixture
 def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(0), UNIQUE_JOBS=True):
+    with cluster_settings(redis_cluster, UNIQUE_JOBS=True) as client:
         yield client
-    client.close()
-    cluster_writer.forget()
 
 
 def _env(redis_cluster, **extra) -> dict[str, str]:
-    settings = {"REDIS_URL": redis_cluster.url(1), "QUEUES": QUEUES, "POLL_INTERVAL_AVERAGE": 1,
-                "CONCURRENCY": 3, "UNIQUE_JOBS": True, "IMPORT_ON_MISS": ["tests.jobsapp"], **extra}
-    return {"WURK_TEST_EXTRA": json.dumps(settings)}
+    return worker_env(redis_cluster, **{"QUEUES": QUEUES, "CONCURRENCY": 3, "UNIQUE_JOBS": True,
+                                        "IMPORT_ON_MISS": ["tests.jobsapp"], **extra})
 
 
-def _ran(client) -> list[str]:
-    return [raw.decode() for raw in client.lrange("{test}:ran", 0, -1)]
 
 
 def _keys(client, pattern: str) -> list[bytes]:
@@ -88,12 +80,12 @@ def test_a_unique_job_locks_in_its_queues_slot_and_the_worker_unlocks_it_after_s
     assert on_cluster.llen(CLUSTER.queue("c0")) == 1 and on_cluster.llen(CLUSTER.queue("c1")) == 2
 
     worker = worker_factory("-c", "3", env=_env(redis_cluster))
-    wait_for(lambda: sorted(_ran(on_cluster)) == ["b1", "b2", "u1"], WAIT, 0.2, "the unique jobs to run")
+    wait_for(lambda: sorted(ran(on_cluster)) == ["b1", "b2", "u1"], WAIT, 0.2, "the unique jobs to run")
     # Released after success (unique_until "success", the default): the same job goes again.
     wait_for(lambda: not _keys(on_cluster, "{q:c*}:unique:*"), WAIT, 0.2, "the locks released")
     again = ClusterUniqueJob.set(queue="c0").perform_async("u1")
     assert again is not None and again != first
-    wait_for(lambda: _ran(on_cluster).count("u1") == 2, WAIT, 0.2, "the unique job to run again")
+    wait_for(lambda: ran(on_cluster).count("u1") == 2, WAIT, 0.2, "the unique job to run again")
     _stopped_cleanly(worker)
 
 
@@ -124,7 +116,7 @@ def test_a_batch_over_queues_on_two_primaries_fires_success_and_complete_once(on
     worker = worker_factory("-c", "3", env=_env(redis_cluster))
     wait_for(lambda: len(_callbacks(on_cluster)) == 2, WAIT, 0.2, "both callbacks")
     assert sorted(_callbacks(on_cluster)) == [f"complete:{bid}:c", f"success:{bid}:s"]
-    assert len(_ran(on_cluster)) == 6
+    assert len(ran(on_cluster)) == 6
     status = batch.status
     assert status.pending == 0 and status.total == 6 and status.success and status.complete
     assert status.callback_jids("success") and status.callback_jids("complete")
@@ -234,13 +226,13 @@ def test_a_paused_queue_is_not_fetched_until_unpaused(on_cluster, redis_cluster,
     ClusterRecordJob.set(queue="c1").perform_async("first")
     # One thread, strict order c0 before c1: without the pause "held" would be fetched first.
     worker = worker_factory("-c", "1", env=_env(redis_cluster, QUEUES=["c0", "c1"], CONCURRENCY=1))
-    wait_for(lambda: "first" in _ran(on_cluster), WAIT, 0.2, "the job of the queue not paused")
+    wait_for(lambda: "first" in ran(on_cluster), WAIT, 0.2, "the job of the queue not paused")
     ClusterRecordJob.set(queue="c1").perform_async("second")
-    wait_for(lambda: "second" in _ran(on_cluster), WAIT, 0.2, "a later job of the queue not paused")
-    assert on_cluster.llen(CLUSTER.queue("c0")) == 1 and "held" not in _ran(on_cluster)
+    wait_for(lambda: "second" in ran(on_cluster), WAIT, 0.2, "a later job of the queue not paused")
+    assert on_cluster.llen(CLUSTER.queue("c0")) == 1 and "held" not in ran(on_cluster)
     pause.unpause("c0")
     assert not on_cluster.exists(CLUSTER.paused("c0"))
-    wait_for(lambda: "held" in _ran(on_cluster), WAIT, 0.2, "the paused queue's job after the unpause")
+    wait_for(lambda: "held" in ran(on_cluster), WAIT, 0.2, "the paused queue's job after the unpause")
     _stopped_cleanly(worker)
 
 
@@ -272,9 +264,9 @@ def test_revoke_cancels_a_queued_or_scheduled_job_and_a_marked_one_never_runs(on
     # A job with the revoked jid turning up now is recorded as revoked, never run.
     Client().push({"class": ClusterRecordJob, "args": ["marked"], "queue": "c2", "jid": marked})
     ClusterRecordJob.set(queue="c2").perform_async("after")
-    wait_for(lambda: "after" in _ran(on_cluster), WAIT, 0.2, "the job after it")
+    wait_for(lambda: "after" in ran(on_cluster), WAIT, 0.2, "the job after it")
     [raw] = wait_for(lambda: on_cluster.zrange(CLUSTER.dead("c2"), 0, -1), WAIT, 0.2, "the revoked job buried")
-    assert payload.loads(raw)["jid"] == marked and "marked" not in _ran(on_cluster)
+    assert payload.loads(raw)["jid"] == marked and "marked" not in ran(on_cluster)
     _stopped_cleanly(worker)
 
 

@@ -5,8 +5,6 @@ a process that runs no worker (the dashboard's, a view's)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.jobsapp.cluster_feature_jobs import (
@@ -15,33 +13,19 @@ from tests.jobsapp.cluster_feature_jobs import (
     ClusterOnceAnHourJob,
     ClusterOneAtATimeJob,
 )
-from tests.support import wait_for, wurk_settings
+from tests.support import wait_for
+from tests.topologies.cluster_client import ran, worker_env
 from wurk_django import limiter, payload
-from wurk_django.client import cluster_writer
 from wurk_django.redis.cluster_layout import CLUSTER
 
 QUEUES = ["c0", "c1", "c2", "c3"]
 WAIT = 60.0  # generous: the machine is shared; nothing here asserts a duration
 
 
-@pytest.fixture
-def on_cluster(redis_cluster):
-    cluster_writer.forget()
-    client = redis_cluster.client()
-    with wurk_settings(REDIS_URL=redis_cluster.url(0)):
-        yield client
-    client.close()
-    cluster_writer.forget()
-
-
 def _env(redis_cluster, **extra) -> dict[str, str]:
-    settings = {"REDIS_URL": redis_cluster.url(1), "QUEUES": QUEUES, "POLL_INTERVAL_AVERAGE": 1,
-                "CONCURRENCY": 3, **extra}
-    return {"WURK_TEST_EXTRA": json.dumps(settings)}
+    return worker_env(redis_cluster, QUEUES=QUEUES, CONCURRENCY=3, **extra)
 
 
-def _ran(client) -> list[str]:
-    return [raw.decode() for raw in client.lrange("{test}:ran", 0, -1)]
 
 
 def _keys(client, pattern: str) -> set[str]:
@@ -58,7 +42,7 @@ def test_every_kind_runs_from_job_code_with_its_keys_in_its_own_slot(on_cluster,
     for kind in KINDS:
         ClusterLimitedJob.set(queue="c0").perform_async(kind)
     worker = worker_factory("-c", "3", env=_env(redis_cluster, LIMITER_REDIS={"POOL_SIZE": 3}))
-    wait_for(lambda: sorted(_ran(on_cluster)) == sorted(KINDS), WAIT, 0.2, "every kind's job to run")
+    wait_for(lambda: sorted(ran(on_cluster)) == sorted(KINDS), WAIT, 0.2, "every kind's job to run")
     assert worker.stop(WAIT) == 0
     _clean(worker.output())
 
@@ -84,7 +68,7 @@ def test_a_job_over_its_limit_is_rescheduled_into_its_queues_own_schedule_set(on
                                                                               worker_factory):
     first = ClusterOnceAnHourJob.set(queue="c2").perform_async("first")
     worker = worker_factory("-c", "1", env=_env(redis_cluster))
-    wait_for(lambda: _ran(on_cluster) == ["first"], WAIT, 0.2, "the first job to run")
+    wait_for(lambda: ran(on_cluster) == ["first"], WAIT, 0.2, "the first job to run")
     second = ClusterOnceAnHourJob.set(queue="c2").perform_async("second")
     wait_for(lambda: on_cluster.zcard(CLUSTER.schedule("c2")) == 1, WAIT, 0.2, "the second job rescheduled")
     assert worker.stop(WAIT) == 0
@@ -94,7 +78,7 @@ def test_a_job_over_its_limit_is_rescheduled_into_its_queues_own_schedule_set(on
     job = payload.loads(raw)
     assert job["jid"] == second != first and job["overrated"] == 1 and job["queue"] == "c2"
     assert at > on_cluster.time()[0] + 500  # the limiter's own backoff (600 s)
-    assert _ran(on_cluster) == ["first"]
+    assert ran(on_cluster) == ["first"]
     # Handled, not failed: no retry, nothing dead, nothing left in the queue.
     assert on_cluster.zcard(CLUSTER.retry("c2")) == 0 and on_cluster.zcard(CLUSTER.dead("c2")) == 0
     assert on_cluster.llen(CLUSTER.queue("c2")) == 0
@@ -104,11 +88,11 @@ def test_a_concurrent_limit_holds_across_two_worker_processes(on_cluster, redis_
     for n in range(4):
         ClusterOneAtATimeJob.set(queue=QUEUES[n]).perform_async(f"j{n}", 0.3)
     workers = [worker_factory("-c", "2", env=_env(redis_cluster)) for _ in range(2)]
-    wait_for(lambda: len(_ran(on_cluster)) == 4, WAIT, 0.2, "the four jobs to run")
+    wait_for(lambda: len(ran(on_cluster)) == 4, WAIT, 0.2, "the four jobs to run")
     for worker in workers:
         assert worker.stop(WAIT) == 0
         _clean(worker.output())
-    assert sorted(_ran(on_cluster)) == ["j0", "j1", "j2", "j3"]
+    assert sorted(ran(on_cluster)) == ["j0", "j1", "j2", "j3"]
     assert on_cluster.get("{test}:most") == b"1"  # never two holders at once
 
 

@@ -4,7 +4,6 @@ feature not converted yet."""
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 
@@ -14,6 +13,7 @@ from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, Cluste
 from tests.redis_servers import free_port
 from tests.statsd.listener import UDPListener
 from tests.support import wait_for
+from tests.topologies.cluster_client import ran, worker_env
 from wurk_django import payload
 from wurk_django.redis.cluster_layout import CLUSTER
 
@@ -22,13 +22,9 @@ WAIT = 60.0  # generous: the machine is shared; nothing here asserts a duration
 
 
 def _env(redis_cluster, **extra) -> dict[str, str]:
-    settings = {"REDIS_URL": redis_cluster.url(1), "QUEUES": QUEUES, "POLL_INTERVAL_AVERAGE": 1,
-                "CONCURRENCY": 3, **extra}
-    return {"WURK_TEST_EXTRA": json.dumps(settings)}
+    return worker_env(redis_cluster, QUEUES=QUEUES, CONCURRENCY=3, **extra)
 
 
-def _ran(client) -> list[str]:
-    return [raw.decode() for raw in client.lrange("{test}:ran", 0, -1)]
 
 
 def _apart(client) -> tuple[str, str]:
@@ -49,14 +45,14 @@ def test_the_core_worker_runs_pushes_retries_scheduled_and_dead_jobs(on_cluster,
 
     worker = worker_factory("-c", "3", env=_env(redis_cluster))
     expected = {f"{q}-{n}" for q in (first, second) for n in range(3)} | {"flaky", "later"}
-    wait_for(lambda: expected <= set(_ran(on_cluster)), WAIT, 0.2, "every job to run")
+    wait_for(lambda: expected <= set(ran(on_cluster)), WAIT, 0.2, "every job to run")
     wait_for(lambda: on_cluster.zcard(CLUSTER.dead("c1")) == 1, WAIT, 0.2, "the doomed job in c1's dead set")
 
     dead = payload.loads(on_cluster.zrange(CLUSTER.dead("c1"), 0, -1)[0])
     assert dead["jid"] == doomed and dead["retry_count"] == 1
     assert on_cluster.get("{test}:doomed") == b"2"  # its try and its one retry
     assert on_cluster.get("{test}:tries:flaky") == b"2"
-    assert sorted(_ran(on_cluster)) == sorted(expected)  # each ran once
+    assert sorted(ran(on_cluster)) == sorted(expected)  # each ran once
     assert all(on_cluster.llen(CLUSTER.queue(q)) == 0 for q in QUEUES)
     assert on_cluster.zcard(CLUSTER.retry("c2")) == 0 and on_cluster.zcard(CLUSTER.schedule("c3")) == 0
     identity = wait_for(lambda: on_cluster.smembers(CLUSTER.processes), WAIT, 0.2, "the process listed")
@@ -79,10 +75,10 @@ def test_a_job_of_a_worker_killed_mid_run_runs_again_after_a_restart(on_cluster,
     first.kill()
     private = [k for k in on_cluster.scan_iter(match="{q:c0}:private|*", target_nodes=on_cluster.PRIMARIES)]
     assert len(private) == 1 and on_cluster.llen(private[0]) == 1  # the job stayed in Redis
-    assert _ran(on_cluster) == []
+    assert ran(on_cluster) == []
 
     second = worker_factory("-c", "2", env=_env(redis_cluster))
-    wait_for(lambda: _ran(on_cluster) == ["slow"], WAIT, 0.2, "the job to run again")
+    wait_for(lambda: ran(on_cluster) == ["slow"], WAIT, 0.2, "the job to run again")
     assert on_cluster.llen("{test}:started") == 2
     assert on_cluster.exists(private[0]) == 0
     assert second.stop(WAIT) == 0
@@ -126,7 +122,7 @@ def test_history_statsd_and_the_health_listener_run_on_the_cluster_worker(on_clu
         worker = worker_factory("-c", "2", env=_env(
             redis_cluster, HISTORY={"ROLLUP_INTERVAL": 5, "SNAPSHOT_INTERVAL": 1},
             STATSD={"HOST": "127.0.0.1", "PORT": udp.port}, HEALTH_PORT=health))
-        wait_for(lambda: len(_ran(on_cluster)) == 4, WAIT, 0.2, "the jobs to run")
+        wait_for(lambda: len(ran(on_cluster)) == 4, WAIT, 0.2, "the jobs to run")
         assert udp.wait_for("sidekiq.jobs.count", 4, timeout=WAIT)  # per-job metrics, one per job
         # The snapshot's queue gauges (every queue of the queue set, idle's one job counted) and
         # the process's own gauges, from the queues' lists in the cluster layout.
