@@ -216,6 +216,15 @@ def assert_no_private_list(group: RedisClusterGroup) -> None:
         client.close()
 
 
+def assert_survived(figures, cluster) -> None:
+    """What every fault must leave: no job lost, none run twice but those in flight, the fault
+    struck mid-drain (jobs still queued at its end), no private list left behind."""
+    assert figures.lost == 0
+    assert figures.twice <= WORKERS * THREADS  # only jobs in flight may run twice
+    assert figures.left_at_fault_end > 0  # the fault landed mid-drain
+    assert_no_private_list(cluster)
+
+
 def test_issue_46_item_4_a_replica_promoted_by_cluster_failover_mid_drain(fault_cluster, worker_factory):
     queue = "busy"
     primary = owner(fault_cluster, queue)
@@ -232,11 +241,8 @@ def test_issue_46_item_4_a_replica_promoted_by_cluster_failover_mid_drain(fault_
 
     _, figures = drain_through(fault_cluster, worker_factory, queue, failover)
     figures.show("CLUSTER FAILOVER")
-    assert figures.lost == 0
-    assert figures.twice <= WORKERS * THREADS  # only jobs in flight may run twice
-    assert figures.left_at_fault_end > 0  # the fault landed mid-drain
+    assert_survived(figures, fault_cluster)
     assert figures.interruption < INTERRUPTION_BOUND
-    assert_no_private_list(fault_cluster)
 
 
 def test_issue_46_item_4_the_busy_primary_killed_mid_drain(fault_cluster, worker_factory):
@@ -254,12 +260,9 @@ def test_issue_46_item_4_the_busy_primary_killed_mid_drain(fault_cluster, worker
 
     _, figures = drain_through(fault_cluster, worker_factory, queue, kill)
     figures.show(f"primary killed (failover took {timings['promoted'] - timings['killed']:.2f} s)")
-    assert figures.lost == 0
-    assert figures.twice <= WORKERS * THREADS
-    assert figures.left_at_fault_end > 0
+    assert_survived(figures, fault_cluster)
     assert figures.interruption < INTERRUPTION_BOUND + figures.fault_seconds
     assert figures.back_after < INTERRUPTION_BOUND
-    assert_no_private_list(fault_cluster)
 
 
 def _queue_on_first_slot(group: RedisClusterGroup) -> tuple[str, int, int]:
@@ -312,11 +315,8 @@ def test_issue_46_item_4_the_busy_queues_slot_resharded_mid_drain(fault_cluster,
     _, figures = drain_through(fault_cluster, worker_factory, queue, reshard)
     figures.show("slot resharded 4 times (there and back, twice)")
     assert owner(fault_cluster, queue) == source
-    assert figures.lost == 0
-    assert figures.twice <= WORKERS * THREADS  # only jobs in flight may run twice
-    assert figures.left_at_fault_end > 0
+    assert_survived(figures, fault_cluster)
     assert figures.interruption < INTERRUPTION_BOUND
-    assert_no_private_list(fault_cluster)
 
 
 def test_issue_46_item_4_the_busy_primary_restarted_then_its_replica(fault_cluster, worker_factory):
@@ -352,8 +352,5 @@ def test_issue_46_item_4_the_busy_primary_restarted_then_its_replica(fault_clust
     figures.show(f"primary restarted (down {timings['started'] - timings['stopped']:.2f} s, cluster ok again "
                  f"{timings['primary back'] - timings['stopped']:.2f} s after the stop), then its replica "
                  f"(back in sync {timings['replica back'] - timings['primary back']:.2f} s later)")
-    assert figures.lost == 0
-    assert figures.twice <= WORKERS * THREADS
-    assert figures.left_at_fault_end > 0
-    assert_no_private_list(fault_cluster)
+    assert_survived(figures, fault_cluster)
 
