@@ -48,6 +48,13 @@ def wait_for(condition: Callable[[], object], timeout: float = 15.0, interval: f
         time.sleep(interval)
 
 
+def beating(redis_db, pid: int) -> bool:
+    """Whether the worker of ``pid`` has written its first heartbeat. A worker killed before
+    it is seen by no rule that judges at once: its jobs wait out the reaper's orphan grace."""
+    return any(m.decode().split(":")[-2] == str(pid) and redis_db.hget(m, "info")
+               for m in redis_db.smembers("processes"))
+
+
 def stop_process(proc: subprocess.Popen, sig: int, timeout: float) -> int | None:
     """Send ``sig``, then KILL if the process outlives ``timeout``; always reaps the pid."""
     if proc.poll() is None:

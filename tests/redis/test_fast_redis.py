@@ -87,9 +87,14 @@ def test_a_pool_naming_no_protocol_is_served_as_redis_py_defaults(url):
         pool.disconnect()
 
 
-def test_django_redis_hands_out_fast_redis(url, settings, redis_db):
+def test_django_redis_hands_out_fast_redis(url, settings, redis_db, monkeypatch):
     from django.core.cache import caches
     from django_redis import get_redis_connection
+    from django_redis.pool import ConnectionFactory
+
+    # django-redis keeps one pool per URL for the whole process: a pool another test
+    # built for this URL with other options (no protocol named) would be handed out here.
+    monkeypatch.setattr(ConnectionFactory, "_pools", {})
 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
                        "fast": _django_redis_cache(url)}

@@ -7,7 +7,7 @@ import pytest
 
 from tests.results import tasks
 from tests.results.conftest import MODULES
-from tests.support import wait_for
+from tests.support import beating, wait_for
 from wurk_django.celery import exceptions, states
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,9 @@ def test_a_task_whose_worker_is_killed_reads_started_then_the_rerun_s_result(red
     first = worker_factory("-c", "2", "-q", "default", env=MODULES)
     wait_for(lambda: _started(redis_db, "test:killed"), timeout=60, message="the task to start")
     wait_for(lambda: result.state == states.STARTED, timeout=10, message="the record to read STARTED")
+    # Killed once it has beaten, as a worker killed in production: the restart then knows
+    # at once that it is gone (a kill before the first beat waits out the orphan grace).
+    wait_for(lambda: beating(redis_db, first.pid), timeout=30, message="the worker's heartbeat")
     first.kill()
     assert result.state == states.STARTED and not result.ready()
     worker_factory("-c", "2", "-q", "default", env=MODULES)  # a restart takes the killed one's jobs back

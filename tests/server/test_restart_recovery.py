@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.jobsapp.jobs import SlowJob
-from tests.support import wait_for
+from tests.support import beating, wait_for
 from wurk_django import keys, payload
 from wurk_django.server import pidspace
 from wurk_django.server.state import hostname
@@ -42,11 +42,6 @@ def _starts(redis_db) -> list[str]:
 
 def _finished(redis_db) -> list[str]:
     return [raw.decode() for raw in redis_db.lrange("test:finished", 0, -1)]
-
-
-def _beating(redis_db, pid: int) -> bool:
-    return any(m.decode().split(":")[-2] == str(pid) and redis_db.hget(m, "info")
-               for m in redis_db.smembers(keys.PROCESSES))
 
 
 def test_pidspace_tells_a_gone_or_reused_pid():
@@ -72,12 +67,12 @@ def test_a_restarted_worker_runs_its_killed_predecessors_jobs_within_seconds(red
         for marker in markers:
             SlowJob.set(queue="restart").perform_async(RUN, marker)
         wait_for(lambda: all(m in _starts(redis_db) for m in markers), timeout=30, message="the jobs to start")
-        wait_for(lambda: _beating(redis_db, worker.pid), timeout=30, message="the worker's heartbeat")
+        wait_for(lambda: beating(redis_db, worker.pid), timeout=30, message="the worker's heartbeat")
         worker.kill()  # SIGKILL mid-job, reaped by pid
         killed_at = time.monotonic()
         assert not any(m.startswith(f"k{kill}-") for m in _finished(redis_db))
         worker = worker_factory("-c", "4", "-q", "restart")  # the process manager restarts it at once
-        wait_for(lambda: _beating(redis_db, worker.pid), timeout=30, message="the new worker's heartbeat")
+        wait_for(lambda: beating(redis_db, worker.pid), timeout=30, message="the new worker's heartbeat")
         boots.append(round(time.monotonic() - killed_at, 2))
         wait_for(lambda: all(_starts(redis_db).count(m) == 2 for m in markers), timeout=30,
                  message="the killed worker's jobs to run again")
@@ -122,7 +117,7 @@ def test_only_gone_processes_of_this_host_and_pid_scope_are_taken_early(redis_db
     worker = worker_factory("-c", "2", "-q", "restart")
     wait_for(lambda: redis_db.llen("queue:elsewhere") == 2, timeout=30, message="this host's gone processes' jobs")
     assert not redis_db.exists(gone) and not redis_db.exists(reused)
-    wait_for(lambda: _beating(redis_db, worker.pid), timeout=30, message="the worker's heartbeat")
+    wait_for(lambda: beating(redis_db, worker.pid), timeout=30, message="the worker's heartbeat")
     time.sleep(2)  # the boot sweep of the worker's own queue has run by now
     for private in (remote, container, older):
         assert redis_db.llen(private) == 1, private
