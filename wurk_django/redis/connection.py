@@ -33,7 +33,7 @@ from redis.retry import Retry
 from .. import context
 from ..conf import Config
 from ..errors import RedisClusterError, RedisEvictionError, RedisVersionError
-from . import cluster, eviction, pools, sentinel, wire
+from . import blocked, cluster, eviction, pools, sentinel, wire
 from .errors import NotSent, is_failover, refused
 from .wire import state_of
 
@@ -238,6 +238,9 @@ def get_redis(purpose: str = "main", *, pool_size: int | None = None, block_seco
             if block_seconds and configured and configured < wanted:
                 # A cache's short socket_timeout would cut every blocking fetch short (DJ-003).
                 options["socket_timeout"] = wanted
+            if purpose == "fetch":
+                # Named, so that a stop can end this process's blocks at once (blocked.py).
+                options.update(blocked.name_option(config.redis_options))
             # Holders of a replaced (smaller) client keep using it until they ask again;
             # trim_idle closes what it holds unused from now on.
             if client is not None:

@@ -50,6 +50,13 @@ class SignalPipe:
             return []
         return [NAMES.get(signal.Signals(b), str(b)) for b in data if b in NAMES]
 
+    def wake(self) -> None:
+        """End a :meth:`wait` now with no signal (a byte that names none)."""
+        try:
+            os.write(self._w, b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full: the waiter wakes anyway
+
     def send_self(self, name: str) -> None:
         """Re-deliver a dashboard signal so it takes the normal path (RUN-304)."""
         for sig, sig_name in NAMES.items():

@@ -273,6 +273,13 @@ class Command(BaseCommand):
 
     def _supervise(self, launcher: Launcher, pipe: SignalPipe, burst: bool = False) -> None:
         stopping_since: float | None = None
+
+        def stop() -> None:
+            try:
+                launcher.stop()
+            finally:
+                pipe.wake()  # the loop below sees `stopped` now, not at its next half second
+
         empty_polls = 0
         watchdog = systemd.Watchdog()
         while not launcher.stopped.is_set():
@@ -285,14 +292,14 @@ class Command(BaseCommand):
                 logger.info("queues are empty: stopping (--burst)")
                 stopping_since = time.monotonic()
                 systemd.notify("STOPPING=1", "STATUS=stopping: the queues are empty (--burst)")
-                spawn("stopper", launcher.stop)
+                spawn("stopper", stop)
             for name in names:
                 if name in ("TERM", "INT"):
                     if stopping_since is None:
                         logger.info("%s received: stopping within %ss", name, launcher.config.timeout)
                         stopping_since = time.monotonic()
                         systemd.notify("STOPPING=1", f"STATUS=stopping: draining for up to {launcher.config.timeout:g}s")
-                        spawn("stopper", launcher.stop)
+                        spawn("stopper", stop)
                     else:
                         logger.warning("%s received again: requeueing running jobs and exiting now", name)
                         launcher.hard_shutdown()

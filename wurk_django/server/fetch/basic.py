@@ -28,6 +28,7 @@ from ... import keys
 from ...client.writer import Writer
 from ...conf import Config
 from ...errors import ConfigurationError
+from ...redis import blocked
 from ...redis.connection import get_redis
 from ..outage import OutageLog
 from .queues import QueueOrder
@@ -121,3 +122,8 @@ class BasicFetch:
 
     def terminate(self) -> None:
         self._done.set()
+        # An idle thread blocked in BRPOP would hold the stop for up to BLOCK_SECONDS.
+        try:
+            blocked.unblock_soon(get_redis(config=self.config))
+        except Exception as exc:  # a stop goes on whatever Redis says
+            logger.debug("could not ask Redis to end the fetch's blocks: %s", exc)

@@ -57,6 +57,7 @@ from ...conf import Config
 from ...keys import wake as wake_key
 from ...pause import PausedCache
 from ...queue_limits import caps as queue_caps
+from ...redis import blocked
 from ...redis.connection import get_redis, send_commands, send_on
 from ...redis.scripts import lua
 from ..outage import OutageLog
@@ -552,6 +553,8 @@ class ReliableFetch:
         public, private = slot.keys(name)
         job = None
         try:
+            if self._done.is_set():
+                return None  # stopping: the stop's unblock may have looked already
             blocking = get_redis("fetch", block_seconds=self.poll_interval, config=self.config)
             job = blocking.blmove(public, private, self.poll_interval, "RIGHT", "LEFT")
         finally:
@@ -751,7 +754,15 @@ class ReliableFetch:
         if self._watch is not None:
             self._watch.stop()
         self._one_blocker.stop()
+        self._end_blocks()
         self._flush_quietly()
+
+    def _end_blocks(self) -> None:
+        # An idle thread blocked in Redis would hold the stop for up to a poll interval.
+        try:
+            blocked.unblock_soon(get_redis(config=self.config))
+        except Exception as exc:  # a stop goes on whatever Redis says
+            logger.debug("could not ask Redis to end the fetch's blocks: %s", exc)
 
     def bulk_requeue(self, units: list[ReliableUnit]) -> None:
         """Hard shutdown: ACKs first, then each in-flight job back atomically (PRO-135, RUN-203),
