@@ -29,6 +29,7 @@ from typing import Any
 from . import context, keys, payload
 from .errors import JobInterrupted
 from .job import Job
+from .redis.layout_client import layout_client, one_slot
 
 logger = logging.getLogger("wurk_django.job")
 
@@ -39,7 +40,8 @@ FLUSH_INTERVAL = 5.0
 def cancel(jid: str) -> int:
     """Mark ``jid`` cancelled; returns the epoch second it was (first) cancelled (CORE-092)."""
     key = keys.iteration(jid)
-    pipe = context.redis().pipeline(transaction=True)
+    # One key, so one slot on a cluster: its primary runs the MULTI there.
+    pipe = one_slot(layout_client(), key).pipeline(transaction=True)
     pipe.hsetnx(key, "cancelled", int(time.time()))
     pipe.hget(key, "cancelled")
     pipe.expire(key, STATE_TTL, nx=True)
@@ -217,7 +219,7 @@ class IterableJob(Job):
     def _flush(self, key: str) -> bool:
         """Save executions, cursor and runtime; True if the job was cancelled (CORE-223)."""
         runtime = self._runtime + (time.monotonic() - self._started)
-        pipe = context.current().redis.pipeline(transaction=True)
+        pipe = one_slot(context.current().redis, key).pipeline(transaction=True)
         pipe.hset(key, mapping={"ex": self._executions, "c": payload.dumps(self.cursor), "rt": repr(runtime)})
         pipe.expire(key, STATE_TTL, nx=True)
         pipe.hget(key, "cancelled")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from wurk_django import Job, redis_client
+from wurk_django.iterable import IterableJob
 
 
 def _redis():
@@ -109,3 +110,21 @@ class ClusterLateRetryJob(Job):
 
     def perform(self):
         raise RuntimeError("retried much later")
+
+
+class ClusterCountJob(IterableJob):
+    """Iterates over range(n) on a cluster worker, recording each item in ``{test}:items``
+    and its hooks in ``{test}:hooks`` (its cursor saved in the iteration's own key)."""
+
+    def build_enumerator(self, n, pause=0.0, cursor=None):
+        return self.iterate_list(list(range(n)), cursor)
+
+    def each_iteration(self, item, n, pause=0.0):
+        time.sleep(pause)
+        _redis().rpush("{test}:items", str(item))
+
+    def on_cancel(self):
+        _redis().rpush("{test}:hooks", "cancel")
+
+    def on_complete(self):
+        _redis().rpush("{test}:hooks", "complete")

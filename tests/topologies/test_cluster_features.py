@@ -8,6 +8,7 @@ import pytest
 from redis.crc import key_slot
 
 from tests.jobsapp.cluster_jobs import (
+    ClusterCountJob,
     ClusterDoomedAtOnce,
     ClusterRecordJob,
     ClusterTrackedJob,
@@ -304,6 +305,24 @@ def test_celery_and_django_tasks_results_on_a_cluster_worker(on_cluster, redis_c
 
 
 # -- refused by name ---------------------------------------------------------------------------
+
+
+# -- iterable jobs -------------------------------------------------------------------------
+
+
+def test_an_iterable_job_runs_saves_its_cursor_and_a_cancelled_one_stops(on_cluster, redis_cluster, worker_factory):
+    from wurk_django import keys
+
+    done = ClusterCountJob.set(queue="c0").perform_async(5)
+    cancelled = ClusterCountJob.set(queue="c1").perform_async(5)
+    assert ClusterCountJob.cancel(cancelled) > 0  # its state's MULTI on the key's own primary
+    worker = worker_factory("-c", "3", env=_env(redis_cluster))
+    wait_for(lambda: on_cluster.lrange("{test}:hooks", 0, -1).count(b"complete") == 2, WAIT, 0.2,
+             "both iterable jobs to end")
+    assert [int(i) for i in on_cluster.lrange("{test}:items", 0, -1)] == list(range(5))  # the cancelled one ran none
+    assert sorted(on_cluster.lrange("{test}:hooks", 0, -1)) == [b"cancel", b"complete", b"complete"]
+    assert not on_cluster.exists(keys.iteration(done)) and not on_cluster.exists(keys.iteration(cancelled))
+    _stopped_cleanly(worker)
 
 
 def test_what_is_not_converted_is_refused_by_name_before_anything_is_written(on_cluster):
