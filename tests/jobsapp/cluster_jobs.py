@@ -109,3 +109,29 @@ class ClusterLateRetryJob(Job):
 
     def perform(self):
         raise RuntimeError("retried much later")
+
+
+# -- workflows on a cluster (issue 46 item 3) -----------------------------------------------
+
+
+class ClusterAdd(Job):
+    """A workflow step: records ``add:<numbers>`` in ``{test}:ran`` and returns their sum
+    (a list given by a fan-in counts as its sum)."""
+
+    retry = False
+
+    def perform(self, *numbers):
+        _redis().rpush("{test}:ran", f"add:{list(numbers)}")
+        return sum(sum(n) if isinstance(n, list) else n for n in numbers)
+
+
+class ClusterBrokenStep(Job):
+    """A workflow step that dies at once (no retry) until ``{test}:fixed`` is set."""
+
+    retry = False
+
+    def perform(self, name):
+        if not _redis().get("{test}:fixed"):
+            raise RuntimeError(f"{name} is broken")
+        _redis().rpush("{test}:ran", name)
+        return name
