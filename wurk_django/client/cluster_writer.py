@@ -120,7 +120,7 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
         if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits) \
                 and not _in_queue_slot(op):
             return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: push policies "
-                                   f"such as debounce_for, workflows, limiters)", url)
+                                   f"such as debounce_for, limiters)", url)
         if kind is Schedule and op.into not in _SETS:
             return cluster.not_yet(f"A job added to the set {op.into!r}", url)
     return None
