@@ -135,3 +135,40 @@ class ClusterBrokenStep(Job):
             raise RuntimeError(f"{name} is broken")
         _redis().rpush("{test}:ran", name)
         return name
+
+
+class ClusterGraphStep(Job):
+    """A step of the cluster kill -9 test: checks it was given what its dependencies
+    returned, counts its runs and records its pid, its start and its finish (in order, in
+    ``{test}:events``), and returns its name."""
+
+    retry = 3
+
+    def perform(self, *args):
+        import os
+
+        # .s(expected, name) after dependencies: (their results, expected, name); a root: (expected, name).
+        *given, expected, name = args
+        redis = _redis()
+        if given and given[0] != expected:
+            redis.rpush("{test}:wrong", f"{name}:{given[0]}!={expected}")
+        redis.incr(f"{{test}}:runs:{name}")
+        redis.rpush(f"{{test}}:pids:{name}", os.getpid())
+        redis.rpush("{test}:events", f"start:{name}")
+        time.sleep(0.01)
+        redis.rpush("{test}:events", f"finish:{name}")
+        return name
+
+
+class ClusterFinalStep(Job):
+    """The fan-in of the cluster kill -9 test: counts its runs and what it was given."""
+
+    retry = 3
+
+    def perform(self, results):
+        redis = _redis()
+        redis.incr("{test}:final")
+        redis.rpush("{test}:events", "start:final")
+        redis.set("{test}:final_count", len(results))
+        redis.rpush("{test}:events", "finish:final")
+        return len(results)

@@ -179,3 +179,78 @@ def test_a_creator_dead_before_the_first_pushes_leaves_a_workflow_resume_starts(
     assert wf.resume() == 0
     [raw] = on_cluster.lrange(CLUSTER.queue("c0"), 0, -1)
     assert payload.loads(raw)["wf"] == [wid, wf.steps()[0].name]
+
+
+def _graph(queues: list[str]) -> tuple[Flow, dict[str, list[str]]]:
+    """8 roots, 80 steps after two roots each, 80 after two of those each, a final step after
+    those 80; steps over every queue (every primary), callbacks on their own queue."""
+    from tests.jobsapp.cluster_jobs import ClusterFinalStep, ClusterGraphStep
+
+    flow = Flow("169 steps under kill -9", callback_queue="cb")
+    deps: dict[str, list[str]] = {}
+
+    def add(name: str, after: list[str], n: int) -> None:
+        after = list(dict.fromkeys(after))
+        deps[name] = after
+        expected = after[0] if len(after) == 1 else after  # what its dependencies return: their names
+        flow.step(name, ClusterGraphStep.s(expected if after else None, name).set(queue=queues[n % len(queues)]),
+                  after=after)
+
+    for i in range(8):
+        add(f"a{i}", [], i)
+    for i in range(80):
+        add(f"b{i}", [f"a{i % 8}", f"a{(i * 3 + 1) % 8}"], i)
+    for i in range(80):
+        add(f"c{i}", [f"b{i}", f"b{(i * 13 + 5) % 80}"], i)
+    deps["final"] = [f"c{i}" for i in range(80)]
+    flow.step("final", ClusterFinalStep.s().set(queue=queues[0]), after=deps["final"])
+    return flow, deps
+
+
+def test_a_graph_over_every_primary_survives_kill_9_of_its_workers(on_cluster, redis_cluster, worker_factory):
+    """Two worker processes, each killed with -9 once mid-run (a new one started each time):
+    every step runs, none before its dependencies finished, each given their results, the
+    fan-in once; a step runs again only if it was in flight in a killed process, and no step
+    is pushed twice (a killed callback's replay pushes what it had not pushed, once)."""
+    queues = _apart(on_cluster)
+    flow, deps = _graph(queues)
+    env = worker_env(redis_cluster, QUEUES=QUEUES, CONCURRENCY=3, IMPORT_ON_MISS=["tests.jobsapp"],
+                     SUPER_FETCH_REAPER_INTERVAL=1)
+    workers = [worker_factory("-c", "3", env=env) for _ in range(2)]
+    wait_for(lambda: on_cluster.scard(CLUSTER.processes) == 2, WAIT, 0.2, "two workers beating")
+    wf = flow.run()
+    killed: list[int] = []
+    for threshold in (40, 110):
+        wait_for(lambda t=threshold: on_cluster.llen("{test}:events") >= 2 * t, 2 * WAIT, 0.02, f"{threshold} steps")
+        victim = workers.pop(0)
+        victim.kill()
+        killed.append(victim.pid)
+        assert wf.state == "running"  # the kill hit a running workflow
+        workers.append(worker_factory("-c", "3", env=env))
+    wait_for(lambda: wf.state in ("succeeded", "failed"), 3 * WAIT, 0.2, "the workflow to finish")
+    for worker in workers:
+        _stopped_cleanly(worker)
+
+    assert wf.state == "succeeded" and wf.data()["succeeded"] == len(deps)
+    events = [e.decode() for e in on_cluster.lrange("{test}:events", 0, -1)]
+    first_start: dict[str, int] = {}
+    first_finish: dict[str, int] = {}
+    for index, event in enumerate(events):
+        kind, step = event.split(":", 1)
+        (first_start if kind == "start" else first_finish).setdefault(step, index)
+    early = [name for name, after in deps.items() for dep in after
+             if dep not in first_finish or first_start.get(name, -1) < first_finish[dep]]
+    assert early == []
+    assert on_cluster.lrange("{test}:wrong", 0, -1) == []
+    runs = {name: int(on_cluster.get(f"{{test}}:runs:{name}") or 0) for name in deps if name != "final"}
+    assert all(n >= 1 for n in runs.values())
+    # Every run but a step's last was in a killed process: only jobs in flight ran again.
+    again = {name: pids[:-1] for name in runs
+             if (pids := [int(p) for p in on_cluster.lrange(f"{{test}}:pids:{name}", 0, -1)])[:-1]
+             and not set(pids[:-1]) <= set(killed)}
+    assert again == {}
+    assert int(on_cluster.get("{test}:final")) == 1 and int(on_cluster.get("{test}:final_count")) == 80
+    # Each step pushed once: one claim each, and no step's job is left anywhere.
+    for step in wf.steps():
+        assert on_cluster.exists(CLUSTER.workflow_pushed(step.queue, wf.id, step.name)), step.name
+    assert sum(on_cluster.llen(CLUSTER.queue(q)) for q in QUEUES) == 0
