@@ -14,7 +14,14 @@ from django.test import override_settings
 from tests.admin.conftest import BASE
 from tests.admin.test_access_table import resolved
 from tests.admin.test_redis_down import _reverse
-from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterLateRetryJob, ClusterRecordJob, ClusterSlowJob
+from tests.jobsapp.cluster_jobs import (
+    ClusterAdd,
+    ClusterBrokenStep,
+    ClusterDoomedJob,
+    ClusterLateRetryJob,
+    ClusterRecordJob,
+    ClusterSlowJob,
+)
 from tests.support import wait_for
 from wurk_django.admin.sets import entry_key
 from wurk_django.admin_pages import pages
@@ -31,11 +38,10 @@ WAIT = 60.0
 #: The pages (URL names) that read only core data: 200 on a cluster.
 CORE = {"wurk_django_dashboard_changelist", "wurk_stats", "wurk_stats_queues", "wurk_prometheus", "wurk_busy",
         "wurk_queues", "wurk_queue", "wurk_set", "wurk_metrics", "wurk_metrics_job", "wurk_history",
-        "wurk_limits"}
+        "wurk_limits", "wurk_batches", "wurk_workflows", "wurk_periodic"}
 #: Pages of features that do not run on a cluster yet: 503 with the line saying so (a
 #: feature converted later moves to CORE).
-NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_periodic", "wurk_policies", "wurk_profiles",
-           "wurk_tasks", "wurk_held"}
+NOT_YET = {"wurk_policies", "wurk_profiles", "wurk_tasks", "wurk_held"}
 
 
 @pytest.fixture
@@ -133,4 +139,85 @@ def test_the_core_pages_show_what_a_worker_did_on_the_cluster(admin_client, on_c
     admin_client.post(f"{BASE}dead/all/delete/")
     assert DeadSet().size == 0
     assert admin_client.get(BASE + "metrics/").status_code == 200
+    assert worker.stop(WAIT) == 0
+
+
+def test_the_batches_workflows_and_periodic_pages_and_their_actions_on_a_cluster(admin_client, on_cluster,
+                                                                                 redis_cluster, worker_factory):
+    """Issue 46 item 3: the feature pages read the cluster layout, over every primary, and
+    their buttons change it there."""
+    from wurk_django import pause
+    from wurk_django.batch import Batch
+    from wurk_django.periodic import loops
+    from wurk_django.workflow import Flow, Workflow, chain
+
+    batch = Batch()
+    batch.description = "nightly import"
+    batch.callback_queue = "c3"
+    with batch.jobs():
+        ClusterRecordJob.set(queue="c0").perform_async("fine")
+        doomed = ClusterDoomedJob.set(queue="c1").perform_async()  # one retry, then its queue's dead set
+    flow = Flow("broken flow", callback_queue="c3")
+    flow.step("ok", ClusterAdd.s(1).set(queue="c0"))
+    flow.step("broken", ClusterBrokenStep.si("broken").set(queue="c2"), after=["ok"])
+    failing = flow.run()
+    pause.pause("idle")
+    waiting = chain(ClusterAdd.s(1).set(queue="idle"), ClusterAdd.s(2).set(queue="c0")).run("waits",
+                                                                                        callback_queue="c3")
+    # Once a year, onto a queue no worker serves: what the test sees on it, the button pushed.
+    loop = loops.Loop.build("0 0 1 1 *", "tests.jobsapp.cluster_jobs.ClusterRecordJob",
+                            {"args": ["cron"], "queue": "elsewhere"}, "UTC")
+    loops.persist(loop, on_cluster)
+
+    env = {"WURK_TEST_EXTRA": json.dumps({"REDIS_URL": redis_cluster.url(1), "QUEUES": [*QUEUES, "idle"],
+                                          "POLL_INTERVAL_AVERAGE": 1, "CONCURRENCY": 3,
+                                          "IMPORT_ON_MISS": ["tests.jobsapp"]})}
+    worker = worker_factory("-c", "3", env=env)
+    wait_for(lambda: batch.status.dead and failing.state == "failed", WAIT, 0.2, "a dead batch, a failed workflow")
+
+    # Batches: the list, the dead list, a workflow step's batch listed on asking, one batch with
+    # its dead job found in its queue's own dead set, the JSON.
+    assert batch.bid in admin_client.get(BASE + "batches/").content.decode()
+    assert batch.bid in admin_client.get(BASE + "batches/?kind=dead").content.decode()
+    assert "nightly" in admin_client.get(BASE + "batches/?q=nightly").content.decode()
+    step_bid = {s.name: s.bid for s in failing.steps()}["broken"]
+    assert step_bid in admin_client.get(BASE + "batches/?steps=1").content.decode()
+    page = admin_client.get(f"{BASE}batches/{batch.bid}/")
+    assert page.status_code == 200 and doomed in page.content.decode()
+    assert admin_client.get(f"{BASE}batches/{batch.bid}.json").json()["dead_jids"] == [doomed]
+    assert batch.bid in [row["bid"] for row in admin_client.get(BASE + "batches.json").json()["batches"]]
+
+    # Workflows: the list, one workflow with its failed step, the JSON; retry goes on, cancel stops.
+    listing = admin_client.get(BASE + "workflows/").content.decode()
+    assert failing.id in listing and waiting.id in listing
+    detail = admin_client.get(f"{BASE}workflows/{failing.id}/").content.decode()
+    assert "broken is broken" in detail and 'data-state="failed"' in detail
+    assert admin_client.get(f"{BASE}workflows/{failing.id}.json").json()["state"] == "failed"
+    assert {row["id"] for row in admin_client.get(BASE + "workflows.json").json()["workflows"]} \
+        == {failing.id, waiting.id}
+    on_cluster.set("{test}:fixed", "1")
+    admin_client.post(f"{BASE}workflows/{failing.id}/", {"action": "retry", "step": "broken"})
+    wait_for(lambda: failing.state == "succeeded", WAIT, 0.2, "the retried workflow to succeed")
+    admin_client.post(f"{BASE}workflows/{waiting.id}/", {"action": "cancel"})
+    assert Workflow(waiting.id).state == "cancelled"
+
+    # Periodic: the loop listed, paused and unpaused, enqueued now onto its queue.
+    assert loop.lid in admin_client.get(BASE + "periodic/").content.decode()
+    admin_client.post(BASE + "periodic/", {"action": "pause", "lid": loop.lid})
+    assert on_cluster.hget(CLUSTER.loop(loop.lid), "paused") == b"1"
+    admin_client.post(BASE + "periodic/", {"action": "unpause", "lid": loop.lid})
+    assert on_cluster.hget(CLUSTER.loop(loop.lid), "paused") == b"0"
+    admin_client.post(f"{BASE}periodic/{loop.lid}/", {"action": "enqueue", "lid": loop.lid})
+    [raw] = on_cluster.lrange(CLUSTER.queue("elsewhere"), 0, -1)
+    assert json.loads(raw)["args"] == ["cron"]
+    assert admin_client.get(f"{BASE}periodic/{loop.lid}/").status_code == 200
+
+    # The batch's buttons: invalidate, then delete (its keys, its index entries, gone).
+    admin_client.post(f"{BASE}batches/{batch.bid}/", {"action": "invalidate"})
+    assert on_cluster.hget(CLUSTER.batch(batch.bid), "invalidated") == b"1"
+    admin_client.post(f"{BASE}batches/{batch.bid}/", {"action": "delete"})
+    assert not on_cluster.exists(CLUSTER.batch(batch.bid), CLUSTER.batch(batch.bid, "died"))
+    assert on_cluster.zscore(CLUSTER.batches, batch.bid) is None
+    assert on_cluster.zscore(CLUSTER.dead_batches, batch.bid) is None
+    assert admin_client.get(f"{BASE}batches/{batch.bid}/").status_code == 404
     assert worker.stop(WAIT) == 0

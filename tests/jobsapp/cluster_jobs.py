@@ -128,3 +128,66 @@ class ClusterCountJob(IterableJob):
 
     def on_complete(self):
         _redis().rpush("{test}:hooks", "complete")
+
+
+# -- workflows on a cluster (issue 46 item 3) -----------------------------------------------
+
+
+class ClusterAdd(Job):
+    """A workflow step: records ``add:<numbers>`` in ``{test}:ran`` and returns their sum
+    (a list given by a fan-in counts as its sum)."""
+
+    retry = False
+
+    def perform(self, *numbers):
+        _redis().rpush("{test}:ran", f"add:{list(numbers)}")
+        return sum(sum(n) if isinstance(n, list) else n for n in numbers)
+
+
+class ClusterBrokenStep(Job):
+    """A workflow step that dies at once (no retry) until ``{test}:fixed`` is set."""
+
+    retry = False
+
+    def perform(self, name):
+        if not _redis().get("{test}:fixed"):
+            raise RuntimeError(f"{name} is broken")
+        _redis().rpush("{test}:ran", name)
+        return name
+
+
+class ClusterGraphStep(Job):
+    """A step of the cluster kill -9 test: checks it was given what its dependencies
+    returned, counts its runs and records its pid, its start and its finish (in order, in
+    ``{test}:events``), and returns its name."""
+
+    retry = 3
+
+    def perform(self, *args):
+        import os
+
+        # .s(expected, name) after dependencies: (their results, expected, name); a root: (expected, name).
+        *given, expected, name = args
+        redis = _redis()
+        if given and given[0] != expected:
+            redis.rpush("{test}:wrong", f"{name}:{given[0]}!={expected}")
+        redis.incr(f"{{test}}:runs:{name}")
+        redis.rpush(f"{{test}}:pids:{name}", os.getpid())
+        redis.rpush("{test}:events", f"start:{name}")
+        time.sleep(0.01)
+        redis.rpush("{test}:events", f"finish:{name}")
+        return name
+
+
+class ClusterFinalStep(Job):
+    """The fan-in of the cluster kill -9 test: counts its runs and what it was given."""
+
+    retry = 3
+
+    def perform(self, results):
+        redis = _redis()
+        redis.incr("{test}:final")
+        redis.rpush("{test}:events", "start:final")
+        redis.set("{test}:final_count", len(results))
+        redis.rpush("{test}:events", "finish:final")
+        return len(results)

@@ -214,6 +214,32 @@ def test_racing_passes_through_the_gate_push_the_callbacks_once(on_cluster):
     assert batch.status.complete and batch.status.success
 
 
+def test_deleting_the_last_pending_child_unlinks_it_and_fires_its_parent(on_cluster, redis_cluster, worker_factory):
+    """``Status.delete()`` on a cluster (batch/cluster.py): the child's keys and index entries
+    gone, its parent forgets it and, with nothing left pending, fires."""
+    from wurk_django.batch import Batch, Status
+
+    parent = Batch()
+    parent.callback_queue = "cb"
+    parent.on("success", CALLBACKS, {"tag": "p"})
+    with parent.jobs():
+        child = Batch()
+        child.callback_queue = "cb"
+        child.tags = ["kids"]
+        with child.jobs():
+            ClusterRecordJob.set(queue="c2").perform_async("orphan")
+    assert on_cluster.sismember(CLUSTER.batch_tag("kids"), child.bid)
+    on_cluster.delete(CLUSTER.queue("c2"))  # the child's job is gone: it never runs
+    Status(child.bid).delete()
+    assert not on_cluster.exists(*CLUSTER.batch_keys(child.bid))
+    assert on_cluster.zscore(CLUSTER.batches, child.bid) is None
+    assert not on_cluster.smembers(CLUSTER.batch(parent.bid, "kids"))
+    assert not on_cluster.sismember(CLUSTER.batch_tag("kids"), child.bid)
+    worker = worker_factory("-c", "2", env=_env(redis_cluster))
+    wait_for(lambda: _callbacks(on_cluster) == [f"success:{parent.bid}:p"], WAIT, 0.2, "the parent's success")
+    _stopped_cleanly(worker)
+
+
 # -- pause ---------------------------------------------------------------------------------
 
 
@@ -328,7 +354,6 @@ def test_an_iterable_job_runs_saves_its_cursor_and_a_cancelled_one_stops(on_clus
 def test_what_is_not_converted_is_refused_by_name_before_anything_is_written(on_cluster):
     from wurk_django import Job
     from wurk_django.api.revoke import revoke
-    from wurk_django.workflow import chain
 
     class Throttled(Job):
         throttle_for = 10
@@ -338,8 +363,6 @@ def test_what_is_not_converted_is_refused_by_name_before_anything_is_written(on_
 
     with pytest.raises(RedisClusterError, match="Push policies"):
         Throttled.set(queue="c0").perform_async()
-    with pytest.raises(RedisClusterError, match="Workflows"):
-        chain(ClusterRecordJob.s("a"), ClusterRecordJob.s("b")).run()
     with pytest.raises(RedisClusterError, match="Stopping a running job"):
         revoke("0123456789abcdef01234567", terminate=True)
     assert not _keys(on_cluster, "*")

@@ -122,6 +122,31 @@ def test_a_push_needing_a_feature_not_converted_yet_is_refused_before_writing(on
     assert on_cluster.exists(CLUSTER.queue("feat"), "{x}status:j1", CLUSTER.queues) == 0
 
 
+def test_a_pushing_script_in_its_queues_slot_is_sent_as_the_jobs_push(on_cluster):
+    """Issue 46 item 3: a job whose ``via`` is a script with every key in its queue's slot
+    (a workflow step's claim-and-push) is sent as it is, the queue registered; the same
+    script with a key of another slot is refused before anything is sent."""
+    from wurk_django.batch.scripts import CLAIM_AND_PUSH
+    from wurk_django.client import operations
+    from wurk_django.client.writer import Writer
+
+    raw = payload.dumps({"queue": "feat", "class": "C", "args": [], "jid": "j1"})
+    claim = CLUSTER.workflow_pushed("feat", "W", "s")
+
+    def via(keys):
+        return operations.Enqueue("feat", raw, None, via=CLAIM_AND_PUSH.command(keys, [60, *operations.wake_args(),
+                                                                                      raw]))
+
+    with pytest.raises(RedisClusterError, match="not supported on a Redis Cluster yet"):
+        Writer().write_operations([via(["{elsewhere}:claim", CLUSTER.queue("feat"), CLUSTER.wake("feat")])],
+                                  hooks=False)
+    assert on_cluster.exists(CLUSTER.queue("feat"), "{elsewhere}:claim", CLUSTER.queues) == 0
+    for _ in range(2):  # claimed once: the second push writes nothing
+        Writer().write_operations([via([claim, CLUSTER.queue("feat"), CLUSTER.wake("feat")])], hooks=False)
+    assert on_cluster.lrange(CLUSTER.queue("feat"), 0, -1) == [raw]
+    assert on_cluster.llen(CLUSTER.wake("feat")) == 1 and on_cluster.sismember(CLUSTER.queues, "feat")
+
+
 def test_what_is_not_converted_is_still_refused_clearly(on_cluster):
     from wurk_django.api.revoke import revoke  # revokes run on a cluster (issue 46 item 3); stopping a job not yet
 

@@ -4,6 +4,10 @@ Lists are read in windows (a ``ZRANGE`` of one page, then one ``HGETALL`` per
 row in a single round trip); a search reads the index newest first, a window
 at a time, and stops once the page is full or :data:`SEARCH_LIMIT` batches were
 looked at, so a huge index never costs one request the whole set.
+
+On a Redis Cluster (issue 46 item 3) every key is named through the layout of the
+pages' client (``{b:<bid>}``, the fleet's indexes ``{wurk}:batches``), and the retry and
+dead sets a batch's failures are looked for in are every known queue's own.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
-from .. import keys, payload
+from .. import payload
 from ..admin.common import Page, each_row, keep_query, page_params, redis, render, short_args, url, when
 from ..api.process import WorkSet
 from ..api.record import JobRecord
-from ..workflow import keys as workflow_keys
+from ..redis.cluster_layout import known_queues, layout_of
 from ..workflow.flow import STEP_DONE
 from .fire import CALLBACK_CLASS
 from .status import BatchSet, DeadBatchSet, Status
@@ -109,9 +113,10 @@ def _step_states(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     steps = [row for row in rows if row.get("workflow") and not row.get("unreadable")]
     if not steps:
         return rows
-    pipe = redis().pipeline(transaction=False)
+    r = redis()
+    pipe = r.pipeline(transaction=False)
     for row in steps:
-        pipe.hget(workflow_keys.workflow(row["workflow"], "state"), row["step"])
+        pipe.hget(layout_of(r).workflow(row["workflow"], "state"), row["step"])
     for row, state in zip(steps, pipe.execute(), strict=True):
         row["step_state"] = state.decode() if state else None
         if row["state"] == "running" and row["step_state"] in STEP_STATES:
@@ -121,9 +126,10 @@ def _step_states(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _statuses(bids: list[str]) -> list[Status]:
-    pipe = redis().pipeline(transaction=False)
+    r = redis()
+    pipe = r.pipeline(transaction=False)
     for bid in bids:
-        pipe.hgetall(keys.batch(bid))
+        pipe.hgetall(layout_of(r).batch(bid))
     return [Status(bid, fields=fields) for bid, fields in zip(bids, pipe.execute(), strict=True)]
 
 
@@ -144,7 +150,7 @@ def _search(index: BatchSet, query: str, wanted: int, *, steps: bool = True) -> 
         window = min(2 * window, SEARCH_WINDOW)
         pipe = r.pipeline(transaction=False)
         for bid in bids:
-            pipe.hmget(keys.batch(bid), "description", "callbacks")
+            pipe.hmget(layout_of(r).batch(bid), "description", "callbacks")
         for bid, (description, callbacks) in zip(bids, pipe.execute(), strict=True):
             if not steps and callbacks and STEP_DONE.encode() in callbacks:
                 hidden += 1
@@ -173,7 +179,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
             if len(members) >= SEARCH_LIMIT:
                 break
         members.sort()
-        total = int(redis().scard(keys.batch_tag(tag)))
+        total = int(redis().scard(layout_of(redis()).batch_tag(tag)))
         statuses = _statuses(members[start:start + count])
     elif query or not steps:
         found, searched, hidden = _search(batch_index, query, start + count + 1, steps=steps)
@@ -183,7 +189,7 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     else:
         total = batch_index.size
         statuses = batch_index.page(start, count)
-    rows = _step_states(each_row(statuses, _row, lambda status: keys.batch(status.bid)))
+    rows = _step_states(each_row(statuses, _row, lambda status: layout_of(redis()).batch(status.bid)))
     page = Page(number=number, count=count, total=total, items=rows,
                 base_query=keep_query(request, "q", "tag", "kind", "steps"))
     context = {"page": page, "query": query, "tag": tag, "dead": dead, "looked": looked,
@@ -204,24 +210,39 @@ def _entries(set_name: str, bid: str, jids: set[str]) -> tuple[list[dict[str, An
     if not jids:
         return found, True
     r = redis()
-    cursor = 0
-    for _call in range(SCAN_CALLS):
-        cursor, members = r.zscan(set_name, cursor, match=f'*"{bid}"*', count=SCAN_COUNT)
-        for value, score in members:
-            try:
-                job = payload.loads(value)
-            except Exception:
-                continue
-            if isinstance(job, dict) and job.get("jid") in jids:
-                found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
-                              # Masked as on every other page: an encrypt job's secret never shows.
-                              "args": short_args(JobRecord(job).display_args),
-                              "error_class": job.get("error_class"),
-                              "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
-                              "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
-        if cursor == 0 or len(found) >= min(len(jids), FAILURE_ROWS):
-            return found[:FAILURE_ROWS], True
-    return found[:FAILURE_ROWS], False
+    layout = layout_of(r)
+    # One server: the one set. A cluster: every known queue's own, sharing the calls' budget.
+    names = [getattr(layout, set_name)(q) for q in known_queues(r)] if layout.cluster else [set_name]
+    calls = 0
+    for name in names:
+        cursor = 0
+        while True:
+            if calls >= SCAN_CALLS:
+                return found[:FAILURE_ROWS], False
+            calls += 1
+            cursor, members = r.zscan(name, cursor, match=f'*"{bid}"*', count=SCAN_COUNT)
+            _matching(members, jids, found)
+            if len(found) >= min(len(jids), FAILURE_ROWS):
+                return found[:FAILURE_ROWS], True
+            if cursor == 0:
+                break
+    return found[:FAILURE_ROWS], True
+
+
+def _matching(members: list[tuple[bytes, float]], jids: set[str], found: list[dict[str, Any]]) -> None:
+    """Add the jobs among ``members`` (a ZSCAN's) whose jid is in ``jids`` to ``found``."""
+    for value, score in members:
+        try:
+            job = payload.loads(value)
+        except Exception:
+            continue
+        if isinstance(job, dict) and job.get("jid") in jids:
+            found.append({"jid": job["jid"], "klass": job.get("display_class") or job.get("class"),
+                          # Masked as on every other page: an encrypt job's secret never shows.
+                          "args": short_args(JobRecord(job).display_args),
+                          "error_class": job.get("error_class"),
+                          "error_message": job.get("error_message"), "retry_count": job.get("retry_count"),
+                          "at": when(score), "key": f"{payload.score(score)}-{job['jid']}"})
 
 
 def detail(request: HttpRequest, model_admin: Any, bid: str) -> HttpResponse:
@@ -303,8 +324,8 @@ def _callbacks(status: Status) -> tuple[list[dict[str, Any]], dict[str, list[dic
                 by_jid[work.job.jid]["state"] = "running"
                 left.discard(work.job.jid)
     if left:
-        queue = keys.queue(status.callback_queue or "default")
         r = redis()
+        queue = layout_of(r).queue(status.callback_queue or "default")
         length = int(r.llen(queue))
         for start in range(0, min(length, QUEUE_SCAN), SCAN_COUNT):
             for raw in r.lrange(queue, start, start + SCAN_COUNT - 1):

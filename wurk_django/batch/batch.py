@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import canonical, keys, signals
+from .. import canonical, signals
 from .. import context as job_context
 from ..client import cluster_writer
 from ..client.writer import Writer
@@ -309,16 +309,18 @@ class Batch:
             self._push_empty_marker_if_needed(config)
         self._release(sentinel, config)
 
-    def creation_commands(self, now: float, *, members: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+    def creation_commands(self, now: float, *, members: Sequence[str] = (),
+                          layout: SidekiqLayout = SIDEKIQ) -> list[tuple[Any, ...]]:
         """The commands that write this new batch, for a caller's own round trip (a workflow
         writes all its step batches in one transaction), with ``members`` registered as its
         pending jobs from the start: jobs a script pushes later (a workflow's steps), so the
-        batch waits for them however late that is. Nothing is sent here."""
-        commands = self._first_write(now)
+        batch waits for them however late that is. Nothing is sent here. ``layout``: the
+        cluster's for a Redis Cluster (single-key commands there, each in its own slot)."""
+        commands = self._first_write(now, layout)
         if members:
-            commands += [("SADD", keys.batch(self.bid, "jids"), *members),
-                         ("HSET", keys.batch(self.bid), "total", len(members), "pending", len(members)),
-                         ("EXPIRE", keys.batch(self.bid, "jids"), self._expires_in)]
+            commands += [("SADD", layout.batch(self.bid, "jids"), *members),
+                         ("HSET", layout.batch(self.bid), "total", len(members), "pending", len(members)),
+                         ("EXPIRE", layout.batch(self.bid, "jids"), self._expires_in)]
         return commands
 
     def _first_write(self, now: float, layout: SidekiqLayout = SIDEKIQ) -> list[tuple[Any, ...]]:

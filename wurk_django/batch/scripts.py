@@ -16,7 +16,6 @@ from typing import Any
 
 from .. import keys
 from ..client.operations import wake_args
-from ..redis import cluster
 from ..redis.cluster_layout import SIDEKIQ, SidekiqLayout, layout_of
 from ..redis.scripts import lua
 
@@ -114,8 +113,10 @@ def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[i
     """Delete the batch; the parent's ``[pending, live, pending kids]`` (``[0, -1, -1]`` without one)."""
     if layout_of(client).cluster:
         # One script over the batch's keys, the fleet's indexes, its parent's and its tags':
-        # several slots on a cluster, not converted (issue 46).
-        raise cluster.not_yet("Deleting a batch", "a Redis Cluster")
+        # several slots on a cluster, so steps in an order (issue 46 item 3, batch/cluster.py).
+        from .cluster import delete as delete_on_cluster
+
+        return delete_on_cluster(client, bid, parent, tags)
     own = keys.batch_keys(bid)
     batch_keys = [*own, keys.BATCHES, keys.DEAD_BATCHES]
     if parent:

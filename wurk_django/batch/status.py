@@ -217,24 +217,32 @@ class Status:
 
 
 class BatchSet:
-    """Every batch in the ``batches`` index, newest first, read 100 at a time."""
+    """Every batch in the ``batches`` index, newest first, read 100 at a time (on a Redis
+    Cluster the index ``{wurk}:batches``, the batches' keys ``{b:<bid>}``: issue 46 item 3)."""
 
-    key = keys.BATCHES
+    #: The index on one server; :attr:`key` names it in the layout of the Redis read.
+    index = keys.BATCHES
+
+    @property
+    def key(self) -> str:
+        layout = _layout()
+        return layout.batches if self.index == keys.BATCHES else layout.dead_batches
 
     @property
     def size(self) -> int:
-        return int(job_context.redis().zcard(self.key))
+        return int(_redis().zcard(self.key))
 
     def __len__(self) -> int:
         return self.size
 
     def page(self, start: int, count: int) -> list[Status]:
         """``count`` batches from rank ``start`` (newest first), read in one round trip each way."""
-        redis = job_context.redis()
+        redis = _redis()
+        layout = layout_of(redis)
         bids = [b.decode() for b in redis.zrange(self.key, start, start + count - 1, desc=True)]
         pipe = redis.pipeline(transaction=False)
         for bid in bids:
-            pipe.hgetall(keys.batch(bid))
+            pipe.hgetall(layout.batch(bid))
         return [Status(bid, fields=fields) for bid, fields in zip(bids, pipe.execute(), strict=True)]
 
     def __iter__(self) -> Iterator[Status]:
@@ -248,11 +256,11 @@ class BatchSet:
 
     def scan_tags(self, tag: str) -> Iterator[str]:
         """The bids tagged ``tag``."""
-        for bid in job_context.redis().sscan_iter(keys.batch_tag(tag), count=100):
+        for bid in _redis().sscan_iter(_layout().batch_tag(tag), count=100):
             yield bid.decode()
 
 
 class DeadBatchSet(BatchSet):
     """Batches with a dead job, newest death first (Sidekiq Pro's ``Batch::DeadSet``)."""
 
-    key = keys.DEAD_BATCHES
+    index = keys.DEAD_BATCHES

@@ -28,7 +28,11 @@ was never pushed, never a job its record or its batch misses. So:
   share a slot);
 * a job whose operation has a ``via`` (a feature's pushing script) is accepted when that
   feature registered a *split* for its script (:func:`register_split`): the commands to
-  send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`).
+  send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`);
+* a job pushed now whose ``via`` is a script with every declared key in the slot of the
+  job's queue is sent as it is, in the jobs' round trip instead of the job's ``LPUSH``:
+  the script pushes the job and writes its wake-up tokens itself, as on one server (a
+  workflow step's claim-and-push: :mod:`wurk_django.workflow.cluster`).
 
 Anything else is refused before anything is sent, with
 :class:`~wurk_django.errors.RedisClusterError` naming it.
@@ -82,6 +86,16 @@ def _one_slot(command: Command) -> bool:
     return False
 
 
+def _in_queue_slot(op: Operation) -> bool:
+    """Whether ``op`` is a push now through a script whose declared keys are all in the
+    slot of the job's own queue (sent as it is on a cluster)."""
+    if type(op) is not Enqueue or op.via is None or str(op.via[0]).upper() not in ("EVALSHA", "EVAL"):
+        return False
+    count = int(op.via[2])
+    slot = key_slot(CLUSTER.queue(op.queue).encode())
+    return count > 0 and all(key_slot(_bytes(k)) == slot for k in op.via[3:3 + count])
+
+
 def _bytes(key: Any) -> bytes:
     return key if isinstance(key, bytes) else str(key).encode()
 
@@ -103,9 +117,10 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
                 return cluster.not_yet(f"A push with companion commands spanning hash slots ({name}: a feature "
                                        f"writing beside the job not converted yet)", url)
             continue
-        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits):
+        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits) \
+                and not _in_queue_slot(op):
             return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: push policies "
-                                   f"such as debounce_for, workflows, limiters)", url)
+                                   f"such as debounce_for, limiters)", url)
         if kind is Schedule and op.into not in _SETS:
             return cluster.not_yet(f"A job added to the set {op.into!r}", url)
     return None
@@ -127,16 +142,21 @@ def _queue_of(op: Schedule) -> str:
 def commands(ops: list[Operation], identity: str, *, now: float | None = None) -> tuple[list[Command], list[str]]:
     """The commands of one round trip for ``ops`` (checked by :func:`refusal`) in the cluster
     layout, and the queues whose registration in the queue set they include: the pushes
-    (``ZADD`` per set, ``LPUSH``/``RPUSH`` per queue), the ``SADD`` of queues this process has
-    not registered lately, then the wake-up tokens of each queue pushed to."""
+    (``ZADD`` per set, ``LPUSH``/``RPUSH`` per queue, the pushing scripts in a queue's own
+    slot), the ``SADD`` of queues this process has not registered lately, then the wake-up
+    tokens of each queue pushed to plainly (a pushing script writes its own)."""
     sets: dict[str, list[Any]] = {}
     backs: dict[str, list[bytes]] = {}
     fronts: dict[str, list[bytes]] = {}
+    scripted: list[Command] = []
     queues: dict[str, None] = {}
     for op in ops:
         if type(op) is Extra:
             continue  # sent before, by write()
-        if type(op) is Enqueue:
+        if type(op) is Enqueue and op.via is not None:
+            scripted.append(op.via)
+            queues[op.queue] = None
+        elif type(op) is Enqueue:
             (fronts if op.front else backs).setdefault(op.queue, []).append(op.raw)
             queues[op.queue] = None
         else:
@@ -146,6 +166,7 @@ def commands(ops: list[Operation], identity: str, *, now: float | None = None) -
     out: list[Command] = [("ZADD", name, *members) for name, members in sets.items()]
     out += [("LPUSH", CLUSTER.queue(queue), *raws) for queue, raws in backs.items()]
     out += [("RPUSH", CLUSTER.queue(queue), *raws) for queue, raws in fronts.items()]
+    out += scripted
     moment = monotonic() if now is None else now
     pid = os.getpid()
     due = [q for q in queues if moment - _registered.get((pid, identity, q), -QUEUE_SET_REFRESH) >= QUEUE_SET_REFRESH]
@@ -174,7 +195,7 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     for op in ops:
         if type(op) is Extra:
             first.append(op.command)
-        elif op.via is not None:
+        elif op.via is not None and not _in_queue_slot(op):
             first += _splits[op.via[1]](op)
             plain.append(replace(op, via=None))
         else:

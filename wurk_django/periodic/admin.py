@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.translation import gettext as _
 
-from ..admin.common import not_on_cluster, redirect_back, redis, render, url
+from ..admin.common import redirect_back, redis, render, url
 from ..leader import leader_info
 from . import loops as store
 from .loops import Loop, LoopSet
@@ -60,14 +60,15 @@ def _act(request: HttpRequest) -> None:
     if action not in ACTIONS:
         messages.error(request, _("Unknown action."))
         return
+    # The pages' client: on a Redis Cluster the RedisCluster, the loops' keys {loop:<lid>} (issue 46 item 3).
     if action == "enqueue":
-        jid = enqueue_now(lid) if _is_lid(lid) else None
+        jid = enqueue_now(lid, redis=redis()) if _is_lid(lid) else None
         if jid is None:
             messages.error(request, _("No periodic job %(lid)s.") % {"lid": lid})
         else:
             messages.success(request, _("Enqueued %(lid)s now as %(jid)s.") % {"lid": lid, "jid": jid})
         return
-    if not (_is_lid(lid) and store.set_paused(lid, action == "pause")):
+    if not (_is_lid(lid) and store.set_paused(lid, action == "pause", redis())):
         messages.error(request, _("No periodic job %(lid)s.") % {"lid": lid})
         return
     text = _("Paused %(lid)s.") if action == "pause" else _("Unpaused %(lid)s.")
@@ -79,8 +80,6 @@ def _is_lid(lid: str) -> bool:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
-    # Issue 46 item 3: the pages' client is a RedisCluster there, and the loops' keys are not converted yet.
-    not_on_cluster("Periodic jobs")
     if request.method == "POST":
         _act(request)
         return redirect_back(request, url(request, "wurk_periodic"))
@@ -91,7 +90,6 @@ def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
 
 
 def detail(request: HttpRequest, model_admin: Any, lid: str) -> HttpResponse:
-    not_on_cluster("Periodic jobs")
     loop = LoopSet(redis()).fetch(lid) if _is_lid(lid) else None
     if loop is None:
         raise Http404(_("no such periodic job"))

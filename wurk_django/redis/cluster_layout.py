@@ -31,8 +31,8 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
   and again at most once a minute (:data:`QUEUE_SET_REFRESH`).
 * **One tag per process** ``{p:<identity>}`` (its hash, its work hash, its signals
   list: one heartbeat ``MULTI``), **per batch** ``{b:<bid>}``, **per limiter**
-  ``{l:<name>}``, **per periodic loop** ``{loop:<lid>}``: their own steps are one
-  slot, and there are many of each.
+  ``{l:<name>}``, **per periodic loop** ``{loop:<lid>}``, **per workflow**
+  ``{wf:<id>}``: their own steps are one slot, and there are many of each.
 * Keys only ever used alone (a result record ``status:<jid>``, a metrics minute,
   an iteration cursor) keep their Sidekiq names: one key, one slot, spread by name.
 
@@ -93,6 +93,7 @@ class SidekiqLayout:
     revoked = "revoked"  # wurk_django.revocation.KEY
     periodic = keys.PERIODIC
     limiter_list = keys.LIMITER_LIST
+    workflows = "workflows"  # wurk_django.workflow.keys.WORKFLOWS
 
     def queue(self, name: str) -> str:
         return keys.queue(name)
@@ -194,6 +195,10 @@ class SidekiqLayout:
     def status(self, jid: str) -> str:
         return keys.task_status(jid)
 
+    def workflow(self, wid: str, suffix: str | None = None) -> str:
+        """A workflow's hash ``wf-<id>``, or its ``wf-<id>-<suffix>`` (wurk_django.workflow.keys)."""
+        return f"wf-{wid}" if suffix is None else f"wf-{wid}-{suffix}"
+
 
 class ClusterLayout(SidekiqLayout):
     """The cluster layout (this module's docstring says why each key goes where)."""
@@ -211,6 +216,7 @@ class ClusterLayout(SidekiqLayout):
     revoked = f"{FLEET}:revoked"
     periodic = f"{FLEET}:periodic"
     limiter_list = f"{FLEET}:lmtr-list"
+    workflows = f"{FLEET}:workflows"
 
     def queue(self, name: str) -> str:
         return f"{queue_tag(name)}:queue"
@@ -312,6 +318,16 @@ class ClusterLayout(SidekiqLayout):
     def loop_history(self, lid: str) -> str:
         return f"{tag('loop', lid)}:history"
 
+    def workflow(self, wid: str, suffix: str | None = None) -> str:
+        """Every key of one workflow in its slot: its scripts (advance, fail, retry, cancel)
+        are then one slot, and workflows spread by id."""
+        return tag("wf", wid) if suffix is None else f"{tag('wf', wid)}:{suffix}"
+
+    def workflow_pushed(self, queue: str, wid: str, step: str) -> str:
+        """The marker claiming the push of a workflow's step (cluster only), in the slot of the
+        step's queue: claiming it and pushing the job are one script (wurk_django/workflow/cluster.py)."""
+        return f"{queue_tag(queue)}:wf-pushed:{wid}:{step}"
+
 
 SIDEKIQ = SidekiqLayout()
 CLUSTER = ClusterLayout()
@@ -344,7 +360,7 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
     must be one slot (tests/redis/test_cluster_layout.py checks it, on a real one too)."""
     private = layout.private_queue(queue, host, pid, nonce)
     held = layout.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
-    return {
+    found = {
         "push": [layout.queue(queue), layout.wake(queue)],
         "fetch (reliable)": [layout.queue(queue), private, layout.paused(queue),
                              layout.started(queue, host, pid, nonce, 0), layout.recovered(queue, "J")],
@@ -370,5 +386,12 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                                                        layout.wake(queue)],
         "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter), layout.limiter_stats(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
+        "workflow (advance, fail, retry, cancel, store a result)": [
+            layout.workflow(bid), *(layout.workflow(bid, s) for s in ("state", "left", "results", "errors", "wire",
+                                                                       "steps"))],
         "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],
     }
+    if layout.cluster:
+        found["workflow step claimed and pushed"] = [CLUSTER.workflow_pushed(queue, "W", "s"), layout.queue(queue),
+                                                     layout.wake(queue)]
+    return found

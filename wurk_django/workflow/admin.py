@@ -1,5 +1,6 @@
 """The Workflows pages of the admin: the list, one workflow as a picture and a table,
-its JSON, and the retry / cancel buttons."""
+its JSON, and the retry / cancel buttons (on a Redis Cluster too: the handles read the
+cluster layout, issue 46 item 3)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.translation import gettext as _
 
-from ..admin.common import Page, each_row, page_params, render, short_args, url, when
+from ..admin.common import Page, each_row, page_params, redis, render, short_args, url, when
+from ..redis.cluster_layout import layout_of
 from . import graph, keys
 from .errors import CannotRetry
 from .status import Workflow, WorkflowSet
@@ -23,7 +25,10 @@ RESULT_SHOWN = 300  # characters of a result shown in the table
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
     number, count = page_params(request)
     workflows = WorkflowSet()
-    rows = each_row(workflows.summaries((number - 1) * count, count), _list_row, lambda row: keys.workflow(row["id"]))
+    # The key a row names is in the layout of the pages' Redis ({wf:<id>} on a Redis Cluster).
+    layout = layout_of(redis())
+    rows = each_row(workflows.summaries((number - 1) * count, count), _list_row,
+                    lambda row: keys.workflow(row["id"], layout=layout))
     page = Page(number=number, count=count, total=len(workflows), items=rows)
     return render(request, model_admin, "workflows.html", {"page": page}, section=SECTION, title=_("Workflows"))
 

@@ -17,7 +17,8 @@ build such a graph.
 
 Each step runs as one job inside a batch of its own, whose ``success`` callback
 moves the workflow on (see docs/workflows.md); :meth:`Flow.run` writes the whole
-graph, the step batches and the first jobs in one Redis transaction.
+graph, the step batches and the first jobs in one Redis transaction (on a Redis
+Cluster, in the steps :mod:`wurk_django.workflow.cluster` orders).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from .. import context as job_context
 from .. import payload
 from ..batch import scripts as batch_scripts
 from ..batch.batch import Batch, new_bid
-from ..redis import cluster
+from ..client import cluster_writer
 from ..redis.cluster_layout import layout_of
+from ..redis.layout_client import one_slot
+from . import cluster as workflow_cluster
 from . import keys, scripts
 from .errors import InvalidWorkflow
 from .signature import Signature
@@ -41,7 +44,7 @@ from .signature import Signature
 if TYPE_CHECKING:
     from ..client.push import Client
 
-#: Most steps one workflow may have (its creation is one Redis transaction).
+#: Most steps one workflow may have (its creation is one Redis transaction on one server).
 MAX_STEPS = 5000
 #: How long a workflow lives while it runs (its step batches live as long).
 EXPIRY = batch_scripts.DEFAULT_EXPIRY
@@ -149,12 +152,10 @@ class Flow:
             # rather than write to Redis from a test that expects nothing to be written.
             raise InvalidWorkflow(f"workflows need Redis and a worker; testing mode {testing.mode(config)!r} "
                                   f"cannot run them (run the workflow's jobs with a worker in the test)")
+        # On a Redis Cluster the workflow's keys are {wf:<id>} and its start is several steps
+        # in their order (issue 46 item 3, workflow/cluster.py); one MULTI on one server.
         redis = job_context.layout_redis()
-        if layout_of(redis).cluster:
-            # Its start is one MULTI over the workflow's keys and every step batch's, and its
-            # advance scripts push dependents onto their queues: several slots on a cluster,
-            # not converted (issue 46 item 3). Refused by name before anything is written.
-            raise cluster.not_yet("Workflows (wurk_django.workflow: Flow.start)", config.redis_url)
+        layout = layout_of(redis)
         from ..client.push import Client
 
         # Every step goes through the push door now (validation, client middleware: a
@@ -167,7 +168,7 @@ class Flow:
         for step in self.steps.values():
             for dep in step.after:
                 dependents[dep].append(step.name)
-        pipe = redis.pipeline(transaction=True)
+        batch_commands: list[tuple] = []
         wire: dict[str, str] = {}
         specs: dict[str, bytes] = {}
         roots: list[tuple[str, str]] = []
@@ -200,31 +201,45 @@ class Flow:
                                          "queue": queue})
             # The step's jid is the batch's one member from the start, so the batch waits
             # for that job however late the workflow pushes it.
-            for command in batch.creation_commands(now, members=[jid]):
-                pipe.execute_command(*command)
+            batch_commands += batch.creation_commands(now, members=[jid], layout=layout)
             if not step.after:
                 roots.append((name, queue))
-        wf = keys.workflow(wid)
+        if layout.cluster:
+            # Step 1 of workflow/cluster.py: the step batches, answered before the workflow exists.
+            cluster_writer.send(redis, batch_commands)
+            pipe = one_slot(redis, layout.workflow(wid)).pipeline(transaction=True)
+        else:
+            pipe = redis.pipeline(transaction=True)
+            for command in batch_commands:
+                pipe.execute_command(*command)
+        wf = keys.workflow(wid, layout=layout)
         pipe.hset(wf, mapping={"state": "running", "description": self.description or "", "created_at": repr(now),
                                "total": len(order), "succeeded": 0, "failed": 0,
                                "order": payload.dumps(order), "callback_queue": self.callback_queue,
                                "keep": config.workflow_keep})
-        pipe.hset(keys.workflow(wid, "state"), mapping=dict.fromkeys(order, "waiting"))
-        pipe.hset(keys.workflow(wid, "left"), mapping={n: len(self.steps[n].after) for n in order})
-        pipe.hset(keys.workflow(wid, "wire"), mapping=wire)
-        pipe.hset(keys.workflow(wid, "steps"), mapping=specs)
+        pipe.hset(keys.workflow(wid, "state", layout), mapping=dict.fromkeys(order, "waiting"))
+        pipe.hset(keys.workflow(wid, "left", layout), mapping={n: len(self.steps[n].after) for n in order})
+        pipe.hset(keys.workflow(wid, "wire", layout), mapping=wire)
+        pipe.hset(keys.workflow(wid, "steps", layout), mapping=specs)
         # results/errors hashes do not exist yet; the scripts give them the workflow's TTL when it ends.
-        for key in keys.all_keys(wid):
+        for key in keys.all_keys(wid, layout):
             pipe.expire(key, EXPIRY)
-        pipe.zadd(keys.WORKFLOWS, {wid: now})
-        pipe.zremrangebyscore(keys.WORKFLOWS, "-inf", f"({now - EXPIRY!r}")
+        index = [("ZADD", layout.workflows, repr(now), wid),
+                 ("ZREMRANGEBYSCORE", layout.workflows, "-inf", f"({now - EXPIRY!r}")]
+        if not layout.cluster:
+            for command in index:
+                pipe.execute_command(*command)
         # The roots are pushed in the same transaction: a creator that dies here leaves
         # either nothing or a started workflow. EVAL, not EVALSHA: a NOSCRIPT inside MULTI
-        # cannot be resent.
+        # cannot be resent. (On a cluster the script hands their jobs back: pushed below.)
         script_keys, argv = scripts.advance_args(wid, "", payload.dumps(config.wire_format.now()).decode(),
-                                                 config.workflow_keep, roots)
+                                                 config.workflow_keep, roots, layout)
         pipe.execute_command("EVAL", scripts.ADVANCE.source, len(script_keys), *script_keys, *argv)
-        pipe.execute()
+        replies = pipe.execute()
+        if layout.cluster:
+            # Steps 3 and 4 of workflow/cluster.py: the index, then the first steps' pushes.
+            cluster_writer.send(redis, index)
+            workflow_cluster.push(config, wid, workflow_cluster.handed(replies[-1]))
         return Workflow(wid)
 
 

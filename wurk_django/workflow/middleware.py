@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import context as job_context
 from ..errors import caused_by_shutdown, error_class_name, error_message
+from ..redis.cluster_layout import layout_of
 from ..redis.errors import ride_out
 from . import keys, results, scripts
 
@@ -42,7 +43,7 @@ class WorkflowServerMiddleware:
         wid, step = ref
         where = job_context.current()
         redis = where.redis
-        state = redis.hget(keys.workflow(wid), "state")
+        state = redis.hget(keys.workflow(wid, layout=layout_of(redis)), "state")
         if state is None:
             logger.warning("workflow %s is gone (expired or deleted): step %s jid=%s runs on its own",
                            wid, step, job.get("jid"))

@@ -10,6 +10,7 @@ from typing import Any
 from .. import context as job_context
 from .. import keys as core_keys
 from .. import payload
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
 from . import advance, keys, results, scripts
 from .errors import CannotRetry, NoSuchWorkflow
@@ -69,10 +70,14 @@ class Workflow:
 
     @staticmethod
     def _redis() -> Any:
-        return job_context.redis()
+        """On a Redis Cluster the ``RedisCluster``, the keys then ``{wf:<id>}`` (issue 46 item 3)."""
+        return job_context.layout_redis()
+
+    def _key(self, suffix: str | None = None, redis: Any = None) -> str:
+        return keys.workflow(self.id, suffix, layout_of(self._redis() if redis is None else redis))
 
     def _fields(self) -> dict[str, str]:
-        raw = self._redis().hgetall(keys.workflow(self.id))
+        raw = self._redis().hgetall(self._key())
         return {to_text(k): to_text(v) for k, v in raw.items()}
 
     def _require(self) -> dict[str, str]:
@@ -83,33 +88,33 @@ class Workflow:
 
     @property
     def exists(self) -> bool:
-        return bool(self._redis().exists(keys.workflow(self.id)))
+        return bool(self._redis().exists(self._key()))
 
     @property
     def state(self) -> str | None:
         """``running``, ``failed``, ``succeeded``, ``cancelled``; None once it is gone."""
-        return to_text(self._redis().hget(keys.workflow(self.id), "state"))
+        return to_text(self._redis().hget(self._key(), "state"))
 
     def step_states(self) -> dict[str, str]:
-        raw = self._redis().hgetall(keys.workflow(self.id, "state"))
+        raw = self._redis().hgetall(self._key("state"))
         return {to_text(k): to_text(v) for k, v in raw.items()}
 
     def result(self, step: str) -> Any:
         """The return value of ``step`` (None until it succeeded)."""
-        return results.decode(self._redis().hget(keys.workflow(self.id, "results"), step))
+        return results.decode(self._redis().hget(self._key("results"), step))
 
     def results(self) -> dict[str, Any]:
         """Every stored result, by step."""
-        raw = self._redis().hgetall(keys.workflow(self.id, "results"))
+        raw = self._redis().hgetall(self._key("results"))
         return {to_text(k): results.decode(v) for k, v in raw.items()}
 
     def steps(self) -> list[StepView]:
         """Every step, each after its dependencies."""
         redis = self._redis()
         pipe = redis.pipeline(transaction=False)
-        pipe.hget(keys.workflow(self.id), "order")
+        pipe.hget(self._key(), "order")
         for suffix in ("steps", "state", "results", "errors"):
-            pipe.hgetall(keys.workflow(self.id, suffix))
+            pipe.hgetall(self._key(suffix))
         order_raw, specs, states, values, errors = pipe.execute()
         order = payload.loads(order_raw) if order_raw else sorted(to_text(k) for k in specs)
         views = []
@@ -158,29 +163,32 @@ class Workflow:
         redis = self._redis()
         states = self.step_states()
         names = [step] if step is not None else [n for n, s in states.items() if s == "failed"]
-        specs = redis.hmget(keys.workflow(self.id, "steps"), names) if names else []
+        specs = redis.hmget(self._key("steps"), names) if names else []
         retried = []
         for name, spec in zip(names, specs, strict=True):
             state = states.get(name)
             if spec is None:
                 raise CannotRetry(f"workflow {self.id} has no step {name!r}")
-            jid = payload.loads(spec)["jid"]
+            spec_fields = payload.loads(spec)
+            jid = spec_fields["jid"]
+            # The dead set the step's job is in: one server's, or on a cluster its queue's own.
+            dead = layout_of(redis).dead(str(spec_fields.get("queue") or "default"))
             # A step left enqueued with its job in the dead set: a retry cut short between its two steps.
-            if state != "failed" and not (state == "enqueued" and _dead_entry(redis, jid) is not None):
+            if state != "failed" and not (state == "enqueued" and _dead_entry(redis, jid, dead) is not None):
                 if step is not None:
                     raise CannotRetry(f"step {name!r} of workflow {self.id} is {state}, not failed")
                 continue
             if state == "failed" and scripts.retry(redis, self.id, name) != 1:
                 continue  # retried meanwhile by another caller
             # The state changed first: if the job dies again at once, its death finds the step enqueued.
-            entry = _dead_entry(redis, jid)
-            if entry is not None and not redis.zrem(DEAD, entry[0]):
+            entry = _dead_entry(redis, jid, dead)
+            if entry is not None and not redis.zrem(dead, entry[0]):
                 entry = None  # someone else took it (a click on the Dead page): it is being retried
             try:
                 self._push_again(name)
             except BaseException:
                 if entry is not None:
-                    redis.zadd(DEAD, {entry[0]: entry[1]})
+                    redis.zadd(dead, {entry[0]: entry[1]})
                 raise
             retried.append(name)
         return retried
@@ -215,9 +223,9 @@ class Workflow:
 DEAD = core_keys.DEAD
 
 
-def _dead_entry(redis: Any, jid: str) -> tuple[bytes, float] | None:
-    """The dead set's entry of ``jid``: its bytes and score, or None."""
-    for member, score in redis.zscan_iter(DEAD, match=f"*{jid}*", count=1000):
+def _dead_entry(redis: Any, jid: str, dead: str = DEAD) -> tuple[bytes, float] | None:
+    """The entry of ``jid`` in the dead set ``dead``: its bytes and score, or None."""
+    for member, score in redis.zscan_iter(dead, match=f"*{jid}*", count=1000):
         try:
             if payload.loads(member).get("jid") == jid:
                 return member, score
@@ -230,13 +238,14 @@ class WorkflowSet:
     """Every workflow in the index, newest first."""
 
     def __init__(self) -> None:
-        self._redis = job_context.redis()
+        self._redis = job_context.layout_redis()
+        self._layout = layout_of(self._redis)
 
     def __len__(self) -> int:
-        return int(self._redis.zcard(keys.WORKFLOWS))
+        return int(self._redis.zcard(self._layout.workflows))
 
     def ids(self, start: int = 0, count: int = 100) -> list[str]:
-        return [to_text(w) for w in self._redis.zrevrange(keys.WORKFLOWS, start, start + count - 1)]
+        return [to_text(w) for w in self._redis.zrevrange(self._layout.workflows, start, start + count - 1)]
 
     def __iter__(self) -> Iterator[Workflow]:
         start = 0
@@ -253,7 +262,7 @@ class WorkflowSet:
         wids = self.ids(start, count)
         pipe = self._redis.pipeline(transaction=False)
         for wid in wids:
-            pipe.hmget(keys.workflow(wid), "state", "description", "created_at", "total", "succeeded", "failed")
+            pipe.hmget(self._layout.workflow(wid), "state", "description", "created_at", "total", "succeeded", "failed")
         rows = []
         for wid, values in zip(wids, pipe.execute(), strict=True):
             state, description, created, total, succeeded, failed = (_or_empty(v) for v in values)
@@ -262,6 +271,6 @@ class WorkflowSet:
                              "created_at": float(created) if created else None, "total": int(total or 0),
                              "succeeded": int(succeeded or 0), "failed": int(failed or 0)})
             except ValueError as exc:  # a field that is no number: the list shows the row as unreadable
-                rows.append({"id": wid, "unreadable": True, "key": keys.workflow(wid),
+                rows.append({"id": wid, "unreadable": True, "key": self._layout.workflow(wid),
                              "reason": f"{type(exc).__name__}: {exc}"})
         return rows

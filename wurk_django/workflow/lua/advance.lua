@@ -7,6 +7,13 @@
 -- drop once, and a candidate is pushed only from 'waiting' with nothing left, so it is
 -- pushed once. Returns {how many pushed, workflow finished now (0/1)}, or {-1, 0} when
 -- the workflow is gone.
+--
+-- On a Redis Cluster (issue 46 item 3) the queues are in other hash slots than the
+-- workflow's keys, so KEYS stops at the 7 workflow keys and nothing is pushed here: each
+-- candidate that becomes 'enqueued' is returned as {name, queue, job} after the two
+-- counts, and so is each candidate already 'enqueued' (a replay after a crash between
+-- this script and the pushes). The caller pushes them with a claim per step in the
+-- queue's slot, so a step returned twice is pushed once (wurk_django/workflow/cluster.py).
 --!include lua/snippets/push_job
 
 local function split(text, sep)
@@ -39,6 +46,10 @@ local function record(name)
   return {mode = parts[1], queue = parts[2], deps = split(parts[3], ','), dependents = split(parts[4], ','),
           args = parts[5], head = parts[6]}
 end
+
+-- One server: push here. A cluster: hand the jobs back (see above).
+local push = #KEYS > 7
+local handed = {}
 
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {-1, 0} end
@@ -86,7 +97,9 @@ local base = 8
 for i = 6, #ARGV do
   local name = ARGV[i]
   local at = base + 2 * (i - 6) + 1
-  if redis.call('HGET', KEYS[2], name) == 'waiting' and tonumber(redis.call('HGET', KEYS[3], name) or '1') <= 0 then
+  local now_state = redis.call('HGET', KEYS[2], name)
+  local ready = now_state == 'waiting' and tonumber(redis.call('HGET', KEYS[3], name) or '1') <= 0
+  if ready or (not push and now_state == 'enqueued') then
     local rec = record(name)
     if not rec then return redis.error_reply('workflow step ' .. name .. ' has no wire record') end
     local given = ''
@@ -103,10 +116,20 @@ for i = 6, #ARGV do
       args = args .. rec.args
     end
     local job = rec.head .. '"args":[' .. args .. '],"enqueued_at":' .. ARGV[2] .. '}'
-    push_job(KEYS[8], rec.queue, KEYS[at], job, KEYS[at + 1], false)
-    redis.call('HSET', KEYS[2], name, 'enqueued')
-    pushed = pushed + 1
+    if push then
+      push_job(KEYS[8], rec.queue, KEYS[at], job, KEYS[at + 1], false)
+    else
+      handed[#handed + 1] = name
+      handed[#handed + 1] = rec.queue
+      handed[#handed + 1] = job
+    end
+    if ready then
+      redis.call('HSET', KEYS[2], name, 'enqueued')
+      pushed = pushed + 1
+    end
   end
 end
 wake_fetchers(ARGV[4], ARGV[5])
-return {pushed, finished}
+local out = {pushed, finished}
+for _, value in ipairs(handed) do out[#out + 1] = value end
+return out
