@@ -28,7 +28,11 @@ was never pushed, never a job its record or its batch misses. So:
   share a slot);
 * a job whose operation has a ``via`` (a feature's pushing script) is accepted when that
   feature registered a *split* for its script (:func:`register_split`): the commands to
-  send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`).
+  send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`);
+  or a *form* (:func:`register_form`): the same script with the cluster layout's keys, all
+  in the job's queue's slot, which writes the job itself in the jobs' round trip, and the
+  commands to send after it from its reply (a debounced push:
+  :func:`wurk_django.policies.client.cluster_form`).
 
 Anything else is refused before anything is sent, with
 :class:`~wurk_django.errors.RedisClusterError` naming it.
@@ -37,8 +41,8 @@ Anything else is refused before anything is sent, with
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from time import monotonic
 from typing import Any
 
@@ -69,6 +73,36 @@ def register_split(sha: str, split: Split) -> None:
     plain push: how a feature whose one-server script pushes and books atomically
     keeps its bookkeeping before the job exists (issue 46 item 3)."""
     _splits[sha] = split
+
+
+@dataclass(frozen=True, slots=True)
+class Formed:
+    """A job's write on a cluster by a feature's script (:func:`register_form`): ``command``
+    (its keys in the slot of ``queue``, the job's queue) writes the job in the jobs' round
+    trip; ``after(reply)``, if given, the commands to send once that round trip answered
+    (each one slot), from the script's reply."""
+
+    command: Command
+    queue: str
+    after: Callable[[Any], list[Command]] | None = None
+
+
+Form = Callable[[Operation], Formed]
+#: A feature's pushing script (by its SHA-1) -> its cluster form (:func:`register_form`).
+_forms: dict[str, Form] = {}
+
+
+def register_form(sha: str, form: Form) -> None:
+    """On a cluster, a job whose ``via`` runs the script ``sha`` is written by ``form(op)``:
+    the script's command with the cluster layout's keys (one slot, the job's queue's), sent
+    in place of the job's plain write, and what to send after from its reply. For a feature
+    whose one-server script writes the job with keys a cluster can hold in one slot."""
+    _forms[sha] = form
+
+
+def _formed(op: Operation) -> bool:
+    return (type(op) is not Extra and op.via is not None and str(op.via[0]).upper() == "EVALSHA"
+            and op.via[1] in _forms)
 
 
 def _one_slot(command: Command) -> bool:
@@ -103,7 +137,8 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
                 return cluster.not_yet(f"A push with companion commands spanning hash slots ({name}: a feature "
                                        f"writing beside the job not converted yet)", url)
             continue
-        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits):
+        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA"
+                                       and (op.via[1] in _splits or op.via[1] in _forms)):
             return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: push policies "
                                    f"such as debounce_for, workflows, limiters)", url)
         if kind is Schedule and op.into not in _SETS:
@@ -124,15 +159,17 @@ def _queue_of(op: Schedule) -> str:
     return queue
 
 
-def commands(ops: list[Operation], identity: str, *, now: float | None = None) -> tuple[list[Command], list[str]]:
+def commands(ops: list[Operation], identity: str, *, now: float | None = None,
+             formed: Sequence[Formed] = ()) -> tuple[list[Command], list[str]]:
     """The commands of one round trip for ``ops`` (checked by :func:`refusal`) in the cluster
-    layout, and the queues whose registration in the queue set they include: the pushes
+    layout, and the queues whose registration in the queue set they include: the commands of
+    ``formed`` (the writes of :func:`register_form` features, first, in order), the pushes
     (``ZADD`` per set, ``LPUSH``/``RPUSH`` per queue), the ``SADD`` of queues this process has
     not registered lately, then the wake-up tokens of each queue pushed to."""
     sets: dict[str, list[Any]] = {}
     backs: dict[str, list[bytes]] = {}
     fronts: dict[str, list[bytes]] = {}
-    queues: dict[str, None] = {}
+    queues: dict[str, None] = {item.queue: None for item in formed}
     for op in ops:
         if type(op) is Extra:
             continue  # sent before, by write()
@@ -143,7 +180,8 @@ def commands(ops: list[Operation], identity: str, *, now: float | None = None) -
             queue = _queue_of(op)
             sets.setdefault(_SETS[op.into](queue), []).extend((op.at, op.raw))
             queues[queue] = None
-    out: list[Command] = [("ZADD", name, *members) for name, members in sets.items()]
+    out: list[Command] = [item.command for item in formed]
+    out += [("ZADD", name, *members) for name, members in sets.items()]
     out += [("LPUSH", CLUSTER.queue(queue), *raws) for queue, raws in backs.items()]
     out += [("RPUSH", CLUSTER.queue(queue), *raws) for queue, raws in fronts.items()]
     moment = monotonic() if now is None else now
@@ -171,9 +209,12 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     identity = config.redis_target.identity
     first: list[Command] = []
     plain: list[Operation] = []
+    formed: list[Formed] = []
     for op in ops:
         if type(op) is Extra:
             first.append(op.command)
+        elif _formed(op):
+            formed.append(_forms[op.via[1]](op))  # type: ignore[index]
         elif op.via is not None:
             first += _splits[op.via[1]](op)
             plain.append(replace(op, via=None))
@@ -181,8 +222,14 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
             plain.append(op)
     # What is written beside the jobs first, answered, then the jobs (the module's docstring says why).
     replies = send(redis, first) if first else []
-    out, registered = commands(plain, identity)
-    replies += send(redis, out)
+    out, registered = commands(plain, identity, formed=formed)
+    written = send(redis, out)
+    # What a form's script answered decides what it sends after (one slot each).
+    after = [command for item, reply in zip(formed, written, strict=False) if item.after is not None
+             for command in item.after(reply)]
+    replies += written
+    if after:
+        replies += send(redis, after)
     moment = monotonic()
     pid = os.getpid()
     for queue in registered:

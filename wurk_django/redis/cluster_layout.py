@@ -8,8 +8,10 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 
 * **One tag per queue**, ``{q:<name>}``: the queue's list, its wake-up list, the
   private lists reliable fetch moves jobs into (the held ones too) with their
-  markers, recovery counters, crash records and held index, and that queue's
-  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag. Then every step of
+  markers, recovery counters, crash records and held index, that queue's
+  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag, and the push
+  policies' keys of its jobs (a debounce's state and index, a throttle's slots and
+  drop counters). Then every step of
   a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
   list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
   promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
@@ -194,6 +196,20 @@ class SidekiqLayout:
     def status(self, jid: str) -> str:
         return keys.task_status(jid)
 
+    def debounce_state(self, queue: str, digest: str) -> str:
+        return keys.debounce_state(digest)
+
+    def debounces(self, queue: str) -> str:
+        """The index of pending debounced jobs (one server: one for the fleet)."""
+        return keys.DEBOUNCES
+
+    def throttle_slot(self, queue: str, digest: str, slot: int) -> str:
+        return keys.throttle_slot(digest, slot)
+
+    def throttle_drops(self, queue: str) -> str:
+        """The throttle's drop counters (one server: one hash for the fleet)."""
+        return keys.THROTTLE_DROPS
+
 
 class ClusterLayout(SidekiqLayout):
     """The cluster layout (this module's docstring says why each key goes where)."""
@@ -306,6 +322,22 @@ class ClusterLayout(SidekiqLayout):
     def limiter_points(self, name: str) -> str:
         return f"{tag('l', name)}:p"
 
+    # Push policies (debounce, throttle) in the slot of the job's queue: a debounced push
+    # replaces the pending job in that queue's schedule set and books it in the queue's
+    # index in one script; a throttle's slot key and its drop counters are one script too.
+    # The admin reads each known queue's index and counters, as it merges the queue's sets.
+    def debounce_state(self, queue: str, digest: str) -> str:
+        return f"{queue_tag(queue)}:debounce:{digest}"
+
+    def debounces(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:debounces"
+
+    def throttle_slot(self, queue: str, digest: str, slot: int) -> str:
+        return f"{queue_tag(queue)}:throttle:{digest}:{slot}"
+
+    def throttle_drops(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:throttle-drops"
+
     def loop(self, lid: str) -> str:
         return tag("loop", lid)
 
@@ -368,6 +400,8 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                   layout.batch(bid, "pkids")],
         "batch event claimed, its callbacks pushed": [layout.batch_fired(queue, bid, "success"), layout.queue(queue),
                                                        layout.wake(queue)],
+        "debounced push": [layout.debounce_state(queue, "d1g3st"), layout.schedule(queue), layout.debounces(queue)],
+        "throttled push": [layout.throttle_slot(queue, "d1g3st", 7), layout.throttle_drops(queue)],
         "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter), layout.limiter_stats(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
         "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],
