@@ -6,6 +6,7 @@ line saying so; never Django's 500 page nor a raw ``MovedError``."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.conf import settings
@@ -31,11 +32,10 @@ WAIT = 60.0
 #: The pages (URL names) that read only core data: 200 on a cluster.
 CORE = {"wurk_django_dashboard_changelist", "wurk_stats", "wurk_stats_queues", "wurk_prometheus", "wurk_busy",
         "wurk_queues", "wurk_queue", "wurk_set", "wurk_metrics", "wurk_metrics_job", "wurk_history",
-        "wurk_limits"}
+        "wurk_limits", "wurk_policies"}
 #: Pages of features that do not run on a cluster yet: 503 with the line saying so (a
 #: feature converted later moves to CORE).
-NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_periodic", "wurk_policies", "wurk_profiles",
-           "wurk_tasks", "wurk_held"}
+NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_periodic", "wurk_profiles", "wurk_tasks", "wurk_held"}
 
 
 @pytest.fixture
@@ -133,4 +133,51 @@ def test_the_core_pages_show_what_a_worker_did_on_the_cluster(admin_client, on_c
     admin_client.post(f"{BASE}dead/all/delete/")
     assert DeadSet().size == 0
     assert admin_client.get(BASE + "metrics/").status_code == 200
+    assert worker.stop(WAIT) == 0
+
+
+def test_the_policies_page_reads_every_queue_and_its_actions_work_with_a_real_worker(
+        admin_client, on_cluster, redis_cluster, worker_factory):
+    """Issue 46 item 3: debounced jobs of queues on two primaries, a throttle's drops; "Fire now"
+    puts one on its queue (a real worker runs it), "Drop for good" deletes the other."""
+    from tests.jobsapp.cluster_policy_jobs import ClusterDebouncedLong, ClusterThrottled
+    from tests.topologies.cluster_client import ran, worker_env
+    from wurk_django import payload
+
+    owner = {name: on_cluster.get_node_from_key(CLUSTER.queue(name)).port for name in QUEUES}
+    one = QUEUES[0]
+    two = next(name for name in QUEUES[1:] if owner[name] != owner[one])
+    for version in (1, 2):
+        ClusterDebouncedLong.set(queue=one).perform_async(version)
+    ClusterDebouncedLong.set(queue=two).perform_async(3)
+    while time.time() % 60 > 50:  # the three throttled pushes in one 60 s slot
+        time.sleep(0.2)
+    first = ClusterThrottled.set(queue="c2").perform_async(1)
+    assert first and ClusterThrottled.set(queue="c2").perform_async(2) is None
+    assert ClusterThrottled.set(queue="c2").perform_async(3) is None
+
+    page = BASE + "policies/"
+    response = admin_client.get(page)
+    assert response.status_code == 200
+    rows = {row["queue"]: row for row in response.context["debounced"]}
+    assert set(rows) == {one, two} and rows[one]["args"] == "2" and rows[two]["args"] == "3"
+    assert rows[one]["quiet"] == 60 and rows[one]["fires"] > rows[one]["first"]
+    throttled = {row["klass"]: row for row in response.context["throttled"]}
+    row = throttled[ClusterThrottled.job_name]
+    assert row["dropped"] == 2 and row["holder"] == first and row["queue"] == "c2"
+    html = response.content.decode()
+    assert "Fire now" in html and "Drop for good" in html
+
+    assert admin_client.post(page, {"action": "fire", "key": rows[one]["key"]}).status_code == 302
+    [queued] = [payload.loads(raw) for raw in on_cluster.lrange(CLUSTER.queue(one), 0, -1)]
+    assert queued["jid"] == rows[one]["jid"] and queued["args"] == [2]
+    assert admin_client.post(page, {"action": "drop", "key": rows[two]["key"]}).status_code == 302
+    assert on_cluster.zcard(CLUSTER.schedule(one)) == 0 and on_cluster.zcard(CLUSTER.schedule(two)) == 0
+    assert on_cluster.llen(CLUSTER.queue(two)) == 0
+    assert admin_client.get(page).context["debounced"] == []
+
+    worker = worker_factory("-c", "2", env=worker_env(redis_cluster, QUEUES=QUEUES, CONCURRENCY=2,
+                                                      IMPORT_ON_MISS=["tests.jobsapp"]))
+    wait_for(lambda: sorted(ran(on_cluster)) == ["long:2", "throttled:1"], WAIT, 0.2,
+             "the fired job and the admitted push")
     assert worker.stop(WAIT) == 0
