@@ -17,6 +17,7 @@ from tests.admin.test_access_table import resolved
 from tests.admin.test_redis_down import _reverse
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterLateRetryJob, ClusterRecordJob, ClusterSlowJob
 from tests.support import wait_for
+from tests.topologies.cluster_client import worker_env
 from wurk_django.admin.sets import entry_key
 from wurk_django.admin_pages import pages
 from wurk_django.api import DeadSet, ProcessSet, RetrySet, ScheduledSet, Stats
@@ -32,10 +33,10 @@ WAIT = 60.0
 #: The pages (URL names) that read only core data: 200 on a cluster.
 CORE = {"wurk_django_dashboard_changelist", "wurk_stats", "wurk_stats_queues", "wurk_prometheus", "wurk_busy",
         "wurk_queues", "wurk_queue", "wurk_set", "wurk_metrics", "wurk_metrics_job", "wurk_history",
-        "wurk_limits", "wurk_policies"}
+        "wurk_limits", "wurk_policies", "wurk_profiles", "wurk_tasks", "wurk_held"}
 #: Pages of features that do not run on a cluster yet: 503 with the line saying so (a
 #: feature converted later moves to CORE).
-NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_periodic", "wurk_profiles", "wurk_tasks", "wurk_held"}
+NOT_YET = {"wurk_batches", "wurk_workflows", "wurk_periodic"}
 
 
 @pytest.fixture
@@ -181,3 +182,48 @@ def test_the_policies_page_reads_every_queue_and_its_actions_work_with_a_real_wo
     wait_for(lambda: sorted(ran(on_cluster)) == ["long:2", "throttled:1"], WAIT, 0.2,
              "the fired job and the admitted push")
     assert worker.stop(WAIT) == 0
+
+
+def test_the_tasks_profiles_and_held_pages_read_every_primary(admin_client, on_cluster, redis_cluster,
+                                                             worker_factory, settings):
+    """Issue 46 item 3: task results spread over the primaries by their ids, a profile a real
+    cluster worker stored, and the Held page saying a cluster holds no suspect."""
+    from redis.crc import key_slot
+
+    from tests.jobsapp.push_tasks import tasks_add
+    from wurk_django.api import ProfileSet
+    from wurk_django.profiling.gecko import load
+
+    # Pushed now, not at the commit of the test's transaction (which never comes).
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"ENQUEUE_ON_COMMIT": False}}}
+    tasks = [tasks_add.enqueue(n, 40) for n in range(6)]
+    owners = {on_cluster.get_node_from_key(f"status:{task.id}").port for task in tasks}
+    jid = ClusterRecordJob.set(queue="c0", profile="report").perform_async("profiled")
+    worker = worker_factory("-c", "2", env=worker_env(redis_cluster, QUEUES=["default", "c0"], CONCURRENCY=2))
+    wait_for(lambda: all(tasks_add.get_result(task.id).is_finished for task in tasks), WAIT, 0.2, "the tasks")
+    wait_for(lambda: on_cluster.zcard(CLUSTER.profiles) == 1, WAIT, 0.2, "a stored profile")
+    assert worker.stop(WAIT) == 0
+
+    listing = admin_client.get(BASE + "tasks/")
+    assert listing.status_code == 200
+    assert sorted(row["id"] for row in listing.context["page"].items) == sorted(task.id for task in tasks)
+    assert {row["status"] for row in listing.context["page"].items} == {"SUCCESSFUL"}
+    assert len(owners) > 1 or len({key_slot(f"status:{t.id}".encode()) for t in tasks}) > 1  # spread by id
+    detail = admin_client.get(f"{BASE}tasks/{tasks[3].id}/")
+    assert detail.status_code == 200 and "43" in detail.content.decode()
+    assert admin_client.get(f"{BASE}tasks/?q={tasks[0].id}").context["page"].total == 1
+
+    [record] = list(ProfileSet())
+    assert record.jid == jid and record.token == "report" and not on_cluster.exists("profiles")
+    profiles = admin_client.get(BASE + "profiles/").content.decode()
+    assert f"report-{jid}" in profiles
+    page = admin_client.get(f"{BASE}profiles/report-{jid}/")
+    assert page.status_code == 200 and "ClusterRecordJob.perform" in page.content.decode()
+    download = admin_client.get(f"{BASE}profiles/report-{jid}/data")
+    assert download["Content-Type"] == "application/gzip" and load(download.content)["threads"]
+
+    held = admin_client.get(BASE + "held/")
+    assert held.status_code == 200 and held.context["jobs"] == []
+    assert "wurk-held-cluster" in held.content.decode()
+    response = admin_client.post(BASE + "held/", {"held": "x", "jid": "y"}, follow=True)
+    assert "No job is held on a Redis Cluster." in response.content.decode()

@@ -95,6 +95,7 @@ class SidekiqLayout:
     revoked = "revoked"  # wurk_django.revocation.KEY
     periodic = keys.PERIODIC
     limiter_list = keys.LIMITER_LIST
+    profiles = keys.PROFILES
 
     def queue(self, name: str) -> str:
         return keys.queue(name)
@@ -227,6 +228,9 @@ class ClusterLayout(SidekiqLayout):
     revoked = f"{FLEET}:revoked"
     periodic = f"{FLEET}:periodic"
     limiter_list = f"{FLEET}:lmtr-list"
+    #: The index of stored job profiles; each profile's hash ``<token>-<jid>`` keeps its name
+    #: (a key used alone), so storing one is two steps there (the hash first).
+    profiles = f"{FLEET}:profiles"
 
     def queue(self, name: str) -> str:
         return f"{queue_tag(name)}:queue"
