@@ -17,7 +17,7 @@ from tests.admin.test_access_table import resolved
 from tests.admin.test_redis_down import _reverse
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterLateRetryJob, ClusterRecordJob, ClusterSlowJob
 from tests.support import wait_for
-from tests.topologies.cluster_client import worker_env
+from tests.topologies.cluster_client import ran, worker_env
 from wurk_django.admin.sets import entry_key
 from wurk_django.admin_pages import pages
 from wurk_django.api import DeadSet, ProcessSet, RetrySet, ScheduledSet, Stats
@@ -142,7 +142,6 @@ def test_the_policies_page_reads_every_queue_and_its_actions_work_with_a_real_wo
     """Issue 46 item 3: debounced jobs of queues on two primaries, a throttle's drops; "Fire now"
     puts one on its queue (a real worker runs it), "Drop for good" deletes the other."""
     from tests.jobsapp.cluster_policy_jobs import ClusterDebouncedLong, ClusterThrottled
-    from tests.topologies.cluster_client import ran, worker_env
     from wurk_django import payload
 
     owner = {name: on_cluster.get_node_from_key(CLUSTER.queue(name)).port for name in QUEUES}
@@ -227,3 +226,52 @@ def test_the_tasks_profiles_and_held_pages_read_every_primary(admin_client, on_c
     assert "wurk-held-cluster" in held.content.decode()
     response = admin_client.post(BASE + "held/", {"held": "x", "jid": "y"}, follow=True)
     assert "No job is held on a Redis Cluster." in response.content.decode()
+
+
+def test_background_bulk_actions_work_through_every_queues_set_with_a_real_worker(
+        admin_client, on_cluster, redis_cluster, worker_factory, monkeypatch):
+    """Issue 46 item 3: "Retry all" of the merged dead set runs as a job over each queue's own
+    set (its take one script in the queue's slot); an unreadable entry is kept; "Kill all" of
+    the retry set files each job in its own queue's dead set; nothing of the action is left."""
+    from tests.admin.conftest import failed
+    from tests.admin.test_bulk import token_of
+    from wurk_django import payload
+    from wurk_django.admin import bulk as bulk_views
+    from wurk_django.api import bulk
+
+    monkeypatch.setattr(bulk_views, "SYNC_LIMIT", 5)
+    record = "tests.jobsapp.cluster_jobs.ClusterRecordJob"
+    for queue in QUEUES:
+        for n in range(3):
+            on_cluster.zadd(CLUSTER.dead(queue), {payload.dumps(failed(record, queue=queue, args=[f"{queue}-{n}"])):
+                                                  1_700_000_000 + n})
+    on_cluster.zadd(CLUSTER.dead("c1"), {b"not json at all": 1})
+    later = time.time() + 86_400  # not due: the worker's scheduler leaves them alone
+    for queue in ("c2", "c3"):
+        on_cluster.zadd(CLUSTER.retry(queue), {payload.dumps(failed(record, queue=queue, args=[f"r-{queue}"])): later})
+    on_cluster.sadd(CLUSTER.queues, *QUEUES)
+
+    token = token_of(admin_client.post(BASE + "dead/all/retry/"))
+    info = bulk.progress(token)
+    assert (info["state"], info["total"], info["set"]) == ("queued", 13, "dead")
+    assert DeadSet().size == 13  # the request only recorded the action and pushed its job
+    worker = worker_factory("-c", "3", env=worker_env(redis_cluster, QUEUES=["default", *QUEUES], CONCURRENCY=3))
+    wait_for(lambda: bulk.progress(token)["finished"], WAIT, 0.2, "the bulk retry")
+    info = bulk.progress(token)
+    assert (info["state"], info["done"], info["kept"], info["taken"]) == ("done", 12, 1, 13)
+    wait_for(lambda: len(ran(on_cluster)) == 12, WAIT, 0.2, "the retried jobs")
+    assert sorted(ran(on_cluster)) == sorted(f"{q}-{n}" for q in QUEUES for n in range(3))
+    assert on_cluster.zrange(CLUSTER.dead("c1"), 0, -1) == [b"not json at all"]
+    assert DeadSet().size == 1
+    html = admin_client.get(BASE + f"bulk/{token}/").content.decode()
+    assert 'data-state="done"' in html
+
+    kill = bulk.start("retry", "kill")
+    wait_for(lambda: bulk.progress(kill)["finished"], WAIT, 0.2, "the bulk kill")
+    assert bulk.progress(kill)["done"] == 2 and RetrySet().size == 0
+    for queue in ("c2", "c3"):
+        [raw] = on_cluster.zrange(CLUSTER.dead(queue), 0, -1)
+        assert payload.loads(raw)["args"] == [f"r-{queue}"]
+    assert worker.stop(WAIT) == 0
+    assert not on_cluster.keys("{q:*}:bulk:*", target_nodes=on_cluster.PRIMARIES)
+    assert not on_cluster.keys("wurk-bulk:*:*", target_nodes=on_cluster.PRIMARIES)

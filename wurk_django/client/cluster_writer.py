@@ -62,17 +62,27 @@ SINGLE_KEY = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "EXPIRE", "PEXPIRE"
                         "ZADD", "ZREM", "LPUSH", "RPUSH", "INCR", "INCRBY"})
 
 Split = Callable[[Operation], list[Command]]
+#: What to do once a split job was written, from the replies of its split's commands:
+#: ``after(client, op, replies)`` (:func:`register_split`).
+AfterSplit = Callable[[Any, Operation, list[Any]], None]
 #: A feature's pushing script (by its SHA-1) -> the commands to send before its job is
-#: pushed plainly on a cluster (:func:`register_split`).
+#: pushed plainly on a cluster, and what to do after (:func:`register_split`).
 _splits: dict[str, Split] = {}
+_after_splits: dict[str, AfterSplit] = {}
 
 
-def register_split(sha: str, split: Split) -> None:
+def register_split(sha: str, split: Split, after: AfterSplit | None = None) -> None:
     """On a cluster, a job whose ``via`` runs the script ``sha`` is written as
     ``split(op)``'s commands (one slot each, sent and answered first), then the job's
     plain push: how a feature whose one-server script pushes and books atomically
-    keeps its bookkeeping before the job exists (issue 46 item 3)."""
+    keeps its bookkeeping before the job exists (issue 46 item 3). ``after``, if given,
+    is called once the job is written, with the client, the operation and the replies
+    of its split's commands: for what the one-server script also did in another slot."""
     _splits[sha] = split
+    if after is not None:
+        _after_splits[sha] = after
+    else:
+        _after_splits.pop(sha, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,18 +220,24 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     first: list[Command] = []
     plain: list[Operation] = []
     formed: list[Formed] = []
+    afterwards: list[tuple[AfterSplit, Operation, int, int]] = []  # (after, op, its replies' span)
     for op in ops:
         if type(op) is Extra:
             first.append(op.command)
         elif _formed(op):
             formed.append(_forms[op.via[1]](op))  # type: ignore[index]
         elif op.via is not None:
+            start = len(first)
             first += _splits[op.via[1]](op)
+            after = _after_splits.get(op.via[1])
+            if after is not None:
+                afterwards.append((after, op, start, len(first)))
             plain.append(replace(op, via=None))
         else:
             plain.append(op)
     # What is written beside the jobs first, answered, then the jobs (the module's docstring says why).
     replies = send(redis, first) if first else []
+    split_replies = list(replies)
     out, registered = commands(plain, identity, formed=formed)
     written = send(redis, out)
     # What a form's script answered decides what it sends after (one slot each).
@@ -230,6 +246,8 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     replies += written
     if after:
         replies += send(redis, after)
+    for then, op, start, end in afterwards:
+        then(redis, op, split_replies[start:end])
     moment = monotonic()
     pid = os.getpid()
     for queue in registered:
