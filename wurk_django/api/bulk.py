@@ -34,7 +34,7 @@ from .. import context, keys, payload
 from ..client.push import Client
 from ..errors import JobInterrupted
 from ..job import Job
-from ..redis.cluster_layout import known_queues, layout_of, queue_tag
+from ..redis.cluster_layout import known_queues, layout_of
 from ..redis.scripts import lua
 from ..text import to_text
 from ._base import RedisClient, cluster_aware, one_slot
@@ -119,13 +119,11 @@ def _places(redis: RedisClient, set_name: str, token: str, info: dict) -> list[t
     if not layout_of(redis).cluster:
         return [(set_name, keys.bulk_in_hand(token), keys.bulk_kept(token), keys.bulk(token),
                  int(info.get(b"total") or 0))]
-    name_of = getattr(layout_of(redis), PER_QUEUE[set_name])
+    layout = layout_of(redis)
+    name_of = getattr(layout, PER_QUEUE[set_name])
     budgets = payload.loads(info.get(b"budgets") or b"{}")
-    places = []
-    for queue, budget in budgets.items():
-        base = f"{queue_tag(queue)}:bulk:{token}"
-        places.append((name_of(queue), f"{base}:hand", f"{base}:kept", base, int(budget)))
-    return places
+    return [(name_of(queue), layout.bulk_in_hand(token, queue), layout.bulk_kept(token, queue),
+             layout.bulk_taken(token, queue), int(budget)) for queue, budget in budgets.items()]
 
 
 def progress(token: str, redis: RedisClient | None = None) -> dict[str, Any] | None:

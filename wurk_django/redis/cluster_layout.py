@@ -11,7 +11,7 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
   markers, recovery counters, crash records and held index, that queue's
   *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag, and the push
   policies' keys of its jobs (a debounce's state and index, a throttle's slots and
-  drop counters). Then every step of
+  drop counters) and what a background bulk action holds of its sets. Then every step of
   a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
   list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
   promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
@@ -211,6 +211,17 @@ class SidekiqLayout:
         """The throttle's drop counters (one server: one hash for the fleet)."""
         return keys.THROTTLE_DROPS
 
+    def bulk_in_hand(self, token: str, queue: str) -> str:
+        """A background bulk action's taken entries (one server: one set per action)."""
+        return keys.bulk_in_hand(token)
+
+    def bulk_kept(self, token: str, queue: str) -> str:
+        return keys.bulk_kept(token)
+
+    def bulk_taken(self, token: str, queue: str) -> str:
+        """The hash whose ``taken`` counts what the action took (one server: its progress hash)."""
+        return keys.bulk(token)
+
 
 class ClusterLayout(SidekiqLayout):
     """The cluster layout (this module's docstring says why each key goes where)."""
@@ -342,6 +353,17 @@ class ClusterLayout(SidekiqLayout):
     def throttle_drops(self, queue: str) -> str:
         return f"{queue_tag(queue)}:throttle-drops"
 
+    # A background bulk action works through each queue's own set in turn: what it took,
+    # kept aside and counted is in the queue's slot, so a chunk's take is one script.
+    def bulk_in_hand(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}:hand"
+
+    def bulk_kept(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}:kept"
+
+    def bulk_taken(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}"
+
     def loop(self, lid: str) -> str:
         return tag("loop", lid)
 
@@ -406,6 +428,9 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                                                        layout.wake(queue)],
         "debounced push": [layout.debounce_state(queue, "d1g3st"), layout.schedule(queue), layout.debounces(queue)],
         "throttled push": [layout.throttle_slot(queue, "d1g3st", 7), layout.throttle_drops(queue)],
+        "bulk action's chunk taken (bulk_take.lua)": [layout.dead(queue), layout.bulk_in_hand("T", queue),
+                                                       layout.bulk_taken("T", queue)],
+        "bulk action's entry kept aside": [layout.bulk_kept("T", queue), layout.bulk_in_hand("T", queue)],
         "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter), layout.limiter_stats(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
         "process set, reaper": [layout.queues, layout.processes, layout.process_cleanup, layout.reaper_lock],
