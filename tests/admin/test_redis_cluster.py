@@ -6,6 +6,7 @@ line saying so; never Django's 500 page nor a raw ``MovedError``."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.conf import settings
@@ -23,6 +24,7 @@ from tests.jobsapp.cluster_jobs import (
     ClusterSlowJob,
 )
 from tests.support import wait_for
+from tests.topologies.cluster_client import ran, worker_env
 from wurk_django.admin.sets import entry_key
 from wurk_django.admin_pages import pages
 from wurk_django.api import DeadSet, ProcessSet, RetrySet, ScheduledSet, Stats
@@ -38,10 +40,11 @@ WAIT = 60.0
 #: The pages (URL names) that read only core data: 200 on a cluster.
 CORE = {"wurk_django_dashboard_changelist", "wurk_stats", "wurk_stats_queues", "wurk_prometheus", "wurk_busy",
         "wurk_queues", "wurk_queue", "wurk_set", "wurk_metrics", "wurk_metrics_job", "wurk_history",
-        "wurk_limits", "wurk_batches", "wurk_workflows", "wurk_periodic"}
+        "wurk_limits", "wurk_batches", "wurk_workflows", "wurk_periodic", "wurk_policies", "wurk_profiles",
+        "wurk_tasks", "wurk_held"}
 #: Pages of features that do not run on a cluster yet: 503 with the line saying so (a
-#: feature converted later moves to CORE).
-NOT_YET = {"wurk_policies", "wurk_profiles", "wurk_tasks", "wurk_held"}
+#: feature converted later moves to CORE). Every page runs there today.
+NOT_YET: set[str] = set()
 
 
 @pytest.fixture
@@ -221,3 +224,143 @@ def test_the_batches_workflows_and_periodic_pages_and_their_actions_on_a_cluster
     assert on_cluster.zscore(CLUSTER.dead_batches, batch.bid) is None
     assert admin_client.get(f"{BASE}batches/{batch.bid}/").status_code == 404
     assert worker.stop(WAIT) == 0
+
+
+def test_the_policies_page_reads_every_queue_and_its_actions_work_with_a_real_worker(
+        admin_client, on_cluster, redis_cluster, worker_factory):
+    """Issue 46 item 3: debounced jobs of queues on two primaries, a throttle's drops; "Fire now"
+    puts one on its queue (a real worker runs it), "Drop for good" deletes the other."""
+    from tests.jobsapp.cluster_policy_jobs import ClusterDebouncedLong, ClusterThrottled
+    from wurk_django import payload
+
+    owner = {name: on_cluster.get_node_from_key(CLUSTER.queue(name)).port for name in QUEUES}
+    one = QUEUES[0]
+    two = next(name for name in QUEUES[1:] if owner[name] != owner[one])
+    for version in (1, 2):
+        ClusterDebouncedLong.set(queue=one).perform_async(version)
+    ClusterDebouncedLong.set(queue=two).perform_async(3)
+    while time.time() % 60 > 50:  # the three throttled pushes in one 60 s slot
+        time.sleep(0.2)
+    first = ClusterThrottled.set(queue="c2").perform_async(1)
+    assert first and ClusterThrottled.set(queue="c2").perform_async(2) is None
+    assert ClusterThrottled.set(queue="c2").perform_async(3) is None
+
+    page = BASE + "policies/"
+    response = admin_client.get(page)
+    assert response.status_code == 200
+    rows = {row["queue"]: row for row in response.context["debounced"]}
+    assert set(rows) == {one, two} and rows[one]["args"] == "2" and rows[two]["args"] == "3"
+    assert rows[one]["quiet"] == 60 and rows[one]["fires"] > rows[one]["first"]
+    throttled = {row["klass"]: row for row in response.context["throttled"]}
+    row = throttled[ClusterThrottled.job_name]
+    assert row["dropped"] == 2 and row["holder"] == first and row["queue"] == "c2"
+    html = response.content.decode()
+    assert "Fire now" in html and "Drop for good" in html
+
+    assert admin_client.post(page, {"action": "fire", "key": rows[one]["key"]}).status_code == 302
+    [queued] = [payload.loads(raw) for raw in on_cluster.lrange(CLUSTER.queue(one), 0, -1)]
+    assert queued["jid"] == rows[one]["jid"] and queued["args"] == [2]
+    assert admin_client.post(page, {"action": "drop", "key": rows[two]["key"]}).status_code == 302
+    assert on_cluster.zcard(CLUSTER.schedule(one)) == 0 and on_cluster.zcard(CLUSTER.schedule(two)) == 0
+    assert on_cluster.llen(CLUSTER.queue(two)) == 0
+    assert admin_client.get(page).context["debounced"] == []
+
+    worker = worker_factory("-c", "2", env=worker_env(redis_cluster, QUEUES=QUEUES, CONCURRENCY=2,
+                                                      IMPORT_ON_MISS=["tests.jobsapp"]))
+    wait_for(lambda: sorted(ran(on_cluster)) == ["long:2", "throttled:1"], WAIT, 0.2,
+             "the fired job and the admitted push")
+    assert worker.stop(WAIT) == 0
+
+
+def test_the_tasks_profiles_and_held_pages_read_every_primary(admin_client, on_cluster, redis_cluster,
+                                                             worker_factory, settings):
+    """Issue 46 item 3: task results spread over the primaries by their ids, a profile a real
+    cluster worker stored, and the Held page saying a cluster holds no suspect."""
+    from redis.crc import key_slot
+
+    from tests.jobsapp.push_tasks import tasks_add
+    from wurk_django.api import ProfileSet
+    from wurk_django.profiling.gecko import load
+
+    # Pushed now, not at the commit of the test's transaction (which never comes).
+    settings.TASKS = {"default": {"BACKEND": "wurk_django.tasks.WurkBackend", "OPTIONS": {"ENQUEUE_ON_COMMIT": False}}}
+    tasks = [tasks_add.enqueue(n, 40) for n in range(6)]
+    owners = {on_cluster.get_node_from_key(f"status:{task.id}").port for task in tasks}
+    jid = ClusterRecordJob.set(queue="c0", profile="report").perform_async("profiled")
+    worker = worker_factory("-c", "2", env=worker_env(redis_cluster, QUEUES=["default", "c0"], CONCURRENCY=2))
+    wait_for(lambda: all(tasks_add.get_result(task.id).is_finished for task in tasks), WAIT, 0.2, "the tasks")
+    wait_for(lambda: on_cluster.zcard(CLUSTER.profiles) == 1, WAIT, 0.2, "a stored profile")
+    assert worker.stop(WAIT) == 0
+
+    listing = admin_client.get(BASE + "tasks/")
+    assert listing.status_code == 200
+    assert sorted(row["id"] for row in listing.context["page"].items) == sorted(task.id for task in tasks)
+    assert {row["status"] for row in listing.context["page"].items} == {"SUCCESSFUL"}
+    assert len(owners) > 1 or len({key_slot(f"status:{t.id}".encode()) for t in tasks}) > 1  # spread by id
+    detail = admin_client.get(f"{BASE}tasks/{tasks[3].id}/")
+    assert detail.status_code == 200 and "43" in detail.content.decode()
+    assert admin_client.get(f"{BASE}tasks/?q={tasks[0].id}").context["page"].total == 1
+
+    [record] = list(ProfileSet())
+    assert record.jid == jid and record.token == "report" and not on_cluster.exists("profiles")
+    profiles = admin_client.get(BASE + "profiles/").content.decode()
+    assert f"report-{jid}" in profiles
+    page = admin_client.get(f"{BASE}profiles/report-{jid}/")
+    assert page.status_code == 200 and "ClusterRecordJob.perform" in page.content.decode()
+    download = admin_client.get(f"{BASE}profiles/report-{jid}/data")
+    assert download["Content-Type"] == "application/gzip" and load(download.content)["threads"]
+
+    held = admin_client.get(BASE + "held/")
+    assert held.status_code == 200 and held.context["jobs"] == []
+    assert "wurk-held-cluster" in held.content.decode()
+    response = admin_client.post(BASE + "held/", {"held": "x", "jid": "y"}, follow=True)
+    assert "No job is held on a Redis Cluster." in response.content.decode()
+
+
+def test_background_bulk_actions_work_through_every_queues_set_with_a_real_worker(
+        admin_client, on_cluster, redis_cluster, worker_factory, monkeypatch):
+    """Issue 46 item 3: "Retry all" of the merged dead set runs as a job over each queue's own
+    set (its take one script in the queue's slot); an unreadable entry is kept; "Kill all" of
+    the retry set files each job in its own queue's dead set; nothing of the action is left."""
+    from tests.admin.conftest import failed
+    from tests.admin.test_bulk import token_of
+    from wurk_django import payload
+    from wurk_django.admin import bulk as bulk_views
+    from wurk_django.api import bulk
+
+    monkeypatch.setattr(bulk_views, "SYNC_LIMIT", 5)
+    record = "tests.jobsapp.cluster_jobs.ClusterRecordJob"
+    for queue in QUEUES:
+        for n in range(3):
+            on_cluster.zadd(CLUSTER.dead(queue), {payload.dumps(failed(record, queue=queue, args=[f"{queue}-{n}"])):
+                                                  1_700_000_000 + n})
+    on_cluster.zadd(CLUSTER.dead("c1"), {b"not json at all": 1})
+    later = time.time() + 86_400  # not due: the worker's scheduler leaves them alone
+    for queue in ("c2", "c3"):
+        on_cluster.zadd(CLUSTER.retry(queue), {payload.dumps(failed(record, queue=queue, args=[f"r-{queue}"])): later})
+    on_cluster.sadd(CLUSTER.queues, *QUEUES)
+
+    token = token_of(admin_client.post(BASE + "dead/all/retry/"))
+    info = bulk.progress(token)
+    assert (info["state"], info["total"], info["set"]) == ("queued", 13, "dead")
+    assert DeadSet().size == 13  # the request only recorded the action and pushed its job
+    worker = worker_factory("-c", "3", env=worker_env(redis_cluster, QUEUES=["default", *QUEUES], CONCURRENCY=3))
+    wait_for(lambda: bulk.progress(token)["finished"], WAIT, 0.2, "the bulk retry")
+    info = bulk.progress(token)
+    assert (info["state"], info["done"], info["kept"], info["taken"]) == ("done", 12, 1, 13)
+    wait_for(lambda: len(ran(on_cluster)) == 12, WAIT, 0.2, "the retried jobs")
+    assert sorted(ran(on_cluster)) == sorted(f"{q}-{n}" for q in QUEUES for n in range(3))
+    assert on_cluster.zrange(CLUSTER.dead("c1"), 0, -1) == [b"not json at all"]
+    assert DeadSet().size == 1
+    html = admin_client.get(BASE + f"bulk/{token}/").content.decode()
+    assert 'data-state="done"' in html
+
+    kill = bulk.start("retry", "kill")
+    wait_for(lambda: bulk.progress(kill)["finished"], WAIT, 0.2, "the bulk kill")
+    assert bulk.progress(kill)["done"] == 2 and RetrySet().size == 0
+    for queue in ("c2", "c3"):
+        [raw] = on_cluster.zrange(CLUSTER.dead(queue), 0, -1)
+        assert payload.loads(raw)["args"] == [f"r-{queue}"]
+    assert worker.stop(WAIT) == 0
+    assert not on_cluster.keys("{q:*}:bulk:*", target_nodes=on_cluster.PRIMARIES)
+    assert not on_cluster.keys("wurk-bulk:*:*", target_nodes=on_cluster.PRIMARIES)

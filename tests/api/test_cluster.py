@@ -157,6 +157,10 @@ def test_queues_stats_and_history_read_the_cluster_layout(on_cluster):
     assert not c0.paused
     on_cluster.set(CLUSTER.paused("c0"), "1")
     assert c0.paused
+    c0.unpause()  # the queue's own flag, in its slot
+    assert not c0.paused and not on_cluster.exists(CLUSTER.paused("c0"))
+    c0.pause()
+    assert c0.paused and on_cluster.get(CLUSTER.paused("c0")) == b"1"
 
     stats = Stats()
     assert (stats.processed, stats.failed) == (41, 2)

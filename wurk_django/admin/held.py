@@ -3,7 +3,9 @@
 A job running in more than one process death waits in the dead process's held
 list and goes back to its queue alone, once the suspect given back before it
 finished or crashed again (:mod:`wurk_django.server.suspects`). This page lists
-them with the deaths they were running in, and gives one back at once.
+them with the deaths they were running in, and gives one back at once. On a Redis
+Cluster nothing is held (the worker there gives a dead process's jobs back at once):
+the page says so.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext as _
 
 from ..api import JobRecord
+from ..redis.layout_client import is_cluster
 from ..server import poison, suspects
 from ..server.reaper import Reaper
-from .common import args_text, not_on_cluster, redirect_back, redis, render, url, when
+from .common import args_text, redirect_back, redis, render, url, when
 
 
 def _release(request: HttpRequest) -> None:
@@ -51,10 +54,17 @@ def _row(job: suspects.HeldJob) -> dict[str, Any]:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
-    not_on_cluster("Held jobs (the poison-pill accounting of recovered jobs)")
+    # On a Redis Cluster (issue 46 item 3) the worker's recovery gives every job of a dead
+    # process back to its queue at once (server/cluster_reaper.py: no poison-pill accounting
+    # there), so no job is ever held: the page says so instead of reading one-server keys.
+    clustered = is_cluster(redis())
     if request.method == "POST":
-        _release(request)
+        if clustered:
+            messages.info(request, _("No job is held on a Redis Cluster."))
+        else:
+            _release(request)
         return redirect_back(request, url(request, "wurk_held"))
-    jobs = [_row(job) for job in suspects.held_jobs(redis())]
-    context = {"jobs": jobs, "threshold": poison.RECOVERY_THRESHOLD, "release_wait": suspects.RELEASE_WAIT}
+    jobs = [] if clustered else [_row(job) for job in suspects.held_jobs(redis())]
+    context = {"jobs": jobs, "threshold": poison.RECOVERY_THRESHOLD, "release_wait": suspects.RELEASE_WAIT,
+               "cluster": clustered}
     return render(request, model_admin, "held.html", context, section="held", title=_("Held suspects"))

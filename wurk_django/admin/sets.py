@@ -288,9 +288,9 @@ def all_action(request: HttpRequest, model_admin: Any, kind: str, action: str) -
         raise Http404(_("no such action"))
     job_set = spec.set_class()
     back = url(request, "wurk_set", kind=kind)
-    # On a Redis Cluster the set is many queues' sets: the background action (one set,
-    # one script) is not converted, so it runs in the request there.
-    background = action in bulk.ACTIONS and not job_set.merged()
+    # On a Redis Cluster the set is many queues' sets: the background job works through
+    # each queue's own set in turn (api/bulk.py).
+    background = action in bulk.ACTIONS
     if request.method != "POST":
         context = {"kind": kind, "spec": spec, "action": action, "label": ALL_LABELS[action],
                    "size": job_set.size, "back": back,

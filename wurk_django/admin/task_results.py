@@ -16,7 +16,7 @@ from django.utils.translation import pgettext_lazy
 from ..results import store
 from ..tasks import results
 from ..tasks.results import STATUS_OF
-from .common import Page, call_text, each_row, keep_query, not_on_cluster, page_params, redis, render, url
+from .common import Page, call_text, each_row, keep_query, page_params, redis, render, servers, url
 
 #: At most this many results are read to sort a listing; older ones are still
 #: reachable by id (the search box, or a job's link).
@@ -34,14 +34,18 @@ STATUS_LABELS = {
 
 
 def _scan_ids(client: Any, limit: int = SCAN_LIMIT) -> list[str]:
+    """The ids of the result records, up to ``limit``: a ``SCAN`` of the one server, or on a
+    Redis Cluster of each primary in turn (issue 46 item 3: a record ``status:<id>`` is a key
+    of its own, spread over the primaries by its name)."""
     ids = []
-    for raw_key in client.scan_iter(match=store.PATTERN, count=500):
-        text = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
-        jid = text[len(store.PREFIX):]
-        if results.valid_id(jid):
-            ids.append(jid)
-            if len(ids) >= limit:
-                break
+    for server in servers(client):
+        for raw_key in server.scan_iter(match=store.PATTERN, count=500):
+            text = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            jid = text[len(store.PREFIX):]
+            if results.valid_id(jid):
+                ids.append(jid)
+                if len(ids) >= limit:
+                    return ids
     return ids
 
 
@@ -79,8 +83,7 @@ def row(jid: str, fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
-    not_on_cluster("Task results")
-    client = redis()
+    client = redis()  # on a Redis Cluster its RedisCluster: the pipelines below reach every primary
     wanted_status = request.GET.get("status", "").upper()
     search = request.GET.get("q", "").strip()
     number, count = page_params(request)
@@ -141,7 +144,6 @@ def where_is_job(request: HttpRequest, jid: str, state: str) -> tuple[str, str] 
 def detail(request: HttpRequest, model_admin: Any, result_id: str) -> HttpResponse:
     if not results.valid_id(result_id):
         raise Http404(_("not a task result id"))
-    not_on_cluster("Task results")
     fields = results.read(redis(), result_id)
     if fields is None:
         return render(request, model_admin, "task.html", {"missing": True, "result_id": result_id},

@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
-from .. import keys
+from ..redis.cluster_layout import layout_of
 from ..text import to_text
-from ._base import RedisClient, conn, to_float, to_int, utc
+from ._base import RedisClient, cluster_aware, to_float, to_int, utc
 
 __all__ = ["ProfileSet", "ProfileRecord"]
 
@@ -46,27 +46,33 @@ class ProfileRecord:
     @property
     def data(self) -> bytes | None:
         """The gzip'd Firefox Profiler JSON, fetched on demand (it can be large)."""
-        return conn(self._redis).hget(self.key, "data")
+        return cluster_aware(self._redis).hget(self.key, "data")
 
 
 class ProfileSet:
-    """Profiles newest-expiry first; expired members are pruned on each read."""
+    """Profiles newest-expiry first; expired members are pruned on each read. On a Redis
+    Cluster the index is ``{wurk}:profiles`` (issue 46 item 3), each profile's hash a key of
+    its own, read in one pipeline (one round trip per primary)."""
 
     def __init__(self, redis: RedisClient | None = None) -> None:
         self._redis = redis
 
     @property
     def redis(self) -> RedisClient:
-        return conn(self._redis)
+        return cluster_aware(self._redis)
+
+    @property
+    def _index(self) -> str:
+        return layout_of(self.redis).profiles
 
     def _prune(self) -> None:
         # A member's score is its expiry; the hash has already expired by then.
-        self.redis.zremrangebyscore(keys.PROFILES, "-inf", time.time())
+        self.redis.zremrangebyscore(self._index, "-inf", time.time())
 
     @property
     def size(self) -> int:
         self._prune()
-        return int(self.redis.zcard(keys.PROFILES))
+        return int(self.redis.zcard(self._index))
 
     def __len__(self) -> int:
         return self.size
@@ -74,7 +80,7 @@ class ProfileSet:
     def __iter__(self) -> Iterator[ProfileRecord]:
         self._prune()
         redis = self.redis
-        members = [to_text(k) for k in redis.zrange(keys.PROFILES, "+inf", 0, byscore=True, desc=True)]
+        members = [to_text(k) for k in redis.zrange(self._index, "+inf", 0, byscore=True, desc=True)]
         if not members:
             return
         pipe = redis.pipeline(transaction=False)

@@ -11,7 +11,7 @@ from .. import keys
 from .. import pause as pausing
 from ..redis.cluster_layout import known_queues, layout_of
 from ..redis.scripts import lua
-from ._base import PAGE_SIZE, RedisClient, cluster_aware, conn, latency_of_raw, one_slot
+from ._base import PAGE_SIZE, RedisClient, cluster_aware, latency_of_raw, one_slot
 from .record import JobRecord
 
 __all__ = ["Queue"]
@@ -77,12 +77,11 @@ class Queue:
 
     def pause(self) -> None:
         """Stop every worker from fetching this queue (within 2 s); running jobs finish (PRO-300).
-        Through the one-server client: pausing is not converted to a cluster here, so on
-        one it raises :class:`~wurk_django.errors.RedisClusterError`."""
-        pausing.pause(self.name, conn(self._redis))
+        On a Redis Cluster the queue's flag ``{q:<name>}:paused`` is set instead."""
+        pausing.pause(self.name, self.redis)
 
     def unpause(self) -> None:
-        pausing.unpause(self.name, conn(self._redis))
+        pausing.unpause(self.name, self.redis)
 
     @property
     def latency(self) -> float:

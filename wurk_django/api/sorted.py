@@ -212,7 +212,8 @@ def refusal(redis: RedisClient, job: dict) -> str:
 
     digest = digest_of(job)
     if digest is not None:
-        held_by = holder(redis, digest)
+        queue = job.get("queue")  # on a Redis Cluster the lock lives in the queue's slot
+        held_by = holder(redis, digest, queue if isinstance(queue, str) and queue else "default")
         if held_by and held_by != job.get("jid"):
             return (f"{job.get('class')} jid={job.get('jid')} was not pushed: an identical unique job "
                     f"(jid={held_by}) holds its lock {digest}; the entry was kept")

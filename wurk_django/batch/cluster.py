@@ -48,8 +48,11 @@ the parent's gate. A crash in between leaves index entries of a batch that is go
 pages show it as expired) or, before the last step, a parent waiting for a child that no
 longer exists, as a child that never finishes would.
 
-The dead-batches index is not cleared when a retry from the morgue revives a batch
-(``push.lua`` does that on one server); the batch's own ``death`` flag is.
+**A retry from the morgue** (a job back from the dead set, pushed again) makes its batch
+live again as ``push.lua`` does: ``register.lua`` clears the batch's ``death`` flag when
+its last dead job is back, and answers so; then the batch leaves the fleet's
+``{wurk}:dead-batches`` index (another slot), in an order that never loses a death that
+comes meanwhile (:func:`revived`).
 """
 
 from __future__ import annotations
@@ -83,9 +86,31 @@ def split(op: Operation) -> list[tuple[Any, ...]]:
     return [register_command(str(job["bid"]), [str(job["jid"])], revive=type(op) is Enqueue)]
 
 
+#: ``register.lua``'s answer when a jid back from the dead set made its batch live again.
+REVIVED = -2
+
+
+def revived(client: Any, op: Operation, replies: list[Any]) -> None:
+    """After a batch job's push: when its registration answered :data:`REVIVED` (a retry from
+    the morgue brought the batch's last dead job back), take the batch out of the fleet's
+    dead-batches index. The flag and the index are in two slots, and a death sets the flag
+    first and adds to the index second (:func:`fire`); so the entry is removed, then the
+    flag read again, and put back if a death came meanwhile: the index never misses a
+    batch whose flag says it is dead."""
+    if not any(reply == REVIVED for reply in replies):
+        return
+    bid = str((op.job or {})["bid"])
+    score = client.zscore(CLUSTER.dead_batches, bid)
+    if score is None:
+        return
+    client.zrem(CLUSTER.dead_batches, bid)
+    if client.hget(CLUSTER.batch(bid), "death") == b"1":
+        client.zadd(CLUSTER.dead_batches, {bid: score}, nx=True)  # a newer death's entry wins
+
+
 def install() -> None:
     """Let the cluster writer take batch jobs (the write hook's ``via`` of PUSH and SCHEDULE)."""
-    cluster_writer.register_split(scripts.PUSH.sha, split)
+    cluster_writer.register_split(scripts.PUSH.sha, split, revived)
     cluster_writer.register_split(scripts.SCHEDULE.sha, split)
 
 
@@ -102,8 +127,10 @@ def fire(client: Any, bid: str, event: str, *, now: float, queue: str, parent: s
     claimed it, 0 when it was claimed already. A parent that is gone is not written to,
     and the event fires all the same, as ``fire.lua`` does."""
     if event == "death":
+        # The flag first, answered, then the index: a cluster pipeline does not keep the order
+        # of commands to different nodes, and revived() relies on this one.
+        client.hset(CLUSTER.batch(bid), mapping={"death": "1", "death_at": repr(now)})
         pipe = client.pipeline(transaction=False)
-        pipe.hset(CLUSTER.batch(bid), mapping={"death": "1", "death_at": repr(now)})
         pipe.zadd(CLUSTER.dead_batches, {bid: now})
         pipe.zremrangebyscore(CLUSTER.dead_batches, "-inf", f"({now - scripts.DEFAULT_EXPIRY!r}")
         pipe.zremrangebyrank(CLUSTER.dead_batches, 0, -scripts.INDEX_MAX)

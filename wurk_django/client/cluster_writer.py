@@ -29,6 +29,10 @@ was never pushed, never a job its record or its batch misses. So:
 * a job whose operation has a ``via`` (a feature's pushing script) is accepted when that
   feature registered a *split* for its script (:func:`register_split`): the commands to
   send first, after which the job is pushed plainly (a batch: :mod:`wurk_django.batch.cluster`);
+  or a *form* (:func:`register_form`): the same script with the cluster layout's keys, all
+  in the job's queue's slot, which writes the job itself in the jobs' round trip, and the
+  commands to send after it from its reply (a debounced push:
+  :func:`wurk_django.policies.client.cluster_form`);
 * a job pushed now whose ``via`` is a script with every declared key in the slot of the
   job's queue is sent as it is, in the jobs' round trip instead of the job's ``LPUSH``:
   the script pushes the job and writes its wake-up tokens itself, as on one server (a
@@ -41,8 +45,8 @@ Anything else is refused before anything is sent, with
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from time import monotonic
 from typing import Any
 
@@ -62,17 +66,67 @@ SINGLE_KEY = frozenset({"HSET", "HSETNX", "HDEL", "HINCRBY", "EXPIRE", "PEXPIRE"
                         "ZADD", "ZREM", "LPUSH", "RPUSH", "INCR", "INCRBY"})
 
 Split = Callable[[Operation], list[Command]]
+#: What to do once a split job was written, from the replies of its split's commands:
+#: ``after(client, op, replies)`` (:func:`register_split`).
+AfterSplit = Callable[[Any, Operation, list[Any]], None]
 #: A feature's pushing script (by its SHA-1) -> the commands to send before its job is
-#: pushed plainly on a cluster (:func:`register_split`).
+#: pushed plainly on a cluster, and what to do after (:func:`register_split`).
 _splits: dict[str, Split] = {}
+_after_splits: dict[str, AfterSplit] = {}
 
 
-def register_split(sha: str, split: Split) -> None:
+def register_split(sha: str, split: Split, after: AfterSplit | None = None) -> None:
     """On a cluster, a job whose ``via`` runs the script ``sha`` is written as
     ``split(op)``'s commands (one slot each, sent and answered first), then the job's
     plain push: how a feature whose one-server script pushes and books atomically
-    keeps its bookkeeping before the job exists (issue 46 item 3)."""
+    keeps its bookkeeping before the job exists (issue 46 item 3). ``after``, if given,
+    is called once the job is written, with the client, the operation and the replies
+    of its split's commands: for what the one-server script also did in another slot."""
     _splits[sha] = split
+    if after is not None:
+        _after_splits[sha] = after
+    else:
+        _after_splits.pop(sha, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Formed:
+    """A job's write on a cluster by a feature's script (:func:`register_form`): ``command``
+    (its keys in the slot of ``queue``, the job's queue) writes the job in the jobs' round
+    trip; ``after(reply)``, if given, the commands to send once that round trip answered
+    (each one slot), from the script's reply."""
+
+    command: Command
+    queue: str
+    after: Callable[[Any], list[Command]] | None = None
+
+
+Form = Callable[[Operation], Formed]
+#: A feature's pushing script (by its SHA-1) -> its cluster form (:func:`register_form`).
+_forms: dict[str, Form] = {}
+
+
+def register_form(sha: str, form: Form) -> None:
+    """On a cluster, a job whose ``via`` runs the script ``sha`` is written by ``form(op)``:
+    the script's command with the cluster layout's keys (one slot, the job's queue's), sent
+    in place of the job's plain write, and what to send after from its reply. For a feature
+    whose one-server script writes the job with keys a cluster can hold in one slot."""
+    _forms[sha] = form
+
+
+def _in_queue_slot(op: Operation) -> bool:
+    """Whether ``op`` is a push now through a script whose declared keys are all in the
+    slot of the job's own queue (sent as it is on a cluster)."""
+    if type(op) is not Enqueue or op.via is None or str(op.via[0]).upper() not in ("EVALSHA", "EVAL"):
+        return False
+    count = int(op.via[2])
+    slot = key_slot(CLUSTER.queue(op.queue).encode())
+    return count > 0 and all(key_slot(_bytes(k)) == slot for k in op.via[3:3 + count])
+
+
+def _formed(op: Operation) -> bool:
+    return (type(op) is not Extra and op.via is not None and str(op.via[0]).upper() == "EVALSHA"
+            and op.via[1] in _forms)
 
 
 def _one_slot(command: Command) -> bool:
@@ -84,16 +138,6 @@ def _one_slot(command: Command) -> bool:
         count = int(command[2])
         return count > 0 and len({key_slot(_bytes(k)) for k in command[3:3 + count]}) == 1
     return False
-
-
-def _in_queue_slot(op: Operation) -> bool:
-    """Whether ``op`` is a push now through a script whose declared keys are all in the
-    slot of the job's own queue (sent as it is on a cluster)."""
-    if type(op) is not Enqueue or op.via is None or str(op.via[0]).upper() not in ("EVALSHA", "EVAL"):
-        return False
-    count = int(op.via[2])
-    slot = key_slot(CLUSTER.queue(op.queue).encode())
-    return count > 0 and all(key_slot(_bytes(k)) == slot for k in op.via[3:3 + count])
 
 
 def _bytes(key: Any) -> bytes:
@@ -117,10 +161,11 @@ def refusal(ops: list[Operation], url: str) -> RedisClusterError | None:
                 return cluster.not_yet(f"A push with companion commands spanning hash slots ({name}: a feature "
                                        f"writing beside the job not converted yet)", url)
             continue
-        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA" and op.via[1] in _splits) \
+        if op.via is not None and not (str(op.via[0]).upper() == "EVALSHA"
+                                       and (op.via[1] in _splits or op.via[1] in _forms)) \
                 and not _in_queue_slot(op):
             return cluster.not_yet(f"A push through a feature's script ({str(op.via[0]).upper()}: push policies "
-                                   f"such as debounce_for, limiters)", url)
+                                   f"such as limiters)", url)
         if kind is Schedule and op.into not in _SETS:
             return cluster.not_yet(f"A job added to the set {op.into!r}", url)
     return None
@@ -139,17 +184,19 @@ def _queue_of(op: Schedule) -> str:
     return queue
 
 
-def commands(ops: list[Operation], identity: str, *, now: float | None = None) -> tuple[list[Command], list[str]]:
+def commands(ops: list[Operation], identity: str, *, now: float | None = None,
+             formed: Sequence[Formed] = ()) -> tuple[list[Command], list[str]]:
     """The commands of one round trip for ``ops`` (checked by :func:`refusal`) in the cluster
-    layout, and the queues whose registration in the queue set they include: the pushes
+    layout, and the queues whose registration in the queue set they include: the commands of
+    ``formed`` (the writes of :func:`register_form` features, first, in order), the pushes
     (``ZADD`` per set, ``LPUSH``/``RPUSH`` per queue, the pushing scripts in a queue's own
     slot), the ``SADD`` of queues this process has not registered lately, then the wake-up
     tokens of each queue pushed to plainly (a pushing script writes its own)."""
     sets: dict[str, list[Any]] = {}
     backs: dict[str, list[bytes]] = {}
     fronts: dict[str, list[bytes]] = {}
+    queues: dict[str, None] = {item.queue: None for item in formed}
     scripted: list[Command] = []
-    queues: dict[str, None] = {}
     for op in ops:
         if type(op) is Extra:
             continue  # sent before, by write()
@@ -163,7 +210,8 @@ def commands(ops: list[Operation], identity: str, *, now: float | None = None) -
             queue = _queue_of(op)
             sets.setdefault(_SETS[op.into](queue), []).extend((op.at, op.raw))
             queues[queue] = None
-    out: list[Command] = [("ZADD", name, *members) for name, members in sets.items()]
+    out: list[Command] = [item.command for item in formed]
+    out += [("ZADD", name, *members) for name, members in sets.items()]
     out += [("LPUSH", CLUSTER.queue(queue), *raws) for queue, raws in backs.items()]
     out += [("RPUSH", CLUSTER.queue(queue), *raws) for queue, raws in fronts.items()]
     out += scripted
@@ -192,18 +240,35 @@ def write(config: Config, redis: Any, ops: list[Operation]) -> list[Any]:
     identity = config.redis_target.identity
     first: list[Command] = []
     plain: list[Operation] = []
+    formed: list[Formed] = []
+    afterwards: list[tuple[AfterSplit, Operation, int, int]] = []  # (after, op, its replies' span)
     for op in ops:
         if type(op) is Extra:
             first.append(op.command)
+        elif _formed(op):
+            formed.append(_forms[op.via[1]](op))  # type: ignore[index]
         elif op.via is not None and not _in_queue_slot(op):
+            start = len(first)
             first += _splits[op.via[1]](op)
+            after = _after_splits.get(op.via[1])
+            if after is not None:
+                afterwards.append((after, op, start, len(first)))
             plain.append(replace(op, via=None))
         else:
             plain.append(op)
     # What is written beside the jobs first, answered, then the jobs (the module's docstring says why).
     replies = send(redis, first) if first else []
-    out, registered = commands(plain, identity)
-    replies += send(redis, out)
+    split_replies = list(replies)
+    out, registered = commands(plain, identity, formed=formed)
+    written = send(redis, out)
+    # What a form's script answered decides what it sends after (one slot each).
+    after = [command for item, reply in zip(formed, written, strict=False) if item.after is not None
+             for command in item.after(reply)]
+    replies += written
+    if after:
+        replies += send(redis, after)
+    for then, op, start, end in afterwards:
+        then(redis, op, split_replies[start:end])
     moment = monotonic()
     pid = os.getpid()
     for queue in registered:

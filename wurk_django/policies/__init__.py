@@ -16,6 +16,11 @@ A job class declares at most one push policy, checked when the class is defined:
   ``perform_async`` returns ``None``, as a unique duplicate's does
   (``lua/throttle.lua``: one ``SET NX``).
 
+On a Redis Cluster (issue 46 item 3) every key of a policy is in the slot of the job's
+queue (:mod:`wurk_django.redis.cluster_layout`): the debounce state, the queue's own
+schedule set and index of pending debounced jobs, one script as on one server; the
+throttle's slot key and the queue's drop counters, one script.
+
 Both are keyed by the class and queue by default (a burst of ``Reindex`` pushes is
 one burst whatever its arguments); a class method ``policy_key(job)`` returning
 any JSON value narrows it (``return job["args"][0]``: one burst per user).
@@ -101,12 +106,24 @@ def context_of(job: dict) -> Any:
     return [*base, hook(job)] if callable(hook) else base
 
 
-def debounce_key(job: dict) -> str:
-    return keys.debounce_state(canonical.sha256_hex(context_of(job)))
+def digest_of(job: dict) -> str:
+    """The digest naming ``job``'s policy key (of :func:`context_of`)."""
+    return canonical.sha256_hex(context_of(job))
 
 
-def throttle_key(job: dict, slot: int) -> str:
-    return keys.throttle_slot(canonical.sha256_hex(context_of(job)), slot)
+def debounce_key(job: dict, layout: Any = None) -> str:
+    """The debounce state of ``job``'s key: ``debounce:<digest>`` on one server, in the slot of
+    the job's queue on a Redis Cluster (``layout``: :data:`~wurk_django.redis.cluster_layout.CLUSTER`)."""
+    if layout is None or not layout.cluster:
+        return keys.debounce_state(digest_of(job))
+    return layout.debounce_state(job["queue"], digest_of(job))
+
+
+def throttle_key(job: dict, slot: int, layout: Any = None) -> str:
+    """The throttle slot of ``job``'s key, as :func:`debounce_key` places it."""
+    if layout is None or not layout.cluster:
+        return keys.throttle_slot(digest_of(job), slot)
+    return layout.throttle_slot(job["queue"], digest_of(job), slot)
 
 
 def throttle_field(job: dict, period: float) -> str:

@@ -7,6 +7,10 @@ time) and reads each one's state (the pending member and the burst's first push)
 "Fire now" pushes the job to its queue (the Scheduled page's "Add to queue"), "Drop"
 deletes it; either way the next push of its key starts a new burst.
 
+On a Redis Cluster (issue 46 item 3) each queue has its own index and drop counters (in
+its slot, with its schedule set): the page reads those of every known queue and merges
+them; the actions go through the Scheduled page's merged view as on one server.
+
 Throttled classes come from two places: the job classes of this process that declare
 ``throttle_for`` (their class-wide key), and the drop counters (``keys.THROTTLE_DROPS``,
 one field per class and key, written only when a push is dropped).
@@ -24,10 +28,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.translation import gettext as _
 
-from .. import canonical, keys, payload, registry
-from ..admin.common import args_text, not_on_cluster, redirect_back, redis, render, url, when
+from .. import canonical, payload, registry
+from ..admin.common import args_text, redirect_back, redis, render, url, when
 from ..admin.sets import apply, find, tell_refused
 from ..api import JobRecord, ScheduledSet
+from ..redis.cluster_layout import known_queues, layout_of
 from ..text import to_text
 from . import DEBOUNCE, DEBOUNCED_AT, MAX_WAIT, MAX_WAIT_FACTOR, THROTTLE
 
@@ -56,20 +61,36 @@ def _key_label(job: dict) -> str:
         return f"policy_key failed: {type(exc).__name__}"
 
 
+def _queues(conn: Any) -> list[str | None]:
+    """Whose index and counters the page reads: on one server the fleet's one (``None``), on a
+    Redis Cluster each known queue's own (issue 46 item 3: they are in the queue's slot)."""
+    return known_queues(conn) if layout_of(conn).cluster else [None]
+
+
 def debounced(conn: Any, now: float) -> list[dict[str, Any]]:
-    """The pending debounced jobs, soonest first (at most :data:`LIMIT`)."""
-    conn.zremrangebyscore(keys.DEBOUNCES, "-inf", now - PRUNE_AFTER)
-    states = [_text(k) for k in conn.zrange(keys.DEBOUNCES, 0, LIMIT - 1)]
+    """The pending debounced jobs, soonest first (at most :data:`LIMIT`); on a Redis Cluster
+    read from every known queue's index, one pipeline (one round trip per primary) a step."""
+    layout = layout_of(conn)
+    queues = _queues(conn)
     pipe = conn.pipeline(transaction=False)
-    for state in states:
+    for queue in queues:
+        index = layout.debounces(queue or "")
+        pipe.zremrangebyscore(index, "-inf", now - PRUNE_AFTER)
+        pipe.zrange(index, 0, LIMIT - 1, withscores=True)
+    replies = pipe.execute()
+    pending = sorted(((float(score), _text(state), queue) for queue, found in zip(queues, replies[1::2], strict=True)
+                      for state, score in found), key=lambda item: item[0])[:LIMIT]
+    states = [(state, queue) for _score, state, queue in pending]
+    pipe = conn.pipeline(transaction=False)
+    for state, _queue in states:
         pipe.hmget(state, "member", "first")
     found = pipe.execute()
     pipe = conn.pipeline(transaction=False)
-    for member, _first in found:
-        pipe.zscore(keys.SCHEDULE, member if member is not None else b"")
+    for (member, _first), (_state, queue) in zip(found, states, strict=True):
+        pipe.zscore(layout.schedule(queue or ""), member if member is not None else b"")
     scores = pipe.execute()
     rows = []
-    for state, (member, first), score in zip(states, found, scores, strict=True):
+    for (state, _queue), (member, first), score in zip(states, found, scores, strict=True):
         if member is None or score is None:
             continue  # fired, dropped, or the state expired: nothing pending
         record = JobRecord(member.decode("utf-8", "replace"))
@@ -79,7 +100,8 @@ def debounced(conn: Any, now: float) -> list[dict[str, Any]]:
         first_at = _float(first)
         rows.append({
             "state": state,
-            "digest": state.removeprefix(keys.DEBOUNCE_PREFIX),
+            # debounce:<digest> on one server, {q:<queue>}:debounce:<digest> on a cluster
+            "digest": state.rpartition(":")[2],
             "key": entry_key_of(score, record.jid),
             "klass": record.display_class,
             "queue": record.queue,
@@ -119,7 +141,13 @@ def throttled(conn: Any, now: float) -> list[dict[str, Any]]:
         context = [name, getattr(job_class, "queue", None) or "default"]
         found[canonical.sha256_hex(context)] = {"klass": name, "queue": context[1], "key": _("class and queue"),
                                                 "period": float(period), "dropped": 0}
-    for field, count in list(conn.hgetall(keys.THROTTLE_DROPS).items())[:LIMIT]:
+    layout = layout_of(conn)
+    queues = _queues(conn)
+    pipe = conn.pipeline(transaction=False)
+    for queue in queues:
+        pipe.hgetall(layout.throttle_drops(queue or ""))
+    counted = [item for counters in pipe.execute() for item in counters.items()]
+    for field, count in counted[:LIMIT]:
         try:
             data = json.loads(to_text(field))
             context, period = data["context"], float(data["period"])
@@ -135,7 +163,7 @@ def throttled(conn: Any, now: float) -> list[dict[str, Any]]:
     pipe = conn.pipeline(transaction=False)
     for digest, row in rows:
         row["slot"] = int(now // row["period"])
-        pipe.get(keys.throttle_slot(digest, row["slot"]))
+        pipe.get(layout.throttle_slot(row["queue"], digest, row["slot"]))
     for (_digest, row), holder in zip(rows, pipe.execute(), strict=True):
         row["holder"] = _text(holder)
         row["slot_start"] = datetime.fromtimestamp(row["slot"] * row["period"], tz=UTC)
@@ -172,8 +200,7 @@ def _act(request: HttpRequest) -> None:
 
 
 def index(request: HttpRequest, model_admin: Any) -> HttpResponse:
-    # Issue 46 item 3: the pages' client is a RedisCluster there, and these keys are not converted yet.
-    not_on_cluster("Debounce and throttle policies")
+    # On a Redis Cluster the pages' client is a RedisCluster, whose layout names the keys.
     if request.method == "POST":
         _act(request)
         return redirect_back(request, url(request, "wurk_policies"))

@@ -5,6 +5,15 @@ The middleware decides at the push: a throttled push takes its slot or is droppe
 scheduled job. The write hook then writes that scheduled job with ``debounce.lua``
 instead of a plain ``ZADD``, in the push's own round trip, so the pending job's
 replacement and the schedule entry are one atomic step.
+
+On a Redis Cluster (issue 46 item 3) the same script runs with every key in the slot
+of the job's queue (:func:`cluster_form`, the cluster writer's form of the hook's
+command): the debounce state, the queue's own schedule set and its index of pending
+debounced jobs. Only a replaced tracked job's status record is elsewhere (a key of its
+own): the script answers whether it removed the job the middleware named, and the
+record is marked revoked in a second step after it (``mark_replaced.lua``). A crash
+between the two leaves that record reading ``scheduled`` until it expires, as on one
+server when another push came between the middleware's read and the script.
 """
 
 from __future__ import annotations
@@ -17,9 +26,9 @@ from dataclasses import replace
 from typing import Any
 
 from .. import context, keys, payload, testing
-from ..client.operations import Operation, Schedule
-from ..redis import cluster
-from ..redis.cluster_layout import layout_of
+from ..client import cluster_writer
+from ..client.operations import Command, Operation, Schedule
+from ..redis.cluster_layout import CLUSTER, layout_of
 from ..redis.scripts import lua
 from ..results import store
 from . import (
@@ -40,6 +49,7 @@ logger = logging.getLogger("wurk_django.client.push")
 
 DEBOUNCE_LUA = lua("policies/lua/debounce")
 THROTTLE_LUA = lua("policies/lua/throttle")
+MARK_REPLACED_LUA = lua("policies/lua/mark_replaced")
 #: The jid of the tracked job each debounced push (by its own jid) replaces: read by the
 #: middleware, which has the push's Redis, and taken by the write hook, which gives that job's
 #: status record to ``debounce.lua`` in KEYS (the script marks it revoked). Entries of pushes
@@ -74,12 +84,11 @@ class PolicyClientMiddleware:
         config = context.config()
         if redis is None or testing.mode(config) in ("fake", "inline"):
             return call_next()  # nothing reaches Redis: no policy to keep
-        if layout_of(redis).cluster:
-            # Their scripts span a job's key and a fleet-wide one: not converted to a cluster's
-            # slots (issue 46). Refused before anything is written, naming them.
-            raise cluster.not_yet("Push policies (throttle_for, debounce_for)", config.redis_url)
+        # On a Redis Cluster (issue 46 item 3) ``redis`` is the process's RedisCluster: every
+        # key is then named in the slot of the job's queue (its layout), the scripts the same.
+        layout = layout_of(redis)
         if throttle is not None:
-            return self._throttle(job, redis, call_next)
+            return self._throttle(job, redis, layout, call_next)
         quiet = job[DEBOUNCE] = seconds(DEBOUNCE, debounce)
         job[MAX_WAIT] = _max_wait(job, quiet)
         if job.get("bid"):
@@ -90,17 +99,18 @@ class PolicyClientMiddleware:
                              "quiet time, so perform_in/perform_at cannot choose a time")
         now = job[DEBOUNCED_AT] = time.time()
         job["at"] = now + quiet  # a scheduled job; the write hook writes it with debounce.lua
-        _note_replaced(job["jid"], _pending_tracked_jid(redis, debounce_key(job)))
+        _note_replaced(job["jid"], _pending_tracked_jid(redis, debounce_key(job, layout)))
         return call_next()
 
     @staticmethod
-    def _throttle(job: dict, redis: Any, call_next: Any) -> Any:
+    def _throttle(job: dict, redis: Any, layout: Any, call_next: Any) -> Any:
         period = job[THROTTLE] = seconds(THROTTLE, job[THROTTLE])
         now = time.time()
         slot = int(now // period)
-        key = throttle_key(job, slot)
+        key = throttle_key(job, slot, layout)
         lifetime = max(1, math.ceil((slot + 1) * period - now)) + 1
-        taken, holder = THROTTLE_LUA(redis, [key, keys.THROTTLE_DROPS], [job["jid"], lifetime, throttle_field(job, period)])
+        taken, holder = THROTTLE_LUA(redis, [key, layout.throttle_drops(job["queue"])],
+                                     [job["jid"], lifetime, throttle_field(job, period)])
         holder = holder.decode() if isinstance(holder, bytes) else holder
         if not taken and holder != job["jid"]:
             logger.info("throttled %s dropped (jid=%s; jid=%s took this %gs slot)", job["class"], job["jid"],
@@ -166,3 +176,32 @@ def write_hook(ops: list[Operation]) -> list[Operation]:
                                                           [op.raw, repr(now), repr(quiet), repr(max_wait),
                                                            lifetime, job["jid"], replaced or ""])))
     return out
+
+
+def cluster_form(op: Operation) -> cluster_writer.Formed:
+    """The cluster writer's form of a debounced push (issue 46 item 3): ``debounce.lua`` with the
+    keys of the job's queue's slot (the state, the queue's schedule set and index), without the
+    replaced job's record, which :func:`_after_cluster_debounce` marks once the script answered."""
+    via = op.via or ()
+    count = int(via[2])
+    state, args = str(via[3]), list(via[3 + count:])
+    queue = (op.job or {})["queue"]
+    digest = state.removeprefix(keys.DEBOUNCE_PREFIX)
+    command = DEBOUNCE_LUA.command([CLUSTER.debounce_state(queue, digest), CLUSTER.schedule(queue),
+                                    CLUSTER.debounces(queue)], args)
+    replaced = str(args[6])
+    if not replaced:
+        return cluster_writer.Formed(command, queue)
+    now, by = args[1], str(args[5])
+
+    def after(reply: Any) -> list[Command]:
+        # debounce.lua's third answer: the job it removed is the tracked one named in ARGV[7].
+        named = isinstance(reply, (list, tuple)) and len(reply) > 2 and int(reply[2]) == 1
+        return [MARK_REPLACED_LUA.command([store.key(replaced)], [now, by])] if named else []
+
+    return cluster_writer.Formed(command, queue, after)
+
+
+def install_cluster() -> None:
+    """Let the cluster writer take debounced pushes (the write hook's ``via`` of ``debounce.lua``)."""
+    cluster_writer.register_form(DEBOUNCE_LUA.sha, cluster_form)

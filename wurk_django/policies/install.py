@@ -12,10 +12,11 @@ POSITION = -29
 def install_client() -> None:
     from .. import middleware
     from ..client import writer
-    from .client import PolicyClientMiddleware, write_hook
+    from .client import PolicyClientMiddleware, install_cluster, write_hook
 
     middleware.register("client", "policies", PolicyClientMiddleware, position=POSITION)
     writer.register_hook("policies", write_hook, position=POSITION)
+    install_cluster()
 
 
 def install_admin() -> None:

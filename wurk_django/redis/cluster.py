@@ -135,7 +135,7 @@ def not_yet(feature: str, url: str) -> RedisClusterError:
     return RedisClusterError(
         f"{feature} is not supported on a Redis Cluster yet: Redis at {shown(url)} is a cluster node "
         f"(cluster_enabled:1). On a cluster wurk_django runs today pushes, the core worker and the "
-        f"features the docs list (unique jobs, batches, limiters, periodic jobs, results, the data API, "
+        f"features the docs list (unique jobs, batches, push policies, limiters, periodic jobs, results, the data API, "
         f"the admin's core pages); for the rest use one Redis primary (Sentinel for failover) "
         f"or a one-server shard in WURK['SHARDS'], see {DOCS}.")
 

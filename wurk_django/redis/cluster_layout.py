@@ -8,8 +8,10 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 
 * **One tag per queue**, ``{q:<name>}``: the queue's list, its wake-up list, the
   private lists reliable fetch moves jobs into (the held ones too) with their
-  markers, recovery counters, crash records and held index, and that queue's
-  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag. Then every step of
+  markers, recovery counters, crash records and held index, that queue's
+  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag, and the push
+  policies' keys of its jobs (a debounce's state and index, a throttle's slots and
+  drop counters) and what a background bulk action holds of its sets. Then every step of
   a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
   list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
   promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
@@ -94,6 +96,7 @@ class SidekiqLayout:
     periodic = keys.PERIODIC
     limiter_list = keys.LIMITER_LIST
     workflows = "workflows"  # wurk_django.workflow.keys.WORKFLOWS
+    profiles = keys.PROFILES
 
     def queue(self, name: str) -> str:
         return keys.queue(name)
@@ -199,6 +202,31 @@ class SidekiqLayout:
         """A workflow's hash ``wf-<id>``, or its ``wf-<id>-<suffix>`` (wurk_django.workflow.keys)."""
         return f"wf-{wid}" if suffix is None else f"wf-{wid}-{suffix}"
 
+    def debounce_state(self, queue: str, digest: str) -> str:
+        return keys.debounce_state(digest)
+
+    def debounces(self, queue: str) -> str:
+        """The index of pending debounced jobs (one server: one for the fleet)."""
+        return keys.DEBOUNCES
+
+    def throttle_slot(self, queue: str, digest: str, slot: int) -> str:
+        return keys.throttle_slot(digest, slot)
+
+    def throttle_drops(self, queue: str) -> str:
+        """The throttle's drop counters (one server: one hash for the fleet)."""
+        return keys.THROTTLE_DROPS
+
+    def bulk_in_hand(self, token: str, queue: str) -> str:
+        """A background bulk action's taken entries (one server: one set per action)."""
+        return keys.bulk_in_hand(token)
+
+    def bulk_kept(self, token: str, queue: str) -> str:
+        return keys.bulk_kept(token)
+
+    def bulk_taken(self, token: str, queue: str) -> str:
+        """The hash whose ``taken`` counts what the action took (one server: its progress hash)."""
+        return keys.bulk(token)
+
 
 class ClusterLayout(SidekiqLayout):
     """The cluster layout (this module's docstring says why each key goes where)."""
@@ -217,6 +245,9 @@ class ClusterLayout(SidekiqLayout):
     periodic = f"{FLEET}:periodic"
     limiter_list = f"{FLEET}:lmtr-list"
     workflows = f"{FLEET}:workflows"
+    #: The index of stored job profiles; each profile's hash ``<token>-<jid>`` keeps its name
+    #: (a key used alone), so storing one is two steps there (the hash first).
+    profiles = f"{FLEET}:profiles"
 
     def queue(self, name: str) -> str:
         return f"{queue_tag(name)}:queue"
@@ -312,6 +343,33 @@ class ClusterLayout(SidekiqLayout):
     def limiter_points(self, name: str) -> str:
         return f"{tag('l', name)}:p"
 
+    # Push policies (debounce, throttle) in the slot of the job's queue: a debounced push
+    # replaces the pending job in that queue's schedule set and books it in the queue's
+    # index in one script; a throttle's slot key and its drop counters are one script too.
+    # The admin reads each known queue's index and counters, as it merges the queue's sets.
+    def debounce_state(self, queue: str, digest: str) -> str:
+        return f"{queue_tag(queue)}:debounce:{digest}"
+
+    def debounces(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:debounces"
+
+    def throttle_slot(self, queue: str, digest: str, slot: int) -> str:
+        return f"{queue_tag(queue)}:throttle:{digest}:{slot}"
+
+    def throttle_drops(self, queue: str) -> str:
+        return f"{queue_tag(queue)}:throttle-drops"
+
+    # A background bulk action works through each queue's own set in turn: what it took,
+    # kept aside and counted is in the queue's slot, so a chunk's take is one script.
+    def bulk_in_hand(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}:hand"
+
+    def bulk_kept(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}:kept"
+
+    def bulk_taken(self, token: str, queue: str) -> str:
+        return f"{queue_tag(queue)}:bulk:{token}"
+
     def loop(self, lid: str) -> str:
         return tag("loop", lid)
 
@@ -384,6 +442,11 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
                   layout.batch(bid, "pkids")],
         "batch event claimed, its callbacks pushed": [layout.batch_fired(queue, bid, "success"), layout.queue(queue),
                                                        layout.wake(queue)],
+        "debounced push": [layout.debounce_state(queue, "d1g3st"), layout.schedule(queue), layout.debounces(queue)],
+        "throttled push": [layout.throttle_slot(queue, "d1g3st", 7), layout.throttle_drops(queue)],
+        "bulk action's chunk taken (bulk_take.lua)": [layout.dead(queue), layout.bulk_in_hand("T", queue),
+                                                       layout.bulk_taken("T", queue)],
+        "bulk action's entry kept aside": [layout.bulk_kept("T", queue), layout.bulk_in_hand("T", queue)],
         "limiter": [layout.limiter_meta(limiter), layout.limiter_slots(limiter), layout.limiter_stats(limiter)],
         "periodic fire": [layout.loop(lid), layout.loop_history(lid)],
         "workflow (advance, fail, retry, cancel, store a result)": [

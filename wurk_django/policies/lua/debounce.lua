@@ -8,7 +8,9 @@
 -- ARGV[1] the new member (the job's bytes); ARGV[2] now (epoch seconds); ARGV[3] quiet;
 -- ARGV[4] max_wait; ARGV[5] the state's lifetime in whole seconds; ARGV[6] the new job's jid;
 -- ARGV[7] the jid of the job whose record is KEYS[4].
--- Returns {score, replaced}: when the job fires, and 1 when it took a pending job's place.
+-- Returns {score, replaced, named}: when the job fires, 1 when it took a pending job's place,
+-- and 1 when that job is the tracked one ARGV[7] names (on a Redis Cluster KEYS[4] is not
+-- given, the record being in another slot: the caller marks it after, mark_replaced.lua).
 --
 -- A replaced job that keeps a status record (a tracked class: its payload carries "track")
 -- would read `scheduled` until the record expired; it reads `revoked` from this same step,
@@ -17,23 +19,21 @@
 -- push of the same key have come between that read and this step, the job replaced here is
 -- not the one the caller named, and its record is left as it is (it expires with its TTL):
 -- only a record this step can name is written. A job without "track" costs a substring search.
+--!include policies/lua/snippets/mark_replaced
 local now, quiet, max_wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local state = redis.call("hmget", KEYS[1], "member", "first")
-local first, replaced = now, 0
+local first, replaced, named = now, 0, 0
 -- Only a pending job still in the set belongs to this burst; one already promoted has run
 -- (or is running), and this push starts a new burst.
 if state[1] and redis.call("zrem", KEYS[2], state[1]) == 1 then
   first = tonumber(state[2]) or now
   replaced = 1
-  if KEYS[4] and string.find(state[1], '"track"', 1, true) then
+  if ARGV[7] ~= "" and string.find(state[1], '"track"', 1, true) then
     local ok, old = pcall(cjson.decode, state[1])
     if ok and type(old) == "table" and old.jid == ARGV[7] then
-      local open = redis.call("hmget", KEYS[4], "state", "ttl")
-      -- Only an open record: a job pushed again by hand may have ended already.
-      if (open[1] == "scheduled" or open[1] == "enqueued") and tonumber(open[2]) then
-        redis.call("hset", KEYS[4], "state", "revoked", "message", "replaced by a later push " .. ARGV[6],
-                   "finished_at", string.format("%d", math.floor(now * 1000)))
-        redis.call("expire", KEYS[4], tonumber(open[2]))
+      named = 1
+      if KEYS[4] then
+        mark_replaced(KEYS[4], now, ARGV[6])
       end
     end
   end
@@ -49,4 +49,4 @@ redis.call("zadd", KEYS[3], at, KEYS[1])
 -- Index entries due more than an hour ago fired long since (or were dropped): pruned here, so
 -- the index stays as small as the keys debounced in the last hour without the admin opening it.
 redis.call("zremrangebyscore", KEYS[3], "-inf", now - 3600)
-return {tostring(at), replaced}
+return {tostring(at), replaced, named}
