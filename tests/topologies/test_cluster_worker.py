@@ -7,8 +7,6 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-import pytest
-
 from tests.jobsapp.cluster_jobs import ClusterDoomedJob, ClusterFlakyJob, ClusterRecordJob, ClusterSlowJob
 from tests.redis_servers import free_port
 from tests.statsd.listener import UDPListener
