@@ -25,3 +25,22 @@ class ClusterPeakJob(Job):
         finally:
             client.decr(f"{{test}}:running:{queue}")
         client.rpush("{test}:ran", marker)
+
+
+class ClusterSpinJob(Job):
+    """Notes its start in ``{test}:started``, spins (in Python, so a stop reaches it) for up
+    to ``seconds``, notes ``<marker>:stopped`` when a stop interrupts it, and re-raises."""
+
+    retry = 3
+
+    def perform(self, marker, seconds):
+        client = redis_client()
+        client.rpush("{test}:started", marker)
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                time.sleep(0.02)
+        except BaseException:
+            client.rpush("{test}:ran", f"{marker}:stopped")
+            raise
+        client.rpush("{test}:ran", marker)

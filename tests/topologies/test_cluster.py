@@ -25,7 +25,6 @@ from redis.exceptions import MovedError
 from tests.redis_servers import TCPRedis
 from tests.support import WorkerProcess, wurk_settings
 from wurk_django import Job, api, redis_client
-from wurk_django.api.revoke import revoke
 from wurk_django.checks import check_redis_server
 from wurk_django.conf import Config
 from wurk_django.errors import ConfigurationError, RedisClusterError
@@ -162,15 +161,15 @@ def test_a_cluster_client_refuses_a_database_other_than_0(redis_cluster):
 
 def test_pushes_work_and_what_is_not_converted_fails_at_the_call_naming_it(redis_cluster):
     # Stage 2: plain pushes write the cluster layout (tests/topologies/test_cluster_push.py);
-    # the data API reads it (tests/api/test_cluster.py); stopping a running job is not converted yet.
+    # the data API reads it (tests/api/test_cluster.py); the engine's asyncio client is not converted yet.
     with wurk_settings(REDIS_URL=redis_cluster.url(2)):
         ClusterJob.perform_async(1)
         ClusterJob.perform_bulk([[n] for n in range(5)])
         ClusterJob.set(queue="other").perform_in(60, 1)
         assert api.Stats().enqueued == 6
         with pytest.raises(RedisClusterError) as caught:
-            revoke("j1", terminate=True)
-        _says_not_yet(caught.value, "Stopping a running job")
+            connection.async_redis()
+        _says_not_yet(caught.value, "asyncio client")
     client = redis_cluster.client()
     try:
         assert client.llen(CLUSTER.queue("default")) == 6 and client.zcard(CLUSTER.schedule("other")) == 1
@@ -279,8 +278,8 @@ def test_the_message_never_shows_the_password(redis_cluster, cluster_user):
     user, password = cluster_user
     url = redis_cluster.url(0).replace("redis://", f"redis://{user}:{password}@")
     with wurk_settings(REDIS_URL=url), pytest.raises(RedisClusterError) as caught:
-        revoke("j1", terminate=True)
-    _says_not_yet(caught.value, "Stopping a running job")
+        connection.async_redis()
+    _says_not_yet(caught.value, "asyncio client")
     assert password not in str(caught.value) and f"redis://{user}@127.0.0.1:" in str(caught.value)
     assert cluster.shown("redis://:pw@h:1/0") == "redis://h:1/0" and cluster.shown("redis://h:1/0") == "redis://h:1/0"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from tests.jobsapp.cluster_jobs import ClusterRecordJob
-from tests.jobsapp.cluster_process_jobs import ClusterPeakJob
+from tests.jobsapp.cluster_process_jobs import ClusterPeakJob, ClusterSpinJob
 from tests.support import wait_for
 from tests.topologies.cluster_client import ran, worker_env
 from wurk_django.redis.cluster_layout import CLUSTER
@@ -182,3 +182,22 @@ def test_queue_limits_cap_a_queue_across_cluster_workers_and_a_dead_ones_slots_a
     wait_for(lambda: {"held-0", "held-1"} <= set(ran(on_cluster)), WAIT, 0.2, "the killed worker's jobs run again")
     assert max(_peaks(on_cluster, "c2")) <= 2
     assert third.stop(WAIT) == 0
+
+
+def test_revoke_terminate_stops_a_job_running_on_a_cluster_worker(on_cluster, redis_cluster, worker_factory):
+    from wurk_django import payload
+    from wurk_django.api.revoke import MARKED, RUNNING, revoke
+
+    worker = worker_factory("-c", "2", env=_env(redis_cluster, REVOKE_GRACE=1))
+    jid = ClusterSpinJob.set(queue="c0").perform_async("spin", 120)
+    wait_for(lambda: on_cluster.lrange("{test}:started", 0, -1) == [b"spin"], WAIT, 0.1, "the job running")
+    # Told through the process's signals list, popped at its next beat (every 10 s).
+    assert revoke(jid, by="erin", terminate=True) in (RUNNING, MARKED)
+    wait_for(lambda: on_cluster.zcard(CLUSTER.dead("c0")) == 1, WAIT, 0.2, "the running job revoked")
+    dead = payload.loads(on_cluster.zrange(CLUSTER.dead("c0"), 0, -1)[0])
+    assert dead["jid"] == jid and dead["revoked_by"] == "erin"
+    assert "spin:stopped" in ran(on_cluster) and "spin" not in ran(on_cluster)
+    assert on_cluster.zcard(CLUSTER.retry("c0")) == 0  # revoked, not retried
+    ClusterRecordJob.set(queue="c0").perform_async("after")
+    wait_for(lambda: "after" in ran(on_cluster), WAIT, 0.2, "a job after the revoke")
+    assert worker.stop(WAIT) == 0

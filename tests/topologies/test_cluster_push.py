@@ -123,10 +123,10 @@ def test_a_push_needing_a_feature_not_converted_yet_is_refused_before_writing(on
 
 
 def test_what_is_not_converted_is_still_refused_clearly(on_cluster):
-    from wurk_django.api.revoke import revoke  # revokes run on a cluster (issue 46 item 3); stopping a job not yet
+    from wurk_django.redis import connection  # revokes run on a cluster (issue 46 item 3); the asyncio client not yet
 
     with pytest.raises(RedisClusterError, match="not supported on a Redis Cluster yet"):
-        revoke("j1", terminate=True)
+        connection.async_redis()
 
 
 def test_an_async_push_through_the_door_lands_in_the_cluster_layout(on_cluster):

@@ -10,6 +10,8 @@ and retry code, with
 * the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
 * the live revoke markers ``{wurk}:revoked`` read at each beat (issue 46 item 3), so a
   job revoked while in flight is recorded as revoked instead of run, as on one server;
+  and a revoke's command to stop a running job (``terminate=True``), popped from the
+  process's signals list at each beat;
 * a heartbeat (:mod:`.cluster_heartbeat`) every :data:`BEAT_INTERVAL` seconds: the
   process hash ``{p:<identity>}``, the process set ``{wurk}:processes``, the stat
   counters under ``{stats}``;
@@ -210,6 +212,9 @@ class ClusterWorker:
         for name in signals:
             if name in SIGNALS:
                 self.on_signal(name)
+            elif name.startswith(revocations.COMMAND):
+                # revoke(..., terminate=True): stop the job if one of this process's threads runs it.
+                revocations.command(name, self.config)
             else:
                 logger.warning("ignoring unknown signal %r from the dashboard", name)
 
