@@ -1,12 +1,17 @@
-"""The worker process on a Redis Cluster (issue 46 stage 3): the core path only.
+"""The worker process on a Redis Cluster (issue 46 stage 3).
 
 ``manage.py wurk`` pointed at a cluster node builds this instead of the
 :class:`~wurk_django.server.launcher.Launcher` (after :mod:`.cluster_boot` found no
 feature switched on that is not converted): the same processors, settle
 and retry code, with
 
-* the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
-  queue's slot), its ACK and requeue;
+* one manager per capsule (``CAPSULES``, issue 46 item 3), each with the per-queue
+  reliable fetch of :mod:`.fetch.cluster` (private lists in each queue's slot), its
+  ACK and requeue; with ``QUEUE_LIMITS`` its variant taking a capped queue's slot in
+  the queue's hash slot (:mod:`wurk_django.queue_limits.cluster`);
+* ``--max-jobs`` as the launcher does it, and ``--burst`` through ``manage.py wurk``'s
+  supervision (:func:`.burst.drained` reads each queue through this worker's client);
+  a swarm child runs this worker too (:mod:`.child`);
 * the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
 * the live revoke markers ``{wurk}:revoked`` read at each beat (issue 46 item 3), so a
   job revoked while in flight is recorded as revoked instead of run, as on one server;
