@@ -201,3 +201,38 @@ def test_revoke_terminate_stops_a_job_running_on_a_cluster_worker(on_cluster, re
     ClusterRecordJob.set(queue="c0").perform_async("after")
     wait_for(lambda: "after" in ran(on_cluster), WAIT, 0.2, "a job after the revoke")
     assert worker.stop(WAIT) == 0
+
+
+def test_a_cohosted_swarm_on_a_cluster_forks_cluster_workers_and_drains_at_its_hosts_exit(
+        on_cluster, redis_cluster):
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    ClusterRecordJob.set(queue="c1").perform_async("cohosted")
+    script = (
+        "import django, time\n"
+        "django.setup()\n"
+        "from wurk_django.server.swarm import start_cohosted\n"
+        "from wurk_django.redis.cluster_layout import CLUSTER\n"
+        "from wurk_django import redis_client\n"
+        "swarm = start_cohosted()\n"
+        "assert swarm is not None and swarm.cluster\n"
+        "client = redis_client()\n"
+        "deadline = time.monotonic() + 40\n"
+        "while (client.scard(CLUSTER.processes) < 2 or client.llen('{test}:ran') < 1) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print(' '.join(str(p) for p in swarm.children), flush=True)\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "WURK_COUNT": "2", "PYTHONUNBUFFERED": "1",
+           **_env(redis_cluster)}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pids = [int(p) for p in proc.stdout.split()]
+    assert len(pids) == 2
+    wait_for(lambda: all(_gone(pid) for pid in pids), 30, 0.1, "the co-hosted children gone")
+    assert ran(on_cluster) == ["cohosted"]
+    assert on_cluster.smembers(CLUSTER.processes) == set()  # drained by the host's exit hook, deregistered
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
