@@ -21,7 +21,7 @@ def test_only_components_registered_for_a_cluster_are_listed_for_the_cluster_wor
         everything = [name for name, _f in launcher_module.registered()]
         on_cluster = [name for name, _f in launcher_module.registered(cluster=True)]
         assert everything[:2] == ["test-everywhere", "test-one-server"]
-        assert on_cluster[:3] == ["test-everywhere", "leader", "periodic"]
+        assert on_cluster[:4] == ["test-everywhere", "queue_limits", "leader", "periodic"]
         assert "test-one-server" not in on_cluster
         assert set(on_cluster) < set(everything)
         # Registered again without the flag: no longer built on a cluster.

@@ -18,7 +18,6 @@ from tests.support import wait_for
 from tests.topologies.cluster_client import cluster_settings, ran, worker_env
 from wurk_django import payload
 from wurk_django.client import cluster_writer
-from wurk_django.errors import RedisClusterError
 from wurk_django.redis.cluster_layout import CLUSTER
 
 QUEUES = ["c0", "c1", "c2", "c3", "cb"]
@@ -350,10 +349,3 @@ def test_an_iterable_job_runs_saves_its_cursor_and_a_cancelled_one_stops(on_clus
     assert not on_cluster.exists(keys.iteration(done)) and not on_cluster.exists(keys.iteration(cancelled))
     _stopped_cleanly(worker)
 
-
-def test_what_is_not_converted_is_refused_by_name_before_anything_is_written(on_cluster):
-    from wurk_django.api.revoke import revoke
-
-    with pytest.raises(RedisClusterError, match="Stopping a running job"):
-        revoke("0123456789abcdef01234567", terminate=True)
-    assert not _keys(on_cluster, "*")

@@ -4,6 +4,7 @@ private lists (cluster_reaper) and the heartbeat in the cluster layout (cluster_
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -89,7 +90,7 @@ def test_the_reaper_moves_a_dead_process_jobs_back_and_leaves_a_live_one(on_clus
     dead = ClusterFetch(config)
     dead.pid = 999_999_1  # another (dead) process: its lists carry its pid
     live = ClusterFetch(config)
-    live.pid = 999_999_2
+    live.pid = os.getpid()  # this host, this nonce: a fork sibling whose pid runs (issue 46 item 3)
     _push("q0", "lost1")
     _push("q3", "lost2")
     lost = [dead.retrieve_work(), dead.retrieve_work()]
@@ -108,6 +109,23 @@ def test_the_reaper_moves_a_dead_process_jobs_back_and_leaves_a_live_one(on_clus
     assert back == {"lost1", "lost2"}
     assert all(on_cluster.exists(unit.private) == 0 for unit in lost)
     assert on_cluster.lrange(running.private, 0, -1) == [running.job]  # its owner beats
+
+
+def test_a_fork_sibling_is_judged_by_its_pid_alone(on_cluster):
+    # Issue 46 item 3, the one-server reaper's first rule: this host and this nonce (a swarm's
+    # child) is alive while its pid runs, whatever its hash says; another nonce keeps the hash rule.
+    from wurk_django.server.state import NONCE, hostname
+
+    gone_pid = 999_999_3
+    booting = f"{hostname()}:{os.getpid()}:{NONCE}"  # no hash yet: fetched before its first beat
+    killed = f"{hostname()}:{gone_pid}:{NONCE}"
+    cluster_heartbeat.beat(on_cluster, killed, {"info": "{}"}, {}, {})  # its hash not expired yet
+    stranger = f"{hostname()}:{gone_pid}:another-nonce"
+    cluster_heartbeat.beat(on_cluster, stranger, {"info": "{}"}, {}, {})
+    assert cluster_reaper.sibling_pid(booting) == os.getpid() and cluster_reaper.sibling_pid(stranger) is None
+    assert cluster_reaper.alive(on_cluster, booting)
+    assert not cluster_reaper.alive(on_cluster, killed)
+    assert cluster_reaper.alive(on_cluster, stranger)  # no pid scope recorded: its hash decides
 
 
 def test_processes_whose_hash_expired_leave_the_process_set(on_cluster):

@@ -148,10 +148,10 @@ def test_a_pushing_script_in_its_queues_slot_is_sent_as_the_jobs_push(on_cluster
 
 
 def test_what_is_not_converted_is_still_refused_clearly(on_cluster):
-    from wurk_django.api.revoke import revoke  # revokes run on a cluster (issue 46 item 3); stopping a job not yet
+    from wurk_django.redis import connection  # revokes run on a cluster (issue 46 item 3); the asyncio client not yet
 
     with pytest.raises(RedisClusterError, match="not supported on a Redis Cluster yet"):
-        revoke("j1", terminate=True)
+        connection.async_redis()
 
 
 def test_an_async_push_through_the_door_lands_in_the_cluster_layout(on_cluster):

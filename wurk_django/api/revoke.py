@@ -11,7 +11,8 @@ A revoked job is recorded in the dead set, its error (``wurk_django.errors.JobRe
 naming who revoked it (``by``) and when; the entry also carries ``revoked_by``.
 
 On a Redis Cluster (issue 46 item 3) the same steps run in the cluster layout (the marker
-``{wurk}:revoked``, each queue's own sets and list); stopping a running job is refused there.
+``{wurk}:revoked``, each queue's own sets and list); a running job is told through the
+signals list of the process running it, read at that worker's next beat.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from typing import Any
 
 from .. import context, death, keys, payload, revocation
-from ..redis import cluster, pools
+from ..redis import pools
 from ..redis.cluster_layout import CLUSTER, layout_of
 from ..redis.scripts import lua
 from ..text import to_text
@@ -118,11 +119,11 @@ def _on_cluster(client: Any, jid: str, by: str | None, terminate: bool) -> str:
     (``{wurk}:revoked``, which a cluster worker reads at each beat and checks every job
     against before running it), then each known queue's own schedule and retry sets, then
     each queue's list (one script in the queue's slot). A job found is buried in its
-    queue's dead set, the death handlers told, as on one server. Stopping a running job
-    (``terminate``) is refused by name: a cluster worker has no revoke channel nor
-    signal list reader yet."""
-    if terminate:
-        raise cluster.not_yet("Stopping a running job (revoke(..., terminate=True))", context.config().redis_url)
+    queue's dead set, the death handlers told, as on one server. A running job
+    (``terminate``) is told to the process running it, or to every live process when none
+    lists it yet, through its signals list ``{p:<identity>}:signals``: a cluster worker
+    pops that list at each beat (every 10 s; there is no revoke channel on a cluster),
+    and stops the job as one server's worker does."""
     at = time.time()
     pipe = client.pipeline(transaction=False)
     pipe.zadd(CLUSTER.revoked, {revocation.marker(jid, by, at): at + revocation.MARKER_TTL})
@@ -141,7 +142,19 @@ def _on_cluster(client: Any, jid: str, by: str | None, terminate: bool) -> str:
         if raw:
             _bury_on(client, raw, exc, by)
             return QUEUED
-    return MARKED
+    if not terminate:
+        return MARKED
+    work = WorkSet(redis=client).find_work(jid)
+    # Not listed as running yet (the busy lists are a beat behind): every live process is told.
+    targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=client)]
+    command = revocation.command(jid, by, at, terminate=True)
+    pipe = client.pipeline(transaction=False)  # one key per process, each in its own slot
+    for identity in targets:
+        key = CLUSTER.signals(identity)
+        pipe.lpush(key, command)
+        pipe.expire(key, SIGNAL_TTL)
+    pipe.execute()
+    return RUNNING if work is not None else MARKED
 
 
 def _take_from_set(client: Any, key: str, jid: str) -> bytes | None:

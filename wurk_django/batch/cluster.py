@@ -39,14 +39,9 @@ ran the gate) registers the same jids again (counted once) and claims. A ``death
 marks the batch (``death`` = 1) and the fleet's index ``{wurk}:dead-batches`` first, as
 ``fire.lua`` does each time.
 
-**Deleting a batch** (``Status.delete``, the admin's Delete button; one script on one
-server over the batch's, its parent's, its tags' and the fleet's keys): the batch's own
-keys first (one ``UNLINK`` in ``{b:<bid>}``: its queued jobs then acknowledge into
-nothing), then its entries in the fleet's indexes and its tags' sets, then, in one
-``MULTI`` in ``{b:<parent>}``, its parent forgets it and the parent's state is read for
-the parent's gate. A crash in between leaves index entries of a batch that is gone (the
-pages show it as expired) or, before the last step, a parent waiting for a child that no
-longer exists, as a child that never finishes would.
+**Deleting a batch** (``Status.delete``, the admin's Delete button): one step per slot,
+parent first, the batch's own keys last (:func:`wurk_django.batch.scripts.delete` says
+why that order).
 
 **A retry from the morgue** (a job back from the dead set, pushed again) makes its batch
 live again as ``push.lua`` does: ``register.lua`` clears the batch's ``death`` flag when
@@ -63,7 +58,6 @@ from typing import Any
 from ..client import cluster_writer
 from ..client.operations import Enqueue, Operation, wake_args
 from ..redis.cluster_layout import CLUSTER
-from ..redis.layout_client import one_slot
 from . import scripts
 
 
@@ -163,26 +157,3 @@ def fired(client: Any, bid: str, event: str, queue: str) -> bool:
     return bool(client.exists(CLUSTER.batch_fired(queue, bid, event)))
 
 
-
-def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[int]:
-    """Delete batch ``bid`` on the cluster ``client`` in the module docstring's order; the
-    parent's ``[pending, live, pending kids]`` as ``delete.lua`` returns it (``[0, -1, -1]``
-    without a parent, or when the parent is gone)."""
-    client.unlink(*CLUSTER.batch_keys(bid))
-    pipe = client.pipeline(transaction=False)
-    pipe.zrem(CLUSTER.batches, bid)
-    pipe.zrem(CLUSTER.dead_batches, bid)
-    for tag_name in tags:
-        pipe.srem(CLUSTER.batch_tag(tag_name), bid)
-    pipe.execute()
-    if not parent:
-        return [0, -1, -1]
-    with one_slot(client, CLUSTER.batch(parent)).pipeline(transaction=True) as multi:
-        multi.srem(CLUSTER.batch(parent, "kids"), bid)
-        multi.srem(CLUSTER.batch(parent, "pkids"), bid)
-        multi.exists(CLUSTER.batch(parent))
-        multi.hget(CLUSTER.batch(parent), "pending")
-        multi.scard(CLUSTER.batch(parent, "jids"))
-        multi.scard(CLUSTER.batch(parent, "pkids"))
-        _kids, _pkids, exists, pending, live, kids = multi.execute()
-    return [int(pending or 0), int(live), int(kids)] if exists else [0, -1, -1]

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import keys
 from ..client.operations import wake_args
-from ..redis.cluster_layout import SIDEKIQ, SidekiqLayout, layout_of
+from ..redis.cluster_layout import CLUSTER, SIDEKIQ, SidekiqLayout, layout_of
 from ..redis.scripts import lua
 
 #: How long any batch key lives unless the batch says otherwise (30 days).
@@ -41,6 +41,7 @@ INVALIDATE = lua("batch/lua/invalidate")
 APPEND_CALLBACK = lua("batch/lua/append_callback")
 REMOVE_JOBS = lua("batch/lua/remove_jobs")
 DELETE = lua("batch/lua/delete")
+LEAVE_PARENT = lua("batch/lua/cluster_leave_parent")
 FIRE = lua("batch/lua/fire")
 #: A Redis Cluster's halves of PUSH/SCHEDULE and FIRE (:mod:`.cluster`).
 REGISTER = lua("batch/lua/register")
@@ -112,11 +113,7 @@ def remove_jobs(client: Any, bid: str, jids: list[str]) -> list[int]:
 def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[int]:
     """Delete the batch; the parent's ``[pending, live, pending kids]`` (``[0, -1, -1]`` without one)."""
     if layout_of(client).cluster:
-        # One script over the batch's keys, the fleet's indexes, its parent's and its tags':
-        # several slots on a cluster, so steps in an order (issue 46 item 3, batch/cluster.py).
-        from .cluster import delete as delete_on_cluster
-
-        return delete_on_cluster(client, bid, parent, tags)
+        return _delete_on_cluster(client, bid, parent, tags)
     own = keys.batch_keys(bid)
     batch_keys = [*own, keys.BATCHES, keys.DEAD_BATCHES]
     if parent:
@@ -124,6 +121,29 @@ def delete(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[i
                        keys.batch(parent, "kids")]
     batch_keys += [keys.batch_tag(t) for t in tags]
     return [int(x) for x in DELETE(client, batch_keys, [bid, len(own), 1 if parent else 0])]
+
+
+def _delete_on_cluster(client: Any, bid: str, parent: str | None, tags: list[str]) -> list[int]:
+    """:func:`delete` on a Redis Cluster (issue 46 item 3). One script spans the batch's
+    keys, the fleet's indexes, its parent's and its tags' on one server: several slots
+    here, so one step per slot, each atomic, in an order that leaves nothing pointing at
+    a missing batch for long: the parent first (its gate then sees the batch gone), then
+    the tags and the indexes (``{wurk}``), then the batch's own keys (``{b:<bid>}``, one
+    ``UNLINK``). A step that fails leaves the rest for a second ``delete()``, which
+    repeats each step harmlessly."""
+    state = [0, -1, -1]
+    if parent:
+        state = [int(x) for x in LEAVE_PARENT(client, [CLUSTER.batch(parent), CLUSTER.batch(parent, "jids"),
+                                                       CLUSTER.batch(parent, "pkids"),
+                                                       CLUSTER.batch(parent, "kids")], [bid])]
+    pipe = client.pipeline(transaction=False)
+    for tag in tags:
+        pipe.srem(CLUSTER.batch_tag(tag), bid)
+    pipe.zrem(CLUSTER.batches, bid)
+    pipe.zrem(CLUSTER.dead_batches, bid)
+    pipe.execute()
+    client.unlink(*CLUSTER.batch_keys(bid))
+    return state
 
 
 def fire_command(bid: str, event: str, *, now: float, queue: str, parent: str | None,

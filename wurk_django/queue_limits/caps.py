@@ -28,6 +28,7 @@ import redis as redis_lib
 
 from .. import keys
 from ..client.writer import Writer
+from ..redis.cluster_layout import layout_of
 from ..redis.connection import get_redis
 from ..redis.scripts import lua
 
@@ -90,6 +91,10 @@ def release(unit: Any) -> None:
     if cap is None:
         return
     unit.cap = None
+    free = getattr(unit, "free_cap", None)
+    if free is not None:
+        free(cap)  # a unit fetched on a Redis Cluster: its queue's slot hash (cluster.py)
+        return
     send(unit.slot.config, [(unit.queue, cap, 1)])
 
 
@@ -115,9 +120,10 @@ def in_use(client: Any, names: list[str]) -> dict[str, int]:
     """Slots in use per queue of ``names``, in one round trip."""
     if not names:
         return {}
+    layout = layout_of(client)  # on a Redis Cluster, each queue's hash is in its own slot
     pipe = client.pipeline(transaction=False)
     for name in names:
-        pipe.hvals(keys.queue_limit(name))
+        pipe.hvals(layout.queue_limit(name))
     return {name: sum(int(v) for v in values) for name, values in zip(names, pipe.execute(), strict=True)}
 
 

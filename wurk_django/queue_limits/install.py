@@ -2,6 +2,8 @@
 
 The fetch itself and the settle take and free slots in the engine (server/fetch/reliable.py,
 server/run/settle.py), through :mod:`.caps`; they do nothing while ``QUEUE_LIMITS`` is empty.
+On a Redis Cluster the worker's fetcher is :class:`.cluster.CappedClusterFetch` and this
+component is :class:`.cluster.ClusterKeeper` (issue 46 item 3).
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ def build(launcher: Any) -> Any:
     names = [name for name in launcher.queue_names if name in limits] if limits else []
     if not names:
         return None
+    if getattr(launcher, "client", None) is not None:
+        # The worker on a Redis Cluster (issue 46 item 3): its fetcher takes the slots in
+        # each queue's hash slot, and the cluster reaper's rules judge the holders.
+        from .cluster import ClusterKeeper
+
+        return ClusterKeeper(launcher, names)
     from .caps import Keeper, logger
 
     for manager in launcher.managers:
@@ -30,4 +38,4 @@ def build(launcher: Any) -> Any:
 def install_server() -> None:
     from ..server.launcher import register_component
 
-    register_component("queue_limits", build, position=POSITION)
+    register_component("queue_limits", build, position=POSITION, cluster=True)

@@ -8,10 +8,11 @@ its *hash tag*, the text between the first ``{`` and the next ``}``.
 
 * **One tag per queue**, ``{q:<name>}``: the queue's list, its wake-up list, the
   private lists reliable fetch moves jobs into (the held ones too) with their
-  markers, recovery counters, crash records and held index, that queue's
-  *own* ``schedule``, ``retry`` and ``dead`` sets and paused flag, and the push
-  policies' keys of its jobs (a debounce's state and index, a throttle's slots and
-  drop counters) and what a background bulk action holds of its sets. Then every step of
+  markers, recovery counters, crash records and held index, its slot hash when
+  ``QUEUE_LIMITS`` caps it, that queue's *own* ``schedule``, ``retry`` and ``dead``
+  sets and paused flag, and the push policies' keys of its jobs (a debounce's state
+  and index, a throttle's slots and drop counters) and what a background bulk action
+  holds of its sets. Then every step of
   a job's life is one slot: push (``LPUSH``), fetch (``LMOVE`` queue -> private
   list), ack (``LREM`` on the private list), a retry booked (``ZADD`` retry),
   promotion (``ZRANGE``/``ZREM`` + ``LPUSH``: one script), a death (``ZADD``
@@ -122,6 +123,10 @@ class SidekiqLayout:
 
     def held_index(self, queue: str) -> str:
         return keys.HELD_INDEX
+
+    def queue_limit(self, queue: str) -> str:
+        """The slots taken in capped queue ``queue`` (``QUEUE_LIMITS``)."""
+        return keys.queue_limit(queue)
 
     def schedule(self, queue: str) -> str:
         return keys.SCHEDULE
@@ -276,6 +281,11 @@ class ClusterLayout(SidekiqLayout):
         """Per queue: held_forget.lua drops a held list from its index in one step."""
         return f"{queue_tag(queue)}:held"
 
+    def queue_limit(self, queue: str) -> str:
+        """In the queue's slot: the fetch checks the cap, moves the job and takes its slot
+        in one script (issue 46 item 3)."""
+        return f"{queue_tag(queue)}:limit"
+
     def schedule(self, queue: str) -> str:
         return f"{queue_tag(queue)}:schedule"
 
@@ -422,6 +432,7 @@ def steps(layout: SidekiqLayout, queue: str, *, host: str = "h", pid: int = 1, n
         "push": [layout.queue(queue), layout.wake(queue)],
         "fetch (reliable)": [layout.queue(queue), private, layout.paused(queue),
                              layout.started(queue, host, pid, nonce, 0), layout.recovered(queue, "J")],
+        "fetch of a capped queue, its slot taken": [layout.queue(queue), private, layout.queue_limit(queue)],
         "ack": [private],
         "requeue": [private, layout.queue(queue)],
         "recover a dead process's jobs (reclaim.lua)": [private, layout.queue(queue), layout.recovered(queue, "J"),

@@ -284,7 +284,7 @@ def _probed(key: tuple[int, str, str], config: Config, client: redis.Redis) -> r
 
 #: What :func:`get_redis` refuses on a Redis Cluster (issue 46 stage 2: pushes go through
 #: wurk_django.client.cluster_writer instead; the rest is not converted yet).
-ENGINE = ("wurk_django's job engine beyond what runs on a cluster today (stopping a running job, the admin's "
+ENGINE = ("wurk_django's job engine beyond what runs on a cluster today (the admin's "
           "background bulk actions, features not converted yet, the engine's asyncio client)")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from .. import keys
 from ..conf import Config
+from ..redis.cluster_layout import layout_of
 from ..redis.connection import get_redis
 from .launcher import Launcher
 
@@ -29,9 +29,13 @@ def drained(launcher: Launcher) -> bool:
     waiting in this process's hands."""
     if _holding(launcher):
         return False
-    pipe = get_redis(config=launcher.config).pipeline(transaction=False)
+    # The worker on a Redis Cluster carries its RedisCluster (issue 46 item 3): each queue's
+    # list is then in its own slot, and one non-transactional pipeline asks each primary once.
+    client = getattr(launcher, "client", None) or get_redis(config=launcher.config)
+    layout = layout_of(client)
+    pipe = client.pipeline(transaction=False)
     for name in launcher.queue_names:
-        pipe.llen(keys.queue(name))
+        pipe.llen(layout.queue(name))
     return not any(pipe.execute()) and not _holding(launcher)
 
 

@@ -150,11 +150,13 @@ def flush_output() -> None:
 
 
 def run_child(config: Config, *, index: int, parent_pid: int, quiet: bool,
-              inherited_pipe: SignalPipe | None, unblock: Any = None) -> NoReturn:
+              inherited_pipe: SignalPipe | None, unblock: Any = None, cluster: bool = False) -> NoReturn:
     """Boot and run a worker in this freshly forked process, then ``os._exit``.
 
     ``unblock`` is the signal mask to restore once the supervisor's handlers
     are replaced (the supervisor blocks its signals across ``fork()``).
+    ``cluster``: the Redis is a Redis Cluster node, and the worker is the cluster
+    worker (:mod:`.cluster_worker`, issue 46 item 3).
     Exit status 0 after a stop, 1 after a crash (the supervisor respawns it).
     """
     code = 1
@@ -167,7 +169,7 @@ def run_child(config: Config, *, index: int, parent_pid: int, quiet: bool,
         set_parent_death_signal()
         if orphaned(parent_pid):
             os._exit(0)  # the supervisor died before we armed the death signal
-        code = _serve(config, index=index, parent_pid=parent_pid, quiet=quiet, boot=boot)
+        code = _serve(config, index=index, parent_pid=parent_pid, quiet=quiet, boot=boot, cluster=cluster)
     except BaseException:
         try:
             logger.exception("swarm child #%d (%d) crashed", index, os.getpid())
@@ -199,16 +201,47 @@ def check_redis(config: Config, attempts: int = BOOT_CHECK_ATTEMPTS, delay: floa
             delay *= 2
 
 
-def _serve(config: Config, *, index: int, parent_pid: int, quiet: bool, boot: _BootSignals) -> int:
+def check_cluster(config: Config, attempts: int = BOOT_CHECK_ATTEMPTS, delay: float = 1.0) -> None:
+    """:func:`check_redis` for a child on a Redis Cluster: the cluster answers from every
+    primary (its scripts are loaded by SHA on first use, node by node)."""
+    from redis.exceptions import RedisClusterException
+
+    for attempt in range(1, attempts + 1):
+        try:
+            client = connection.cluster_for(config)
+            if client is None:
+                raise redis_lib.ConnectionError(f"Redis at {config.redis_url} is no longer a cluster node")
+            client.ping(target_nodes=client.PRIMARIES)
+            return
+        except (redis_lib.RedisError, RedisClusterException) as exc:
+            if attempt == attempts:
+                raise
+            logger.warning("swarm child %d: Redis Cluster check failed (%s); trying again in %.0fs", os.getpid(),
+                           exc, delay)
+            connection.reset()  # a client built while a node was unreachable is built again
+            time.sleep(delay)
+            delay *= 2
+
+
+def _serve(config: Config, *, index: int, parent_pid: int, quiet: bool, boot: _BootSignals,
+           cluster: bool = False) -> int:
     # The fork hook of wurk_django.redis.connection gave this process new locks and no pools
     # (a co-hosted respawn forks while host threads may hold the parent's); this drops any
     # pool it missed.
     connection.reset()
-    check_redis(config)
+    if cluster:
+        check_cluster(config)
+    else:
+        check_redis(config)
     child_forked.send(sender=config, index=index)
 
     pipe = SignalPipe()
-    launcher = Launcher(config, on_signal=pipe.send_self)
+    if cluster:
+        from .cluster_worker import ClusterWorker
+
+        launcher: Any = ClusterWorker(config, on_signal=pipe.send_self)
+    else:
+        launcher = Launcher(config, on_signal=pipe.send_self)
     pipe.install()
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # the supervisor's signal: a child ignores it
     launcher.run()

@@ -10,7 +10,9 @@ private-list pattern, node by node) and moves their jobs back onto their queues 
 A list's owner is alive while its process hash ``{p:<identity>}`` exists (the
 heartbeat keeps it with a TTL, :mod:`.cluster_heartbeat`) and, when it ran in this
 host's pid space, while its pid runs the process that wrote it (:mod:`.pidspace`).
-The process running the sweep never reclaims its own lists.
+A fork sibling (a child of the same swarm: this host, this nonce) is alive while its
+pid runs, whatever its hash says. The process running the sweep never reclaims its
+own lists.
 
 Not here yet: the one-server reaper's poison-pill accounting (recovery counters,
 crash records, held jobs) and its lock; a sweep by two processes at once is safe
@@ -29,6 +31,7 @@ import redis as redis_lib
 from ..redis.cluster_layout import CLUSTER
 from ..redis.scripts import lua
 from . import pidspace
+from .state import NONCE, hostname
 
 logger = logging.getLogger("wurk_django.worker")
 
@@ -70,11 +73,30 @@ def private_lists(client: Any) -> Iterator[str]:
             logger.warning("recovery skipped primary %s this time: %s", node.name, exc)
 
 
-def _alive(client: Any, owner: str) -> bool:
-    """Whether process ``owner`` is alive: its hash has not expired, and when it ran in this
-    host's pid space (its ``info`` says, as on one server: :mod:`.pidspace`), its pid still
-    runs the process that wrote it, so a worker restarted after a kill -9 takes its
-    predecessor's jobs back at once instead of a heartbeat TTL later."""
+def sibling_pid(owner: str) -> int | None:
+    """The pid of ``owner`` when it is a fork sibling of this process (this host, this
+    process's nonce: forked by the same swarm supervisor, or its supervisor), else None."""
+    host, _, rest = owner.partition(":")
+    pid, _, nonce = rest.partition(":")
+    if host != hostname() or nonce != NONCE or not pid.isdigit():
+        return None
+    return int(pid)
+
+
+def alive(client: Any, owner: str) -> bool:
+    """Whether process ``owner`` is alive.
+
+    A fork sibling (this host and nonce, a swarm's child: issue 46 item 3) is alive while
+    its pid runs, as the one-server reaper's first rule says: a child killed before its
+    first beat is judged at once, and a sibling booting (listed a moment after it first
+    fetched) is never judged dead. Any other process: its hash has not expired, and when
+    it ran in this host's pid space (its ``info`` says, as on one server:
+    :mod:`.pidspace`), its pid still runs the process that wrote it, so a worker restarted
+    after a kill -9 takes its predecessor's jobs back at once instead of a heartbeat TTL
+    later."""
+    sibling = sibling_pid(owner)
+    if sibling is not None:
+        return not pidspace.gone(sibling, None)
     info = client.hget(CLUSTER.process(owner), "info")
     if info is None:
         return False
@@ -91,7 +113,7 @@ def _alive(client: Any, owner: str) -> bool:
 def recover(client: Any, own_identity: str | None = None) -> int:
     """Move back onto their queues the jobs of every private list whose owner is gone
     (its ``{p:<identity>}`` hash expired), except ``own_identity``'s; how many jobs moved."""
-    alive: dict[str, bool] = {}
+    alive_now: dict[str, bool] = {}
     moved = 0
     for key in private_lists(client):
         parsed = parse(key)
@@ -100,9 +122,9 @@ def recover(client: Any, own_identity: str | None = None) -> int:
         queue, owner = parsed
         if owner == own_identity:
             continue
-        if owner not in alive:
-            alive[owner] = _alive(client, owner)
-        if alive[owner]:
+        if owner not in alive_now:
+            alive_now[owner] = alive(client, owner)
+        if alive_now[owner]:
             continue
         try:
             count = int(RECLAIM(client, keys=[key, CLUSTER.queue(queue)]))

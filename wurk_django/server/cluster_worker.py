@@ -1,15 +1,22 @@
-"""The worker process on a Redis Cluster (issue 46 stage 3): the core path only.
+"""The worker process on a Redis Cluster (issue 46 stage 3).
 
 ``manage.py wurk`` pointed at a cluster node builds this instead of the
 :class:`~wurk_django.server.launcher.Launcher` (after :mod:`.cluster_boot` found no
 feature switched on that is not converted): the same processors, settle
 and retry code, with
 
-* the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
-  queue's slot), its ACK and requeue;
+* one manager per capsule (``CAPSULES``, issue 46 item 3), each with the per-queue
+  reliable fetch of :mod:`.fetch.cluster` (private lists in each queue's slot), its
+  ACK and requeue; with ``QUEUE_LIMITS`` its variant taking a capped queue's slot in
+  the queue's hash slot (:mod:`wurk_django.queue_limits.cluster`);
+* ``--max-jobs`` as the launcher does it, and ``--burst`` through ``manage.py wurk``'s
+  supervision (:func:`.burst.drained` reads each queue through this worker's client);
+  a swarm child runs this worker too (:mod:`.child`);
 * the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
 * the live revoke markers ``{wurk}:revoked`` read at each beat (issue 46 item 3), so a
   job revoked while in flight is recorded as revoked instead of run, as on one server;
+  and a revoke's command to stop a running job (``terminate=True``), popped from the
+  process's signals list at each beat;
 * a heartbeat (:mod:`.cluster_heartbeat`) every :data:`BEAT_INTERVAL` seconds: the
   process hash ``{p:<identity>}``, the process set ``{wurk}:processes``, the stat
   counters under ``{stats}``;
@@ -42,14 +49,16 @@ import orjson
 
 from .. import __version__
 from ..conf import Config
+from ..conf.capsules import describe
 from ..metrics.tracker import MetricsTracker
 from ..redis.cluster_layout import CLUSTER
 from ..redis.connection import cluster_for
 from . import cluster_heartbeat, cluster_reaper, launcher, pidspace
+from .capsules import capsule_config, plan
 from .fetch.cluster import ClusterFetch
 from .heartbeat import SIGNALS
 from .launcher import dump_threads
-from .run.manager import Manager
+from .run.manager import HARD_SHUTDOWN_WAIT, Manager
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
 from .stop_once import StopOnce
@@ -60,6 +69,16 @@ from .timer import TimerLoop
 logger = logging.getLogger("wurk_django.worker")
 
 BEAT_INTERVAL = 10.0
+
+def _fetch_class(config: Config) -> Any:
+    """The fetcher of every capsule: the cluster's reliable fetch, or its queue-limits
+    variant when ``QUEUE_LIMITS`` caps a queue (:mod:`wurk_django.queue_limits.cluster`)."""
+    if config.queue_limits:
+        from ..queue_limits.cluster import CappedClusterFetch
+
+        return CappedClusterFetch
+    return ClusterFetch
+
 
 class ClusterManager(Manager):
     """A :class:`Manager` whose processors use the cluster client as every job's Redis."""
@@ -92,13 +111,24 @@ class ClusterWorker:
         self.embedded = False
         self.state = WorkerState()
         self.started_at = time.time()
-        self.concurrency = config.concurrency
         self.metrics = MetricsTracker(config)
-        fetching = copy.copy(config)
-        fetching.fetch_class = lambda cfg: ClusterFetch(cfg)
-        self.manager = ClusterManager(fetching, self.state, self.metrics)
-        self.manager.cluster = self.client  # before start(): each processor asks it once
-        self.managers = [self.manager]
+        # One manager per capsule (CORE-100), as the launcher runs them: a capsule's private
+        # lists are in its own queues' slots (a queue is in one capsule only), so capsules
+        # never share a list, and the reaper needs no per-capsule numbering here.
+        self.capsules = plan(config)
+        self.concurrency = sum(capsule.concurrency for capsule in self.capsules)
+        fetch_class = _fetch_class(config)
+        self.managers: list[ClusterManager] = []
+        for index, capsule in enumerate(self.capsules):
+            fetching = copy.copy(capsule_config(config, self.capsules, index) if len(self.capsules) > 1 else config)
+            fetching.fetch_class = fetch_class
+            manager = ClusterManager(fetching, self.state, self.metrics, name=capsule.name)
+            manager.cluster = self.client  # before start(): each processor asks it once
+            self.managers.append(manager)
+        self.manager = self.managers[0]
+        if config.max_jobs:
+            self.state.max_jobs = config.max_jobs
+            self.state.on_max_jobs = self._recycle
         self.scheduler = Scheduler(config)
         self._rng = random.Random()
         self.scheduler_loop = TimerLoop("scheduler", self._promote, self._poll_interval,
@@ -138,7 +168,8 @@ class ClusterWorker:
 
     @property
     def queue_names(self) -> list[str]:
-        return list(self.manager.fetcher.order.names)
+        """Every queue this process serves, capsule by capsule."""
+        return [name for manager in self.managers for name in manager.fetcher.order.names]
 
     @property
     def stopping(self) -> bool:
@@ -158,6 +189,11 @@ class ClusterWorker:
         return orjson.dumps({
             "hostname": hostname(), "started_at": self.started_at, "pid": os.getpid(),
             "tag": self.config.tag or "", "concurrency": self.concurrency,
+            # One entry per capsule, as the one-server heartbeat writes them (CORE-076).
+            "capsules": {manager.name: {"concurrency": manager.config.concurrency,
+                                        "mode": manager.fetcher.order.mode,
+                                        "weights": manager.fetcher.order.weights()}
+                         for manager in self.managers},
             "queues": self.queue_names, "labels": self.config.labels,
             "identity": self.state.identity, "version": __version__, "embedded": False,
             "runtime": "python", "cluster": True,
@@ -181,6 +217,9 @@ class ClusterWorker:
         for name in signals:
             if name in SIGNALS:
                 self.on_signal(name)
+            elif name.startswith(revocations.COMMAND):
+                # revoke(..., terminate=True): stop the job if one of this process's threads runs it.
+                revocations.command(name, self.config)
             else:
                 logger.warning("ignoring unknown signal %r from the dashboard", name)
 
@@ -205,7 +244,8 @@ class ClusterWorker:
         except Exception:
             logger.exception("recovering dead processes' jobs failed; the reaper tries again later")
         self.heartbeat_loop.start()
-        self.manager.start()
+        for manager in self.managers:
+            manager.start()
         self.scheduler_loop.start()
         self.reaper_loop.start()
         self.metrics_loop.start()
@@ -222,15 +262,20 @@ class ClusterWorker:
             except Exception:
                 logger.exception("stopping the half-started worker failed")
             raise
-        logger.info("wurk_django worker %s started on a Redis Cluster: %d threads on %s", self.state.identity,
-                    self.concurrency, ", ".join(self.queue_names))
+        if len(self.managers) == 1:
+            logger.info("wurk_django worker %s started on a Redis Cluster: %d threads on %s", self.state.identity,
+                        self.concurrency, ", ".join(self.queue_names))
+        else:
+            logger.info("wurk_django worker %s started on a Redis Cluster: %d threads in %d capsules: %s",
+                        self.state.identity, self.concurrency, len(self.managers), describe(self.capsules))
 
     def quiet(self) -> None:
         if self.quieting:
             return
         self.quieting = True
         logger.info("quieting: no new jobs will be fetched")
-        self.manager.quiet()
+        for manager in self.managers:
+            manager.quiet()
         self.scheduler_loop.terminate()
         for name, component in self.components:
             quiet = getattr(component, "quiet", None)
@@ -247,7 +292,7 @@ class ClusterWorker:
             return  # a stop has begun already
         try:
             self.quiet()
-            self.manager.stop(deadline)
+            self._drain(deadline)
         finally:
             # The health listener first (not ready any more), then the components in
             # reverse start order (the periodic poller before the leader releases its
@@ -280,8 +325,26 @@ class ClusterWorker:
     def _deregister(self) -> None:
         cluster_heartbeat.deregister(self.client, self.state.identity)
 
+    def _drain(self, deadline: float) -> None:
+        """Every capsule drains at once against the one deadline, as the launcher's do."""
+        if len(self.managers) == 1:
+            self.manager.stop(deadline)
+            return
+        stoppers = [spawn(f"{manager.name}/stopper", lambda manager=manager: manager.stop(deadline), self.config)
+                    for manager in self.managers]
+        for stopper in stoppers:
+            stopper.join(max(deadline - time.monotonic(), 0.0) + HARD_SHUTDOWN_WAIT + 2.0)
+
+    def _recycle(self) -> None:
+        """``--max-jobs`` reached: stop fetching now, then stop as if told to (TERM), as the
+        launcher does; a swarm child is then replaced by its supervisor."""
+        logger.info("started %d jobs (--max-jobs): finishing the running ones and exiting", self.state.max_jobs)
+        spawn("max-jobs-quiet", self.quiet)
+        self.on_signal("TERM")
+
     def hard_shutdown(self) -> None:
-        self.manager.hard_shutdown([p for p in self.manager.alive_processors() if p.unit is not None])
+        for manager in self.managers:
+            manager.hard_shutdown([p for p in manager.alive_processors() if p.unit is not None])
 
     def deregister_now(self, budget: float = 2.0) -> bool:
         self.heartbeat_loop.terminate()

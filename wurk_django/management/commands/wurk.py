@@ -169,7 +169,7 @@ class Command(BaseCommand):
             return
         if version is ON_CLUSTER:
             self._run_on_cluster(config, pipe, swarm=swarm, burst=bool(options.get("burst")),
-                                 pidfile=options.get("pidfile"))
+                                 pidfile=options.get("pidfile"), processes=processes)
             return
         if swarm:
             # Here, not at the top: a single worker process boots without the supervisor's modules.
@@ -243,9 +243,10 @@ class Command(BaseCommand):
             delay = min(delay * 2, 30.0)
 
     def _run_on_cluster(self, config: Config, pipe: SignalPipe, *, swarm: bool, burst: bool,
-                        pidfile: str | None) -> None:
-        """The worker on a Redis Cluster (issue 46 stage 3): the core features only; a
-        feature switched on that is not converted yet exits 1 naming it."""
+                        pidfile: str | None, processes: str | None = None) -> None:
+        """The worker on a Redis Cluster (issue 46 stage 3): a feature switched on that is
+        not converted yet exits 1 naming it (:mod:`...server.cluster_boot`); a swarm forks
+        cluster workers (issue 46 item 3)."""
         from ...conf.validation import raw_settings
         from ...redis.cluster import shown
         from ...server import cluster_boot
@@ -254,19 +255,25 @@ class Command(BaseCommand):
         if refused:
             self.stderr.write(f"wurk: {refused}")
             sys.exit(1)
+        if swarm:
+            from ...server.swarm import run_swarm
+
+            sys.exit(run_swarm(config, pipe, processes, cluster=True))
         from ...server.cluster_worker import ClusterWorker
 
         if pidfile:
             _write_pidfile(pidfile)
         worker = ClusterWorker(config, on_signal=pipe.send_self)
         logger.info(BANNER.format(version=_version(), identity=worker.state.identity, pid=os.getpid(),
-                                  concurrency=worker.concurrency, queues=",".join(config.queue_names),
+                                  concurrency=worker.concurrency,
+                                  queues=(",".join(config.queue_names) if len(worker.capsules) == 1
+                                          else capsules.describe(worker.capsules)),
                                   redis=f"Cluster at {shown(config.redis_url)}"))
         try:
             worker.run()
             worker.heartbeat.listed.wait(READY_WAIT)
             systemd.notify("READY=1", f"STATUS=fetching: {worker.concurrency} threads on a Redis Cluster")
-            self._supervise(worker, pipe)  # type: ignore[arg-type]
+            self._supervise(worker, pipe, burst=burst)  # type: ignore[arg-type]
         finally:
             if pidfile:
                 _remove_pidfile(pidfile)

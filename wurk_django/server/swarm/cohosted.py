@@ -10,6 +10,7 @@ import threading
 
 from ...conf import Config
 from ...errors import ConfigurationError
+from ...redis import connection
 from ..threads import spawn
 from .slots import SHUTDOWN_GRACE, SwarmError
 from .supervisor import Swarm
@@ -43,7 +44,7 @@ def start_cohosted(config: Config | None = None) -> Swarm | None:
     if config is None:
         config = Config()
     try:
-        swarm = Swarm(config, assignments(config), cohosted=True)
+        swarm = Swarm(config, assignments(config), cohosted=True, cluster=_on_cluster(config))
     except (SwarmError, ConfigurationError) as exc:
         logger.error("wurk: not starting a co-hosted swarm: %s", exc)
         return None
@@ -61,6 +62,24 @@ def start_cohosted(config: Config | None = None) -> Swarm | None:
     holder["thread"] = spawn("wurk-swarm-supervisor", swarm.supervise)
     _cohosted = swarm
     return swarm
+
+
+def _on_cluster(config: Config) -> bool:
+    """Whether ``config``'s Redis is a Redis Cluster node (its children then run the cluster
+    worker, issue 46 item 3): asked on a one-connection client closed at once, so nothing
+    is left open across the forks. A server that cannot be asked now counts as one server,
+    as ``manage.py wurk`` would wait for it; its children fail their boot check and are
+    respawned with the back-off."""
+    from ...redis import cluster
+
+    known = cluster.known(config.redis_target)
+    if known is not None:
+        return known
+    probe = connection.probe_redis(config)
+    try:
+        return cluster.is_cluster(config.redis_target, probe)
+    finally:
+        probe.connection_pool.disconnect()
 
 
 def cohosted_refusal() -> str | None:

@@ -15,8 +15,8 @@ import signal
 from typing import Any
 
 import redis as redis_lib
+from redis.exceptions import RedisClusterException
 
-from ... import keys
 from ...conf import Config
 from ...redis import connection
 from .slots import SHUTDOWN_GRACE, child_identity
@@ -82,9 +82,9 @@ class Monitors:
         try:
             pipe = self._redis().pipeline(transaction=False)
             for child in watched:
-                pipe.hget(child_identity(child.pid), "beat")
+                pipe.hget(self.layout.process(child_identity(child.pid)), "beat")
             beats = pipe.execute()
-        except redis_lib.RedisError as exc:
+        except (redis_lib.RedisError, RedisClusterException) as exc:
             if not self._clock.blind:
                 logger.warning("swarm heartbeat probe failed (%s); not judging children until it works", exc)
             self._clock.blind = True
@@ -113,21 +113,32 @@ class Monitors:
 
     def _has_beaten(self, pid: int) -> bool:
         try:
-            return bool(self._redis().sismember(keys.PROCESSES, child_identity(pid)))
-        except redis_lib.RedisError:
+            return bool(self._redis().sismember(self.layout.processes, child_identity(pid)))
+        except (redis_lib.RedisError, RedisClusterException):
             return False  # not seen; the 30 s wait bounds it
 
-    def _redis(self) -> redis_lib.Redis:
-        """A one-connection client for the supervisor's probes, closed before every fork."""
+    def _redis(self) -> Any:
+        """A one-connection client for the supervisor's probes, closed before every fork;
+        on a Redis Cluster a cluster client with the same quick timeouts (its keys are
+        spread over the primaries)."""
         if self._probe is None:
-            self._probe = connection.probe_redis(self.config, timeout=PROBE_TIMEOUT)
+            if self.cluster:
+                from ...redis.cluster import cluster_client
+
+                self._probe = cluster_client(self.config, socket_timeout=PROBE_TIMEOUT,
+                                             socket_connect_timeout=PROBE_TIMEOUT)
+            else:
+                self._probe = connection.probe_redis(self.config, timeout=PROBE_TIMEOUT)
         return self._probe
 
     def _close_probe(self) -> None:
         probe, self._probe = self._probe, None
         if probe is not None:
             try:
-                probe.connection_pool.disconnect()
+                if self.cluster:
+                    probe.close()  # every node's connections (a RedisCluster has no single pool)
+                else:
+                    probe.connection_pool.disconnect()
             except Exception:  # closing a dead socket may fail; it is gone either way
                 pass
 

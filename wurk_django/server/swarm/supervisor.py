@@ -29,14 +29,17 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis as redis_lib
+from redis.exceptions import RedisClusterException
 
 from ... import keys
 from ...conf import Config
 from ...errors import ConfigurationError
 from ...redis import connection, sentinel
-from .. import systemd
+from ...redis.cluster_layout import for_cluster
+from .. import cluster_heartbeat, systemd
 from ..capsules import plan
 from ..child import flush_output, run_child
 from ..launcher import dump_threads
@@ -85,10 +88,14 @@ class Swarm(RollingRestarts, Monitors):
 
     def __init__(self, config: Config, slots: list[Assignment], *, pipe: SignalPipe | None = None,
                  memory_limit: int | None = None, heartbeat_timeout: float | None = None,
-                 cohosted: bool = False) -> None:
+                 cohosted: bool = False, cluster: bool = False) -> None:
         if not slots:
             raise SwarmError("the swarm topology is empty")
         self.config = config
+        #: On a Redis Cluster (issue 46 item 3): each child runs the cluster worker, and the
+        #: supervisor's probes read the cluster layout's keys through a cluster client.
+        self.cluster = cluster
+        self.layout = for_cluster(cluster)
         self.slots = slots
         self.pipe = pipe
         self.timeout = float(config.timeout)
@@ -104,7 +111,7 @@ class Swarm(RollingRestarts, Monitors):
         self.restart: Restart | None = None
         self._clock = _Clock()
         self._shutdown_requested = threading.Event()
-        self._probe: redis_lib.Redis | None = None
+        self._probe: Any = None
         self._configs: dict[int, Config] = {}
         self.booted = False
         # systemd hears from the supervisor of a standalone swarm only (run()), never from its
@@ -280,7 +287,7 @@ class Swarm(RollingRestarts, Monitors):
             if pid == 0:
                 try:
                     run_child(config, index=index, parent_pid=parent_pid, quiet=self.quiet,
-                              inherited_pipe=self.pipe, unblock=old_mask)
+                              inherited_pipe=self.pipe, unblock=old_mask, cluster=self.cluster)
                 finally:
                     os._exit(1)
         finally:
@@ -387,11 +394,15 @@ class Swarm(RollingRestarts, Monitors):
     def _forget_identity(self, pid: int) -> None:
         identity = child_identity(pid)
         try:
+            if self.cluster:
+                # Its keys are in its own slot, the process set in {wurk}'s: two commands.
+                cluster_heartbeat.deregister(self._redis(), identity)
+                return
             pipe = self._redis().pipeline(transaction=True)
             pipe.srem(keys.PROCESSES, identity)
             pipe.unlink(identity, keys.work(identity), keys.workers(identity))
             pipe.execute()
-        except redis_lib.RedisError as exc:
+        except (redis_lib.RedisError, RedisClusterException) as exc:
             logger.warning("could not remove the heartbeat of dead child %s: %s", identity, exc)
     # -- signals to children ----------------------------------------------------------
 
@@ -462,12 +473,14 @@ class Swarm(RollingRestarts, Monitors):
 PRELOAD_ENVS = ("SIDEKIQ_PRELOAD", "SIDEKIQ_PRELOAD_APP")
 
 
-def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = None) -> int:
+def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = None, *,
+              cluster: bool = False) -> int:
     """``manage.py wurk --processes N``: fork and supervise on this (main) thread (ENT-701).
 
     ``pipe`` is the command's installed self-pipe: its traps are in place before
     the first fork, since a TERM arriving in between would kill this process and
-    orphan children that keep fetching (RUN-302).
+    orphan children that keep fetching (RUN-302). ``cluster``: the Redis is a Redis
+    Cluster node, and each child runs the cluster worker (issue 46 item 3).
     """
     if not hasattr(os, "fork"):
         raise SwarmError("this platform cannot fork; run `manage.py wurk` without --processes")
@@ -478,7 +491,7 @@ def run_swarm(config: Config, pipe: SignalPipe, processes: str | int | None = No
             logger.info("%s is set: it changes nothing here, the swarm parent always loads Django "
                         "and your code before it forks", name)
     try:
-        swarm = Swarm(config, assignments(config, processes), pipe=pipe)
+        swarm = Swarm(config, assignments(config, processes), pipe=pipe, cluster=cluster)
         return swarm.run()
     except SwarmError as exc:
         logger.error("wurk: cannot run the swarm: %s", exc)
