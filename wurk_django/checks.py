@@ -32,8 +32,8 @@ Ids:
   unknown ``OPTIONS`` key, ``wurk.E031`` a bad ``OPTIONS`` value, ``wurk.E032`` a
   queue name wurk cannot use;
 * deploy only: ``wurk.E010`` Redis older than 7.0, ``wurk.E011`` Redis Cluster with a
-  feature switched on that the worker refuses there, ``wurk.W013`` Redis Cluster (what is
-  not supported there yet),
+  feature switched on that the worker refuses there, ``wurk.W013`` Redis Cluster (its own layout, no
+  Ruby Sidekiq there),
   ``wurk.E012`` eviction policy is not ``noeviction`` and ``ALLOW_EVICTION`` is not
   True (the worker would refuse to start; issue 43 item 3), ``wurk.W012`` the server
   does not tell its eviction policy, ``wurk.W011`` Redis unreachable. (``wurk.W010``,
@@ -143,7 +143,7 @@ def _hint_for(key: str) -> str:
 def _on_cluster(config: Any) -> list[checks.CheckMessage]:
     """A Redis Cluster node (issue 46): the worker runs its core features there, so the
     error ``wurk.E011`` only when the settings switch on one it would refuse at boot;
-    else the warning ``wurk.W013`` saying what is not supported there yet."""
+    else the warning ``wurk.W013`` saying that the cluster layout is not Sidekiq's."""
     from .conf.validation import raw_settings
     from .redis import cluster
     from .server import cluster_boot
@@ -152,10 +152,9 @@ def _on_cluster(config: Any) -> list[checks.CheckMessage]:
     if refused:
         return [checks.Error(refused, obj="settings.WURK", id="wurk.E011")]
     return [checks.Warning(
-        f"Redis at {cluster.shown(config.redis_url)} is a Redis Cluster node: the worker runs its core "
-        f"features there (fetch, retries, scheduled jobs, the dead set, recovery, history, statsd, the health "
-        f"listener), the admin's core pages and the data API read it; the features writing beside a job are "
-        f"refused there, see {cluster.DOCS}",
+        f"Redis at {cluster.shown(config.redis_url)} is a Redis Cluster node: wurk_django runs there in its "
+        f"cluster layout (queues spread over the primaries, Sidekiq's keys are not used, so Ruby Sidekiq "
+        f"processes cannot share it); a custom FETCH_CLASS is refused there, see {cluster.DOCS}",
         obj="settings.WURK", id="wurk.W013")]
 
 
