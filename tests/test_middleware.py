@@ -292,6 +292,63 @@ def test_applies_is_asked_when_its_turn_comes():
     assert job == {"flag": True, "picky": True}
 
 
+def test_a_rescuing_middleware_is_built_only_when_the_inner_layers_raise():
+    """``rescue``: the chain runs the inner layers in a try of its own; the instance is
+    made only for an exception, which it handles (the run returns None) or lets through,
+    and the layers inside and outside it run as around any other middleware."""
+    built: list[str] = []
+
+    class Handled(Exception):
+        pass
+
+    class Rescuer:
+        def __init__(self):
+            built.append("rescuer")
+
+        def __call__(self, instance, job, queue, call_next):
+            try:
+                return call_next()
+            except Exception as exc:
+                if not self.rescue(exc, instance, job, queue):
+                    raise
+                return None
+
+        def rescue(self, exc, instance, job, queue):
+            TRACE.append(f"rescue {type(exc).__name__}")
+            job["rescued"] = True
+            return isinstance(exc, Handled)
+
+    chain = Chain([Outer, Rescuer, Inner])
+    job: dict = {}
+    assert chain.invoke((None, job, "q"), lambda: "ran") == "ran"
+    assert built == [] and TRACE == ["outer>", "inner>", "<inner", "<outer"]
+
+    def handled():
+        raise Handled("limited")
+
+    TRACE.clear()
+    assert chain.invoke((None, job, "q"), handled) is None
+    assert built == ["rescuer"] and job["rescued"]
+    assert TRACE == ["outer>", "inner>", "rescue Handled", "<outer"]
+
+    def other():
+        raise KeyError("boom")
+
+    TRACE.clear()
+    with pytest.raises(KeyError) as caught:
+        chain.invoke((None, job, "q"), other)
+    assert TRACE == ["outer>", "inner>", "rescue KeyError"]
+    assert caught.value.__traceback__ is not None and "other" in str(caught.traceback[-1].name)
+
+
+def test_the_limiter_middleware_rescues_rate_limits_only():
+    from wurk_django.limiter.middleware import LimiterMiddleware
+    from wurk_django.middleware import Entry
+
+    assert Entry(LimiterMiddleware).rescues
+    assert LimiterMiddleware().rescue(KeyError("x"), None, {"class": "X"}, "q") is False
+
+
 def test_built_in_server_middleware_a_plain_job_skips():
     from wurk_django.encryption.middleware import EncryptionServerMiddleware
     from wurk_django.unique.middleware import UniqueServerMiddleware

@@ -21,6 +21,15 @@ further out may still change the job. The built-in ones (unique jobs,
 encryption, the batch client) use it so that a job which does not use their
 feature pays nothing for them; it must be cheap and change nothing (the
 profiling middleware asks whether the job carries a profile token).
+
+A server middleware that acts only when the layers inside it raise may define
+``rescue(self, exc, instance, job, queue) -> bool`` as well as its ``__call__``
+(which must mean ``try: return call_next() except Exception as exc: ...``). The
+chain then runs the inner layers inside a ``try`` of its own and builds the
+instance only when one raises: ``rescue`` returns True when it handled ``exc``
+(the run returns ``None``), False to let it through; it may also raise. A job
+that does not fail pays no instance, no ``call_next`` and no frame for it (the
+rate limiters' middleware: every job, for a failure few jobs have).
 """
 
 from __future__ import annotations
@@ -33,13 +42,15 @@ from django.utils.module_loading import import_string
 
 
 class Entry:
-    __slots__ = ("klass", "args", "kwargs", "applies")
+    __slots__ = ("klass", "args", "kwargs", "applies", "rescues")
 
     def __init__(self, klass: Any, args: tuple = (), kwargs: dict | None = None) -> None:
         self.klass = import_string(klass) if isinstance(klass, str) else klass
         self.args = args
         self.kwargs = kwargs or {}
         self.applies: Callable[[dict], bool] | None = getattr(self.klass, "applies", None)
+        # Acts only on an exception of the inner layers (see the module docstring).
+        self.rescues = callable(getattr(self.klass, "rescue", None))
 
     def make(self) -> Callable:
         return self.klass(*self.args, **self.kwargs)
@@ -134,6 +145,15 @@ def _step(entries: list[Entry], i: int, args: tuple, job: dict | None, last: Cal
         # Asked when its turn comes, so a middleware further out may still turn the
         # feature on (args[1] is the job on both sides).
         if entry.applies is None or job is None or entry.applies(job):
+            if entry.rescues:
+                # The same as calling it with call_next, minus the instance and the layer
+                # for a job whose inner layers return: it is made only to rescue.
+                try:
+                    return _step(entries, i + 1, args, job, last)
+                except Exception as exc:
+                    if entry.make().rescue(exc, *args):
+                        return None
+                    raise
             return entry.make()(*args, partial(_step, entries, i + 1, args, job, last))
         i += 1
     return last()
