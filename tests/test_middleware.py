@@ -292,6 +292,102 @@ def test_applies_is_asked_when_its_turn_comes():
     assert job == {"flag": True, "picky": True}
 
 
+def test_a_rescuing_middleware_is_built_only_when_the_inner_layers_raise():
+    """``rescue``: the chain runs the inner layers in a try of its own; the instance is
+    made only for an exception, which it handles (the run returns None) or lets through,
+    and the layers inside and outside it run as around any other middleware."""
+    built: list[str] = []
+
+    class Handled(Exception):
+        pass
+
+    class Rescuer:
+        def __init__(self):
+            built.append("rescuer")
+
+        def __call__(self, instance, job, queue, call_next):
+            try:
+                return call_next()
+            except Exception as exc:
+                if not self.rescue(exc, instance, job, queue):
+                    raise
+                return None
+
+        def rescue(self, exc, instance, job, queue):
+            TRACE.append(f"rescue {type(exc).__name__}")
+            job["rescued"] = True
+            return isinstance(exc, Handled)
+
+    chain = Chain([Outer, Rescuer, Inner])
+    job: dict = {}
+    assert chain.invoke((None, job, "q"), lambda: "ran") == "ran"
+    assert built == [] and TRACE == ["outer>", "inner>", "<inner", "<outer"]
+
+    def handled():
+        raise Handled("limited")
+
+    TRACE.clear()
+    assert chain.invoke((None, job, "q"), handled) is None
+    assert built == ["rescuer"] and job["rescued"]
+    assert TRACE == ["outer>", "inner>", "rescue Handled", "<outer"]
+
+    def other():
+        raise KeyError("boom")
+
+    TRACE.clear()
+    with pytest.raises(KeyError) as caught:
+        chain.invoke((None, job, "q"), other)
+    assert TRACE == ["outer>", "inner>", "rescue KeyError"]
+    assert caught.value.__traceback__ is not None and "other" in str(caught.traceback[-1].name)
+
+
+def test_the_limiter_middleware_rescues_rate_limits_only():
+    from wurk_django.limiter.middleware import LimiterMiddleware
+    from wurk_django.middleware import Entry
+
+    assert Entry(LimiterMiddleware).rescues
+    assert LimiterMiddleware().rescue(KeyError("x"), None, {"class": "X"}, "q") is False
+
+
+def test_applies_key_spares_the_call_for_a_job_without_the_key():
+    asked: list[dict] = []
+
+    class Keyed:
+        applies_key = "flag"
+
+        @staticmethod
+        def applies(job):
+            asked.append(dict(job))
+            return bool(job.get("flag"))
+
+        def __call__(self, instance, job, queue, call_next):
+            TRACE.append("keyed")
+            return call_next()
+
+    chain = Chain([Keyed])
+    assert chain.invoke((None, {}, "q"), lambda: "ran") == "ran" and asked == [] and TRACE == []
+    assert not chain.applies_to({}) and asked == []
+    assert chain.invoke((None, {"flag": 0}, "q"), lambda: "ran") == "ran"
+    assert asked == [{"flag": 0}] and TRACE == []  # has the key: applies is asked, and says no
+    chain.invoke((None, {"flag": 1}, "q"), lambda: None)
+    assert TRACE == ["keyed"]
+
+
+def test_every_built_in_applies_key_is_one_its_applies_needs():
+    """A built-in that names an applies_key must say no to every job without it (else
+    the chain would skip it for a job it wants)."""
+    from wurk_django.conf import get_config
+    from wurk_django.middleware import server_chain
+
+    keyed = [e for e in server_chain(get_config())._entries if e.key is not None]
+    assert len(keyed) >= 5
+    for entry in keyed:
+        bare = {"class": "X", "args": [], "jid": "a" * 24, "queue": "default"}
+        assert not entry.applies(bare), entry.klass
+        # Present with a value that turns the feature on: the key alone is not the test.
+        assert entry.applies({**bare, entry.key: "x"}), entry.klass
+
+
 def test_built_in_server_middleware_a_plain_job_skips():
     from wurk_django.encryption.middleware import EncryptionServerMiddleware
     from wurk_django.unique.middleware import UniqueServerMiddleware

@@ -20,7 +20,19 @@ method): when it returns False the middleware is left out of that job's chain
 further out may still change the job. The built-in ones (unique jobs,
 encryption, the batch client) use it so that a job which does not use their
 feature pays nothing for them; it must be cheap and change nothing (the
-profiling middleware asks whether the job carries a profile token).
+profiling middleware asks whether the job carries a profile token). One whose
+``applies`` says no to every job that lacks a given key names that key in
+``applies_key``: the chain asks ``applies`` only of a job that has it, so the
+common job costs it a dict lookup, not a call.
+
+A server middleware that acts only when the layers inside it raise may define
+``rescue(self, exc, instance, job, queue) -> bool`` as well as its ``__call__``
+(which must mean ``try: return call_next() except Exception as exc: ...``). The
+chain then runs the inner layers inside a ``try`` of its own and builds the
+instance only when one raises: ``rescue`` returns True when it handled ``exc``
+(the run returns ``None``), False to let it through; it may also raise. A job
+that does not fail pays no instance, no ``call_next`` and no frame for it (the
+rate limiters' middleware: every job, for a failure few jobs have).
 """
 
 from __future__ import annotations
@@ -33,13 +45,17 @@ from django.utils.module_loading import import_string
 
 
 class Entry:
-    __slots__ = ("klass", "args", "kwargs", "applies")
+    __slots__ = ("klass", "args", "kwargs", "applies", "key", "rescues")
 
     def __init__(self, klass: Any, args: tuple = (), kwargs: dict | None = None) -> None:
         self.klass = import_string(klass) if isinstance(klass, str) else klass
         self.args = args
         self.kwargs = kwargs or {}
         self.applies: Callable[[dict], bool] | None = getattr(self.klass, "applies", None)
+        # A job without this key is one applies() says no to (see the module docstring).
+        self.key: str | None = getattr(self.klass, "applies_key", None) if self.applies is not None else None
+        # Acts only on an exception of the inner layers (see the module docstring).
+        self.rescues = callable(getattr(self.klass, "rescue", None))
 
     def make(self) -> Callable:
         return self.klass(*self.args, **self.kwargs)
@@ -110,7 +126,7 @@ class Chain:
 
     def applies_to(self, job: dict) -> bool:
         """Whether any middleware of this chain has something to do with ``job``."""
-        return any(e.applies is None or e.applies(job) for e in self._entries)
+        return any(_applies(e, job) for e in self._entries)
 
     def invoke(self, args: tuple, last: Callable[[], Any]) -> Any:
         """Run every middleware that applies around ``last``; each gets ``*args, call_next``.
@@ -131,12 +147,32 @@ def _step(entries: list[Entry], i: int, args: tuple, job: dict | None, last: Cal
     count = len(entries)
     while i < count:
         entry = entries[i]
+        i += 1
         # Asked when its turn comes, so a middleware further out may still turn the
         # feature on (args[1] is the job on both sides).
-        if entry.applies is None or job is None or entry.applies(job):
-            return entry.make()(*args, partial(_step, entries, i + 1, args, job, last))
-        i += 1
+        if job is not None:
+            key = entry.key
+            if key is not None and key not in job:
+                continue
+            if entry.applies is not None and not entry.applies(job):
+                continue
+        if entry.rescues:
+            # The same as calling it with call_next, minus the instance and the layer
+            # for a job whose inner layers return: it is made only to rescue.
+            try:
+                return _step(entries, i, args, job, last)
+            except Exception as exc:
+                if entry.make().rescue(exc, *args):
+                    return None
+                raise
+        return entry.make()(*args, partial(_step, entries, i, args, job, last))
     return last()
+
+
+def _applies(entry: Entry, job: dict) -> bool:
+    if entry.key is not None and entry.key not in job:
+        return False
+    return entry.applies is None or bool(entry.applies(job))
 
 
 # -- built-in middleware registry ------------------------------------------------------

@@ -36,6 +36,8 @@ class BatchServerMiddleware:
     (:func:`~wurk_django.batch.context.job_jid`), so a plain job pays nothing here.
     """
 
+    applies_key = "bid"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return bool(job.get("bid"))

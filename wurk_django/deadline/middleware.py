@@ -26,6 +26,8 @@ logger = logging.getLogger("wurk_django.worker")
 class DeadlineMiddleware:
     """Server middleware: bury a job past its ``deadline``; watch one that starts in time."""
 
+    applies_key = KEY  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return job.get(KEY) is not None

@@ -28,6 +28,8 @@ DEAD_REASON = "encryption_error"
 class EncryptionServerMiddleware:
     """Opens the envelope for ``perform``; a job that cannot be opened goes to the dead set."""
 
+    applies_key = "encrypt"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return payload.truthy(job.get("encrypt"))

@@ -30,6 +30,8 @@ def expired(expiry: Any, now: float | None = None) -> bool:
 class ExpiryMiddleware:
     """Server middleware: skip ``perform`` for a job whose ``expiry`` has passed."""
 
+    applies_key = "expiry"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return job.get("expiry") is not None

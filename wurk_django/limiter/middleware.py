@@ -91,11 +91,19 @@ class LimiterMiddleware:
         try:
             return call_next()
         except Exception as exc:
-            where = context.current()  # the worker's config and the Redis the job came from
-            if not (isinstance(exc, OverLimit) or _listed(exc, where.config)):
+            if not self.rescue(exc, instance, job, queue):
                 raise
-            where.outcome = self.handle(exc, job, queue, where)
             return None
+
+    def rescue(self, exc: Exception, instance: Any, job: dict, queue: str) -> bool:
+        """The inner layers raised ``exc``: True once a rate limit's is handled (the run's
+        outcome set), False for any other error. The server chain calls this directly,
+        so a job that does not raise pays nothing for this middleware."""
+        where = context.current()  # the worker's config and the Redis the job came from
+        if not (isinstance(exc, OverLimit) or _listed(exc, where.config)):
+            return False
+        where.outcome = self.handle(exc, job, queue, where)
+        return True
 
     def handle(self, exc: Exception, job: dict, queue: str, where: context.JobContext) -> Outcome:
         """Reschedule ``job`` (or end it at the cap); the outcome of this run, or ``exc``

@@ -14,6 +14,8 @@ MIN_INTERVAL = 0.0005
 
 
 class ProfileMiddleware:
+    applies_key = "profile"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         # Only a job pushed with a profile token is profiled; the rest skip this layer.

@@ -22,6 +22,8 @@ class UniqueServerMiddleware:
     free it before ``unique_for`` runs out. The release deletes the lock only if this
     job holds it, so a job whose pusher took none costs one round trip and no more."""
 
+    applies_key = "unique_for"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return job.get("unique_for") is not None

@@ -32,6 +32,8 @@ def step_of(job: dict) -> tuple[str, str] | None:
 
 
 class WorkflowServerMiddleware:
+    applies_key = "wf"  # applies() says no to a job without it
+
     @staticmethod
     def applies(job: dict) -> bool:
         return job.get("wf") is not None

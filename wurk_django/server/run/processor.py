@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
@@ -212,7 +213,7 @@ class Processor:
         error: BaseException | None = None
         try:
             try:
-                if job.get("soft_time_limit") is not None or job.get("time_limit") is not None:
+                if "soft_time_limit" in job or "time_limit" in job:  # read() takes a None for none
                     soft, hard = time_limits.read(job)
                     if soft is not None or hard is not None:
                         watchdog.WATCHDOG.watch(run, soft, hard)
@@ -225,11 +226,10 @@ class Processor:
                 instance.payload = job
                 instance._stop_flag = self.stop_flag
                 instance._config = self.config
-                signals.send(signals.job_started, job_class, job=job)
-                if len(self.chain):
-                    self.chain.invoke((instance, job, ctx.queue), lambda: _perform(ctx))
-                else:
-                    _perform(ctx)
+                if signals.job_started.receivers:
+                    signals.send(signals.job_started, job_class, job=job)
+                # An empty chain calls _perform straight away (Chain.invoke).
+                self.chain.invoke((instance, job, ctx.queue), partial(_perform, ctx))
             finally:
                 try:
                     database.after_job()

@@ -121,17 +121,19 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
         failed(ctx.job, error, ctx.config)
     ctx.outcome, ctx.error = outcome, error
     joblog, log = manager.joblog, run.log
-    if outcome is Outcome.SUCCEEDED:
+    succeeded = outcome is Outcome.SUCCEEDED
+    if succeeded:
         joblog.done(log, run.started)
-        signals.send(signals.job_succeeded, ctx.job_class, job=ctx.job,
-                     elapsed=(time.monotonic_ns() - run.started) / 1e9)
+        if signals.job_succeeded.receivers:  # its elapsed time is worked out only for a listener
+            signals.send(signals.job_succeeded, ctx.job_class, job=ctx.job,
+                         elapsed=(time.monotonic_ns() - run.started) / 1e9)
     elif outcome is Outcome.INTERRUPTED:
         joblog.requeued(log, run.started)
     elif outcome is Outcome.RESCHEDULED or outcome is Outcome.PAUSED:
         joblog.rescheduled(log, run.started)  # pushed again for later: it did not fail
     else:
         joblog.fail(log, run.started)
-    manager.state.end(run.tid, outcome is not Outcome.SUCCEEDED)
+    manager.state.end(run.tid, not succeeded)
     run.counted = True
     # A job that paused did nothing wrong: its time counts like a success (CORE-210); a
     # shutdown cut it short, and a death is a death, which count as failures. A rate-limited
@@ -144,7 +146,8 @@ def _settle(run: Run, outcome: Outcome, error: BaseException | None, requeued: b
     try:
         if requeued:
             return outcome  # hard shutdown requeued it already: never ACK it (RUN-803)
-        if outcome in ACKNOWLEDGED:
+        # Compared by identity first: an Enum's hash (the set lookup) is Python code.
+        if succeeded or outcome in ACKNOWLEDGED:
             if run.give_backs is not None:
                 run.give_backs.count = 0
             ctx.unit.acknowledge()
