@@ -68,7 +68,8 @@ def test_one_leader_fleet_wide_a_kill_9_handover_and_each_tick_fired_once(on_clu
     print(f"[cluster leader handover after kill -9] {time.monotonic() - killed_at:.2f}s")
     new = _leader_pid(on_cluster)
     assert by_pid[new].alive()
-    assert int(on_cluster.get(CLUSTER.leader_token)) > int(info["token"])  # a new term
+    # A new term: the new leader takes the lock, then counts its term (a moment later).
+    wait_for(lambda: int(on_cluster.get(CLUSTER.leader_token)) > int(info["token"]), WAIT, 0.05, "a new term")
 
     count = len(_fires(on_cluster, tick))
     wait_for(lambda: len(_fires(on_cluster, tick)) >= count + 2, 4 * WAIT, 0.2, "two ticks after the kill")
