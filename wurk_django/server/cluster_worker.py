@@ -6,7 +6,8 @@ feature switched on that is not converted): the same processors, settle
 and retry code, with
 
 * the per-queue reliable fetch of :mod:`.fetch.cluster` (private lists in each
-  queue's slot), its ACK and requeue;
+  queue's slot): several jobs a round trip for a thread running short jobs, their ACKs
+  parked and sent together with that thread's next fetch, and the requeue;
 * the process's ``RedisCluster`` as every job's Redis (``ctx.redis``);
 * the live revoke markers ``{wurk}:revoked`` read at each beat (issue 46 item 3), so a
   job revoked while in flight is recorded as revoked instead of run, as on one server;
