@@ -11,17 +11,16 @@
 --   oldest fetched on the fetch end, as cluster_reclaim.lua does;
 -- ARGV[3..] = the exact bytes of each finished job to acknowledge.
 -- Returns the jobs moved, in the order they are to run.
-local list, queue = KEYS[1], KEYS[2]
 for i = 3, #ARGV do
   -- From the tail: a fetch pushes onto the head, so finished jobs are the oldest entries.
-  redis.call('LREM', list, -1, ARGV[i])
+  redis.call('LREM', KEYS[1], -1, ARGV[i])
 end
 if ARGV[2] == '1' then
-  while redis.call('LMOVE', list, queue, 'LEFT', 'RIGHT') do end
+  while redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') do end
 end
 local jobs = {}
 for i = 1, tonumber(ARGV[1]) do
-  local job = redis.call('LMOVE', queue, list, 'RIGHT', 'LEFT')
+  local job = redis.call('LMOVE', KEYS[2], KEYS[1], 'RIGHT', 'LEFT')
   if not job then
     break
   end
