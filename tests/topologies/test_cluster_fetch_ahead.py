@@ -94,8 +94,10 @@ def _drain(fetcher: ClusterFetch, until: int) -> list[str]:
 
 def test_a_thread_of_short_jobs_fetches_several_jobs_per_round_trip_and_acks_them_together(on_cluster):
     counting = Counting(on_cluster)
-    fetcher = ClusterFetch(context.config(), client=counting)
+    fetcher = _unwatched(ClusterFetch(context.config(), client=counting))
     queued = _push("q0", 96)
+    # The script loaded on the queue's node first (a NOSCRIPT reply would count one more call there).
+    fetch_cluster.FETCH(on_cluster, keys=["{q:q0}:nothing", CLUSTER.queue("q0")], args=[0, 0])
     before = _evalsha_calls(on_cluster, CLUSTER.queue("q0"))
 
     seen = _drain(fetcher, len(queued))
@@ -113,6 +115,7 @@ def test_a_thread_of_short_jobs_fetches_several_jobs_per_round_trip_and_acks_the
     assert sum(counting.acks) == len(queued)
     # The node saw the same: one EVALSHA per round trip, not two commands a job.
     assert _evalsha_calls(on_cluster, CLUSTER.queue("q0")) - before == fetches
+    assert [call for call in counting.calls if call != "fetch"] == []  # nothing else was sent
     assert not list(on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES))
 
 
@@ -206,3 +209,20 @@ def test_a_worker_killed_with_jobs_fetched_ahead_loses_none_and_runs_again_only_
     assert restarted <= may_restart, restarted - may_restart
     assert all(starts[marker] == 1 for marker in not_started_at_a_kill)
     assert not list(on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES))
+
+
+def test_a_hard_shutdown_sends_parked_acks_then_gives_back_jobs_fetched_ahead_and_in_flight(on_cluster):
+    fetcher = _unwatched(ClusterFetch(context.config()))
+    queued = _push("q0", 40)
+    done = _drain(fetcher, 4)  # the fourth fetch brought several; the fourth job's ACK is parked
+    running = fetcher.retrieve_work()  # taken from the slot, "running" now
+    held = fetcher.in_hand()
+    assert held >= 1 and fetcher._slot().parked
+    fetcher.bulk_requeue([running])
+    assert fetcher.in_hand() == 0
+    assert not list(on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES))
+    back = [payload.loads(raw)["jid"] for raw in on_cluster.lrange(CLUSTER.queue("q0"), 0, -1)]
+    # Every job not finished is queued once (the finished ones not again), the running one and
+    # those fetched ahead at the fetch end, so they are fetched first again.
+    assert sorted(back) == sorted(set(queued) - set(done))
+    assert back[-1] == payload.loads(running.job)["jid"]
