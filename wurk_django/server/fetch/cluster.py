@@ -110,7 +110,6 @@ BLOCK_SECONDS = 1
 ERROR_BACKOFF = 1.0
 FETCH = lua("cluster_fetch")
 REQUEUE = lua("cluster_requeue")
-RECLAIM = lua("cluster_reclaim")
 HAND_BACK = lua("hand_back_ahead")
 
 #: What a cluster's passing faults raise. redis-py's ``SlotNotCoveredError`` (no node for a
@@ -180,7 +179,7 @@ class ClusterUnit:
         """Back onto the fetch end of its queue, unrun (private list -> queue, one step)."""
         try:
             REQUEUE(self.fetcher.redis(), keys=[self.private, self.queue_key], args=[self.job])
-        except FAULTS:
+        except Exception:
             self.fetcher.unsure(self.private)  # the next fetch from this queue sweeps it
             raise
 
@@ -374,7 +373,7 @@ class ClusterFetch:
         self._give_back(slot.take_ahead())
         try:
             self._flush(slot, patience=ACK_PATIENCE)
-        except FAULTS as exc:
+        except Exception as exc:
             # Those jobs stay in the private lists: run again once the reaper takes them back
             # after this process ends (as a failed ACK gives a job back).
             logger.warning("could not send %d parked ACK(s) of an exiting thread: %s", slot.parked_count(), exc)
@@ -396,7 +395,7 @@ class ClusterFetch:
         self._give_back(slot.take_ahead())
         try:
             self._flush(slot, patience=0.0)
-        except FAULTS as exc:
+        except Exception as exc:
             logger.warning("could not send the ACKs parked by an abandoned thread (%s); its jobs stay in its "
                            "private lists until this process ends", exc)
         with self._slot_lock:
@@ -409,11 +408,18 @@ class ClusterFetch:
         """``private`` may hold a job no thread runs: the next fetch into it sweeps it first."""
         self._unsure.add(private)
 
-    def _failed(self, name: str, private: str, exc: BaseException) -> None:
-        self._outage.failed(exc)
+    def _failed(self, name: str, private: str, exc: BaseException, *, script: bool = False) -> None:
+        """A command on queue ``name`` failed: the queue rests, and ``private`` is swept by the
+        next fetch into it when the command may have run. A script may have: an error reply
+        raised part way (a key found not local while its slot moves, with redis-py 5.3) leaves
+        what ran before it done, and so may an error of the client itself after sending."""
+        if isinstance(exc, Exception) and not isinstance(exc, FAULTS):
+            logger.warning("fetch from queue %s failed: %r", name, exc)
+        else:
+            self._outage.failed(exc)
         self._resting[name] = time.monotonic() + ERROR_BACKOFF
         self._faults[name] = self._faults.get(name, 0) + 1
-        if uncertain(exc):
+        if script or uncertain(exc):
             self.unsure(private)
 
     # -- ACKs -----------------------------------------------------------------
@@ -458,7 +464,7 @@ class ClusterFetch:
                 continue
             try:
                 self.send_acks(private, units, patience=patience)
-            except FAULTS as exc:
+            except Exception as exc:
                 slot.put_back(private, units)
                 if error is None:
                     error = exc
@@ -477,6 +483,8 @@ class ClusterFetch:
             self._flush(slot, resting=False)
         except FAULTS as exc:
             self._outage.failed(exc)
+        except Exception as exc:
+            logger.warning("sending parked ACKs failed (they stay parked): %r", exc)
 
     # -- handing back ---------------------------------------------------------
 
@@ -492,7 +500,7 @@ class ClusterFetch:
             try:
                 moved += int(HAND_BACK(self.redis(), keys=[private, group[0].queue_key],
                                        args=[unit.job for unit in group]) or 0)
-            except FAULTS as exc:
+            except Exception as exc:
                 self.unsure(private)
                 logger.warning("could not hand back %d job(s) fetched ahead to queue %s (%s); the thread's next "
                                "fetch from it, or the reaper, will", len(group), group[0].queue, exc)
@@ -517,9 +525,11 @@ class ClusterFetch:
         try:
             jobs = FETCH(client, keys=[private, CLUSTER.queue(name)],
                          args=[count, 1 if sweep else 0, *[unit.job for unit in acks]])
-        except FAULTS as exc:
+        except Exception as exc:
+            # Whatever failed (a fault, an error reply part way through the script, the client
+            # itself): the ACKs stay parked, and the list is swept by the next fetch into it.
             slot.put_back(private, acks)
-            self._failed(name, private, exc)
+            self._failed(name, private, exc, script=True)
             raise
         if sweep:
             self._unsure.discard(private)
@@ -535,8 +545,8 @@ class ClusterFetch:
         faults = self._faults.get(name, 0)
         try:
             raw = client.blmove(CLUSTER.queue(name), private, block, "RIGHT", "LEFT")
-        except FAULTS as exc:
-            self._failed(name, private, exc)
+        except Exception as exc:
+            self._failed(name, private, exc, script=not isinstance(exc, FAULTS))
             raise
         return None if raw is None else ClusterUnit(name, raw, self, private, slot, faults)
 
@@ -585,7 +595,7 @@ class ClusterFetch:
         for name in names:
             try:
                 units = self._fetch(client, slot, name, count)
-            except FAULTS:
+            except Exception:
                 failed = True
                 continue
             if units:
@@ -612,7 +622,7 @@ class ClusterFetch:
         name = names[next(self._turn) % len(names)]
         try:
             unit = self._block(client, slot, name, block)
-        except FAULTS:
+        except Exception:
             return None
         self._outage.succeeded()
         return unit
@@ -625,7 +635,7 @@ class ClusterFetch:
         for slot in slots:
             try:
                 self._flush(slot)
-            except FAULTS:
+            except Exception:
                 logger.exception("could not send parked ACKs; those jobs stay in private lists for the reaper")
         for slot in slots:
             self._give_back(slot.take_ahead())
