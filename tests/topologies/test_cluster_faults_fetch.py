@@ -41,6 +41,7 @@ class Faulty:
         self.lost: set[str] = set()
         self.down: set[str] = set()
         self.acks_failing = 0
+        self.broken: set[str] = set()
         self.calls: list[str] = []
 
     def _queue_of(self, key: str) -> str:
@@ -55,6 +56,10 @@ class Faulty:
         if queue in self.lost:
             self.lost.discard(queue)
             raise redis_lib.ConnectionError("the connection closed before the reply")
+        if queue in self.broken:
+            self.broken.discard(queue)
+            # What redis-py 5.3's cluster client raised once mid-reshard, the command sent.
+            raise AttributeError("'NoneType' object has no attribute 'feed'")
         return result
 
     def blmove(self, source, *args):
@@ -98,6 +103,25 @@ def test_a_job_moved_by_a_fetch_whose_reply_was_lost_goes_back_at_the_next_fetch
     unit.acknowledge()
     fetcher.flush_acks()
     assert on_cluster.exists(private) == 0 and on_cluster.llen(CLUSTER.queue("q1")) == 0
+
+
+def test_a_fetch_that_fails_any_other_way_keeps_its_acks_and_sweeps_its_list(on_cluster, monkeypatch):
+    monkeypatch.setattr(fetch_cluster, "ERROR_BACKOFF", 0.05)
+    fetcher, faulty = _fetcher(on_cluster)
+    _push("q2", "first")
+    first = fetcher.retrieve_work()
+    first.acknowledge()  # parked: it rides the next fetch from q2
+    _push("q2", "second")
+    faulty.broken.add("q2")  # the script runs (the ACK, the move), then the client fails
+    assert fetcher.retrieve_work() is None
+    assert [payload.loads(raw)["jid"] for raw in on_cluster.lrange(first.private, 0, -1)] == ["second"]
+    unit = wait_for_unit(fetcher)
+    # Swept back and fetched again, not stranded in a live process's list.
+    assert payload.loads(unit.job)["jid"] == "second"
+    assert on_cluster.lrange(first.private, 0, -1) == [unit.job]
+    unit.acknowledge()
+    fetcher.flush_acks()
+    assert on_cluster.exists(first.private) == 0
 
 
 def wait_for_unit(fetcher: ClusterFetch, tries: int = 20):
