@@ -6,6 +6,8 @@ test_cluster_faults.py."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import redis as redis_lib
 
@@ -30,15 +32,16 @@ def _push(queue: str, jid: str) -> None:
 
 class Faulty:
     """The fetcher's cluster client, with faults on demand: ``lost[queue]`` runs the next
-    ``LMOVE``/``BLMOVE`` from that queue and then raises as if its reply was lost;
-    ``down`` names queues whose commands raise without running; ``acks_failing`` makes
-    that many ``LREM`` calls raise first."""
+    fetch (the fetch script, or ``BLMOVE``) from that queue and then raises as if its reply
+    was lost; ``down`` names queues whose commands raise without running; ``acks_failing``
+    makes that many fetch scripts carrying ACKs raise ``TRYAGAIN`` first."""
 
     def __init__(self, real) -> None:
         self.real = real
         self.lost: set[str] = set()
         self.down: set[str] = set()
         self.acks_failing = 0
+        self.broken: set[str] = set()
         self.calls: list[str] = []
 
     def _queue_of(self, key: str) -> str:
@@ -49,23 +52,32 @@ class Faulty:
         self.calls.append(f"{command} {queue}")
         if queue in self.down:
             raise redis_lib.ConnectionError(f"primary of {queue} down")
-        result = getattr(self.real, command)(source, *args)
+        result = self._run(command, source, *args)
         if queue in self.lost:
             self.lost.discard(queue)
             raise redis_lib.ConnectionError("the connection closed before the reply")
+        if queue in self.broken:
+            self.broken.discard(queue)
+            # What redis-py 5.3's cluster client raised once mid-reshard, the command sent.
+            raise AttributeError("'NoneType' object has no attribute 'feed'")
         return result
-
-    def lmove(self, source, *args):
-        return self._move("lmove", source, *args)
 
     def blmove(self, source, *args):
         return self._move("blmove", source, *args)
 
-    def lrem(self, *args):
-        if self.acks_failing:
+    def evalsha(self, sha, numkeys, *keys_and_args):
+        if sha != fetch_cluster.FETCH.sha:
+            return self.real.evalsha(sha, numkeys, *keys_and_args)
+        acks = keys_and_args[numkeys + 2:]
+        if acks and self.acks_failing:
             self.acks_failing -= 1
             raise redis_lib.exceptions.TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot")
-        return self.real.lrem(*args)
+        return self._move("evalsha", keys_and_args[0], numkeys, *keys_and_args)
+
+    def _run(self, command: str, source: str, *args):
+        if command == "evalsha":
+            return self.real.evalsha(fetch_cluster.FETCH.sha, *args)
+        return getattr(self.real, command)(source, *args)
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -89,7 +101,27 @@ def test_a_job_moved_by_a_fetch_whose_reply_was_lost_goes_back_at_the_next_fetch
     assert payload.loads(unit.job)["jid"] == "orphan"
     assert on_cluster.lrange(private, 0, -1) == [unit.job]
     unit.acknowledge()
+    fetcher.flush_acks()
     assert on_cluster.exists(private) == 0 and on_cluster.llen(CLUSTER.queue("q1")) == 0
+
+
+def test_a_fetch_that_fails_any_other_way_keeps_its_acks_and_sweeps_its_list(on_cluster, monkeypatch):
+    monkeypatch.setattr(fetch_cluster, "ERROR_BACKOFF", 0.05)
+    fetcher, faulty = _fetcher(on_cluster)
+    _push("q2", "first")
+    first = fetcher.retrieve_work()
+    first.acknowledge()  # parked: it rides the next fetch from q2
+    _push("q2", "second")
+    faulty.broken.add("q2")  # the script runs (the ACK, the move), then the client fails
+    assert fetcher.retrieve_work() is None
+    assert [payload.loads(raw)["jid"] for raw in on_cluster.lrange(first.private, 0, -1)] == ["second"]
+    unit = wait_for_unit(fetcher)
+    # Swept back and fetched again, not stranded in a live process's list.
+    assert payload.loads(unit.job)["jid"] == "second"
+    assert on_cluster.lrange(first.private, 0, -1) == [unit.job]
+    unit.acknowledge()
+    fetcher.flush_acks()
+    assert on_cluster.exists(first.private) == 0
 
 
 def wait_for_unit(fetcher: ClusterFetch, tries: int = 20):
@@ -121,12 +153,39 @@ def test_a_queue_whose_primary_fails_rests_while_the_others_are_fetched(on_clust
     assert on_cluster.lrange(unit.private, 0, -1) == [unit.job]
 
 
-def test_an_ack_tries_again_through_a_fault(on_cluster, monkeypatch):
+def test_parked_acks_ride_the_next_fetch_again_after_a_fault(on_cluster):
+    fetcher, faulty = _fetcher(on_cluster)
+    _push("q3", "acked")
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()  # parked in this thread's slot
+    _push("q3", "next")
+    faulty.acks_failing = 1
+    assert fetcher.retrieve_work() is None  # the fetch carrying the ACK was refused: q3 rests
+    assert on_cluster.lrange(unit.private, 0, -1) == [unit.job]  # not acknowledged, not lost
+    fetcher._resting.clear()  # the backoff is over
+    again = fetcher.retrieve_work()
+    assert payload.loads(again.job)["jid"] == "next"
+    assert on_cluster.lrange(unit.private, 0, -1) == [again.job]  # the parked ACK rode this fetch
+
+
+def test_a_thread_flushing_its_acks_tries_again_through_a_fault(on_cluster):
+    fetcher, faulty = _fetcher(on_cluster)
+    _push("q3", "acked")
+    unit = fetcher.retrieve_work()
+    unit.acknowledge()
+    faulty.acks_failing = 3
+    fetcher.flush_acks()  # a processor exiting: waits out the fault
+    assert faulty.acks_failing == 0 and on_cluster.exists(unit.private) == 0
+
+
+def test_an_ack_from_another_thread_goes_out_at_once_and_tries_again_through_a_fault(on_cluster):
     fetcher, faulty = _fetcher(on_cluster)
     _push("q3", "acked")
     unit = fetcher.retrieve_work()
     faulty.acks_failing = 3
-    unit.acknowledge()
+    other = threading.Thread(target=unit.acknowledge)  # e.g. the settlement of an abandoned run
+    other.start()
+    other.join(30)
     assert faulty.acks_failing == 0 and on_cluster.exists(unit.private) == 0
 
 
@@ -137,7 +196,7 @@ def test_an_ack_that_gives_up_raises_a_connection_error_so_the_job_goes_back(on_
     unit = fetcher.retrieve_work()
     faulty.acks_failing = 100
     with pytest.raises(redis_lib.ConnectionError, match="could not acknowledge"):
-        unit.acknowledge()
+        unit.send_ack()
     assert unit.private in fetcher._unsure
     unit.requeue()  # what the processor does with a connection error: the job goes back, once
     assert on_cluster.lrange(CLUSTER.queue("q3"), 0, -1) == [unit.job]
@@ -150,7 +209,7 @@ def test_an_ack_refused_for_another_reason_raises_at_once(on_cluster):
     on_cluster.delete(unit.private)
     on_cluster.set(unit.private, "not a list")
     with pytest.raises(redis_lib.ResponseError, match="WRONGTYPE"):
-        unit.acknowledge()
+        unit.send_ack()
 
 
 def test_the_reaper_skips_a_primary_it_cannot_scan_and_sweeps_the_others(on_cluster, monkeypatch):

@@ -45,6 +45,9 @@ def test_a_job_moves_into_the_private_list_of_its_queue_and_leaves_it_at_the_ack
     assert on_cluster.lrange(unit.private, 0, -1) == [unit.job]
     assert on_cluster.llen(CLUSTER.queue("q2")) == 0
     unit.acknowledge()
+    # Parked on the thread that fetched it: it rides that thread's next fetch, or its flush.
+    assert on_cluster.lrange(unit.private, 0, -1) == [unit.job]
+    fetcher.flush_acks()
     assert on_cluster.exists(unit.private) == 0
 
 
@@ -62,6 +65,8 @@ def test_queues_on_different_primaries_are_all_drained_by_one_fetcher(on_cluster
         unit.acknowledge()
     assert sorted(seen) == ["a0", "a1", "a2", "b0", "b1", "b2"]
     assert fetcher.retrieve_work() is None  # idle: one block timeout on one queue, then None
+    # The walk that found every queue empty carried the parked ACKs: no job is left behind.
+    assert not list(on_cluster.scan_iter(match="{q:*}:private|*", target_nodes=on_cluster.PRIMARIES))
 
 
 def test_an_idle_fetch_blocks_and_takes_a_job_pushed_meanwhile(on_cluster):

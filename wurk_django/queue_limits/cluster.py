@@ -72,7 +72,7 @@ class CappedClusterUnit(ClusterUnit):
     __slots__ = ("cap",)
 
     def __init__(self, unit: ClusterUnit) -> None:
-        super().__init__(unit.queue, unit.job, unit.fetcher, unit.private)
+        super().__init__(unit.queue, unit.job, unit.fetcher, unit.private, unit.slot, unit.faults)
         self.cap: str | None = unit.private
 
     def free_cap(self, field: str) -> None:
@@ -97,17 +97,34 @@ class CappedClusterFetch(ClusterFetch):
         limits = getattr(config, "queue_limits", None) or {}
         self.limits = {name: int(limits[name]) for name in self.order.names if name in limits}
 
-    def _move(self, client: Any, name: str, private: str, block: float = 0.0) -> bytes | None:
+    def _fetch(self, client: Any, slot: Any, name: str, count: int) -> list[ClusterUnit]:
+        """A capped queue gives one job per fetch, with its slot (never several ahead: each
+        job fetched takes a slot, and a job waiting in a thread would hold one idle). The
+        thread's parked ACKs of the queue and a sweep of its list go first, moving nothing."""
         limit = self.limits.get(name)
         if limit is None:
-            return super()._move(client, name, private, block)
-        self._sweep(client, name, private)
-        keys = [CLUSTER.queue(name), private, CLUSTER.queue_limit(name)]
+            return super()._fetch(client, slot, name, count)
+        private = self.private_list(name, slot.number)
+        if private in slot.parked or private in self._unsure:
+            super()._fetch(client, slot, name, 0)
+        faults = self._faults.get(name, 0)
+        try:
+            raw = FETCH(client, keys=[CLUSTER.queue(name), private, CLUSTER.queue_limit(name)], args=[limit])
+        except Exception as exc:
+            self._failed(name, private, exc, script=True)
+            raise
+        return [] if raw is None else [ClusterUnit(name, raw, self, private, slot, faults)]
+
+    def _block(self, client: Any, slot: Any, name: str, block: float) -> ClusterUnit | None:
+        """A capped queue is never waited on by a blocking move (it would take a job without
+        its slot): it is asked every :data:`CAPPED_POLL` seconds for the block's time."""
+        if name not in self.limits:
+            return super()._block(client, slot, name, block)
         deadline = time.monotonic() + block
         while True:
-            raw = FETCH(client, keys=keys, args=[limit])
-            if raw is not None or self._done.is_set():
-                return raw
+            units = self._fetch(client, slot, name, 0)
+            if units or self._done.is_set():
+                return units[0] if units else None
             left = deadline - time.monotonic()
             if left <= 0:
                 return None

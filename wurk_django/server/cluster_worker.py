@@ -6,9 +6,11 @@ feature switched on that is not converted): the same processors, settle
 and retry code, with
 
 * one manager per capsule (``CAPSULES``, issue 46 item 3), each with the per-queue
-  reliable fetch of :mod:`.fetch.cluster` (private lists in each queue's slot), its
-  ACK and requeue; with ``QUEUE_LIMITS`` its variant taking a capped queue's slot in
-  the queue's hash slot (:mod:`wurk_django.queue_limits.cluster`);
+  reliable fetch of :mod:`.fetch.cluster` (private lists in each queue's slot): several
+  jobs a round trip for a thread running short jobs, their ACKs parked and sent together
+  with that thread's next fetch, and the requeue; with ``QUEUE_LIMITS`` its variant
+  taking a capped queue's slot in the queue's hash slot, one job a fetch
+  (:mod:`wurk_django.queue_limits.cluster`);
 * ``--max-jobs`` as the launcher does it, and ``--burst`` through ``manage.py wurk``'s
   supervision (:func:`.burst.drained` reads each queue through this worker's client);
   a swarm child runs this worker too (:mod:`.child`);
