@@ -43,9 +43,11 @@ def test_the_check_fails_on_a_pattern_list_that_misses_feature_folders(tmp_path)
     dist = build(tree, tmp_path / "dist")
     missing = distcheck.missing_from_wheel(next(dist.glob("*.whl")), tree)
     folders = {path.rsplit("/", 1)[0] for path in missing}
-    # Every feature folder's lua/ (those of features added since too), the six of the old report among them.
-    feature_scripts = [p for p in (tree / "wurk_django").rglob("*.lua")
-                       if p.parent.name == "lua" and p.parent.parent.name != "wurk_django"]
+    # Every feature folder's lua/ and the folders under it (those of features added since too),
+    # the six of the old report among them; the package's own lua/ is in the old patterns.
+    package = tree / "wurk_django"
+    feature_scripts = [p for p in package.rglob("*.lua")
+                       if "lua" in p.relative_to(package).parts[1:-1] and p.relative_to(package).parts[0] != "lua"]
     assert folders == {p.parent.relative_to(tree).as_posix() for p in feature_scripts}
     assert folders >= {f"wurk_django/{area}/lua" for area in ("batch", "limiter", "unique", "leader", "periodic",
                                                               "workflow")}
