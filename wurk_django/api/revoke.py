@@ -91,12 +91,20 @@ def revoke(jid: str, *, by: str | None = None, terminate: bool = False, redis: R
             return QUEUED
     if not terminate:
         return MARKED
-    work = WorkSet(redis=redis).find_work(jid)
+    return _tell_running(client, jid, command)
+
+
+def _tell_running(client: Any, jid: str, command: str) -> str:
+    """The stop command to the process running ``jid`` through its signals list (its layout's
+    key), or to every live process when none lists it yet; ``RUNNING`` or ``MARKED``."""
+    work = WorkSet(redis=client).find_work(jid)
     # Not listed as running yet (the busy lists are a beat behind): every live process is told.
-    targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=redis)]
-    pipe = client.pipeline(transaction=True)
+    targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=client)]
+    layout = layout_of(client)
+    # One MULTI on one server; on a cluster each process's list is in its own slot.
+    pipe = client.pipeline(transaction=not layout.cluster)
     for identity in targets:
-        key = keys.signals_list(identity)
+        key = layout.signals(identity)
         pipe.lpush(key, command)
         pipe.expire(key, SIGNAL_TTL)
     pipe.execute()
@@ -144,17 +152,7 @@ def _on_cluster(client: Any, jid: str, by: str | None, terminate: bool) -> str:
             return QUEUED
     if not terminate:
         return MARKED
-    work = WorkSet(redis=client).find_work(jid)
-    # Not listed as running yet (the busy lists are a beat behind): every live process is told.
-    targets = [work.process_id] if work is not None else [p.identity for p in ProcessSet(redis=client)]
-    command = revocation.command(jid, by, at, terminate=True)
-    pipe = client.pipeline(transaction=False)  # one key per process, each in its own slot
-    for identity in targets:
-        key = CLUSTER.signals(identity)
-        pipe.lpush(key, command)
-        pipe.expire(key, SIGNAL_TTL)
-    pipe.execute()
-    return RUNNING if work is not None else MARKED
+    return _tell_running(client, jid, revocation.command(jid, by, at, terminate=True))
 
 
 def _take_from_set(client: Any, key: str, jid: str) -> bytes | None:

@@ -60,7 +60,7 @@ from .capsules import capsule_config, plan
 from .fetch.cluster import ClusterFetch
 from .heartbeat import SIGNALS
 from .launcher import dump_threads
-from .run.manager import HARD_SHUTDOWN_WAIT, Manager
+from .run.manager import Manager, drain_all
 from .scheduler import Scheduler
 from .state import WorkerState, hostname
 from .stop_once import StopOnce
@@ -328,14 +328,7 @@ class ClusterWorker:
         cluster_heartbeat.deregister(self.client, self.state.identity)
 
     def _drain(self, deadline: float) -> None:
-        """Every capsule drains at once against the one deadline, as the launcher's do."""
-        if len(self.managers) == 1:
-            self.manager.stop(deadline)
-            return
-        stoppers = [spawn(f"{manager.name}/stopper", lambda manager=manager: manager.stop(deadline), self.config)
-                    for manager in self.managers]
-        for stopper in stoppers:
-            stopper.join(max(deadline - time.monotonic(), 0.0) + HARD_SHUTDOWN_WAIT + 2.0)
+        drain_all(self.managers, deadline, self.config)
 
     def _recycle(self) -> None:
         """``--max-jobs`` reached: stop fetching now, then stop as if told to (TERM), as the

@@ -28,7 +28,7 @@ from . import events
 from .capsules import capsule_config, plan
 from .heartbeat import BEAT_INTERVAL, Heartbeat, flush_stats
 from .reaper import Reaper
-from .run.manager import HARD_SHUTDOWN_WAIT, Manager
+from .run.manager import Manager, drain_all
 from .scheduler import Scheduler
 from .state import EXPIRED, WorkerState
 from .stop_once import StopOnce
@@ -246,17 +246,7 @@ class Launcher:
             self._teardown()
 
     def _drain(self, deadline: float) -> None:
-        """Every capsule drains at once against the one deadline, each requeueing what it
-        still runs then (CORE-157, RUN-111): a stop takes the longest capsule's time, not
-        the sum of theirs."""
-        if len(self.managers) == 1:
-            self.manager.stop(deadline)
-            return
-        stoppers = [spawn(f"{manager.name}/stopper", lambda manager=manager: manager.stop(deadline), self.config)
-                    for manager in self.managers]
-        for stopper in stoppers:
-            # Bounded (RUN-112): the drain, the hard shutdown's wait, and a little slack.
-            stopper.join(max(deadline - time.monotonic(), 0.0) + HARD_SHUTDOWN_WAIT + 2.0)
+        drain_all(self.managers, deadline, self.config)
 
     def hard_shutdown(self) -> None:
         """Requeue every capsule's running jobs now and interrupt their threads (a second

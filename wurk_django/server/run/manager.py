@@ -242,3 +242,17 @@ class Manager:
                 self.joblog.requeued_at_shutdown(self.joblog.context(job), elapsed)
             except Exception:
                 logger.exception("could not log the requeue of %s", unit.jid)
+
+
+def drain_all(managers: list[Manager], deadline: float, config: Any) -> None:
+    """Every capsule's manager drains at once against the one deadline, each requeueing
+    what it still runs then (CORE-157, RUN-111): a stop takes the longest capsule's time,
+    not the sum of theirs. The launcher's and the cluster worker's stop."""
+    if len(managers) == 1:
+        managers[0].stop(deadline)
+        return
+    stoppers = [spawn(f"{manager.name}/stopper", lambda manager=manager: manager.stop(deadline), config)
+                for manager in managers]
+    for stopper in stoppers:
+        # Bounded (RUN-112): the drain, the hard shutdown's wait, and a little slack.
+        stopper.join(max(deadline - time.monotonic(), 0.0) + HARD_SHUTDOWN_WAIT + 2.0)
