@@ -27,8 +27,8 @@ django.setup()
 
 from redis.connection import AbstractConnection  # noqa: E402
 
-from wurk_django import limiter
-from wurk_django.redis import wire
+from wurk_django import limiter  # noqa: E402
+from wurk_django.redis import wire  # noqa: E402
 from wurk_django.redis.connection import get_redis  # noqa: E402
 
 N = int(os.environ.get("LIMITER_N", "5000"))

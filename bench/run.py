@@ -48,12 +48,16 @@ WURK_CLASSES = {"noop": "wurkbench.jobs.Noop", "cpu": "wurkbench.jobs.Cpu", "io"
                 "redis": "wurkbench.jobs.RedisCall", "redis-plain": "wurkbench.jobs.RedisPlainCall",
                 "redis-fast": "wurkbench.jobs.RedisFastCall", "redis-cache": "wurkbench.jobs.RedisCacheCall",
                 # wurk_django only, named in --shapes (not a default shape): 1 job in 16 sleeps 20 ms.
-                "mixed": "wurkbench.jobs.Mixed"}
+                "mixed": "wurkbench.jobs.Mixed",
+                # Named in --shapes: the redis job's INCR hand-written on a raw socket, the floor.
+                "redis-floor": "wurkbench.jobs.RedisFloorCall"}
 RUBY_CLASSES = {"noop": "NoopJob", "cpu": "CpuJob", "io": "IoJob", "redis": "RedisCallJob",
-                "redis-plain": "RedisPlainCallJob", "redis-fast": "RedisPlainCallJob", "redis-cache": "RedisPlainCallJob"}
+                "redis-plain": "RedisPlainCallJob", "redis-fast": "RedisPlainCallJob", "redis-cache": "RedisPlainCallJob",
+                "redis-floor": "RedisCallJob"}
 #: Shapes where only wurk_django's job differs (the client it makes its call on): every
 #: peer runs its plain-client job, so the ratio shows what the documented client buys.
-PEER_SHAPES = {"redis-fast": "redis-plain", "redis-cache": "redis-plain"}
+#: Against redis-floor, Sidekiq runs its redis job (Sidekiq.redis) and the Python peers theirs.
+PEER_SHAPES = {"redis-fast": "redis-plain", "redis-cache": "redis-plain", "redis-floor": "redis"}
 #: Ratios with the same per-job logging policy on both sides: (ours, theirs, label).
 POLICY_PAIRS = (("wurk", "sidekiq", "log on for both"), ("wurk-nolog", "sidekiq-nolog", "log off for both"),
                 ("wurk-nolog", "dramatiq", "no per-job log on either side"))

@@ -1,7 +1,12 @@
 """wurk_django jobs for the benchmark (class names ``wurkbench.jobs.Noop`` etc.)."""
 
+import ctypes
+import socket
+import threading
 import time
+from urllib.parse import urlsplit
 
+import hiredis
 from peers.recorder import IO_SECONDS, cpu_work, done, record_latency, redis_call
 
 from wurk_django import Job, redis_client
@@ -92,6 +97,59 @@ class RedisPlainCall(Job):
     def perform(self):
         redis_call()
         done()
+
+
+class RedisFloorCall(Job):
+    """The redis job's ``INCR`` with no client library at all (the ``redis-floor`` shape,
+    a measurement, not a way to write jobs): per thread, one socket to the bench's Redis,
+    the command packed by hiredis, written with one ``send`` that keeps the GIL (as
+    ``redis_client()`` writes), the reply read with ``recv_into`` and parsed by hiredis.
+    What a job pays here is what any Python job pays for a round trip on this machine;
+    ``redis`` minus this is what the client adds."""
+
+    queue = "bench"
+
+    def perform(self):
+        floor = getattr(_floor, "socket", None)
+        if floor is None:
+            floor = _floor.socket = _floor_socket()
+        sock, reader, buffer = floor
+        data = hiredis.pack_command(("INCR", "bench:calls"))
+        if _send_holding_gil(sock.fileno(), data, len(data), socket.MSG_NOSIGNAL) != len(data):
+            raise OSError("the floor job's send did not take the whole command")
+        reply = reader.gets()
+        while reply is False:
+            reader.feed(buffer, 0, sock.recv_into(buffer))
+            reply = reader.gets()
+        done()
+
+
+_floor = threading.local()
+
+
+def _floor_socket():
+    from peers.recorder import URL
+
+    parts = urlsplit(URL)
+    sock = socket.create_connection((parts.hostname, parts.port or 6379))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(hiredis.pack_command(("SELECT", parts.path.strip("/") or "0")))
+    reader, buffer = hiredis.Reader(), bytearray(65536)
+    reply = reader.gets()
+    while reply is False:
+        reader.feed(buffer, 0, sock.recv_into(buffer))
+        reply = reader.gets()
+    return sock, reader, buffer
+
+
+def _send_holding_gil_fn():
+    send = ctypes.PyDLL(None).send
+    send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
+    send.restype = ctypes.c_ssize_t
+    return send
+
+
+_send_holding_gil = _send_holding_gil_fn()
 
 
 _fast = None

@@ -16,7 +16,7 @@ from django.conf import settings
 from wurk_django import redis_client
 from wurk_django.conf import Config
 from wurk_django.redis import app as app_redis
-from wurk_django.redis import wire
+from wurk_django.redis import cluster, connection, wire
 from wurk_django.redis.app import AppRedis
 
 
@@ -123,6 +123,30 @@ def test_an_unreachable_redis_raises_connection_error():
     app = redis_client(config=Config(raw={"REDIS_URL": "redis://127.0.0.1:1/0"}))
     with pytest.raises(redis.ConnectionError):
         app.incr("n")
+
+
+def test_the_client_is_remembered_on_its_config_until_an_answer_changes(redis_db):
+    # Job code calls redis_client() per command: the answer is kept on the config, and
+    # forgotten when the pools are reset or the cluster answers are (tests reuse URLs).
+    config = Config(raw={"REDIS_URL": settings.WURK["REDIS_URL"]})
+    first = redis_client(config=config)
+    assert redis_client(config=config) is first and "app" in config.memo
+    connection.reset()
+    second = redis_client(config=config)
+    assert second is not first
+    assert second.incr("n") == 1
+    cluster.forget()
+    assert cluster.known(config.redis_target) is None
+    assert redis_client(config=config) is second
+    assert cluster.known(config.redis_target) is False  # asked the server again
+
+
+def test_a_client_for_a_server_not_asked_yet_is_not_remembered():
+    # Whether it is a cluster node is asked again by the next call; a client kept now
+    # would stay a single-node client once the server answers that it is one.
+    config = Config(raw={"REDIS_URL": "redis://127.0.0.1:1/0"})
+    redis_client(config=config)
+    assert "app" not in config.memo
 
 
 def test_threads_share_it_and_pipelines_still_find_a_connection(app, redis_db):

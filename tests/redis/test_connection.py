@@ -35,7 +35,7 @@ def test_an_idle_connection_closed_by_the_server_is_replaced_before_use(redis_db
 def test_stray_bytes_on_an_idle_connection_mean_a_fresh_socket(redis_db):
     client = get_redis()
     send_commands(client, [("PING",)])
-    [conn] = connection._idle_stacks[client.connection_pool]
+    [conn] = connection.idle_stack(client.connection_pool)
     conn.send_command("PING")  # a reply nobody reads: the stream is out of step
     wait_for(lambda: wire.stale(conn), message="the stray PONG to arrive")
     assert send_commands(client, [("ECHO", "mine")]) == [b"mine"]
@@ -62,7 +62,7 @@ def test_at_most_idle_per_pool_connections_stay_out(redis_db):
         t.join(timeout=30)
     assert errors == []
     assert int(redis_db.get("n")) == 120
-    assert len(connection._idle_stacks[pool]) <= IDLE_PER_POOL
+    assert len(connection.idle_stack(pool)) <= IDLE_PER_POOL
     # everything else went back to redis-py's pool, usable by ordinary commands
     assert client.ping() is True
 
@@ -94,7 +94,7 @@ def test_redis_py_calls_take_the_kept_connection_before_dialing_RUN_130(redis_db
     send_commands then gets it back through the pool. One connection serves both."""
     client = get_redis()
     kept = _client_id(client)
-    assert connection._idle_stacks[client.connection_pool]  # kept aside, counted as checked out
+    assert connection.idle_stack(client.connection_pool)  # kept aside, counted as checked out
     assert client.client_id() == kept
     assert _client_id(client) == kept
     assert client.execute_command("CLIENT", "ID") == kept

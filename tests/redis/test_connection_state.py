@@ -69,7 +69,7 @@ def test_the_state_lives_beside_the_connection_on_a_pool_someone_else_built(redi
     try:
         assert client.set("k", "v") and client.get("k") == b"v"  # FastRedis's own path (either)
         assert send_commands(client, [("GET", "k")], check_idle_after=1.0) == [b"v"]
-        conns = [*connection._idle_stacks.get(client.connection_pool, [])]
+        conns = [*(connection.idle_stack(client.connection_pool) or [])]
         assert conns, "the connection is kept aside for the next command"
         for conn in conns:
             assert type(conn) is redis.Connection
@@ -166,7 +166,7 @@ def test_connection_reset_loses_what_the_old_sockets_owed(redis_db):
     fresh = get_redis(config=config)
     assert fresh is not client
     assert send_commands(fresh, [("GET", "k")]) == [b"owed"]
-    fresh_conn = connection._idle_stacks[fresh.connection_pool][-1]
+    fresh_conn = connection.idle_stack(fresh.connection_pool)[-1]
     assert fresh_conn is not conn and wire.state_of(fresh_conn).owed == 0
 
 
@@ -218,7 +218,7 @@ def test_a_forked_child_starts_with_no_state_and_free_locks_and_its_parent_keeps
             mine = get_redis(config=config)  # takes the pool lock: held forever if copied held
             report["new_client"] = mine is not client
             report["get"] = send_commands(mine, [("GET", "parent")])[0].decode()
-            child_conn = connection._idle_stacks[mine.connection_pool][-1]
+            child_conn = connection.idle_stack(mine.connection_pool)[-1]
             report["new_connection"] = child_conn is not conn
             report["fresh"] = wire.state_of(child_conn).owed == 0
             os.write(write_fd, json.dumps(report).encode())

@@ -159,3 +159,32 @@ def test_a_pool_sized_by_someone_else_lends_a_bounded_stack(url):
         assert FastRedis(connection_pool=redis.ConnectionPool.from_url(url, max_connections=1))._keep == 1
     finally:
         client.close()
+
+
+def test_an_idle_stack_goes_with_its_pool(url):
+    # The stacks are kept by the pool's id: one left behind would keep its connections
+    # open, and could be handed to a later pool given the same id.
+    import gc
+
+    client = FastRedis.from_url(url)
+    assert client.incr("n") == 1
+    pool_id = id(client.connection_pool)
+    if client.fast_path:
+        assert connection.idle_stack(client.connection_pool)
+    client.close()
+    del client
+    gc.collect()
+    assert pool_id not in connection._idle_stacks and pool_id not in connection._stack_refs
+
+
+def test_response_callbacks_set_by_the_user_still_apply(url):
+    # The fast path looks a reply's callback up without redis-py's upper-casing when the
+    # command name is upper case already; a callback named in lower case is the same entry.
+    client = FastRedis.from_url(url)
+    try:
+        client.set_response_callback("incrby", lambda reply, **options: ("counted", reply))
+        assert client.incr("n") == ("counted", 1)
+        assert client.execute_command("incrby", "n", 2) == ("counted", 3)
+        assert client.execute_command("GET", "n") == b"3"
+    finally:
+        client.close()

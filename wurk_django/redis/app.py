@@ -41,7 +41,7 @@ import redis
 from .. import context
 from ..conf import Config
 from . import cluster, pools, wire
-from .connection import app_pool, cached_client, send_commands
+from .connection import app_pool, cached_client, remembered, send_commands
 
 if TYPE_CHECKING:
     from redis.cluster import RedisCluster
@@ -156,10 +156,16 @@ def redis_client(*, decode_responses: bool = False, config: Config | None = None
     hash slot (a ``{tag}`` in each key name), as with any cluster client.
     """
     config = context.config(config)
+    # Job code asks for it per call (``redis_client().incr(...)``): the answer is kept on the config.
+    return remembered(config, "app-decoded" if decode_responses else "app", _app_client, config, decode_responses)
+
+
+def _app_client(config: Config, decode_responses: bool) -> tuple[AppRedis | RedisCluster, bool]:
     purpose = "app-decoded" if decode_responses else "app"
     client = cached_client(purpose, config, lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))
     if cluster.is_cluster(config.redis_target, client):
         # A cluster node (issue 46): redis-py's own cluster client, which routes each key to its node.
         return cached_client(f"{purpose}-cluster", config,
-                             lambda: cluster.cluster_client(config, decode_responses=decode_responses))
-    return client
+                             lambda: cluster.cluster_client(config, decode_responses=decode_responses)), True
+    # Kept only once the server said it is no cluster: one not asked yet is asked again next call.
+    return client, cluster.settled(config.redis_target)

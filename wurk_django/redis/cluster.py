@@ -107,6 +107,12 @@ def is_cluster(target: Any, client: redis.Redis | None = None) -> bool:
     return answer
 
 
+def settled(target: Any) -> bool:
+    """Whether :func:`is_cluster` has its final answer for ``target`` in this process
+    (False while the server could not be asked yet)."""
+    return target.is_sentinel or target.identity in _known
+
+
 #: Seconds before a server that could not be asked is asked again.
 ASK_AGAIN_EVERY = 1.0
 _ask_again_at: dict[str, float] = {}
@@ -123,10 +129,17 @@ def known(target: Any) -> bool | None:
     return _known.get(target.identity)
 
 
+#: Called by :func:`forget`: whoever keeps a client chosen by an answer (the connection
+#: layer's remembered clients) forgets it too.
+forgetters: list[Any] = []
+
+
 def forget() -> None:
     """Forget every answer (tests that reuse one URL for different servers)."""
     _known.clear()
     _ask_again_at.clear()
+    for forgetter in forgetters:
+        forgetter()
 
 
 def not_yet(feature: str, url: str) -> RedisClusterError:

@@ -153,7 +153,7 @@ def _sharing_the_idle_stack(cls: type) -> type:
 
         class Sharing(cls):  # type: ignore[misc, valid-type]
             def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-                stack = _idle_stacks.get(self)
+                stack = _idle_stacks.get(id(self))
                 if stack:
                     try:
                         kept = stack.pop()
@@ -318,23 +318,40 @@ def engine_client(config: Config) -> Any:
 def client_for(config: Config) -> redis.Redis:
     """``get_redis(config=config)``, remembered on ``config`` for the push path, which
     asks once per push: the lookup's key, pool size and lock cost more than the rest of
-    choosing a connection. Forgotten whenever :func:`get_redis` could answer otherwise:
-    a pool replaced by a bigger one, :func:`reset`, a fork (the child's generation moves
-    on, so it never writes on its parent's sockets)."""
-    remembered = config.memo.get("main_redis")
-    # The target too: what was remembered is for the Redis the config pointed at then.
-    if remembered is not None and remembered[0] == _generation and remembered[1] is config.redis_target:
-        return remembered[2]
-    generation = _generation
+    choosing a connection (see :func:`remembered`)."""
+    return remembered(config, "main_redis", _main_for, config)
+
+
+def _main_for(config: Config) -> tuple[redis.Redis, bool]:
     client = get_redis(config=config)
-    if not _unprobed:  # else: asked again by the next push (see _probed)
-        config.memo["main_redis"] = (generation, config.redis_target, client)
+    return client, not _unprobed  # else: asked again by the next push (see _probed)
+
+
+def remembered(config: Config, name: str, look_up: Callable[..., tuple[Any, bool]], *args: Any) -> Any:
+    """The client ``look_up(*args)`` finds for ``config``, kept in ``config.memo[name]``
+    for the next call, which then costs a dictionary lookup. What was kept is forgotten
+    whenever a lookup could answer otherwise: a pool replaced by a bigger one,
+    :func:`reset`, a fork (the child's generation moves on, so it never writes on its
+    parent's sockets), a config pointed at another Redis. ``look_up`` returns the
+    client and whether it may be kept: not while the answer can still change (a
+    server not probed yet)."""
+    kept = config.memo.get(name)
+    # The target too: what was kept is for the Redis the config pointed at then.
+    if kept is not None and kept[0] == _generation and kept[1] is config.redis_target:
+        return kept[2]
+    generation = _generation
+    client, final = look_up(*args)
+    if final:
+        config.memo[name] = (generation, config.redis_target, client)
     return client
 
 
 def _forget_remembered() -> None:
     global _generation
     _generation += 1
+
+
+cluster.forgetters.append(_forget_remembered)  # a client chosen by a cluster answer goes with it
 
 
 _async_lock = threading.Lock()
@@ -407,7 +424,31 @@ _retired: weakref.WeakSet[Any] = weakref.WeakSet()
 
 #: Connections each pool keeps checked out for :func:`send_commands` between calls.
 IDLE_PER_POOL = 2
-_idle_stacks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+# The idle stacks, by the id of their pool; each goes when its pool is collected. Not a
+# WeakKeyDictionary: its lookup builds a weak reference on every call, and this one is
+# made twice per command of job code.
+_idle_stacks: dict[int, list[Any]] = {}
+_stack_refs: dict[int, weakref.ref[Any]] = {}
+_stacks_lock = threading.Lock()
+
+
+def idle_stack(pool: Any) -> list[Any] | None:
+    """The connections :func:`send_commands` keeps checked out of ``pool`` (None: none yet)."""
+    return _idle_stacks.get(id(pool))
+
+
+def _new_idle_stack(pool: Any) -> list[Any]:
+    key = id(pool)
+    with _stacks_lock:
+        stack = _idle_stacks.get(key)
+        if stack is None:
+            def forget(_ref: Any, key: int = key) -> None:
+                _idle_stacks.pop(key, None)
+                _stack_refs.pop(key, None)
+
+            _stack_refs[key] = weakref.ref(pool, forget)  # a pool that cannot be referenced raises, as before
+            stack = _idle_stacks[key] = []
+    return stack
 
 
 def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise_errors: bool = True,
@@ -439,7 +480,7 @@ def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
     would use (its idle stack first); hand it back with :func:`give_back`. Raises
     :class:`NotSent` when no connection can be made."""
     pool = client.connection_pool
-    stack = _idle_stacks.get(pool)
+    stack = _idle_stacks.get(id(pool))
     conn = None
     if stack:
         try:
@@ -460,9 +501,9 @@ def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
 def give_back(client: redis.Redis, conn: Any, keep: int = IDLE_PER_POOL, check_idle_after: float = 0.0) -> None:
     """Return a connection :func:`borrow` lent: onto the idle stack, or to the pool."""
     pool = client.connection_pool
-    stack = _idle_stacks.get(pool)
+    stack = _idle_stacks.get(id(pool))
     if stack is None:
-        stack = _idle_stacks.setdefault(pool, [])
+        stack = _new_idle_stack(pool)
     if len(stack) < keep:
         if check_idle_after:
             state_of(conn).used_at = monotonic()
@@ -541,7 +582,7 @@ def trim_idle(keep: int = KEEP_IDLE) -> int:
     # holders may still use it now and then: its idle connections are all closed.
     trimmed += [(pool, 0) for pool in list(_retired) if pools.built_here(pool)]
     for pool, keep in trimmed:
-        stack = _idle_stacks.get(pool)
+        stack = _idle_stacks.get(id(pool))
         while stack:  # send_commands's own idle connections count too: back to the pool first
             try:
                 conn = stack.pop()
@@ -579,7 +620,7 @@ def disconnect_quietly(conn: Any) -> None:
 def _close_idle_stack(pool: Any) -> None:
     """Close the connections kept idle for ``pool`` (its primary moved). Each is taken
     off the stack first, so no other thread is using it; it goes back to the pool."""
-    stack = _idle_stacks.get(pool)
+    stack = _idle_stacks.get(id(pool))
     while stack:
         try:
             conn = stack.pop()

@@ -367,9 +367,13 @@ def finish_reply(client: Any, name: Any, reply: Any, options: dict[str, Any]) ->
         if EMPTY_RESPONSE in options:
             return options[EMPTY_RESPONSE]
         raise reply
-    options.pop(EMPTY_RESPONSE, None)
-    options.pop("keys", None)  # redis-py's client-side cache key list, not an option of the callback
-    callback = client.response_callbacks.get(name)
+    if options:
+        options.pop(EMPTY_RESPONSE, None)
+        options.pop("keys", None)  # redis-py's client-side cache key list, not an option of the callback
+    callbacks = client.response_callbacks
+    # redis-py's table is a dict that upper-cases every key it is given, in a Python method
+    # per lookup; an upper-case name (what its command methods send) is found by dict's own.
+    callback = dict.get(callbacks, name) if type(name) is str and name.isupper() else callbacks.get(name)
     return callback(reply, **options) if callback is not None else reply
 
 
@@ -502,7 +506,8 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False,
     sock, state = _socket_state(conn)
     try:
         pack = hiredis.pack_command
-        data = b"".join([pack(command) for command in commands])
+        # One command (job code's, a push) is packed without building a list to join.
+        data = pack(commands[0]) if len(commands) == 1 else b"".join([pack(command) for command in commands])
     except TypeError:
         raise _unpackable(commands) from None
     reader = state.reader
