@@ -33,6 +33,11 @@ def _dead(redis_db) -> dict:
 
 @pytest.mark.parametrize("concurrency,seconds", [(10, 0.02), (10, 0.002), (25, 0.02), (25, 0.002)])
 def test_pill_fetched_ahead_with_restarts_buries_no_innocent(redis_db, worker_factory, concurrency, seconds):
+    # These jobs wait rather than compute, so by themselves they would be marked by batch
+    # (slot.QUICK is processor time; test_pill_among_quick_jobs_buries_no_innocent covers
+    # that). Exact marks asked for with no TTL, as an operator may: each job is named as it
+    # starts, among jobs fetched ahead, from every worker's boot on.
+    redis_db.set("super_fetch:exact_marks", "1")
     jids = TraceJob.perform_bulk([[seconds]] * JOBS)
     pill = KillerJob.perform_async()
     # In the middle of the queue: every thread is busy and fetching ahead when it strikes.

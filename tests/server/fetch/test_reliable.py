@@ -754,7 +754,7 @@ def _warm(redis_db, fetcher, jobs: int = 40) -> None:
 
 
 def test_a_batch_of_quick_jobs_is_marked_as_a_whole(redis_db, fetcher, instant_jobs, monkeypatch):
-    """Issue 48 item 5: jobs shorter than QUICK, outside an exact window, are not named one
+    """Issue 48 item 5: jobs using less processor time than QUICK, outside an exact window, are not named one
     by one as they start (that write was a fifth of a noop job's CPU): their fetch marks
     the batch "?", carries no LLEN, and the jobs it fetched ahead start with no write."""
     fetch_slot._exact_until = 0.0  # a heartbeat has read that no crash asked for exact marks
@@ -773,6 +773,46 @@ def test_a_batch_of_quick_jobs_is_marked_as_a_whole(redis_db, fetcher, instant_j
         fetcher.retrieve_work().acknowledge()  # fetched ahead: nothing written
     slot.release_connection()  # any write sent unanswered has reached Redis now
     assert redis_db.get(_marker()) == b"untouched"
+
+
+def _run_batches(fetcher, jobs: int, body) -> None:
+    """Take ``jobs`` jobs one after another, calling ``body`` as each one's run."""
+    for _ in range(jobs):
+        unit = fetcher.retrieve_work()
+        body()
+        unit.acknowledge()
+
+
+def test_jobs_long_on_the_clock_but_cheap_in_processor_time_are_marked_by_batch(
+        redis_db, fetcher, instant_jobs):
+    """Issue 48 item 2: what decides a quick batch is the processor time its jobs used,
+    not the clock: a job waiting on I/O (here 3 ms asleep, three times QUICK), or
+    stretched by other threads holding the GIL, costs no more than its processor time,
+    beside which a write per job would be dear."""
+    fetch_slot._exact_until = 0.0
+    for i in range(60):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    _run_batches(fetcher, 20, lambda: time.sleep(3 * fetch_slot.QUICK))
+    slot = fetcher._mine()
+    assert slot.quick and slot.ahead
+    assert redis_db.get(_marker()) == b"?"
+
+
+def test_jobs_using_more_processor_time_than_quick_are_named_one_by_one(redis_db, fetcher, instant_jobs):
+    fetch_slot._exact_until = 0.0
+    for i in range(60):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+
+    def burn() -> None:  # twice QUICK of this thread's processor time
+        until = time.thread_time() + 2 * fetch_slot.QUICK
+        while time.thread_time() < until:
+            pass
+
+    _run_batches(fetcher, 20, burn)
+    slot = fetcher._mine()
+    assert not slot.quick and slot.ahead
+    assert all(unit.mark is not None for unit in slot.ahead)
+    assert redis_db.get(_marker()) != b"?"
 
 
 def test_a_batch_after_a_hand_back_is_named_job_by_job(redis_db, fetcher, instant_jobs, monkeypatch):

@@ -30,9 +30,10 @@ are in the private list like any fetched job (a crash loses none: the reaper
 moves them back), and the same thread runs them next without a round trip; their
 ACKs ride its next fetch. On a busy queue of 1 ms jobs that makes a round trip
 per 16 jobs, with an LMOVE and an LREM per job and one DEL for all 16 poison
-counters. A batch of jobs of a millisecond or more also carries an LLEN, which
-places each job for the "running" marker it writes as it starts; a batch of
-shorter jobs is marked as a whole instead (slot.py, ``QUICK``). A thread that stops hands back the jobs it fetched ahead, unrun, and
+counters. A batch of jobs that use a millisecond of processor time or more also
+carries an LLEN, which places each job for the "running" marker it writes as
+it starts; a batch of cheaper jobs is marked as a whole instead (slot.py,
+``QUICK``). A thread that stops hands back the jobs it fetched ahead, unrun, and
 so does a thread whose current job outlives a few milliseconds, or that holds
 jobs of a queue paused since (fair.py): no job waits behind a long one.
 ``FETCH_SIZE`` caps how many jobs one fetch moves.

@@ -26,8 +26,8 @@ end of its list, in a write whose reply is read with the next fetch's, so it cos
 wait. Only the thread holding the slot writes its marker.
 
 That write is one ``send`` per job, which cost a noop job a fifth of its CPU (issue
-48 item 5). So a batch of jobs shorter than ``QUICK`` is marked as a whole, in its
-fetch: "one of these is running" (``?``). A crash in such a batch counts none of its
+48 item 5). So a batch of jobs that used less processor time than ``QUICK`` each is
+marked as a whole, in its fetch: "one of these is running" (``?``). A crash in such a batch counts none of its
 jobs. After any death with jobs running, the reaper that finds it sets
 ``super_fetch:exact_marks`` for ``EXACT_WINDOW`` seconds, during which every worker
 (told by its heartbeat) names each job again: a poison pill among short jobs costs
@@ -86,9 +86,13 @@ OLDEST = "*"
 #: which": the jobs before it finished, those after it never started, and a crash
 #: names none of them (the reaper counts none; exact marks follow, EXACT_WINDOW).
 QUICK_BATCH = "?"
-#: A fetch of jobs shorter than this on average (seconds, fetch to fetch, on the thread)
-#: marks its batch with QUICK_BATCH instead of naming each job as it starts: that write,
-#: one ``send`` per job, was a fifth of a noop job's CPU; it is under 1 % of a 1 ms job.
+#: A fetch of jobs that used less processor time than this on average (seconds of the
+#: thread's CPU, fetch to fetch) marks its batch with QUICK_BATCH instead of naming each
+#: job as it starts. That write, one ``send`` per job, was a fifth of a noop job's CPU
+#: and a quarter of that of a job making one call to a local Redis; it is under 1 % of
+#: a job using 1 ms of processor. Processor time, not the clock: ten threads sharing the
+#: GIL stretch a 0.1 ms job to more than 1 ms between fetches, and a job waiting on I/O
+#: is long on the clock, but neither costs more than its processor time.
 QUICK = 0.001
 #: Seconds every worker names each job it starts after a process died running jobs (the
 #: TTL of :data:`wurk_django.keys.EXACT_MARKS`): a poison pill among short jobs crashes
@@ -212,7 +216,8 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "marker", "marked", "free", "started", "most", "quick", "_marked_at", "_packed_marks", "_keys", "_streak", "_last", "_brought", "_handed_back")
+                 "marker", "marked", "free", "started", "most", "quick", "_marked_at", "_packed_marks", "_keys", "_streak", "_last", "_brought", "_handed_back",
+                 "_cpu_at")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -244,6 +249,7 @@ class FetchSlot:
         self._last = 0.0  # monotonic time of the last fetch
         self._brought = 1  # jobs the last fetch brought
         self._handed_back = False  # some of them were handed back unrun since (take_ahead)
+        self._cpu_at: float | None = None  # the thread's processor time at its last quick decision
 
     # -- keys and connection ------------------------------------------------
 
@@ -369,19 +375,31 @@ class FetchSlot:
         fetches all hit, with short jobs in between, about ``PREFETCH_AHEAD`` seconds
         of its jobs (at least 2, at most ``FETCH_SIZE``); else one.
 
-        Also decides whether the batch is quick (:attr:`quick`): jobs under ``QUICK``
-        seconds each, outside an exact window, whose starts are not marked one by one."""
+        Also decides whether the batch is quick (:attr:`quick`): jobs that used under
+        ``QUICK`` seconds of the thread's processor time each, outside an exact window,
+        whose starts are not marked one by one. A batch whose jobs' processor time is
+        not known (the thread's streak was broken by long jobs) is not quick."""
         self.quick = False
         if self._streak < PREFETCH_AFTER or self.most == 1:
+            # The fetch that may complete a streak is where the next decision's processor
+            # time starts; any other leaves it none (its first batch is then not quick).
+            warming = self._streak == PREFETCH_AFTER - 1 and self.most != 1
+            self._cpu_at = time.thread_time() if warming else None
             return 1
         # The jobs of the last fetch have all run since: their time, per job.
         now = time.monotonic()
         per_job = (now - self._last) / self._brought
         if per_job >= PREFETCH_MAX_GAP:
+            self._cpu_at = None
             return 1
+        # The thread's processor time since its last decision, which came just before the
+        # last fetch: what the jobs that fetch brought used (a system call, once a batch).
+        cpu = time.thread_time()
+        cpu_per_job = QUICK if self._cpu_at is None else (cpu - self._cpu_at) / self._brought
+        self._cpu_at = cpu
         # Not after a hand-back (fair.py): the jobs handed back never ran here, so the time
         # per job above reads too short, and a job that outlived its bound is no quick one.
-        self.quick = per_job < QUICK and not self._handed_back and now >= _exact_until
+        self.quick = cpu_per_job < QUICK and not self._handed_back and now >= _exact_until
         return min(self.most, max(2, round(PREFETCH_AHEAD / max(per_job, 1e-6))))
 
     def fetched(self, wanted: int, got: int) -> None:
@@ -396,6 +414,7 @@ class FetchSlot:
     def forget_pace(self) -> None:
         """The next thread to hold this slot starts its own streak."""
         self._streak, self._last, self._brought, self._handed_back = 0, 0.0, 1, False
+        self._cpu_at = None
 
     # -- reconcile -------------------------------------------------------
 
