@@ -69,6 +69,25 @@ def test_one_slot_keeps_its_order_whatever_the_timestamps_say(redis_db):
     assert [raw for raw in fetch_order if raw != jobs[0]] == jobs[1:]
 
 
+def test_a_list_a_hand_back_reordered_keeps_its_order_among_the_others(redis_db):
+    """A thread whose job runs long hands the jobs it fetched ahead back to the fetch end
+    (fair.py), in front of jobs queued before them that an earlier hand-back put there; a
+    thread fetching next moves them in that order. Its list keeps that order, and the
+    lists are merged by the ``enqueued_at`` of each one's next job (the order a real
+    worker killed under load shows, tests/server/test_recovery_processes.py)."""
+    pid = _dead_pid()
+    jobs = {n: _job(f"h{n}", 1_700_000_000_000 + n) for n in range(1, 13)}
+    # Slot 0 ran h1 and had fetched h6, h7 (handed back last), then h2, h3, h8; slot 1 ran
+    # h4 and holds h5, h9, h10; slot 2 ran h11 and holds h12.
+    _dead_slots(redis_db, pid, {0: ([jobs[n] for n in (1, 6, 7, 2, 3, 8)], "*"),
+                                1: ([jobs[n] for n in (4, 5, 9, 10)], "*"),
+                                2: ([jobs[n] for n in (11, 12)], "*")})
+    assert Reaper(["default"], grace=0).boot_sweep() == 12
+    fetch_order = redis_db.lrange("queue:default", 0, -1)[::-1]
+    innocent = [raw for raw in fetch_order if raw not in (jobs[1], jobs[4], jobs[11])]
+    assert innocent == [jobs[n] for n in (5, 6, 7, 2, 3, 8, 9, 10, 12)]
+
+
 def test_the_recovery_callback_hears_every_job_given_back_PRO_100_PRO_151(redis_db, heard):
     pid = _dead_pid()
     jobs = [_job(f"k{n}", 100 + n) for n in range(3)]

@@ -398,7 +398,10 @@ class Reaper:
         queued: each slot's list keeps its own jobs in fetch order, and the lists of
         different slots are merged by the jobs' ``enqueued_at`` (threads fetched from one
         queue turn by turn), so the job the dead process fetched first is fetched first
-        again, whichever thread held it."""
+        again, whichever thread held it. A slot that fetched jobs a hand-back (fair.py)
+        put in front of older ones holds them out of ``enqueued_at`` order; its order is
+        kept (the order it would have run them in), and the merge takes, at each step,
+        the slot whose next job was queued first."""
         public, host, pid, nonce = owner
         queue = public[len(keys.QUEUE_PREFIX):]
         held = keys.private_queue(queue, host, pid, nonce, keys.HELD_SLOT)
