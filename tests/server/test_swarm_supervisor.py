@@ -20,6 +20,7 @@ from wurk_django.conf import Config
 from wurk_django.server.os_signals import SignalPipe
 from wurk_django.server.swarm import Assignment, Child, Swarm
 from wurk_django.server.swarm import supervisor as supervisor_mod
+from wurk_django.server.swarm.slots import FIRST_BEAT_GRACE
 
 
 def _term_ignored(pid: int) -> bool:
@@ -59,8 +60,16 @@ def _swarm(count: int, **kwargs) -> Swarm:
     return Swarm(Config(), [Assignment(i, ("default",), 1) for i in range(count)], **kwargs)
 
 
+def _child(pid: int, index: int) -> Child:
+    """A child entry as the supervisor's own fork records it: not judged on its heartbeat
+    before the first-beat grace. These sleepers never beat, and a swarm that never booted
+    runs its first liveness check at its first tick, which would otherwise TERM them."""
+    now = time.monotonic()
+    return Child(pid, index, now, beat_moved_at=now + FIRST_BEAT_GRACE)
+
+
 def _adopt(swarm: Swarm, index: int, proc: subprocess.Popen) -> None:
-    swarm.children[proc.pid] = Child(proc.pid, index, time.monotonic())
+    swarm.children[proc.pid] = _child(proc.pid, index)
     swarm.state[index].pid = proc.pid
 
 
@@ -147,7 +156,7 @@ def test_ent_705_one_tick_drains_signals_reaps_respawns_when_due_and_honours_ter
     def fork(index: int) -> int:
         proc = sleepers()
         forked.append(proc.pid)
-        swarm.children[proc.pid] = Child(proc.pid, index, time.monotonic())
+        swarm.children[proc.pid] = _child(proc.pid, index)
         return proc.pid
 
     monkeypatch.setattr(swarm, "_fork", fork)
@@ -191,9 +200,28 @@ def test_ent_707_usr2_is_relayed_to_every_child_and_int_drains_like_term(redis_d
     swarm._tick()
     assert reopened == [True]
     assert [proc.stdout.readline().strip() for proc in children] == ["usr2", "usr2"]
+    assert [proc.poll() for proc in children] == [None, None]  # the tick sent nothing else
     os.write(pipe._w, bytes([signal.SIGINT]))
     swarm.supervise()
     assert swarm.stopping and swarm.children == {}
+
+
+def test_a_booting_child_records_usr2_and_tstp_and_is_killed_by_neither(tmp_path):
+    """RUN-303, ENT-707: between its fork and its own handlers a child records a relayed
+    USR2 (to reopen its logs once its handlers are in place) and a TSTP (to boot quiet)
+    and ignores USR1; none of them takes its default action, which for USR1 and USR2
+    would kill it. Checked in a child interpreter, whose dispositions it may change."""
+    body = ("import os, signal\n"
+            "from wurk_django.server.child import _BootSignals\n"
+            "boot = _BootSignals()\n"
+            "boot.install()\n"
+            "print(boot.reopen_requested, boot.quiet_requested, flush=True)\n"
+            "for sig in (signal.SIGUSR2, signal.SIGTSTP, signal.SIGUSR1):\n"
+            "    os.kill(os.getpid(), sig)\n"
+            "print(boot.reopen_requested, boot.quiet_requested, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert (done.returncode, done.stdout.split("\n")) == (0, ["False False", "True True", ""]), done.stderr
 
 
 def test_run_402_boot_refuses_an_empty_topology_and_a_second_boot_and_forks_in_order(monkeypatch):

@@ -45,19 +45,23 @@ class _BootSignals:
 
     TERM/INT go back to the default action: a child killed while booting has
     fetched nothing yet. TSTP is only recorded (the default would suspend the
-    child in its slot) and replayed once the worker runs. USR1 and USR2 are
-    ignored: USR1 is the supervisor's, and the default USR2 action would kill.
+    child in its slot) and replayed once the worker runs. USR2 is recorded too,
+    never left to its default action (which kills): a log rotation relayed while
+    the child boots still reopens its logs once its handlers are in place,
+    instead of leaving it writing to the moved file. USR1 is the supervisor's and
+    is ignored.
     """
 
     def __init__(self) -> None:
         self.quiet_requested = False
+        self.reopen_requested = False
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTSTP, self._record_tstp)
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR2, self._record_usr2)
         signal.signal(signal.SIGTTIN, signal.SIG_IGN)
         # The parent may have left SIGCHLD ignored or a wakeup fd set by its host.
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -68,6 +72,9 @@ class _BootSignals:
 
     def _record_tstp(self, signum: int, frame: Any) -> None:
         self.quiet_requested = True
+
+    def _record_usr2(self, signum: int, frame: Any) -> None:
+        self.reopen_requested = True
 
 
 def close_inherited_pipe(pipe: SignalPipe | None) -> None:
@@ -244,6 +251,9 @@ def _serve(config: Config, *, index: int, parent_pid: int, quiet: bool, boot: _B
         launcher = Launcher(config, on_signal=pipe.send_self)
     pipe.install()
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # the supervisor's signal: a child ignores it
+    if boot.reopen_requested:
+        # A USR2 relayed while we booted; one arriving from now on takes the pipe.
+        reopen_logs()
     launcher.run()
     if quiet or boot.quiet_requested:
         launcher.quiet()
