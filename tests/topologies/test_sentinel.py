@@ -267,6 +267,25 @@ def cpu_hog(processes: int | None = None) -> Iterator[None]:
             stop_process(hog, signal.SIGKILL, 5)
 
 
+def _where(group: SentinelGroup, values: list[str]) -> dict[str, list[str]]:
+    """Where the jobs recording ``values`` are on the current primary (DB 1): each key
+    holding one, by value; a value in no key is in none."""
+    primary = redis_lib.Redis(port=group.master_port(), db=1)
+    try:
+        found: dict[str, list[str]] = {value: [] for value in values}
+        for key in primary.scan_iter(count=1000):
+            kind = primary.type(key)
+            members = (primary.lrange(key, 0, -1) if kind == b"list"
+                       else primary.zrange(key, 0, -1) if kind == b"zset" else [])
+            for member in members:
+                for value in values:
+                    if f'"{value}"'.encode() in member:
+                        found[value].append(key.decode())
+        return found
+    finally:
+        primary.close()
+
+
 def _thread_dump(worker: WorkerProcess) -> str:
     """What the worker's threads wait on, from its log (TTIN dumps every stack)."""
     before = len(worker.output())
@@ -368,9 +387,13 @@ def failovers(tmp_path: Path, *, rounds: int = 5, replicas: int = 2, server_args
         expected = set(pushed) | set(bursts)
         try:
             wait_for(lambda: set(_runs(record)) >= expected, timeout=settle, message="every pushed job to run")
-        except AssertionError:
+        except AssertionError as exc:
             if strict:
-                raise
+                missing = sorted(expected - set(_runs(record)))
+                raise AssertionError(
+                    f"{exc}: {len(missing)} not run, {_where(group, missing[:20])}; the pusher exited with "
+                    f"{pusher.returncode if pusher is not None else None}, saying {out[-2000:]!r}; "
+                    f"the worker's threads:\n{_thread_dump(worker)}") from None
         counts = _runs(record)
         times = _run_times(record)
         ends = [row["commanded"] for row in rows[1:]] + [times[-1]]
