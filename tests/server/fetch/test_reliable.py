@@ -977,6 +977,66 @@ def test_a_hand_back_beside_a_start_leaves_the_running_job_named(redis_db, fetch
     assert counted == [f"super_fetch:recovered:{jid}"]
 
 
+def test_a_fetch_waits_for_the_hand_back_of_the_jobs_taken_from_it(redis_db, fetcher, instant_jobs, monkeypatch):
+    """The fair watcher took every job a thread held ahead and its script has not reached
+    Redis yet; the thread, out of jobs, fetches again. Its fetch waits for that script: had
+    it gone first, its LLEN would count the jobs about to leave, and each job it fetched
+    ahead would be named by a place that the hand-back then shifts (a poison pill among
+    2 ms jobs went unnamed at its death under load, and a fourth worker died)."""
+    monkeypatch.setattr(fetch_slot, "PREFETCH_MAX_GAP", 3600.0)  # the wait below is no long job
+    for i in range(60):
+        redis_db.lpush("queue:default", _job(f"{i:024d}"))
+    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
+        fetcher.retrieve_work().acknowledge()
+    first = fetcher.retrieve_work()  # this fetch moved several jobs; the first runs
+    slot = fetcher._mine()
+    assert len(slot.ahead) >= 2
+    first.acknowledge()
+
+    # The watcher's hand-back, held between taking the jobs and sending its script.
+    taken = threading.Event()
+    go = threading.Event()
+    real_writer = reliable_fetch.Writer
+
+    class HeldWriter:
+        def __init__(self, *args, **kwargs):
+            self.writer = real_writer(*args, **kwargs)
+
+        def send(self, commands):
+            taken.set()
+            go.wait(30)
+            return self.writer.send(commands)
+
+    monkeypatch.setattr(reliable_fetch, "Writer", HeldWriter)
+    watcher = threading.Thread(target=fetcher.hand_back, args=(slot,))
+    watcher.start()
+    assert taken.wait(30)
+    fetched: list = []
+    def fetch() -> None:
+        fetcher._local.slot = slot  # the thread that holds the slot fetches again
+        fetched.append(fetcher.retrieve_work())
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    thread.join(1)  # the fetch goes first if nothing holds it back (not asserted: a slow machine may lag)
+    go.set()
+    watcher.join(30)
+    thread.join(30)
+    monkeypatch.setattr(reliable_fetch, "Writer", real_writer)
+    unit = fetched[0]
+    assert unit is not None and len(slot.ahead) >= 1
+    # Each job fetched ahead is named by its place as the list now is: the marker it writes
+    # when it starts names it, so its crash would count it and no other job.
+    for ahead in list(slot.ahead):
+        index, _, queue = ahead.mark.partition("|")
+        assert queue == "default"
+        assert redis_db.lindex(ahead.private, int(index)) == ahead.job
+    # The first job of the fetch is the oldest in the list (the ACK of the one before rode
+    # the fetch), as its marker "*" says.
+    assert redis_db.lindex(unit.private, -1) == unit.job and redis_db.get(_marker()) == b"*"
+    slot.release_connection()
+
+
 def test_jobs_fetched_ahead_are_named_past_a_stray_job_and_after_its_reconcile(redis_db, fetcher, instant_jobs):
     """A job left in the private list (a lost reply) sits on the oldest side of a fetch:
     the jobs fetched ahead are named by their places counted past it, and once a

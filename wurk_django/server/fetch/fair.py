@@ -15,9 +15,14 @@ only what is still in the list, and the thread and the watcher each take a job
 from the slot's deque with one atomic ``popleft``, so no job is both run and
 handed back).
 
+The watcher holds the slot's ``handing`` lock from taking the jobs until its script
+has run, and a thread that finds its jobs ahead taken waits for it before its next
+fetch: that fetch names the jobs it moves by their places from the oldest end of
+the list, which the jobs still on their way back would shift.
+
 What it costs the hot path: the thread writes one timestamp per job
-(``FetchSlot.started``), and nothing else; the watcher sleeps while no slot holds
-a job ahead, and wakes every ``TICK`` while some do.
+(``FetchSlot.started``) and reads one flag per fetch, and nothing else; the watcher
+sleeps while no slot holds a job ahead, and wakes every ``TICK`` while some do.
 """
 
 from __future__ import annotations

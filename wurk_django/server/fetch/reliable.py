@@ -300,6 +300,7 @@ class ReliableFetch:
                 if unit is not None:
                     slot.mark_started(unit)
                     return unit
+            slot.wait_for_hand_back()
             if holding:
                 return self._fetch_at_limit(slot)
             unit = self._walk(slot)
@@ -710,6 +711,10 @@ class ReliableFetch:
             # Redis refuses writes (its memory limit): the script would be refused and the jobs
             # held by no one until Redis has room. They stay with their thread meanwhile.
             return 0
+        with slot.handing:  # until the script has run: the thread's next fetch waits for it
+            return self._hand_back(slot)
+
+    def _hand_back(self, slot: FetchSlot) -> int:
         taken = slot.take_ahead()
         if not taken:
             return 0

@@ -39,6 +39,7 @@ has read that key.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter, deque
 from typing import Any
@@ -216,8 +217,8 @@ class FetchSlot:
     """What one processor thread fetches with: slot ``number`` of process ``pid``."""
 
     __slots__ = ("number", "pid", "config", "parked", "ahead", "reconciled", "conn", "pool",
-                 "marker", "marked", "free", "started", "most", "quick", "_marked_at", "_packed_marks", "_keys", "_streak", "_last", "_brought", "_handed_back",
-                 "_cpu_at")
+                 "marker", "marked", "free", "started", "most", "quick", "handing", "_marked_at", "_packed_marks",
+                 "_keys", "_streak", "_last", "_brought", "_handed_back", "_cpu_at")
 
     def __init__(self, number: int, pid: int, config: Config, reconciled: int = 0) -> None:
         self.number = number
@@ -240,6 +241,9 @@ class FetchSlot:
         self.most = max(1, int(getattr(config, "fetch_size", PREFETCH)))
         # Whether the fetch being made is of quick jobs, named as a batch (fetch_count).
         self.quick = False
+        # Held by the fair watcher from taking this slot's jobs ahead until its script that
+        # hands them back has run (ReliableFetch.hand_back); see wait_for_hand_back.
+        self.handing = threading.Lock()
         self._keys: dict[str, tuple[str, str]] = {}
         self.marker = keys.started(hostname(), pid, NONCE, number)
         self.marked: str | None = None  # the marker's value as last written, None when unknown
@@ -365,10 +369,23 @@ class FetchSlot:
             return None
 
     def take_ahead(self) -> list[ReliableUnit]:
-        taken = _take_all(self.ahead) if self.ahead else []
-        if taken:
-            self._handed_back = True  # read by fetch_count: this batch was no quick one
-        return taken
+        if not self.ahead:
+            return []
+        # Set before the take: a thread that finds its jobs ahead gone sees it (wait_for_hand_back).
+        # Also read by fetch_count: this batch was no quick one.
+        self._handed_back = True
+        return _take_all(self.ahead)
+
+    def wait_for_hand_back(self) -> None:
+        """Before a fetch: if jobs were taken from this slot's jobs ahead since its last
+        fetch, wait until the script handing them back has run. They still sit in the
+        private list, on the oldest side of whatever this fetch moves: its ``LLEN`` would
+        count them, and the jobs it fetches ahead would be named by places the hand-back
+        then shifts (a poison pill named by a place past the list's end went uncounted).
+        One attribute read per fetch; a lock only after a hand-back."""
+        if self._handed_back:
+            with self.handing:
+                pass
 
     def fetch_count(self) -> int:
         """How many jobs this slot's next fetch moves: once its last ``PREFETCH_AFTER``
