@@ -49,9 +49,21 @@ def redis_db():
     # Each test starts as a process before its first heartbeat: naming every job it starts.
     fetch_slot._exact_until = float("inf")
     yield client
+    _join_unblockers()
     client.flushdb()
     connection.reset()
     client.close()
+
+
+def _join_unblockers() -> None:
+    """Wait for the threads a fetcher's stop left ending this process's blocked reads
+    (wurk_django.redis.blocked): every fetcher of the test process shares one
+    connection name, so a late one would end the next test's blocked fetch."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "wurk-unblock":
+            thread.join(5)
 
 
 @pytest.fixture(scope="session")

@@ -211,7 +211,10 @@ def test_ttin_writes_every_threads_stack_to_the_log(redis_db, worker_factory, tm
     worker = worker_factory("-c", "2", settings="tests.server.settings_ops", env={"WURK_TEST_LOGFILE": str(logfile)})
     _identity(redis_db)
     worker.signal(signal.SIGTTIN)  # RUN-821, CORE-159
-    wait_for(lambda: logfile.exists() and "thread heartbeat (" in logfile.read_text(), message="the dump in the log")
+    # The dump is written a thread at a time: wait for the threads it must name, not for its
+    # first lines (a read in between found one processor of two).
+    wait_for(lambda: logfile.exists() and "thread heartbeat (" in logfile.read_text()
+             and logfile.read_text().count("thread default/processor (") >= 2, message="the dump in the log")
     text = logfile.read_text()
     assert text.count("thread default/processor (") == 2
     assert 'File "' in text and "in run" in text  # the stacks themselves, not only the names
