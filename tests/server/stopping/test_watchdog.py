@@ -137,4 +137,6 @@ def test_no_limit_value_makes_the_watchdog_thread_raise_issue_43_item_6(caplog):
     thread.join(30)
     assert watchdog._thread is not None and watchdog._thread.is_alive()
     assert not run.raised and run.phase is Phase.RUNNING
-    assert [r.getMessage() for r in caplog.records] == []
+    # The watchdog's own logger: a Sentinel watcher left by another test of this process
+    # may log beside it (local CI once), which says nothing of the watchdog.
+    assert [r.getMessage() for r in caplog.records if r.name == "wurk_django.worker"] == []
