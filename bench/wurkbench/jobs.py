@@ -1,6 +1,5 @@
 """wurk_django jobs for the benchmark (class names ``wurkbench.jobs.Noop`` etc.)."""
 
-import ctypes
 import socket
 import threading
 import time
@@ -10,6 +9,7 @@ import hiredis
 from peers.recorder import IO_SECONDS, cpu_work, done, record_latency, redis_call
 
 from wurk_django import Job, redis_client
+from wurk_django.redis import wire
 
 
 class Noop(Job):
@@ -115,7 +115,9 @@ class RedisFloorCall(Job):
             floor = _floor.socket = _floor_socket()
         sock, reader, buffer = floor
         data = hiredis.pack_command(("INCR", "bench:calls"))
-        if _send_holding_gil(sock.fileno(), data, len(data), socket.MSG_NOSIGNAL) != len(data):
+        # libc's send through ctypes without letting go of the GIL, as redis_client() writes
+        # (wurk_django.redis.wire's, Linux only): the socket work is the floor's, not a client's.
+        if wire._send(sock.fileno(), data, len(data), socket.MSG_NOSIGNAL) != len(data):
             raise OSError("the floor job's send did not take the whole command")
         reply = reader.gets()
         while reply is False:
@@ -140,16 +142,6 @@ def _floor_socket():
         reader.feed(buffer, 0, sock.recv_into(buffer))
         reply = reader.gets()
     return sock, reader, buffer
-
-
-def _send_holding_gil_fn():
-    send = ctypes.PyDLL(None).send
-    send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
-    send.restype = ctypes.c_ssize_t
-    return send
-
-
-_send_holding_gil = _send_holding_gil_fn()
 
 
 _fast = None

@@ -156,12 +156,12 @@ def redis_client(*, decode_responses: bool = False, config: Config | None = None
     hash slot (a ``{tag}`` in each key name), as with any cluster client.
     """
     config = context.config(config)
-    # Job code asks for it per call (``redis_client().incr(...)``): the answer is kept on the config.
-    return remembered(config, "app-decoded" if decode_responses else "app", _app_client, config, decode_responses)
-
-
-def _app_client(config: Config, decode_responses: bool) -> tuple[AppRedis | RedisCluster, bool]:
     purpose = "app-decoded" if decode_responses else "app"
+    # Job code asks for it per call (``redis_client().incr(...)``): the answer is kept on the config.
+    return remembered(config, purpose, _app_client, config, purpose, decode_responses)
+
+
+def _app_client(config: Config, purpose: str, decode_responses: bool) -> tuple[AppRedis | RedisCluster, bool]:
     client = cached_client(purpose, config, lambda: AppRedis(connection_pool=app_pool(config, decode_responses)))
     if cluster.is_cluster(config.redis_target, client):
         # A cluster node (issue 46): redis-py's own cluster client, which routes each key to its node.

@@ -950,10 +950,7 @@ def test_a_hand_back_beside_a_start_leaves_the_running_job_named(redis_db, fetch
     marker used to count from the newest end, which the hand-back shortens: the job
     started beside a hand-back was then named by a place past the list's end, and a
     poison pill's death went uncounted (a fourth worker killed in CI)."""
-    for i in range(40):
-        redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
-        fetcher.retrieve_work().acknowledge()
+    _warm(redis_db, fetcher)
     first = fetcher.retrieve_work()  # this fetch moved several jobs; the first runs
     slot = fetcher._mine()
     assert len(slot.ahead) >= 2
@@ -984,10 +981,7 @@ def test_a_fetch_waits_for_the_hand_back_of_the_jobs_taken_from_it(redis_db, fet
     ahead would be named by a place that the hand-back then shifts (a poison pill among
     2 ms jobs went unnamed at its death under load, and a fourth worker died)."""
     monkeypatch.setattr(fetch_slot, "PREFETCH_MAX_GAP", 3600.0)  # the wait below is no long job
-    for i in range(60):
-        redis_db.lpush("queue:default", _job(f"{i:024d}"))
-    for _ in range(fetch_slot.PREFETCH_AFTER + 1):
-        fetcher.retrieve_work().acknowledge()
+    _warm(redis_db, fetcher, jobs=60)
     first = fetcher.retrieve_work()  # this fetch moved several jobs; the first runs
     slot = fetcher._mine()
     assert len(slot.ahead) >= 2
