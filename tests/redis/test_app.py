@@ -218,3 +218,81 @@ def test_single_commands_are_written_without_letting_go_of_the_gil(app, monkeypa
         pipe.get("k").incr("n")
         assert pipe.execute() == [b"v", 1]
     assert len(written) == expected
+
+
+# --- the one-call path of a recently used connection (issue 48 item 2) ---------------------------
+
+
+@pytest.fixture
+def full_trips(monkeypatch) -> list[int]:
+    """How many commands of AppRedis went the full way (send_commands) instead of wire.round_trip."""
+    trips: list[int] = []
+    real = connection.send_commands
+    monkeypatch.setattr(connection, "send_commands",
+                        lambda client, commands, **kw: trips.append(len(commands)) or real(client, commands, **kw))
+    return trips
+
+
+@pytest.mark.skipif(wire._send is None, reason="the one-call path writes with libc send (Linux)")
+def test_a_connection_used_a_moment_ago_takes_one_call_and_nil_is_not_mistaken_for_declined(app, full_trips):
+    if not wire.enabled():
+        pytest.skip("the fast path is switched off: every command goes through redis-py")
+    assert app.incr("n") == 1  # on a connection not used yet, the full way, which sets it up
+    went_full = len(full_trips)
+    assert went_full <= 1
+    assert app.get("missing") is None  # a nil reply is a reply, not "not served"
+    assert app.incr("n") == 2 and app.get("n") == b"2"
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        app.lpush("n", "x")
+    assert app.incr("n") == 3  # still in step after the error reply
+    assert len(full_trips) == went_full  # none of those five went the full way
+
+
+def test_round_trip_declines_a_connection_it_cannot_serve_and_sends_nothing(app, redis_db):
+    if not wire.enabled():
+        pytest.skip("the fast path is switched off")
+    app.incr("n")
+    conn = app.connection_pool.get_connection()
+    try:
+        app.connection_pool.release(conn)
+        conn = connection.borrow(app)
+        connection.send_on(conn, [("INCR", "n")], hold_gil=True)  # set up and used just now
+        wire.state_of(conn).used_at = time.monotonic()
+        assert wire.round_trip(conn, ("INCR", "n"), 1.0) == 3  # served
+        wire.state_of(conn).used_at = time.monotonic() - 5  # idle: Redis may have closed it meanwhile
+        assert wire.round_trip(conn, ("INCR", "n"), 1.0) is wire.NOT_SERVED
+        wire.state_of(conn).used_at = time.monotonic()
+        connection.send_unanswered(conn, [("INCR", "n")])  # a reply owed: the full way reads it first
+        assert wire.round_trip(conn, ("INCR", "n"), 1.0) is wire.NOT_SERVED
+        connection.settle(conn)
+        assert redis_db.get("n") == b"4"  # 3 and the owed one: nothing else was sent
+        conn._sock.settimeout(5.0)  # a Python-level timeout (redis-py may put one back): not held-GIL writable
+        assert wire.round_trip(conn, ("INCR", "n"), 1.0) is wire.NOT_SERVED
+        conn.disconnect()
+        assert wire.round_trip(conn, ("INCR", "n"), 1.0) is wire.NOT_SERVED
+        assert redis_db.get("n") == b"4"
+    finally:
+        connection.give_back(app, conn)
+
+
+def test_a_demoted_primary_is_refused_on_the_one_call_path_and_the_connection_closed():
+    from tests.local_redis import LocalRedis, free_port
+    from wurk_django.redis.errors import PrimaryRefused
+
+    if not wire.enabled():
+        pytest.skip("the fast path is switched off: redis-py raises its own ReadOnlyError")
+    port = free_port()
+    server = LocalRedis("--port", str(port), "--bind", "127.0.0.1", "--replicaof", "127.0.0.1", str(free_port()))
+    probe = redis.Redis(port=port)
+    server.start(probe.ping)
+    try:
+        app = redis_client(config=Config(raw={"REDIS_URL": f"redis://127.0.0.1:{port}/0"}))
+        assert app.get("k") is None and app.get("k") is None  # reads work; the second on the one-call path
+        own = app.client_id()
+        with pytest.raises(PrimaryRefused, match="read only replica"):
+            app.set("k", "v")
+        assert app.client_id() != own  # closed before it went back: the next command dialled again
+    finally:
+        probe.close()
+        server.stop()
+        connection.reset()

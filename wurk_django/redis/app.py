@@ -37,11 +37,12 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import redis
+import redis.sentinel
 
 from .. import context
 from ..conf import Config
 from . import cluster, pools, wire
-from .connection import app_pool, cached_client, remembered, send_commands
+from .connection import app_pool, cached_client, remembered, send_commands, send_one
 
 if TYPE_CHECKING:
     from redis.cluster import RedisCluster
@@ -110,6 +111,9 @@ class FastRedis(redis.Redis):
         # Idle connections kept out of the pool for single commands: at most half of
         # it, so pipelines and pub/sub, which check out from the pool, always find one.
         self._keep = max(min(getattr(pool, "max_connections", 2) // 2, KEEP_MAX), 1)
+        # A Sentinel-managed pool's connections follow its primary before each use: the
+        # full path. Any other takes send_one's shortcut when its connection allows.
+        self._direct = not isinstance(pool, redis.sentinel.SentinelConnectionPool)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> FastRedis:
@@ -125,7 +129,7 @@ class FastRedis(redis.Redis):
         return self._fast
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        if not self._fast or wire.skips_decoding(options) or self.connection is not None:
+        if not self._fast or (options and wire.skips_decoding(options)) or self.connection is not None:
             return super().execute_command(*args, **options)
         for arg in args:
             if type(arg) not in _PLAIN:  # bool, None, str subclasses...: redis-py's encoder decides
@@ -133,7 +137,11 @@ class FastRedis(redis.Redis):
         name = args[0]
         if type(name) is str and " " in name:  # "CONFIG GET", "CLIENT LIST": sent as separate words
             args = (*name.split(), *args[1:])
-        reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK, hold_gil=True)[0]
+        if self._direct:
+            reply = send_one(self, args, self._keep, IDLE_CHECK)
+        else:
+            reply = send_commands(self, [args], raise_errors=False, keep=self._keep, check_idle_after=IDLE_CHECK,
+                                  hold_gil=True)[0]
         return wire.finish_reply(self, name, reply, options)
 
 

@@ -475,6 +475,39 @@ def send_commands(client: redis.Redis, commands: list[tuple[Any, ...]], *, raise
         give_back(client, conn, keep, check_idle_after)
 
 
+def send_one(client: redis.Redis, command: tuple[Any, ...], keep: int, check_idle_after: float) -> Any:
+    """``command``'s raw reply (an error reply in its place), as
+    ``send_commands(client, [command], raise_errors=False, keep=keep,
+    check_idle_after=check_idle_after, hold_gil=True)[0]`` gives it, for a pool that is
+    not Sentinel-managed (this does not follow a moving primary).
+
+    Job code's single commands: a connection from the idle stack that the fast path
+    used within ``check_idle_after`` seconds takes :func:`wire.round_trip` and goes
+    straight back; any other goes back on the stack untouched, and
+    :func:`send_commands` sends the full way (checking, dialling, or through redis-py)."""
+    pool = client.connection_pool
+    stack = _idle_stacks.get(id(pool))
+    if stack:
+        try:
+            conn = stack.pop()
+        except IndexError:  # another thread took the last one
+            conn = None
+        if conn is not None:
+            try:
+                reply = wire.round_trip(conn, command, check_idle_after)
+                if isinstance(reply, redis.ResponseError):
+                    _close_if_demoted(conn, [reply])  # before another thread can take it
+            finally:
+                if len(stack) < keep:
+                    stack.append(conn)
+                else:
+                    pool.release(conn)
+            if reply is not wire.NOT_SERVED:
+                return reply
+    return send_commands(client, [command], raise_errors=False, keep=keep, check_idle_after=check_idle_after,
+                         hold_gil=True)[0]
+
+
 def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
     """A connection of ``client``'s pool for a few commands, the one :func:`send_commands`
     would use (its idle stack first); hand it back with :func:`give_back`. Raises

@@ -57,7 +57,7 @@ import struct
 import sys
 import threading
 import weakref
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
 import redis
@@ -418,7 +418,8 @@ class ConnectionState:
         # many polls in a row ran out before their reply came (the skip doubles with each).
         self.spin_skip = 0
         self.spin_misses = 0
-        #: When wurk last gave the connection back to an idle stack (monotonic; 0.0: never).
+        #: When wurk last gave the connection back to an idle stack, or began a
+        #: :func:`round_trip` on it (monotonic; 0.0: never).
         self.used_at = 0.0
         #: When it was last set aside in its pool and not taken back since (monotonic), or None.
         self.set_aside_at: float | None = None
@@ -549,21 +550,88 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]], hold_gil: bool = False,
                 reader.feed(state.buffer, 0, read)
                 continue
             replies.append(reply)
-    except TimeoutError as exc:  # socket.timeout
-        conn.disconnect()
-        raise redis.TimeoutError(f"Timeout talking to Redis: {exc}") from exc
-    except OSError as exc:
-        conn.disconnect()
-        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):  # the kernel's timeout ran out
-            raise redis.TimeoutError(f"Timeout talking to Redis after {state.kernel_timeout}s") from exc
-        raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
-    except BaseException:
-        conn.disconnect()  # a half-read stream cannot be used again
-        raise
+    except BaseException as exc:
+        failure = _failed(conn, state, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
     if owed:
         state.owed = 0
         del replies[:owed]
     return replies
+
+
+#: What :func:`round_trip` answers for a connection it does not serve (nothing was sent).
+NOT_SERVED: Any = object()
+
+
+def round_trip(conn: Any, command: tuple[Any, ...], fresh_for: float) -> Any:
+    """``command``'s raw reply on ``conn`` (an error reply in its place, as :func:`exchange`
+    returns it), or :data:`NOT_SERVED` with nothing sent.
+
+    The per-command path of job code's ``redis_client()``: what :func:`exchange`,
+    :func:`_socket_state` and the idle stack's checks do across seven calls, in one,
+    for the case that holds on nearly every call. It serves only a connection the
+    fast path has already set up and used within the last ``fresh_for`` seconds: a
+    plain socket whose timeout the kernel keeps (so the write can hold the GIL), with
+    no replies owed and a command small enough to write without letting go of the
+    GIL. Anything else (a first use, an idle connection that must be checked for a
+    server-side close, TLS, a timeout redis-py put back) is the caller's to send the
+    full way. Inside a worker, where each job's thread wakes with cold caches, every
+    call and attribute lookup left out here is worth about three times what it costs
+    in a loop (docs/benchmarks.md). It does not follow a Sentinel primary: callers
+    use it only on pools that are not Sentinel-managed.
+    """
+    sock = getattr(conn, "_sock", None)
+    state = _states.get(id(conn))
+    if (state is None or sock is None or state.sock is not sock or not state.plain or state.owed
+            or state.reader is None or _send is None or sock.gettimeout() is not None):
+        return NOT_SERVED
+    now = monotonic()
+    if now - state.used_at >= fresh_for:
+        return NOT_SERVED
+    try:
+        data = hiredis.pack_command(command)
+    except TypeError:
+        raise _unpackable([command]) from None
+    size = len(data)
+    if size > HOLD_GIL_MAX:
+        return NOT_SERVED
+    reader = state.reader
+    buffer = state.buffer
+    try:
+        sent = _send(sock.fileno(), data, size, _SEND_FLAGS)
+        if sent != size:  # EAGAIN, EINTR, an error (sendall meets it again and raises), or a part
+            sock.sendall(data[sent:] if sent > 0 else data)
+        reply = reader.gets()
+        while reply is False:
+            read = sock.recv_into(buffer)
+            if not read:
+                raise ConnectionResetError("Connection closed by server.")
+            reader.feed(buffer, 0, read)
+            reply = reader.gets()
+    except BaseException as exc:
+        failure = _failed(conn, state, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
+    state.used_at = now
+    return reply
+
+
+def _failed(conn: Any, state: ConnectionState, exc: BaseException) -> BaseException:
+    """What a round trip that failed with ``exc`` raises, after closing ``conn``: a
+    half-written or half-read stream cannot be used again. Socket errors become
+    redis-py's ``TimeoutError`` or ``ConnectionError``, as on its own path; anything
+    else is ``exc`` itself."""
+    conn.disconnect()
+    if isinstance(exc, TimeoutError):  # socket.timeout
+        return redis.TimeoutError(f"Timeout talking to Redis: {exc}")
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):  # the kernel's timeout ran out
+            return redis.TimeoutError(f"Timeout talking to Redis after {state.kernel_timeout}s")
+        return redis.ConnectionError(f"Error talking to Redis: {exc}")
+    return exc
 
 
 def _socket_state(conn: Any) -> tuple[Any, ConnectionState]:
