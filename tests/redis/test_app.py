@@ -296,3 +296,46 @@ def test_a_demoted_primary_is_refused_on_the_one_call_path_and_the_connection_cl
         probe.close()
         server.stop()
         connection.reset()
+
+
+def _stacked_state(app) -> wire.ConnectionState:
+    """The state of the connection on top of ``app``'s idle stack (the one a lone thread reuses)."""
+    return wire.state_of(connection._idle_stacks[id(app.connection_pool)][-1])
+
+
+def _fresh(state: wire.ConnectionState) -> None:
+    """Used just now, with no misses of the look after the yield counted yet."""
+    state.used_at = time.monotonic()
+    state.yield_skip = state.yield_misses = 0
+
+
+@pytest.mark.skipif(wire._recv is None or wire._sched_yield is None, reason="libc recv through ctypes: Linux only")
+def test_a_reply_there_after_the_yield_is_read_without_blocking(app, monkeypatch):
+    if not wire.enabled():
+        pytest.skip("the fast path is switched off")
+    app.incr("n")  # sets the connection up (the full way, or round_trip if an earlier test used it)
+    _fresh(_stacked_state(app))
+    # Other threads ran long enough for Redis to answer: the look after the yield finds the reply.
+    monkeypatch.setattr(wire, "_sched_yield", lambda: time.sleep(0.005))
+    looks: list[int] = []
+    real = wire._recv
+    monkeypatch.setattr(wire, "_recv", lambda *a: looks.append(1) or real(*a))
+    assert [app.incr("n") for _ in range(10)] == list(range(2, 12))
+    assert app.get("missing") is None
+    state = _stacked_state(app)
+    assert len(looks) == 11 and state.yield_misses == 0 and state.yield_skip == 0
+
+
+@pytest.mark.skipif(wire._recv is None or wire._sched_yield is None, reason="libc recv through ctypes: Linux only")
+def test_a_look_that_finds_nothing_doubles_the_round_trips_that_skip_it(app, monkeypatch):
+    if not wire.enabled():
+        pytest.skip("the fast path is switched off")
+    app.incr("n")
+    _fresh(_stacked_state(app))
+    looks: list[int] = []
+    # Nobody else wanted the GIL: the reply is never there yet (EAGAIN).
+    monkeypatch.setattr(wire, "_recv", lambda *a: looks.append(1) or -1)
+    assert [app.incr("n") for _ in range(20)] == list(range(2, 22))  # each read by the blocking recv
+    assert len(looks) == 4  # round trips 1, 3, 7 and 15: each miss skips 1, 3, 7, then 15 round trips
+    state = _stacked_state(app)
+    assert state.yield_misses == 4 and state.yield_skip == 15 - 5
