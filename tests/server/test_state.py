@@ -100,3 +100,19 @@ def test_run_801_shared_counters_and_the_busy_map_stay_exact_under_many_threads(
     assert (state.processed, state.failed) == (threads * rounds, threads * rounds // 2)
     assert state.work_snapshot() == {}
     assert sum(counts["A"].processed for counts in metrics._minutes.values()) == threads * rounds
+
+
+def test_the_busy_count_is_what_job_code_s_redis_commands_read_to_let_other_threads_run():
+    """Issue 48 item 2: wurk_django.redis.wire yields the GIL before reading a reply only
+    while more than one thread of the process is running a job."""
+    from wurk_django.redis import wire
+    from wurk_django.server.state import WorkerState
+
+    state = WorkerState()
+    state.begin("a", "default", b"{}")
+    assert wire.busy_threads == 1
+    state.begin("b", "default", b"{}")
+    assert wire.busy_threads == 2
+    state.end("a", failed=False)
+    state.end("b", failed=False)
+    assert wire.busy_threads == 0

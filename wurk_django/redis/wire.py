@@ -163,13 +163,19 @@ _SPIN_FLAGS = getattr(socket, "MSG_DONTWAIT", 0)
 # the write (sched_yield, during which the waiting threads take it), and when it has the
 # GIL back looks for the reply with a non-blocking recv that keeps the GIL: by then
 # Redis has usually answered, and the thread slept once (1.6 times a job, 12 % more jobs
-# a second, docs/benchmarks.md). Where no other thread wanted the GIL, the reply is not
-# there yet and the look was wasted: each such miss doubles the number of round trips on
-# that connection that skip it (up to YIELD_SKIP_MAX), and one hit resets it, so a
-# single-threaded caller pays it about once per thousand commands.
+# a second, docs/benchmarks.md). It does so only while other threads of the process are
+# running jobs (busy_threads). Where no other thread wanted the GIL even so, the reply is
+# not there yet and the look was wasted: each such miss doubles the number of round trips
+# on that connection that skip it (up to YIELD_SKIP_MAX), and one hit resets it.
 
 #: The most round trips in a row a connection skips the yield after replies were not there.
 YIELD_SKIP_MAX = 1023
+#: How many of this process's threads are running jobs now, kept by the worker as its
+#: processors start and finish them (wurk_django/server/state.py). round_trip yields only
+#: while more than one is: a lone busy thread (``-c 1``, a web request, a quiet worker)
+#: has nobody to let run, and a 10,000-job drain at ``-c 1`` measured 3 % fewer jobs a
+#: second with the yield than without. A hint: a wrong value costs speed, never a reply.
+busy_threads = 0
 #: The most round trips in a row a connection skips polling after replies came too late.
 SPIN_SKIP_MAX = 1023
 _spin_allowed = bool(_SPIN_FLAGS)
@@ -659,7 +665,7 @@ def round_trip(conn: Any, command: tuple[Any, ...], fresh_for: float) -> Any:
             sock.sendall(data[sent:] if sent > 0 else data)
         if state.yield_skip:
             state.yield_skip -= 1
-        elif state.view is not None:
+        elif busy_threads > 1 and state.view is not None:
             # Let the threads waiting for the GIL run while Redis answers, then look for
             # the reply without letting go of the GIL again (see YIELD_SKIP_MAX).
             _sched_yield()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from .. import payload
+from ..redis import wire
 
 # Minted once per process image; a forked child keeps it so identities stay
 # computable by a parent (CORE-075).
@@ -100,10 +101,14 @@ class WorkerState:
     def begin(self, tid: str, queue: str, raw: bytes) -> None:
         with self._lock:
             self._busy[tid] = (queue, raw, int(time.time()))
+            # Job code's Redis commands let other threads run while Redis answers only
+            # while there are other threads running jobs (wurk_django.redis.wire).
+            wire.busy_threads = len(self._busy)
 
     def end(self, tid: str, failed: bool) -> None:
         with self._lock:
             self._busy.pop(tid, None)
+            wire.busy_threads = len(self._busy)
             self.processed += 1
             if failed:
                 self.failed += 1
