@@ -12,8 +12,9 @@ reason this module exists (RUN-706).
 It needs things redis-py does not promise: that a connection keeps its socket in
 ``_sock`` and its reply parser in ``_parser`` (whose ``parse_error`` makes redis-py's
 exception classes), that hiredis packs a command into the bytes redis-py would
-send, the option names of ``Redis.parse_response``, and libc's ``send`` through
-ctypes (where that cannot be had, small writes take ``sendall`` like the rest).
+send, the option names of ``Redis.parse_response``, and libc's ``send`` and ``recv``
+through ctypes (where they cannot be had, small writes take ``sendall`` and every
+reply is read by the socket's ``recv_into``, like the rest).
 Every such reach into a connection is in this file (into a pool: pools.py), so a
 redis-py release that moves one of them breaks this file and nothing else
 (tests/redis/test_internals_layout.py holds the rule).
@@ -103,6 +104,67 @@ def _send_holding_gil() -> Any:
 
 _send = _send_holding_gil()
 
+# Never wait for room in the socket buffer while holding the GIL, and never die of SIGPIPE.
+_SEND_FLAGS = getattr(socket, "MSG_DONTWAIT", 0) | getattr(socket, "MSG_NOSIGNAL", 0)
+
+# -- waiting for a reply by polling the socket (``spin``) ---------------------------------------
+#
+# A thread that sleeps in recv() until Redis answers pays for being woken: on the
+# 2-vCPU VMs we measure on, a round trip to a local Redis took 85-95 us that way and
+# 31-40 us when the thread kept asking the socket with non-blocking reads instead, for
+# the same CPU time (the wake-up costs the CPU the polling does). So a caller that is
+# latency-bound and alone (a push from a web request) may poll for up to ``spin``
+# seconds before it sleeps. Where replies come slower than that (Redis across a
+# network), polling would only burn CPU: each miss doubles the number of round trips
+# on that connection that skip polling (up to SPIN_SKIP_MAX), and one reply that does
+# come in time resets it.
+#
+# A process that runs processor threads never polls (spin_off): every non-blocking
+# read lets go of the GIL, and ten threads handing it to each other cost more than the
+# wake-ups saved (a drain of jobs making a Redis call ran 5,600 jobs/s with polling,
+# 6,500-7,500 without).
+
+_SPIN_FLAGS = getattr(socket, "MSG_DONTWAIT", 0)
+
+#: The most round trips in a row a connection skips polling after replies came too late.
+SPIN_SKIP_MAX = 1023
+_spin_allowed = bool(_SPIN_FLAGS)
+
+
+def spin_off() -> None:
+    """Never poll for replies in this process (it runs processor threads)."""
+    global _spin_allowed
+    _spin_allowed = False
+
+
+def spin_allowed() -> bool:
+    """Whether :func:`exchange` may poll for a reply in this process (see :func:`spin_off`)."""
+    return _spin_allowed
+
+
+# -- letting other threads run before reading a reply (``round_trip``) ---------------------------
+#
+# A thread that writes a command and then waits in recv() sleeps twice per round trip
+# when other threads want the GIL: in the kernel until Redis answers, then on the GIL,
+# which another thread took meanwhile. Ten worker threads each making one INCR a job
+# slept 2.4-2.5 times a job that way. round_trip instead lets go of the GIL right after
+# the write (sched_yield, during which the waiting threads take it), and when it has the
+# GIL back looks for the reply with a non-blocking recv that keeps the GIL: by then
+# Redis has usually answered, and the thread slept once (1.6 times a job, 8 % more jobs
+# a second, docs/benchmarks.md). It does so only while other threads of the process are
+# running jobs (busy_threads). Where no other thread wanted the GIL even so, the reply is
+# not there yet and the look was wasted: each such miss doubles the number of round trips
+# on that connection that skip it (up to YIELD_SKIP_MAX), and one hit resets it.
+
+#: The most round trips in a row a connection skips the yield after replies were not there.
+YIELD_SKIP_MAX = 1023
+#: How many of this process's threads are running jobs now, kept by the worker as its
+#: processors start and finish them (wurk_django/server/state.py). round_trip yields only
+#: while more than one is: a lone busy thread (``-c 1``, a web request, a quiet worker)
+#: has nobody to let run, and a 10,000-job drain at ``-c 1`` measured 3 % fewer jobs a
+#: second with the yield than without. A hint: a wrong value costs speed, never a reply.
+busy_threads = 0
+
 
 def _recv_holding_gil() -> Any:
     """libc's ``recv``, called without letting go of the GIL, or None (as for ``send``)."""
@@ -132,64 +194,6 @@ def _writable_view(buffer: bytearray) -> Any:
     import ctypes
 
     return (ctypes.c_char * len(buffer)).from_buffer(buffer)
-# Never wait for room in the socket buffer while holding the GIL, and never die of SIGPIPE.
-_SEND_FLAGS = getattr(socket, "MSG_DONTWAIT", 0) | getattr(socket, "MSG_NOSIGNAL", 0)
-
-# -- waiting for a reply by polling the socket (``spin``) ---------------------------------------
-#
-# A thread that sleeps in recv() until Redis answers pays for being woken: on the
-# 2-vCPU VMs we measure on, a round trip to a local Redis took 85-95 us that way and
-# 31-40 us when the thread kept asking the socket with non-blocking reads instead, for
-# the same CPU time (the wake-up costs the CPU the polling does). So a caller that is
-# latency-bound and alone (a push from a web request) may poll for up to ``spin``
-# seconds before it sleeps. Where replies come slower than that (Redis across a
-# network), polling would only burn CPU: each miss doubles the number of round trips
-# on that connection that skip polling (up to SPIN_SKIP_MAX), and one reply that does
-# come in time resets it.
-#
-# A process that runs processor threads never polls (spin_off): every non-blocking
-# read lets go of the GIL, and ten threads handing it to each other cost more than the
-# wake-ups saved (a drain of jobs making a Redis call ran 5,600 jobs/s with polling,
-# 6,500-7,500 without).
-
-_SPIN_FLAGS = getattr(socket, "MSG_DONTWAIT", 0)
-
-# -- letting other threads run before reading a reply (``round_trip``) ---------------------------
-#
-# A thread that writes a command and then waits in recv() sleeps twice per round trip
-# when other threads want the GIL: in the kernel until Redis answers, then on the GIL,
-# which another thread took meanwhile. Ten worker threads each making one INCR a job
-# slept 2.4-2.5 times a job that way. round_trip instead lets go of the GIL right after
-# the write (sched_yield, during which the waiting threads take it), and when it has the
-# GIL back looks for the reply with a non-blocking recv that keeps the GIL: by then
-# Redis has usually answered, and the thread slept once (1.6 times a job, 12 % more jobs
-# a second, docs/benchmarks.md). It does so only while other threads of the process are
-# running jobs (busy_threads). Where no other thread wanted the GIL even so, the reply is
-# not there yet and the look was wasted: each such miss doubles the number of round trips
-# on that connection that skip it (up to YIELD_SKIP_MAX), and one hit resets it.
-
-#: The most round trips in a row a connection skips the yield after replies were not there.
-YIELD_SKIP_MAX = 1023
-#: How many of this process's threads are running jobs now, kept by the worker as its
-#: processors start and finish them (wurk_django/server/state.py). round_trip yields only
-#: while more than one is: a lone busy thread (``-c 1``, a web request, a quiet worker)
-#: has nobody to let run, and a 10,000-job drain at ``-c 1`` measured 3 % fewer jobs a
-#: second with the yield than without. A hint: a wrong value costs speed, never a reply.
-busy_threads = 0
-#: The most round trips in a row a connection skips polling after replies came too late.
-SPIN_SKIP_MAX = 1023
-_spin_allowed = bool(_SPIN_FLAGS)
-
-
-def spin_off() -> None:
-    """Never poll for replies in this process (it runs processor threads)."""
-    global _spin_allowed
-    _spin_allowed = False
-
-
-def spin_allowed() -> bool:
-    """Whether :func:`exchange` may poll for a reply in this process (see :func:`spin_off`)."""
-    return _spin_allowed
 
 
 # -- the decision, made once per process -------------------------------------------------------
