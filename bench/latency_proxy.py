@@ -212,6 +212,8 @@ def spawn(url: str, down_ms: float, procs: int = 1, up_ms: float = 0.0,
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url)
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no output folder yet
     err = open(log_path, "ab") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, __file__, "--upstream", f"{parts.hostname}:{parts.port or 6379}",
                              "--down-ms", str(down_ms), "--up-ms", str(up_ms), "--procs", str(procs)],
