@@ -303,58 +303,51 @@ def _stacked_state(app) -> wire.ConnectionState:
     return wire.state_of(connection._idle_stacks[id(app.connection_pool)][-1])
 
 
-def _fresh(state: wire.ConnectionState) -> None:
-    """Used just now, with no misses of the look after the yield counted yet."""
-    state.used_at = time.monotonic()
-    state.yield_skip = state.yield_misses = 0
-
-
-@pytest.mark.skipif(wire._recv is None or wire._sched_yield is None, reason="libc recv through ctypes: Linux only")
-def test_a_reply_there_after_the_yield_is_read_without_blocking(app, monkeypatch):
+@pytest.fixture
+def yielding(app, monkeypatch):
+    """``app`` on a connection set up and used just now, with no misses of the look after
+    the yield counted yet, in a process where other threads are running jobs."""
+    if wire._recv is None or wire._sched_yield is None:
+        pytest.skip("libc recv through ctypes: Linux only")
     if not wire.enabled():
         pytest.skip("the fast path is switched off")
     app.incr("n")  # sets the connection up (the full way, or round_trip if an earlier test used it)
-    _fresh(_stacked_state(app))
-    monkeypatch.setattr(wire, "busy_threads", 2)  # other threads of the process are running jobs
+    state = _stacked_state(app)
+    state.used_at = time.monotonic()
+    state.yield_skip = state.yield_misses = 0
+    monkeypatch.setattr(wire, "busy_threads", 2)
+    return app
+
+
+def test_a_reply_there_after_the_yield_is_read_without_blocking(yielding, monkeypatch):
     # Other threads ran long enough for Redis to answer: the look after the yield finds the reply.
     monkeypatch.setattr(wire, "_sched_yield", lambda: time.sleep(0.005))
     looks: list[int] = []
     real = wire._recv
     monkeypatch.setattr(wire, "_recv", lambda *a: looks.append(1) or real(*a))
-    assert [app.incr("n") for _ in range(10)] == list(range(2, 12))
-    assert app.get("missing") is None
-    state = _stacked_state(app)
+    assert [yielding.incr("n") for _ in range(10)] == list(range(2, 12))
+    assert yielding.get("missing") is None
+    state = _stacked_state(yielding)
     assert len(looks) == 11 and state.yield_misses == 0 and state.yield_skip == 0
 
 
-@pytest.mark.skipif(wire._recv is None or wire._sched_yield is None, reason="libc recv through ctypes: Linux only")
-def test_a_look_that_finds_nothing_doubles_the_round_trips_that_skip_it(app, monkeypatch):
-    if not wire.enabled():
-        pytest.skip("the fast path is switched off")
-    app.incr("n")
-    _fresh(_stacked_state(app))
-    monkeypatch.setattr(wire, "busy_threads", 2)
+def test_a_look_that_finds_nothing_doubles_the_round_trips_that_skip_it(yielding, monkeypatch):
     looks: list[int] = []
     # Nobody else wanted the GIL after all: the reply is never there yet (EAGAIN).
     monkeypatch.setattr(wire, "_recv", lambda *a: looks.append(1) or -1)
-    assert [app.incr("n") for _ in range(20)] == list(range(2, 22))  # each read by the blocking recv
+    assert [yielding.incr("n") for _ in range(20)] == list(range(2, 22))  # each read by the blocking recv
     assert len(looks) == 4  # round trips 1, 3, 7 and 15: each miss skips 1, 3, 7, then 15 round trips
-    state = _stacked_state(app)
+    state = _stacked_state(yielding)
     assert state.yield_misses == 4 and state.yield_skip == 15 - 5
 
 
-@pytest.mark.skipif(wire._recv is None or wire._sched_yield is None, reason="libc recv through ctypes: Linux only")
-def test_a_lone_busy_thread_never_yields(app, monkeypatch):
-    if not wire.enabled():
-        pytest.skip("the fast path is switched off")
-    app.incr("n")
-    _fresh(_stacked_state(app))
+def test_a_lone_busy_thread_never_yields(yielding, monkeypatch):
     yields: list[int] = []
     monkeypatch.setattr(wire, "_sched_yield", lambda: yields.append(1))
     for busy in (0, 1):  # a web process, a worker running one job
         monkeypatch.setattr(wire, "busy_threads", busy)
-        assert app.incr("n") == 2 + busy
+        assert yielding.incr("n") == 2 + busy
     assert yields == []
     monkeypatch.setattr(wire, "busy_threads", 2)
-    assert app.incr("n") == 4
+    assert yielding.incr("n") == 4
     assert yields == [1]

@@ -175,3 +175,35 @@ def test_pushes_poll_for_their_reply_on_a_unix_socket_and_sleep_on_tls(transport
     assert plain.llen("queue:default") == 5
     tls = config.redis_url.startswith("rediss://")
     assert (len(clock_reads) == 0) if tls else (len(clock_reads) >= 5)
+
+
+def test_job_code_s_single_commands_on_this_transport(transport, monkeypatch):
+    """Issue 48 item 2: redis_client()'s one-call shortcut serves a Unix socket (the yield
+    included), and declines TLS, whose decrypted bytes a non-blocking libc recv cannot
+    see: every command there takes the full path. Replies are the same either way."""
+    from wurk_django import redis_client
+
+    config, plain = transport
+    served: list[object] = []
+    real = wire.round_trip
+
+    def counted(conn, command, fresh_for):
+        reply = real(conn, command, fresh_for)
+        served.append(reply is not wire.NOT_SERVED)
+        return reply
+
+    monkeypatch.setattr(wire, "round_trip", counted)
+    monkeypatch.setattr(wire, "busy_threads", 2)  # as in a worker running several jobs
+    app = redis_client(config=config)
+    try:
+        assert [app.incr("n") for _ in range(20)] == list(range(1, 21))
+        assert app.get("missing") is None and plain.get("n") == b"20"
+        tls = config.redis_url.startswith("rediss://")
+        if not wire.enabled():
+            assert served == []  # redis-py's own path throughout
+        elif tls:
+            assert served and not any(served)
+        else:
+            assert served.count(True) >= 18  # all but the first use (and a stack refill)
+    finally:
+        app.connection_pool.disconnect()

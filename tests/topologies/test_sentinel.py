@@ -110,6 +110,44 @@ def test_sync_async_and_probe_clients_reach_the_primary_through_the_sentinels(gr
         connection.reset()
 
 
+def test_job_code_s_client_takes_the_full_path_and_follows_a_failover(monkeypatch):
+    """Issue 48 item 2: redis_client()'s one-call shortcut skips the check that points a
+    connection at the current primary, so a Sentinel pool never takes it; its commands
+    reach the promoted primary after a failover. A group of its own: the module's
+    group keeps its primary for the other tests."""
+    from wurk_django import redis_client
+
+    group = SentinelGroup().start()
+    shortcuts: list[tuple] = []
+    real = wire.round_trip
+    monkeypatch.setattr(wire, "round_trip", lambda conn, command, fresh: shortcuts.append(command)
+                        or real(conn, command, fresh))
+    monkeypatch.setattr(wire, "busy_threads", 2)
+    try:
+        app = redis_client(config=_sentinel_config(group))
+        assert [app.incr("n") for _ in range(5)] == [1, 2, 3, 4, 5]
+        old = group.master_port()
+        group.failover()
+        wait_for(lambda: group.master_port() != old, timeout=30, message="the promotion")
+
+        def incremented() -> int | None:
+            try:
+                return app.incr("n")
+            except redis_lib.ConnectionError:  # the demoted primary's refusal, or a dial during the switch
+                return None
+
+        assert wait_for(incremented, timeout=30, message="a command on the promoted primary") == 6
+        promoted = redis_lib.Redis(port=group.master_port(), db=1)
+        try:
+            assert promoted.get("n") == b"6"
+        finally:
+            promoted.close()
+        assert shortcuts == []
+    finally:
+        connection.reset()
+        group.stop()
+
+
 def _waiting_for_announcements(thread: threading.Thread) -> bool:
     """``thread`` (a watcher) is blocked in its pub/sub read."""
     frame = sys._current_frames().get(thread.ident)

@@ -485,25 +485,22 @@ def send_one(client: redis.Redis, command: tuple[Any, ...], keep: int, check_idl
     used within ``check_idle_after`` seconds takes :func:`wire.round_trip` and goes
     straight back; any other goes back on the stack untouched, and
     :func:`send_commands` sends the full way (checking, dialling, or through redis-py)."""
-    pool = client.connection_pool
-    stack = _idle_stacks.get(id(pool))
+    stack = _idle_stacks.get(id(client.connection_pool))
+    conn = None
     if stack:
         try:
             conn = stack.pop()
         except IndexError:  # another thread took the last one
-            conn = None
-        if conn is not None:
-            try:
-                reply = wire.round_trip(conn, command, check_idle_after)
-                if isinstance(reply, redis.ResponseError):
-                    _close_if_demoted(conn, [reply])  # before another thread can take it
-            finally:
-                if len(stack) < keep:
-                    stack.append(conn)
-                else:
-                    pool.release(conn)
-            if reply is not wire.NOT_SERVED:
-                return reply
+            pass
+    if conn is not None:
+        try:
+            reply = wire.round_trip(conn, command, check_idle_after)
+            if isinstance(reply, redis.ResponseError):
+                _close_if_demoted(conn, [reply])  # before another thread can take it
+        finally:
+            give_back(client, conn, keep)  # round_trip noted the use itself
+        if reply is not wire.NOT_SERVED:
+            return reply
     return send_commands(client, [command], raise_errors=False, keep=keep, check_idle_after=check_idle_after,
                          hold_gil=True)[0]
 

@@ -86,23 +86,24 @@ ENV_SWITCH = "WURK_FAST_PATH"
 _KERNEL_TIMEOUTS = sys.platform.startswith("linux")
 
 
-def _send_holding_gil() -> Any:
-    """libc's ``send``, called without letting go of the GIL (``ctypes.PyDLL``), or
-    None where that cannot be had (no ctypes, no libc symbol)."""
+def _libc_holding_gil(name: str, buffer_type: str) -> Any:
+    """libc's ``name`` (``send`` or ``recv``: fd, buffer, length, flags), called without
+    letting go of the GIL (``ctypes.PyDLL``), or None where that cannot be had (not
+    Linux, no ctypes, no libc symbol)."""
     if not _KERNEL_TIMEOUTS:
         return None
     try:
         import ctypes
 
-        send = ctypes.PyDLL(None).send
+        call = getattr(ctypes.PyDLL(None), name)
     except (ImportError, OSError, AttributeError):
         return None
-    send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
-    send.restype = ctypes.c_ssize_t
-    return send
+    call.argtypes = (ctypes.c_int, getattr(ctypes, buffer_type), ctypes.c_size_t, ctypes.c_int)
+    call.restype = ctypes.c_ssize_t
+    return call
 
 
-_send = _send_holding_gil()
+_send = _libc_holding_gil("send", "c_char_p")
 
 # Never wait for room in the socket buffer while holding the GIL, and never die of SIGPIPE.
 _SEND_FLAGS = getattr(socket, "MSG_DONTWAIT", 0) | getattr(socket, "MSG_NOSIGNAL", 0)
@@ -166,24 +167,7 @@ YIELD_SKIP_MAX = 1023
 busy_threads = 0
 
 
-def _recv_holding_gil() -> Any:
-    """libc's ``recv``, called without letting go of the GIL, or None (as for ``send``)."""
-    if _send is None:
-        return None
-    try:
-        import ctypes
-
-        recv = ctypes.PyDLL(None).recv
-    except (ImportError, OSError, AttributeError):
-        return None
-    recv.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    recv.restype = ctypes.c_ssize_t
-    return recv
-
-
-_recv = _recv_holding_gil()
-
-
+_recv = _libc_holding_gil("recv", "c_void_p")
 _sched_yield = getattr(os, "sched_yield", None)
 
 
