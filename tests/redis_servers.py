@@ -262,6 +262,13 @@ class SentinelGroup:
         return len(good) >= len(self.replicas)
 
     def stop(self) -> None:
+        # This process's sentinel watchers would keep dialling these ports for the rest of
+        # the session, and a later test's plain redis-server may get one of them: every
+        # "no primary" warning then lands in whatever test runs, and its log checks fail.
+        # They are stopped for every group (the next pool this process builds starts its own).
+        from wurk_django.redis import sentinel as sentinel_module
+
+        sentinel_module.stop_watchers()
         for sentinel in self.sentinels:
             sentinel.stop()
         for each in self.replicas:

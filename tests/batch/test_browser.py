@@ -39,6 +39,8 @@ def test_batch_progress_follows_a_real_worker(page, redis_db, worker_factory):  
     assert batch.bid in rows.first.inner_text() and "Import 12 rows" in rows.first.inner_text()
     page.fill("input[name=q]", "nightly report 1")
     page.click("form[role=search] button")
+    # The click only starts the search's page load: count the rows once it has loaded.
+    page.wait_for_url("**/batches/?q=nightly+report+1*")
     assert page.locator("#wurk-batches tbody tr[data-bid]").count() == 1
     assert others[1].bid in page.locator("#wurk-batches tbody").inner_text()
     page.goto(page.base + BASE + "batches/")

@@ -57,4 +57,5 @@ def test_far_and_foreign_deadlines_stop_nothing_and_raise_nothing(caplog):
         time.sleep(1.0)
     thread.join(30)
     assert not run.raised and run.phase is Phase.RUNNING and not run.manager.abandoned
-    assert [r.getMessage() for r in caplog.records] == []
+    # The worker's logger only: another test's background thread may log elsewhere meanwhile.
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("wurk_django.worker")] == []

@@ -22,7 +22,6 @@ from tests.redis_servers import SentinelGroup, TCPRedis, replicating
 from tests.support import wait_for, wurk_settings
 from wurk_django import Job, payload, via
 from wurk_django.client import reliable_push
-from wurk_django.redis import sentinel as sentinel_module
 from wurk_django.redis import wire
 
 SPIN_US = 10_000
@@ -80,7 +79,6 @@ def group():
     _skip_without_the_fast_path()  # before the servers start
     started = SentinelGroup().start()
     yield started
-    sentinel_module.stop_watchers()  # they would keep dialling the stopped sentinels
     started.stop()
 
 
