@@ -153,14 +153,9 @@ def _sharing_the_idle_stack(cls: type) -> type:
 
         class Sharing(cls):  # type: ignore[misc, valid-type]
             def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-                stack = _idle_stacks.get(id(self))
-                if stack:
-                    try:
-                        kept = stack.pop()
-                    except IndexError:  # a sender took the last one
-                        pass
-                    else:
-                        self.release(kept)  # on top of the free ones: the checkout below takes it
+                kept = _take_idle(self)
+                if kept is not None:
+                    self.release(kept)  # on top of the free ones: the checkout below takes it
                 return super().get_connection(*args, **kwargs)
 
         Sharing.__name__ = Sharing.__qualname__ = f"Sharing{cls.__name__}"
@@ -437,6 +432,18 @@ def idle_stack(pool: Any) -> list[Any] | None:
     return _idle_stacks.get(id(pool))
 
 
+def _take_idle(pool: Any) -> Any | None:
+    """A connection off ``pool``'s idle stack, or None: none kept, or another thread
+    took the last one between the look and the pop."""
+    stack = _idle_stacks.get(id(pool))
+    if stack:
+        try:
+            return stack.pop()
+        except IndexError:
+            pass
+    return None
+
+
 def _new_idle_stack(pool: Any) -> list[Any]:
     key = id(pool)
     with _stacks_lock:
@@ -485,13 +492,7 @@ def send_one(client: redis.Redis, command: tuple[Any, ...], keep: int, check_idl
     used within ``check_idle_after`` seconds takes :func:`wire.round_trip` and goes
     straight back; any other goes back on the stack untouched, and
     :func:`send_commands` sends the full way (checking, dialling, or through redis-py)."""
-    stack = _idle_stacks.get(id(client.connection_pool))
-    conn = None
-    if stack:
-        try:
-            conn = stack.pop()
-        except IndexError:  # another thread took the last one
-            pass
+    conn = _take_idle(client.connection_pool)
     if conn is not None:
         try:
             reply = wire.round_trip(conn, command, check_idle_after)
@@ -510,13 +511,7 @@ def borrow(client: redis.Redis, check_idle_after: float = 0.0) -> Any:
     would use (its idle stack first); hand it back with :func:`give_back`. Raises
     :class:`NotSent` when no connection can be made."""
     pool = client.connection_pool
-    stack = _idle_stacks.get(id(pool))
-    conn = None
-    if stack:
-        try:
-            conn = stack.pop()
-        except IndexError:  # another thread took the last one
-            pass
+    conn = _take_idle(pool)
     if conn is None:
         try:
             return pool.get_connection()  # connects (or fails to) before anything is sent
