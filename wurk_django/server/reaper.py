@@ -427,6 +427,12 @@ class Reaper:
         # fetch end: the oldest ends nearest it.
         commands = [requeue_command(name, held, raw) for name, raw, _ in suspects]
         commands += [requeue_command(name, public, raw) for name, raw in reversed(in_order)]
+        if unnamed or suspects:
+            # Before the jobs are visible again: a thread of this process fetching a quick
+            # batch meanwhile (its fetchers start before this sweep) would run an uncounted
+            # pill unnamed once more, and the pill could end this process before the others
+            # were asked, which then ran it unnamed too.
+            self._ask_exact_marks(redis, queue, pid, unnamed)
         results = Writer(self.config, redis).send(commands) if commands else []
         running: list[str] = []
         for (_name, raw, known), result in zip(suspects, results, strict=False):
@@ -436,8 +442,6 @@ class Reaper:
                 if jid:
                     running.append(jid)
         suspected.note_crashes(redis, running, _identity(owner))
-        if unnamed or suspects:
-            self._ask_exact_marks(redis, queue, pid, unnamed)
         given = [raw for (_name, raw), result in zip(reversed(in_order), results[len(suspects):], strict=True)
                  if int(result or 0)]
         given.reverse()  # the oldest first, as they now sit from the fetch end

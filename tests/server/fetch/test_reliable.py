@@ -878,6 +878,31 @@ def test_a_crash_in_a_quick_batch_counts_no_job_and_asks_for_exact_marks(redis_d
     assert fetch_slot._exact_until > time.monotonic() + fetch_slot.EXACT_WINDOW - 60
 
 
+def test_exact_marks_are_asked_before_the_jobs_of_a_quick_batch_go_back(redis_db, monkeypatch):
+    """The reaper asks for exact marks before it puts a crash's jobs back on their queue:
+    this process's fetchers run while its boot sweep does, and one fetching the pill in
+    a quick batch between the two ran it unnamed once more (and the pill could end the
+    process before the other workers were asked: a fifth death, once, in CI)."""
+    from wurk_django.server import reaper as reaper_module
+
+    fetch_slot._exact_until = 0.0
+    seen: list[tuple[bool, int]] = []
+    real = reaper_module.Writer
+
+    class Watching(real):
+        def send(self, commands, *args, **kwargs):
+            seen.append((fetch_slot._exact_until > time.monotonic(), redis_db.ttl("super_fetch:exact_marks")))
+            return super().send(commands, *args, **kwargs)
+
+    monkeypatch.setattr(reaper_module, "Writer", Watching)
+    pid = _dead_pid()
+    batch = [_job(f"q{n}".ljust(24, "x")) for n in range(3)]
+    _dead_slots(redis_db, pid, {0: (batch, "?")})
+    assert Reaper(["default"], grace=0).boot_sweep() == 3
+    assert seen and all(exact and ttl > 0 for exact, ttl in seen), seen
+    assert sorted(redis_db.lrange("queue:default", 0, -1)) == sorted(batch)
+
+
 def wait_for_value(read, good, timeout: float = 10.0):
     deadline = time.monotonic() + timeout
     while True:
