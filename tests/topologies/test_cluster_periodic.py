@@ -79,18 +79,21 @@ def test_one_leader_fleet_wide_a_kill_9_handover_and_each_tick_fired_once(on_clu
                      WAIT, 0.02, "the last worker to lead")
     count = len(_fires(on_cluster, tick))
     wait_for(lambda: len(_fires(on_cluster, tick)) >= count + 1, 4 * WAIT, 0.2, "a tick under the third leader")
-    # The last worker runs what it fired before it stops (a job fired just before a stop waits
-    # queued for the next worker: not lost, but not run by the time this test reads).
-    wait_for(lambda: on_cluster.llen("{test}:cron") >= len(_fires(on_cluster, tick)), WAIT, 0.2,
-             "the fired jobs to run")
+    # Each fire ran once, and nothing else ran, read while the last worker runs: a job fired
+    # just before a stop waits queued for the next worker (not lost, but not run by the time
+    # this test reads). The leader keeps firing meanwhile, and a fire is pushed before it is
+    # recorded: both are read again until they agree, which a lost or doubled run never lets them do.
+    def ran_as_fired() -> list | None:
+        history = _fires(on_cluster, tick)
+        ran = sorted(raw.decode() for raw in on_cluster.lrange("{test}:cron", 0, -1))
+        return history if ran == sorted(f"tick:{jid}" for _at, jid in history) else None
+
+    history = wait_for(ran_as_fired, WAIT, 0.2, "each fire to run once")
     assert by_pid[third].stop(WAIT) == 0
 
-    history = _fires(on_cluster, tick)
     minutes = [fired_at // 60 for fired_at, _jid in history]
     assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), f"a tick lost or doubled: {history}"
     assert len({jid for _at, jid in history}) == len(history) >= 5
-    ran = [raw.decode() for raw in on_cluster.lrange("{test}:cron", 0, -1)]
-    assert sorted(ran) == sorted(f"tick:{jid}" for _at, jid in history)  # each fire ran once
     paused = _lids(on_cluster)["paused"]
     assert _fires(on_cluster, paused) == [] and on_cluster.hget(CLUSTER.loop(paused), "lf") is None
     # Nothing in the one-server layout.
