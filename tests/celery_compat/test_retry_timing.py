@@ -8,19 +8,26 @@ import json
 import time
 
 from tests.celery_compat.tasks import add, auto, more_retries, retried_twice
+from tests.support import wait_for
+from wurk_django.keys import schedule_wake_channel
 from wurk_django.redis.app import redis_client
 
 WORKER_ENV = {"WURK_TEST_EXTRA": json.dumps({"IMPORT_ON_MISS": ["tests.celery_compat"]})}
 
 
-def _ready_worker(worker_factory):
+def _ready_worker(worker_factory, redis_db):
     worker = worker_factory("-c", "2", "-q", "default", env=WORKER_ENV)
     assert add.delay(1, 2).get(timeout=60) == 3  # booted and serving
+    # And its scheduler hears pushes into the retry set: until its subscription is in
+    # place (late on a loaded machine) a retry waits for the first sweep, 10-15 s after boot.
+    channel = schedule_wake_channel(redis_db.connection_pool.connection_kwargs.get("db", 0))
+    wait_for(lambda: dict(redis_db.pubsub_numsub(channel)).get(channel.encode(), 0) >= 1, timeout=30,
+             message="the scheduler to listen for wake-ups")
     return worker
 
 
 def test_two_retries_with_countdown_1_take_about_two_seconds(redis_db, worker_factory):
-    _ready_worker(worker_factory)
+    _ready_worker(worker_factory, redis_db)
     started = time.time()
     result = retried_twice.delay("test:twice")
     assert result.get(timeout=30) == 2
@@ -33,7 +40,7 @@ def test_two_retries_with_countdown_1_take_about_two_seconds(redis_db, worker_fa
 
 
 def test_a_countdown_on_a_call_runs_within_a_second_of_the_time_asked(redis_db, worker_factory):
-    _ready_worker(worker_factory)
+    _ready_worker(worker_factory, redis_db)
     asked = time.time() + 2
     result = retried_twice.apply_async(("test:late",), countdown=2, task_id="late-1")
     assert result.get(timeout=30) == 2
